@@ -1,0 +1,500 @@
+//! Conversion between the Anthropic Messages format and engram's OpenAI-format model.
+//!
+//! Anthropic puts the system prompt at the top level, interleaves tool results into user
+//! messages as `tool_result` blocks, and writes tool calls as `tool_use` blocks with a JSON
+//! `input`. engram maps these onto OpenAI messages (a system message, `tool` messages,
+//! `tool_calls`) so that one compaction pipeline serves both, and maps them back.
+//!
+//! What survives a round trip Anthropic → engram → Anthropic verbatim: the system prompt (string
+//! or blocks, with `cache_control`), text blocks and their extra keys, images and documents,
+//! `thinking` and `redacted_thinking` blocks with their signatures, `tool_use` blocks (input
+//! re-parsed from the same JSON text, key order kept), `tool_result` blocks with `is_error` and
+//! their content, and any other top-level keys. Two canonicalisations apply: consecutive
+//! user-side messages are merged into one user message (as the API itself does), and within an
+//! assistant message the tool calls come after the other blocks.
+
+use serde_json::{Map, Value, json};
+
+use crate::error::InputError;
+use crate::input::Conversation;
+use crate::message::{Content, ContentPart, Message, Role, ToolCall, parse_content, type_name};
+
+/// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`).
+pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
+    let Value::Object(map) = request else {
+        return Err(InputError::new(format!(
+            "expected an Anthropic Messages request object, found {}",
+            type_name(request)
+        )));
+    };
+    let mut conversation = Conversation::default();
+    for (key, value) in map {
+        match key.as_str() {
+            "system" => {
+                if !value.is_null() {
+                    let content = parse_content(value.clone()).map_err(|e| e.under_field("system"))?;
+                    conversation.messages.insert(
+                        0,
+                        Message {
+                            content: Some(content),
+                            ..Message::system("")
+                        },
+                    );
+                }
+            }
+            "messages" => {
+                let Value::Array(items) = value else {
+                    return Err(InputError::new(format!(
+                        "expected a list of messages, found {}",
+                        type_name(value)
+                    ))
+                    .at_field("messages"));
+                };
+                for (index, item) in items.iter().enumerate() {
+                    let converted = message_from_anthropic(item).map_err(|e| e.at_index(index))?;
+                    conversation.messages.extend(converted);
+                }
+            }
+            "tools" => match value {
+                Value::Array(tools) => conversation.tools = tools.clone(),
+                Value::Null => {}
+                other => {
+                    return Err(InputError::new(format!(
+                        "expected a list of tools, found {}",
+                        type_name(other)
+                    ))
+                    .at_field("tools"));
+                }
+            },
+            _ => {
+                conversation.extra.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Ok(conversation)
+}
+
+fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
+    let Value::Object(map) = item else {
+        return Err(InputError::new(format!(
+            "expected a message object, found {}",
+            type_name(item)
+        )));
+    };
+    let role = match map.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some(other) => {
+            return Err(InputError::new(format!(
+                "unknown role {other:?}; Anthropic messages are user or assistant (the system prompt goes in `system`)"
+            ))
+            .at_field("role"));
+        }
+        None => return Err(InputError::new("missing `role` (user or assistant)").at_field("role")),
+    };
+    let extra: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| *k != "role" && *k != "content")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let blocks = match map.get("content") {
+        Some(Value::String(s)) => {
+            return Ok(vec![Message {
+                extra,
+                ..Message::new(role, s.clone())
+            }]);
+        }
+        Some(Value::Array(blocks)) => blocks,
+        Some(other) => {
+            return Err(InputError::new(format!(
+                "expected a string or a list of content blocks, found {}",
+                type_name(other)
+            ))
+            .at_field("content"));
+        }
+        None => return Err(InputError::new("missing `content`").at_field("content")),
+    };
+    let mut out = Vec::new();
+    let mut parts: Vec<ContentPart> = Vec::new();
+    let mut calls: Vec<ToolCall> = Vec::new();
+    for (i, block) in blocks.iter().enumerate() {
+        let field = format!("content[{i}]");
+        let Value::Object(block) = block else {
+            return Err(InputError::new(format!(
+                "expected a content block object, found {}",
+                type_name(block)
+            ))
+            .at_field(field));
+        };
+        match block.get("type").and_then(Value::as_str) {
+            Some("tool_result") if role == Role::User => {
+                if !parts.is_empty() {
+                    out.push(Message {
+                        content: Some(Content::Parts(std::mem::take(&mut parts))),
+                        ..Message::new(role, "")
+                    });
+                }
+                out.push(tool_result_to_message(block).map_err(|e| e.under_field(&field))?);
+            }
+            Some("tool_use") if role == Role::Assistant => {
+                calls.push(tool_use_to_call(block).map_err(|e| e.under_field(&field))?);
+            }
+            Some(_) => {
+                let part = crate::message::parse_content(Value::Array(vec![Value::Object(
+                    block.clone(),
+                )]))
+                .map_err(|e| e.under_field("content"))?;
+                if let Content::Parts(mut p) = part {
+                    parts.append(&mut p);
+                }
+            }
+            None => {
+                return Err(InputError::new("a content block needs a `type`")
+                    .at_field(format!("{field}.type")));
+            }
+        }
+    }
+    if !parts.is_empty() || !calls.is_empty() || out.is_empty() {
+        out.push(Message {
+            content: if parts.is_empty() && !calls.is_empty() {
+                None
+            } else {
+                Some(Content::Parts(parts))
+            },
+            tool_calls: (!calls.is_empty()).then_some(calls),
+            ..Message::new(role, "")
+        });
+    }
+    if let Some(last) = out.last_mut() {
+        last.extra = extra;
+    }
+    Ok(out)
+}
+
+fn tool_result_to_message(block: &Map<String, Value>) -> Result<Message, InputError> {
+    let id = block
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| InputError::new("a tool_result needs `tool_use_id`").at_field("tool_use_id"))?;
+    let content = match block.get("content") {
+        None | Some(Value::Null) => Content::Text(String::new()),
+        Some(value) => parse_content(value.clone()).map_err(|e| e.under_field("content"))?,
+    };
+    let extra = block
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "type" | "tool_use_id" | "content"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(Message {
+        content: Some(content),
+        extra,
+        ..Message::tool(id, "")
+    })
+}
+
+fn tool_use_to_call(block: &Map<String, Value>) -> Result<ToolCall, InputError> {
+    let id = block
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| InputError::new("a tool_use needs an `id`").at_field("id"))?;
+    let name = block
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| InputError::new("a tool_use needs a `name`").at_field("name"))?;
+    let arguments = block
+        .get("input")
+        .map_or_else(|| "{}".to_owned(), Value::to_string);
+    let mut call = ToolCall::function(id, name, arguments);
+    for (k, v) in block {
+        if !matches!(k.as_str(), "type" | "id" | "name" | "input") {
+            call.extra.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(call)
+}
+
+/// Writes a conversation as an Anthropic Messages request.
+///
+/// Leading system and developer messages become `system`; a system message later in the history
+/// (a date marker, say) becomes a user text block starting with `[system]`, since Anthropic has
+/// no system role inside `messages`. Tool messages become `tool_result` blocks; OpenAI
+/// `image_url` parts become Anthropic `image` blocks; OpenAI-format tool definitions become
+/// Anthropic ones. Message ids are not sent (the API rejects unknown keys).
+pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
+    let mut request = Map::new();
+    let leading = conversation
+        .messages
+        .iter()
+        .take_while(|m| m.role.is_instruction())
+        .count();
+    if leading > 0 {
+        let system = &conversation.messages[..leading];
+        let value = match system {
+            [Message {
+                content: Some(Content::Text(s)),
+                ..
+            }] => Value::String(s.clone()),
+            _ => Value::Array(system.iter().flat_map(content_blocks).collect()),
+        };
+        request.insert("system".into(), value);
+    }
+    let mut messages: Vec<(Role, Vec<Value>, Option<Value>, Map<String, Value>)> = Vec::new();
+    for (index, message) in conversation.messages.iter().enumerate().skip(leading) {
+        let (role, blocks, plain) = match message.role {
+            Role::User => (
+                Role::User,
+                content_blocks(message),
+                match &message.content {
+                    Some(Content::Text(s)) => Some(Value::String(s.clone())),
+                    _ => None,
+                },
+            ),
+            Role::System | Role::Developer => {
+                let text = format!("[{}] {}", message.role, message.text());
+                (Role::User, vec![json!({"type": "text", "text": text})], None)
+            }
+            Role::Tool => (Role::User, vec![tool_result_block(message)], None),
+            Role::Assistant => {
+                let mut blocks = content_blocks(message);
+                for (i, call) in message.calls().iter().enumerate() {
+                    blocks.push(tool_use_block(call).map_err(|e| {
+                        e.under_field(&format!("tool_calls[{i}]")).at_index(index)
+                    })?);
+                }
+                let plain = match (&message.content, message.calls().is_empty()) {
+                    (Some(Content::Text(s)), true) => Some(Value::String(s.clone())),
+                    _ => None,
+                };
+                (Role::Assistant, blocks, plain)
+            }
+        };
+        match messages.last_mut() {
+            Some((last_role, last_blocks, last_plain, _)) if *last_role == role => {
+                if let Some(Value::String(s)) = last_plain.take() {
+                    if !s.is_empty() {
+                        last_blocks.insert(0, json!({"type": "text", "text": s}));
+                    }
+                }
+                last_blocks.extend(blocks);
+            }
+            _ => {
+                // A tool message's extra keys belong to its tool_result block (see
+                // `tool_result_block`), not to the Anthropic message.
+                let extra = if message.role == Role::Tool {
+                    Map::new()
+                } else {
+                    message.extra.clone()
+                };
+                messages.push((role, blocks, plain, extra));
+            }
+        }
+    }
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .map(|(role, blocks, plain, extra)| {
+            let mut m = Map::new();
+            m.insert("role".into(), Value::String(role.as_str().into()));
+            m.insert("content".into(), plain.unwrap_or(Value::Array(blocks)));
+            m.extend(extra);
+            Value::Object(m)
+        })
+        .collect();
+    request.insert("messages".into(), Value::Array(messages));
+    if !conversation.tools.is_empty() {
+        request.insert(
+            "tools".into(),
+            Value::Array(conversation.tools.iter().map(tool_definition).collect()),
+        );
+    }
+    for (k, v) in &conversation.extra {
+        request.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    Ok(Value::Object(request))
+}
+
+/// A message's content as Anthropic blocks (empty text is dropped; the API rejects it).
+fn content_blocks(message: &Message) -> Vec<Value> {
+    match &message.content {
+        None => Vec::new(),
+        Some(Content::Text(s)) if s.is_empty() => Vec::new(),
+        Some(Content::Text(s)) => vec![json!({"type": "text", "text": s})],
+        Some(Content::Parts(parts)) => parts.iter().map(part_block).collect(),
+    }
+}
+
+fn part_block(part: &ContentPart) -> Value {
+    match part {
+        ContentPart::Text { .. } => serde_json::to_value(part).unwrap_or(Value::Null),
+        ContentPart::Other(map) if part.kind() == "image_url" => image_block(map),
+        ContentPart::Other(map) => Value::Object(map.clone()),
+    }
+}
+
+/// OpenAI `{"type": "image_url", "image_url": {"url"}}` → Anthropic `{"type": "image", "source"}`.
+fn image_block(map: &Map<String, Value>) -> Value {
+    let url = map
+        .get("image_url")
+        .and_then(|u| u.get("url").or(Some(u)))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let source = match url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        Some((media_type, data)) => {
+            json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+        None => json!({"type": "url", "url": url}),
+    };
+    json!({"type": "image", "source": source})
+}
+
+fn tool_result_block(message: &Message) -> Value {
+    let mut block = Map::new();
+    block.insert("type".into(), Value::String("tool_result".into()));
+    block.insert(
+        "tool_use_id".into(),
+        Value::String(message.tool_call_id.clone().unwrap_or_default()),
+    );
+    let content = match &message.content {
+        None => Value::String(String::new()),
+        Some(Content::Text(s)) => Value::String(s.clone()),
+        Some(Content::Parts(parts)) => Value::Array(parts.iter().map(part_block).collect()),
+    };
+    block.insert("content".into(), content);
+    block.extend(message.extra.clone());
+    Value::Object(block)
+}
+
+fn tool_use_block(call: &ToolCall) -> Result<Value, InputError> {
+    let input: Value = if call.arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(&call.arguments).map_err(|e| {
+            InputError::new(format!(
+                "the arguments are not valid JSON ({e}); Anthropic's tool_use needs a JSON object"
+            ))
+            .at_field("function.arguments")
+        })?
+    };
+    let mut block = Map::new();
+    block.insert("type".into(), Value::String("tool_use".into()));
+    block.insert("id".into(), Value::String(call.id.clone()));
+    block.insert("name".into(), Value::String(call.name.clone()));
+    block.insert("input".into(), input);
+    for (k, v) in &call.extra {
+        if k != "type" {
+            block.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(Value::Object(block))
+}
+
+/// OpenAI `{"type": "function", "function": {name, description, parameters}}` → Anthropic
+/// `{name, description, input_schema}`; anything else is passed as it is.
+fn tool_definition(tool: &Value) -> Value {
+    let Some(function) = tool.get("function").filter(|_| tool.get("input_schema").is_none()) else {
+        return tool.clone();
+    };
+    let mut out = Map::new();
+    if let Some(name) = function.get("name") {
+        out.insert("name".into(), name.clone());
+    }
+    if let Some(description) = function.get("description") {
+        out.insert("description".into(), description.clone());
+    }
+    out.insert(
+        "input_schema".into(),
+        function
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    );
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> Value {
+        json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1024,
+            "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": "List the files."},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "I should call ls.", "signature": "EqQBCgIYAhIMabc"},
+                    {"type": "text", "text": "Calling ls."},
+                    {"type": "tool_use", "id": "toolu_01", "name": "ls", "input": {"path": ".", "all": true}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.rs\nb.rs", "is_error": false},
+                    {"type": "text", "text": "Now open a.rs", "cache_control": {"type": "ephemeral"}}
+                ]},
+                {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "opaque"}, {"type": "text", "text": "ok"}]}
+            ],
+            "tools": [{"name": "ls", "description": "list", "input_schema": {"type": "object"}}]
+        })
+    }
+
+    #[test]
+    fn anthropic_round_trip_is_verbatim() {
+        let original = request();
+        let conversation = from_anthropic(&original).expect("valid");
+        let roles: Vec<Role> = conversation.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::System, Role::User, Role::Assistant, Role::Tool, Role::User, Role::Assistant]
+        );
+        assert_eq!(conversation.messages[2].calls()[0].arguments, r#"{"path":".","all":true}"#);
+        assert_eq!(conversation.messages[3].tool_call_id.as_deref(), Some("toolu_01"));
+        let back = to_anthropic(&conversation).expect("converts");
+        assert_eq!(back, original);
+    }
+
+    #[test]
+    fn openai_history_converts() {
+        let conversation = Conversation {
+            messages: vec![
+                Message::system("sys"),
+                Message::user("hi"),
+                Message::assistant_tool_calls(vec![ToolCall::function("c1", "f", "{\"a\":1}")]),
+                Message::tool("c1", "result"),
+                Message::system("[date 2024-01-01]"),
+                Message::assistant("done"),
+            ],
+            tools: vec![json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}})],
+            extra: Map::new(),
+        };
+        let out = to_anthropic(&conversation).expect("converts");
+        assert_eq!(out["system"], json!("sys"));
+        let messages = out["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 4);
+        assert_eq!(messages[1]["content"][0]["input"], json!({"a": 1}));
+        assert_eq!(messages[2]["content"][0]["type"], "tool_result");
+        assert_eq!(messages[2]["content"][1]["text"], "[system] [date 2024-01-01]");
+        assert_eq!(out["tools"][0]["input_schema"], json!({"type": "object"}));
+    }
+
+    #[test]
+    fn invalid_arguments_name_the_place() {
+        let conversation = Conversation::new(vec![Message::assistant_tool_calls(vec![
+            ToolCall::function("c1", "f", "{not json"),
+        ])]);
+        let e = to_anthropic(&conversation).expect_err("bad args");
+        assert_eq!(e.index, Some(0));
+        assert_eq!(e.field.as_deref(), Some("tool_calls[0].function.arguments"));
+    }
+
+    #[test]
+    fn bad_anthropic_input_names_the_place() {
+        let e = from_anthropic(&json!({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]}))
+            .expect_err("role");
+        assert_eq!((e.index, e.field.as_deref()), (Some(1), Some("role")));
+        let e = from_anthropic(&json!({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}))
+            .expect_err("tool_use_id");
+        assert_eq!(e.field.as_deref(), Some("content[0].tool_use_id"));
+    }
+}

@@ -1,0 +1,51 @@
+//! engram: a context engine for LLM agents.
+//!
+//! Long-running agents overflow their model's context window. engram counts tokens exactly for
+//! the model in use, assembles a context under a budget, compacts it without losing what the
+//! agent needs next, and consolidates memory while the agent sleeps. This crate is the core:
+//! the message model, token counting, the model registry, and (in later releases) assembly,
+//! compaction and the memory model, all as plain functions over plain data.
+//!
+//! ```
+//! use engram::{ModelRegistry, TokenCounter, parse_conversation};
+//!
+//! let input = br#"{"messages": [
+//!     {"role": "system", "content": "You are a coding agent."},
+//!     {"role": "user", "content": "Fix the failing test in src/lib.rs"}
+//! ]}"#;
+//! let conversation = parse_conversation(input)?;
+//!
+//! let registry = ModelRegistry::builtin();
+//! let model = registry.resolve("gpt-4o-2024-08-06"); // dated names resolve to their family
+//! let counter = TokenCounter::new(model.spec.tokenizer()?);
+//! let count = counter.count_conversation(&conversation);
+//!
+//! assert!(count.total() > count.content_tokens());
+//! println!("{} of {} tokens", count.total(), model.spec.context_window);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Modules
+//! - [`message`]: OpenAI-format messages that keep every unknown field verbatim.
+//! - [`input`]: reading `{"messages": [...]}`, a bare array or JSONL, with errors that name the
+//!   line, message index and field.
+//! - [`anthropic`]: conversion to and from the Anthropic Messages format.
+//! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
+//! - [`count`]: message-level accounting with a per-message cache.
+//! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod anthropic;
+pub mod count;
+pub mod error;
+pub mod input;
+pub mod message;
+pub mod registry;
+pub mod tokenize;
+
+pub use count::{Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger};
+pub use error::{Error, InputError, Result};
+pub use input::{Conversation, InputFormat, parse_conversation, parse_conversation_with_format};
+pub use message::{Content, ContentPart, Message, Role, ToolCall};
+pub use registry::{ModelMatch, ModelRegistry, ModelSpec, Pricing, ResolvedModel};
+pub use tokenize::{TextTokenizer, Tokenizer, TokenizerName};

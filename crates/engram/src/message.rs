@@ -1,0 +1,637 @@
+//! The message model: OpenAI chat messages, plus an optional stable `id`.
+//!
+//! engram's own decisions only need a few things from a message: its role, its text, its tool
+//! calls and the id of the call a tool result answers. Everything else a caller sends (images,
+//! `cache_control` markers, Anthropic thinking blocks with their signatures, vendor keys) is
+//! carried through verbatim, because dropping a user's data silently is the failure mode engram
+//! exists to prevent. Known fields are typed; unknown ones live in `extra` maps at the level
+//! they were found (message, content part, tool call, function).
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
+
+use crate::error::InputError;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Instructions from the application.
+    System,
+    /// Instructions from the developer (OpenAI's newer name for system instructions).
+    Developer,
+    /// The human (or the harness speaking for them).
+    User,
+    /// The model.
+    Assistant,
+    /// The result of a tool call.
+    Tool,
+}
+
+impl Role {
+    /// Every role, in the order they are documented.
+    pub const ALL: [Role; 5] = [
+        Role::System,
+        Role::Developer,
+        Role::User,
+        Role::Assistant,
+        Role::Tool,
+    ];
+
+    /// The role's name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// Parses a wire name; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// System and developer messages carry instructions rather than conversation.
+    pub fn is_instruction(self) -> bool {
+        matches!(self, Role::System | Role::Developer)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A message's content: a plain string or a list of parts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// `"content": "..."`.
+    Text(String),
+    /// `"content": [{"type": "text", "text": "..."}, ...]`.
+    Parts(Vec<ContentPart>),
+}
+
+/// One element of a list-of-parts content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentPart {
+    /// `{"type": "text", "text": "...", ...}`; keys other than `type` and `text`
+    /// (`cache_control`, say) are kept in `extra`.
+    Text {
+        /// The text.
+        text: String,
+        /// Other keys of the part, verbatim.
+        extra: Map<String, Value>,
+    },
+    /// Any other part (an image, an Anthropic `thinking` block with its signature, ...),
+    /// kept verbatim. It always is an object with a string `type`.
+    Other(Map<String, Value>),
+}
+
+impl ContentPart {
+    /// A plain text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentPart::Text {
+            text: text.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// The part's `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            ContentPart::Text { .. } => "text",
+            ContentPart::Other(map) => map.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+}
+
+/// A function call requested by the assistant (`tool_calls[i]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The call id that the answering tool message names in `tool_call_id`.
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// The arguments, as the JSON text the model produced (OpenAI sends a string).
+    pub arguments: String,
+    /// Other keys of the `function` object, verbatim.
+    pub function_extra: Map<String, Value>,
+    /// Other keys of the tool call (`type` is kept here, normally `"function"`), verbatim.
+    pub extra: Map<String, Value>,
+}
+
+impl ToolCall {
+    /// A function call with the usual `"type": "function"`.
+    pub fn function(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        let mut extra = Map::new();
+        extra.insert("type".into(), Value::String("function".into()));
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+            function_extra: Map::new(),
+            extra,
+        }
+    }
+}
+
+/// One chat message in OpenAI format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The content; `None` when absent or `null` (an assistant message with only tool calls).
+    pub content: Option<Content>,
+    /// The optional `name` of the participant.
+    pub name: Option<String>,
+    /// Tool calls of an assistant message; `None` when the key is absent.
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// For a tool message, the id of the call it answers.
+    pub tool_call_id: Option<String>,
+    /// A stable id supplied by the caller, used for provenance.
+    pub id: Option<String>,
+    /// Every other key of the message, verbatim and in order.
+    pub extra: Map<String, Value>,
+}
+
+impl Message {
+    /// A message with string content.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: Some(Content::Text(content.into())),
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            id: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::new(Role::User, content)
+    }
+
+    /// An assistant message with text content.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message::new(Role::Assistant, content)
+    }
+
+    /// An assistant message that only calls tools.
+    pub fn assistant_tool_calls(calls: Vec<ToolCall>) -> Self {
+        Message {
+            content: None,
+            tool_calls: Some(calls),
+            ..Message::new(Role::Assistant, "")
+        }
+    }
+
+    /// A tool result answering `tool_call_id`.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(tool_call_id.into()),
+            ..Message::new(Role::Tool, content)
+        }
+    }
+
+    /// The same message with a stable id.
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// The message's text: string content, or the text parts joined with nothing between them
+    /// (as OpenAI's accounting and the evaluation harness do). Non-text parts contribute nothing.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match &self.content {
+            None => std::borrow::Cow::Borrowed(""),
+            Some(Content::Text(s)) => std::borrow::Cow::Borrowed(s),
+            Some(Content::Parts(parts)) => {
+                let mut texts = parts.iter().filter_map(|p| match p {
+                    ContentPart::Text { text, .. } => Some(text.as_str()),
+                    ContentPart::Other(_) => None,
+                });
+                match (texts.next(), texts.next()) {
+                    (None, _) => std::borrow::Cow::Borrowed(""),
+                    (Some(one), None) => std::borrow::Cow::Borrowed(one),
+                    (Some(first), Some(second)) => {
+                        let mut s = String::from(first);
+                        s.push_str(second);
+                        texts.for_each(|t| s.push_str(t));
+                        std::borrow::Cow::Owned(s)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Parts that are not text (images, thinking blocks, ...), in order.
+    pub fn non_text_parts(&self) -> impl Iterator<Item = &Map<String, Value>> {
+        let parts: &[ContentPart] = match &self.content {
+            Some(Content::Parts(parts)) => parts,
+            _ => &[],
+        };
+        parts.iter().filter_map(|p| match p {
+            ContentPart::Other(map) => Some(map),
+            ContentPart::Text { .. } => None,
+        })
+    }
+
+    /// The tool calls, or an empty slice.
+    pub fn calls(&self) -> &[ToolCall] {
+        self.tool_calls.as_deref().unwrap_or(&[])
+    }
+
+    /// Parses one message from a JSON value, validating every field it knows.
+    ///
+    /// The error names the field; the caller adds the message index and line.
+    pub fn from_value(value: Value) -> Result<Message, InputError> {
+        let Value::Object(mut map) = value else {
+            return Err(InputError::new(format!(
+                "expected a message object like {{\"role\": \"user\", \"content\": \"...\"}}, found {}",
+                type_name(&value)
+            )));
+        };
+        let role = match map.remove("role") {
+            Some(Value::String(s)) => Role::parse(&s).ok_or_else(|| {
+                let hint = if s == "function" {
+                    " (the legacy `function` role is not supported: send it as a `tool` message)"
+                } else {
+                    ""
+                };
+                InputError::new(format!(
+                    "unknown role {s:?}; expected one of system, developer, user, assistant, tool{hint}"
+                ))
+                .at_field("role")
+            })?,
+            Some(other) => {
+                return Err(InputError::new(format!(
+                    "expected the role as a string, found {}",
+                    type_name(&other)
+                ))
+                .at_field("role"));
+            }
+            None => {
+                return Err(InputError::new(
+                    "missing `role` (one of system, developer, user, assistant, tool)",
+                )
+                .at_field("role"));
+            }
+        };
+        let content = match map.remove("content") {
+            None | Some(Value::Null) => None,
+            Some(value) => Some(parse_content(value).map_err(|e| e.under_field("content"))?),
+        };
+        let name = optional_string(&mut map, "name")?;
+        let id = optional_string(&mut map, "id")?;
+        let tool_call_id = optional_string(&mut map, "tool_call_id")?;
+        let tool_calls = match map.remove("tool_calls") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        parse_tool_call(v).map_err(|e| e.under_field(&format!("tool_calls[{i}]")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Some(other) => {
+                return Err(InputError::new(format!(
+                    "expected a list of tool calls, found {}",
+                    type_name(&other)
+                ))
+                .at_field("tool_calls"));
+            }
+        };
+        if role == Role::Tool && tool_call_id.is_none() {
+            return Err(InputError::new(
+                "a tool message needs `tool_call_id`: the id of the assistant tool call it answers",
+            )
+            .at_field("tool_call_id"));
+        }
+        if role != Role::Assistant && tool_calls.as_ref().is_some_and(|c| !c.is_empty()) {
+            return Err(InputError::new(format!(
+                "only assistant messages may carry tool calls; this one has role {role}"
+            ))
+            .at_field("tool_calls"));
+        }
+        Ok(Message {
+            role,
+            content,
+            name,
+            tool_calls,
+            tool_call_id,
+            id,
+            extra: map,
+        })
+    }
+
+    /// The message as a JSON value (the same shape it was parsed from).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(id) = &self.id {
+            map.serialize_entry("id", id)?;
+        }
+        map.serialize_entry("role", self.role.as_str())?;
+        match &self.content {
+            None => map.serialize_entry("content", &Value::Null)?,
+            Some(Content::Text(s)) => map.serialize_entry("content", s)?,
+            Some(Content::Parts(parts)) => map.serialize_entry("content", parts)?,
+        }
+        if let Some(name) = &self.name {
+            map.serialize_entry("name", name)?;
+        }
+        if let Some(calls) = &self.tool_calls {
+            map.serialize_entry("tool_calls", calls)?;
+        }
+        if let Some(id) = &self.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        for (k, v) in &self.extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Message {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Message::from_value(value).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for ContentPart {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ContentPart::Text { text, extra } => {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+                for (k, v) in extra {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+            ContentPart::Other(map) => map.serialize(serializer),
+        }
+    }
+}
+
+impl Serialize for ToolCall {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a ToolCall);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(None)?;
+                map.serialize_entry("name", &self.0.name)?;
+                map.serialize_entry("arguments", &self.0.arguments)?;
+                for (k, v) in &self.0.function_extra {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("id", &self.id)?;
+        // `type` keeps its place before `function`, as every SDK writes it.
+        if let Some(kind) = self.extra.get("type") {
+            map.serialize_entry("type", kind)?;
+        }
+        map.serialize_entry("function", &Function(self))?;
+        for (k, v) in self.extra.iter().filter(|(k, _)| *k != "type") {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// A short name for a JSON value's type, for error messages.
+pub(crate) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn optional_string(map: &mut Map<String, Value>, key: &str) -> Result<Option<String>, InputError> {
+    match map.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(InputError::new(format!(
+            "expected a string, found {}",
+            type_name(&other)
+        ))
+        .at_field(key)),
+    }
+}
+
+/// Parses `content`: a string or a list of typed parts.
+pub(crate) fn parse_content(value: Value) -> Result<Content, InputError> {
+    match value {
+        Value::String(s) => Ok(Content::Text(s)),
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| parse_part(item).map_err(|e| e.under_field(&format!("[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Content::Parts),
+        other => Err(InputError::new(format!(
+            "expected a string or a list of content parts, found {}",
+            type_name(&other)
+        ))),
+    }
+}
+
+fn parse_part(value: Value) -> Result<ContentPart, InputError> {
+    let Value::Object(mut map) = value else {
+        return Err(InputError::new(format!(
+            "expected a content part object like {{\"type\": \"text\", \"text\": \"...\"}}, found {}",
+            type_name(&value)
+        )));
+    };
+    match map.get("type") {
+        Some(Value::String(t)) if t == "text" => {}
+        Some(Value::String(_)) => return Ok(ContentPart::Other(map)),
+        Some(other) => {
+            return Err(InputError::new(format!(
+                "expected the part's type as a string, found {}",
+                type_name(other)
+            ))
+            .at_field("type"));
+        }
+        None => return Err(InputError::new("a content part needs a `type`").at_field("type")),
+    }
+    match map.remove("text") {
+        Some(Value::String(text)) => {
+            map.remove("type");
+            Ok(ContentPart::Text { text, extra: map })
+        }
+        Some(other) => Err(InputError::new(format!(
+            "expected the text as a string, found {}",
+            type_name(&other)
+        ))
+        .at_field("text")),
+        None => Err(InputError::new("a text part needs `text`").at_field("text")),
+    }
+}
+
+fn parse_tool_call(value: Value) -> Result<ToolCall, InputError> {
+    let Value::Object(mut map) = value else {
+        return Err(InputError::new(format!(
+            "expected a tool call object, found {}",
+            type_name(&value)
+        )));
+    };
+    let id = match map.remove("id") {
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(InputError::new(format!(
+                "expected the call id as a string, found {}",
+                type_name(&other)
+            ))
+            .at_field("id"));
+        }
+        None => {
+            return Err(InputError::new(
+                "a tool call needs an `id` (the tool message answering it names it)",
+            )
+            .at_field("id"));
+        }
+    };
+    let mut function = match map.remove("function") {
+        Some(Value::Object(f)) => f,
+        Some(other) => {
+            return Err(InputError::new(format!(
+                "expected an object with `name` and `arguments`, found {}",
+                type_name(&other)
+            ))
+            .at_field("function"));
+        }
+        None => {
+            return Err(InputError::new(
+                "a tool call needs `function` with `name` and `arguments`",
+            )
+            .at_field("function"));
+        }
+    };
+    let name = match function.remove("name") {
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(InputError::new(format!(
+                "expected the function name as a string, found {}",
+                type_name(&other)
+            ))
+            .at_field("function.name"));
+        }
+        None => return Err(InputError::new("missing function name").at_field("function.name")),
+    };
+    // OpenAI sends the arguments as a JSON string. Some providers (Ollama's native API, for one)
+    // send an object; it is kept as its JSON text, which is what the model would have written.
+    let arguments = match function.remove("arguments") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    };
+    Ok(ToolCall {
+        id,
+        name,
+        arguments,
+        function_extra: function,
+        extra: map,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trip_keeps_unknown_fields_images_and_cache_control() {
+        let input = json!({
+            "id": "m7",
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}}
+            ],
+            "name": "alice",
+            "x_vendor": {"keep": [1, 2, 3]}
+        });
+        let message = Message::from_value(input.clone()).expect("valid");
+        assert_eq!(message.text(), "look");
+        assert_eq!(message.to_value(), input);
+    }
+
+    #[test]
+    fn thinking_blocks_pass_verbatim() {
+        let input = json!({
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "let me see", "signature": "EqQBCgIYAhIM"},
+                {"type": "text", "text": "done"}
+            ],
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}]
+        });
+        let message = Message::from_value(input.clone()).expect("valid");
+        assert_eq!(message.to_value(), input);
+        assert_eq!(message.calls()[0].name, "ls");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let err = Message::from_value(json!({"role": "robot", "content": "x"})).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("role"));
+        assert!(err.message.contains("robot"), "{err}");
+
+        let err = Message::from_value(json!({"role": "tool", "content": "x"})).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("tool_call_id"));
+
+        let err = Message::from_value(json!({"role": "user", "content": 5})).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("content"));
+
+        let err = Message::from_value(json!({"role": "user", "content": [{"type": "text", "text": 1}]}))
+            .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("content[0].text"));
+
+        let err = Message::from_value(json!({"role": "assistant", "tool_calls": [{"id": "a", "function": {}}]}))
+            .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("tool_calls[0].function.name"));
+    }
+
+    #[test]
+    fn object_arguments_become_json_text() {
+        let m = Message::from_value(json!({
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]
+        }))
+        .expect("valid");
+        assert_eq!(m.calls()[0].arguments, r#"{"x":1}"#);
+    }
+}
