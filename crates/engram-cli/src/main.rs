@@ -1,1 +1,84 @@
-fn main() {}
+//! The `engram` command-line tool.
+//!
+//! Arguments are parsed by clap into raw structs ([`cli`]), validated into what each command
+//! needs, and run. Errors carry an exit code: 2 for bad input or arguments (the message names
+//! the place), 1 for internal errors.
+
+mod bench;
+mod cli;
+mod count;
+mod input;
+mod models;
+mod registry;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{BenchCommand, Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Count(args) => count::run(&cli.global, args),
+        Command::Models(args) => models::run(&cli.global, args),
+        Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let code = exit_code(&err);
+            eprintln!("engram: {}", error_chain(&err));
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// A problem with what the user gave us (arguments, input, config): exit code 2.
+#[derive(Debug)]
+pub(crate) struct UserError(pub(crate) String);
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UserError {}
+
+/// Bails out with a user error (exit code 2).
+macro_rules! user_error {
+    ($($arg:tt)*) => {
+        anyhow::Error::new($crate::UserError(format!($($arg)*)))
+    };
+}
+pub(crate) use user_error;
+
+fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.is::<UserError>() || cause.is::<engram::InputError>() {
+            return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<engram::Error>() {
+            return match e {
+                engram::Error::Input(_)
+                | engram::Error::Tokenizer(_)
+                | engram::Error::Registry(_)
+                | engram::Error::Io { .. } => 2,
+                _ => 1,
+            };
+        }
+    }
+    1
+}
+
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if parts.last().is_none_or(|last| !last.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}

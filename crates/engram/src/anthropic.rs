@@ -32,7 +32,8 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
         match key.as_str() {
             "system" => {
                 if !value.is_null() {
-                    let content = parse_content(value.clone()).map_err(|e| e.under_field("system"))?;
+                    let content =
+                        parse_content(value.clone()).map_err(|e| e.under_field("system"))?;
                     conversation.messages.insert(
                         0,
                         Message {
@@ -140,10 +141,9 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
                 calls.push(tool_use_to_call(block).map_err(|e| e.under_field(&field))?);
             }
             Some(_) => {
-                let part = crate::message::parse_content(Value::Array(vec![Value::Object(
-                    block.clone(),
-                )]))
-                .map_err(|e| e.under_field("content"))?;
+                let part =
+                    crate::message::parse_content(Value::Array(vec![Value::Object(block.clone())]))
+                        .map_err(|e| e.under_field("content"))?;
                 if let Content::Parts(mut p) = part {
                     parts.append(&mut p);
                 }
@@ -175,7 +175,9 @@ fn tool_result_to_message(block: &Map<String, Value>) -> Result<Message, InputEr
     let id = block
         .get("tool_use_id")
         .and_then(Value::as_str)
-        .ok_or_else(|| InputError::new("a tool_result needs `tool_use_id`").at_field("tool_use_id"))?;
+        .ok_or_else(|| {
+            InputError::new("a tool_result needs `tool_use_id`").at_field("tool_use_id")
+        })?;
     let content = match block.get("content") {
         None | Some(Value::Null) => Content::Text(String::new()),
         Some(value) => parse_content(value.clone()).map_err(|e| e.under_field("content"))?,
@@ -230,44 +232,51 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
     if leading > 0 {
         let system = &conversation.messages[..leading];
         let value = match system {
-            [Message {
-                content: Some(Content::Text(s)),
-                ..
-            }] => Value::String(s.clone()),
+            [
+                Message {
+                    content: Some(Content::Text(s)),
+                    ..
+                },
+            ] => Value::String(s.clone()),
             _ => Value::Array(system.iter().flat_map(content_blocks).collect()),
         };
         request.insert("system".into(), value);
     }
     let mut messages: Vec<(Role, Vec<Value>, Option<Value>, Map<String, Value>)> = Vec::new();
     for (index, message) in conversation.messages.iter().enumerate().skip(leading) {
-        let (role, blocks, plain) = match message.role {
-            Role::User => (
-                Role::User,
-                content_blocks(message),
-                match &message.content {
-                    Some(Content::Text(s)) => Some(Value::String(s.clone())),
-                    _ => None,
-                },
-            ),
-            Role::System | Role::Developer => {
-                let text = format!("[{}] {}", message.role, message.text());
-                (Role::User, vec![json!({"type": "text", "text": text})], None)
-            }
-            Role::Tool => (Role::User, vec![tool_result_block(message)], None),
-            Role::Assistant => {
-                let mut blocks = content_blocks(message);
-                for (i, call) in message.calls().iter().enumerate() {
-                    blocks.push(tool_use_block(call).map_err(|e| {
-                        e.under_field(&format!("tool_calls[{i}]")).at_index(index)
-                    })?);
+        let (role, blocks, plain) =
+            match message.role {
+                Role::User => (
+                    Role::User,
+                    content_blocks(message),
+                    match &message.content {
+                        Some(Content::Text(s)) => Some(Value::String(s.clone())),
+                        _ => None,
+                    },
+                ),
+                Role::System | Role::Developer => {
+                    let text = format!("[{}] {}", message.role, message.text());
+                    (
+                        Role::User,
+                        vec![json!({"type": "text", "text": text})],
+                        None,
+                    )
                 }
-                let plain = match (&message.content, message.calls().is_empty()) {
-                    (Some(Content::Text(s)), true) => Some(Value::String(s.clone())),
-                    _ => None,
-                };
-                (Role::Assistant, blocks, plain)
-            }
-        };
+                Role::Tool => (Role::User, vec![tool_result_block(message)], None),
+                Role::Assistant => {
+                    let mut blocks = content_blocks(message);
+                    for (i, call) in message.calls().iter().enumerate() {
+                        blocks.push(tool_use_block(call).map_err(|e| {
+                            e.under_field(&format!("tool_calls[{i}]")).at_index(index)
+                        })?);
+                    }
+                    let plain = match (&message.content, message.calls().is_empty()) {
+                        (Some(Content::Text(s)), true) => Some(Value::String(s.clone())),
+                        _ => None,
+                    };
+                    (Role::Assistant, blocks, plain)
+                }
+            };
         match messages.last_mut() {
             Some((last_role, last_blocks, last_plain, _)) if *last_role == role => {
                 if let Some(Value::String(s)) = last_plain.take() {
@@ -393,7 +402,10 @@ fn tool_use_block(call: &ToolCall) -> Result<Value, InputError> {
 /// OpenAI `{"type": "function", "function": {name, description, parameters}}` → Anthropic
 /// `{name, description, input_schema}`; anything else is passed as it is.
 fn tool_definition(tool: &Value) -> Value {
-    let Some(function) = tool.get("function").filter(|_| tool.get("input_schema").is_none()) else {
+    let Some(function) = tool
+        .get("function")
+        .filter(|_| tool.get("input_schema").is_none())
+    else {
         return tool.clone();
     };
     let mut out = Map::new();
@@ -446,10 +458,23 @@ mod tests {
         let roles: Vec<Role> = conversation.messages.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
-            [Role::System, Role::User, Role::Assistant, Role::Tool, Role::User, Role::Assistant]
+            [
+                Role::System,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User,
+                Role::Assistant
+            ]
         );
-        assert_eq!(conversation.messages[2].calls()[0].arguments, r#"{"path":".","all":true}"#);
-        assert_eq!(conversation.messages[3].tool_call_id.as_deref(), Some("toolu_01"));
+        assert_eq!(
+            conversation.messages[2].calls()[0].arguments,
+            r#"{"path":".","all":true}"#
+        );
+        assert_eq!(
+            conversation.messages[3].tool_call_id.as_deref(),
+            Some("toolu_01")
+        );
         let back = to_anthropic(&conversation).expect("converts");
         assert_eq!(back, original);
     }
@@ -465,7 +490,9 @@ mod tests {
                 Message::system("[date 2024-01-01]"),
                 Message::assistant("done"),
             ],
-            tools: vec![json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}})],
+            tools: vec![
+                json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}),
+            ],
             extra: Map::new(),
         };
         let out = to_anthropic(&conversation).expect("converts");
@@ -474,7 +501,10 @@ mod tests {
         assert_eq!(messages.len(), 4);
         assert_eq!(messages[1]["content"][0]["input"], json!({"a": 1}));
         assert_eq!(messages[2]["content"][0]["type"], "tool_result");
-        assert_eq!(messages[2]["content"][1]["text"], "[system] [date 2024-01-01]");
+        assert_eq!(
+            messages[2]["content"][1]["text"],
+            "[system] [date 2024-01-01]"
+        );
         assert_eq!(out["tools"][0]["input_schema"], json!({"type": "object"}));
     }
 
@@ -493,8 +523,10 @@ mod tests {
         let e = from_anthropic(&json!({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]}))
             .expect_err("role");
         assert_eq!((e.index, e.field.as_deref()), (Some(1), Some("role")));
-        let e = from_anthropic(&json!({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}))
-            .expect_err("tool_use_id");
+        let e = from_anthropic(
+            &json!({"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}),
+        )
+        .expect_err("tool_use_id");
         assert_eq!(e.field.as_deref(), Some("content[0].tool_use_id"));
     }
 }

@@ -487,13 +487,18 @@ mod tests {
         }))
         .expect("valid");
         let c = counter.count_message(&with_image);
-        assert_eq!((c.content, c.other_parts, c.estimated), (3, IMAGE_TOKENS_LOW, true));
+        assert_eq!(
+            (c.content, c.other_parts, c.estimated),
+            (3, IMAGE_TOKENS_LOW, true)
+        );
     }
 
     #[test]
     fn a_cached_message_is_not_counted_again() {
         let (counter, meter) = metered();
-        let history: Vec<Message> = (0..100).map(|i| Message::user(format!("turn {i}"))).collect();
+        let history: Vec<Message> = (0..100)
+            .map(|i| Message::user(format!("turn {i}")))
+            .collect();
         counter.count_messages(&history);
         let before = meter.bytes.load(Ordering::Relaxed);
         let mut grown = history.clone();
@@ -520,7 +525,11 @@ mod tests {
         assert_eq!(ledger.counts().len(), 10);
         assert_eq!(
             ledger.messages_total(),
-            ledger.counts().iter().map(MessageCount::total).sum::<usize>()
+            ledger
+                .counts()
+                .iter()
+                .map(MessageCount::total)
+                .sum::<usize>()
         );
     }
 
@@ -534,7 +543,13 @@ mod tests {
             Message::user("d".repeat(10)),
         ];
         let fit = counter.fit_newest(&messages, 40);
-        assert_eq!(fit, NewestFit { kept: 2, tokens: 28 });
+        assert_eq!(
+            fit,
+            NewestFit {
+                kept: 2,
+                tokens: 28
+            }
+        );
         let fit = counter.fit_newest(&messages, 10_000);
         assert_eq!(fit.kept, 4);
         assert_eq!(fit.tokens, counter.count_messages(&messages).total() - 3);

@@ -77,7 +77,9 @@ pub fn parse_conversation_with_format(
             // after the first complete value ("trailing characters") means several values.
             match serde_json::from_str::<&RawValue>(text) {
                 Ok(_) => parse_object(text, &lines).map(|c| (c, InputFormat::Object)),
-                Err(e) if e.classify() == serde_json::error::Category::Syntax && is_trailing(&e) => {
+                Err(e)
+                    if e.classify() == serde_json::error::Category::Syntax && is_trailing(&e) =>
+                {
                     parse_jsonl(text, &lines).map(|c| (c, InputFormat::Jsonl))
                 }
                 Err(e) => Err(json_error(&e)),
@@ -123,7 +125,9 @@ fn json_error(e: &serde_json::Error) -> InputError {
         .map_or(full.as_str(), |i| &full[..i])
         .to_owned();
     let message = match e.classify() {
-        Category::Eof => format!("truncated JSON: the input ends in the middle of a value ({what})"),
+        Category::Eof => {
+            format!("truncated JSON: the input ends in the middle of a value ({what})")
+        }
         Category::Syntax => format!("invalid JSON: {what}"),
         Category::Data => what,
         Category::Io => format!("could not read the input: {what}"),
@@ -339,7 +343,10 @@ mod tests {
     fn accepts_three_formats() {
         let obj = r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]}"#;
         let (c, f) = parse_conversation_with_format(obj.as_bytes()).expect("object");
-        assert_eq!((c.messages.len(), c.tools.len(), f), (1, 1, InputFormat::Object));
+        assert_eq!(
+            (c.messages.len(), c.tools.len(), f),
+            (1, 1, InputFormat::Object)
+        );
         assert_eq!(c.model(), Some("gpt-4o"));
 
         let arr = r#"[{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]"#;
@@ -357,12 +364,26 @@ mod tests {
 
     #[test]
     fn errors_name_line_index_and_field() {
-        let e = err("{\"messages\": [\n  {\"role\": \"user\", \"content\": \"a\"},\n  {\"role\": \"robot\", \"content\": \"b\"}\n]}");
-        assert_eq!((e.line, e.index, e.field.as_deref()), (Some(3), Some(1), Some("role")));
-        assert!(e.to_string().starts_with("line 3, column 3, message 1, field `role`:"), "{e}");
+        let e = err(
+            "{\"messages\": [\n  {\"role\": \"user\", \"content\": \"a\"},\n  {\"role\": \"robot\", \"content\": \"b\"}\n]}",
+        );
+        assert_eq!(
+            (e.line, e.index, e.field.as_deref()),
+            (Some(3), Some(1), Some("role"))
+        );
+        assert!(
+            e.to_string()
+                .starts_with("line 3, column 3, message 1, field `role`:"),
+            "{e}"
+        );
 
-        let e = err("{\"role\": \"user\", \"content\": \"a\"}\n{\"role\": \"tool\", \"content\": \"b\"}\n");
-        assert_eq!((e.line, e.index, e.field.as_deref()), (Some(2), Some(1), Some("tool_call_id")));
+        let e = err(
+            "{\"role\": \"user\", \"content\": \"a\"}\n{\"role\": \"tool\", \"content\": \"b\"}\n",
+        );
+        assert_eq!(
+            (e.line, e.index, e.field.as_deref()),
+            (Some(2), Some(1), Some("tool_call_id"))
+        );
 
         let e = err("[{\"role\": \"user\", \"content\": {\"x\": 1}}]");
         assert_eq!((e.index, e.field.as_deref()), (Some(0), Some("content")));
@@ -378,7 +399,8 @@ mod tests {
         assert_eq!((e.line, e.index), (Some(2), Some(1)));
         assert!(e.message.starts_with("truncated JSON"), "{e}");
 
-        let e = parse_conversation(b"[{\"role\": \"user\", \"content\": \"a\xff\"}]").expect_err("utf8");
+        let e = parse_conversation(b"[{\"role\": \"user\", \"content\": \"a\xff\"}]")
+            .expect_err("utf8");
         assert!(e.message.contains("invalid UTF-8"), "{e}");
         assert_eq!(e.column, Some(32));
 

@@ -43,7 +43,9 @@ pub mod message;
 pub mod registry;
 pub mod tokenize;
 
-pub use count::{Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger};
+pub use count::{
+    Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
+};
 pub use error::{Error, InputError, Result};
 pub use input::{Conversation, InputFormat, parse_conversation, parse_conversation_with_format};
 pub use message::{Content, ContentPart, Message, Role, ToolCall};

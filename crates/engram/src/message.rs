@@ -616,12 +616,15 @@ mod tests {
         let err = Message::from_value(json!({"role": "user", "content": 5})).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("content"));
 
-        let err = Message::from_value(json!({"role": "user", "content": [{"type": "text", "text": 1}]}))
-            .unwrap_err();
+        let err =
+            Message::from_value(json!({"role": "user", "content": [{"type": "text", "text": 1}]}))
+                .unwrap_err();
         assert_eq!(err.field.as_deref(), Some("content[0].text"));
 
-        let err = Message::from_value(json!({"role": "assistant", "tool_calls": [{"id": "a", "function": {}}]}))
-            .unwrap_err();
+        let err = Message::from_value(
+            json!({"role": "assistant", "tool_calls": [{"id": "a", "function": {}}]}),
+        )
+        .unwrap_err();
         assert_eq!(err.field.as_deref(), Some("tool_calls[0].function.name"));
     }
 

@@ -188,7 +188,9 @@ impl ModelRegistry {
     pub fn from_toml_str(text: &str, origin: &str) -> Result<ModelRegistry> {
         let file = parse_file(text, origin)?;
         let fallback = file.fallback.ok_or_else(|| {
-            Error::Registry(format!("{origin}: a complete registry needs a [fallback] table"))
+            Error::Registry(format!(
+                "{origin}: a complete registry needs a [fallback] table"
+            ))
         })?;
         let mut registry = ModelRegistry {
             models: Vec::new(),
@@ -242,13 +244,19 @@ impl ModelRegistry {
     fn insert(&mut self, spec: ModelSpec, origin: &str) -> Result<()> {
         let context = format!("{origin}: model {:?}", spec.id);
         if spec.id.trim().is_empty() {
-            return Err(Error::Registry(format!("{origin}: a model has an empty id")));
+            return Err(Error::Registry(format!(
+                "{origin}: a model has an empty id"
+            )));
         }
         if spec.context_window == 0 {
-            return Err(Error::Registry(format!("{context}: context_window must be positive")));
+            return Err(Error::Registry(format!(
+                "{context}: context_window must be positive"
+            )));
         }
         if !(spec.token_factor.is_finite() && spec.token_factor > 0.0) {
-            return Err(Error::Registry(format!("{context}: token_factor must be positive")));
+            return Err(Error::Registry(format!(
+                "{context}: token_factor must be positive"
+            )));
         }
         TokenizerName::parse(&spec.tokenizer)
             .map_err(|e| Error::Registry(format!("{context}: {e}")))?;
@@ -358,7 +366,15 @@ mod tests {
     #[test]
     fn builtin_registry_is_valid_and_covers_the_providers() {
         let registry = ModelRegistry::builtin();
-        for provider in ["openai", "anthropic", "google", "meta", "qwen", "mistral", "deepseek"] {
+        for provider in [
+            "openai",
+            "anthropic",
+            "google",
+            "meta",
+            "qwen",
+            "mistral",
+            "deepseek",
+        ] {
             assert!(
                 registry.models().any(|m| m.provider == provider),
                 "no {provider} model"
@@ -368,7 +384,10 @@ mod tests {
             assert!(m.context_window >= m.max_output_tokens, "{}", m.id);
             assert!(m.price.input >= 0.0 && m.price.output >= 0.0);
         }
-        assert_eq!(registry.resolve(registry.default_model()).how, ModelMatch::Exact);
+        assert_eq!(
+            registry.resolve(registry.default_model()).how,
+            ModelMatch::Exact
+        );
     }
 
     #[test]
@@ -379,15 +398,27 @@ mod tests {
             ("GPT-4o-mini-2024-07-18", "gpt-4o-mini", ModelMatch::Prefix),
             ("openai/gpt-4.1", "gpt-4.1", ModelMatch::Exact),
             ("gpt-4-0613", "gpt-4", ModelMatch::Prefix),
-            ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5", ModelMatch::Prefix),
-            ("claude-3-7-sonnet@20250219", "claude-3-7-sonnet", ModelMatch::Exact),
+            (
+                "claude-sonnet-4-5-20250929",
+                "claude-sonnet-4-5",
+                ModelMatch::Prefix,
+            ),
+            (
+                "claude-3-7-sonnet@20250219",
+                "claude-3-7-sonnet",
+                ModelMatch::Exact,
+            ),
             ("models/gemini-2.5-pro", "gemini-2.5-pro", ModelMatch::Exact),
             ("llama3.1:8b", "llama-3.1-8b-instruct", ModelMatch::Alias),
             ("chatgpt-4o-latest", "gpt-4o", ModelMatch::Alias),
         ];
         for (name, id, how) in cases {
             let resolved = r.resolve(name);
-            assert_eq!((resolved.spec.id.as_str(), &resolved.how), (id, &how), "{name}");
+            assert_eq!(
+                (resolved.spec.id.as_str(), &resolved.how),
+                (id, &how),
+                "{name}"
+            );
         }
         let unknown = r.resolve("my-local-model");
         assert_eq!(unknown.how, ModelMatch::Fallback);
@@ -402,11 +433,18 @@ mod tests {
         assert!(r.resolve("gpt-4o").spec.counts_are_exact());
         #[cfg(feature = "openai-bpe")]
         {
-            let t = r.resolve("claude-sonnet-4-5").spec.tokenizer().expect("tokenizer");
+            let t = r
+                .resolve("claude-sonnet-4-5")
+                .spec
+                .tokenizer()
+                .expect("tokenizer");
             assert!(!t.is_exact());
             let cl = Tokenizer::cl100k().expect("cl100k");
             let text = "The quick brown fox jumps over the lazy dog. ".repeat(20);
-            assert_eq!(t.count(&text), (cl.count(&text) as f64 * 1.25).ceil() as usize);
+            assert_eq!(
+                t.count(&text),
+                (cl.count(&text) as f64 * 1.25).ceil() as usize
+            );
         }
     }
 
@@ -442,7 +480,11 @@ mod tests {
         assert_eq!(r.resolve("my-model").spec.context_window, 8192);
         assert_eq!(r.resolve("gpt-4o").spec.context_window, 64000);
         assert_eq!(r.resolve("four-oh").spec.id, "gpt-4o");
-        assert_eq!(r.resolve("chatgpt-4o-latest").how, ModelMatch::Fallback, "old alias dropped");
+        assert_eq!(
+            r.resolve("chatgpt-4o-latest").how,
+            ModelMatch::Fallback,
+            "old alias dropped"
+        );
         assert_eq!(r.resolve("nope").spec.context_window, 32000);
     }
 
@@ -453,7 +495,9 @@ mod tests {
             .merge_toml_str("[[model]]\nid = \"x\"\ncontext_window = 1\nmax_output_tokens = 1\ntokenizer = \"nope\"\n", "f.toml")
             .expect_err("bad tokenizer");
         assert!(e.to_string().contains("f.toml: model \"x\""), "{e}");
-        let e = r.merge_toml_str("[[model]]\nid = \"x\"\n", "f.toml").expect_err("missing");
+        let e = r
+            .merge_toml_str("[[model]]\nid = \"x\"\n", "f.toml")
+            .expect_err("missing");
         assert!(e.to_string().contains("f.toml"), "{e}");
         let e = r
             .merge_toml_str("[[model]]\nid = \"x\"\ncontext_window = 1\nmax_output_tokens = 1\ntokenizer = \"cl100k\"\ncolour = 1\n", "f.toml")

@@ -257,7 +257,10 @@ impl TokenizerName {
             "chars4" | "heuristic" | "chars" => Some(TokenizerName::CharsPerToken(4)),
             _ => {
                 if let Some(n) = lower.strip_prefix("chars/") {
-                    n.parse().ok().filter(|&n| n > 0).map(TokenizerName::CharsPerToken)
+                    n.parse()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .map(TokenizerName::CharsPerToken)
                 } else if let Some(path) = trimmed.strip_prefix("hf:") {
                     Some(TokenizerName::HuggingFace(path.to_owned()))
                 } else if lower.ends_with(".json") {
@@ -297,75 +300,9 @@ impl TextTokenizer for CharsPerToken {
 }
 
 #[cfg(feature = "openai-bpe")]
-mod openai {
-    use std::sync::Arc;
-
-    use super::{TextTokenizer, Tokenizer};
-    use crate::error::Result;
-
-    #[derive(Debug, Clone, Copy)]
-    pub(super) enum Encoding {
-        O200k,
-        Cl100k,
-    }
-
-    /// OpenAI BPE with the vocabulary compiled in (bpe-openai): exact, and nothing to download.
-    struct OpenAiBpe {
-        encoding: Encoding,
-        bpe: &'static bpe_openai::Tokenizer,
-    }
-
-    impl std::fmt::Debug for OpenAiBpe {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "OpenAiBpe({:?})", self.encoding)
-        }
-    }
-
-    impl TextTokenizer for OpenAiBpe {
-        fn name(&self) -> &str {
-            match self.encoding {
-                Encoding::O200k => "o200k",
-                Encoding::Cl100k => "cl100k",
-            }
-        }
-
-        fn count(&self, text: &str) -> usize {
-            self.bpe.count(text)
-        }
-
-        fn count_till_limit(&self, text: &str, limit: usize) -> Option<usize> {
-            self.bpe.count_till_limit(&self.bpe.normalize(text), limit)
-        }
-
-        fn is_exact(&self) -> bool {
-            true
-        }
-
-        fn splits_at_lines(&self) -> bool {
-            true
-        }
-    }
-
-    pub(super) fn tokenizer(encoding: Encoding) -> Result<Tokenizer> {
-        // One shared instance per encoding, so that tokenizer ids and caches stay cheap.
-        static O200K: std::sync::OnceLock<Arc<OpenAiBpe>> = std::sync::OnceLock::new();
-        static CL100K: std::sync::OnceLock<Arc<OpenAiBpe>> = std::sync::OnceLock::new();
-        let cell = match encoding {
-            Encoding::O200k => &O200K,
-            Encoding::Cl100k => &CL100K,
-        };
-        let inner = cell.get_or_init(|| {
-            Arc::new(OpenAiBpe {
-                encoding,
-                bpe: match encoding {
-                    Encoding::O200k => bpe_openai::o200k_base(),
-                    Encoding::Cl100k => bpe_openai::cl100k_base(),
-                },
-            })
-        });
-        Ok(Tokenizer::new(inner.clone()))
-    }
-}
+mod openai;
+#[cfg(feature = "openai-bpe")]
+mod pretokenize;
 
 #[cfg(not(feature = "openai-bpe"))]
 mod openai {
@@ -424,7 +361,9 @@ mod hf {
 
     pub(super) fn tokenizer(path: &str) -> Result<Tokenizer> {
         let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| {
-            Error::Tokenizer(format!("cannot load the HuggingFace tokenizer {path:?}: {e}"))
+            Error::Tokenizer(format!(
+                "cannot load the HuggingFace tokenizer {path:?}: {e}"
+            ))
         })?;
         Ok(Tokenizer::new(Arc::new(HfTokenizer {
             name: format!("hf:{path}"),
@@ -452,11 +391,17 @@ mod tests {
 
     #[test]
     fn names_resolve() {
-        assert_eq!(Tokenizer::from_name("heuristic").expect("chars").id(), "chars/4");
+        assert_eq!(
+            Tokenizer::from_name("heuristic").expect("chars").id(),
+            "chars/4"
+        );
         assert!(Tokenizer::from_name("gpt2").is_err());
         #[cfg(feature = "openai-bpe")]
         {
-            assert_eq!(Tokenizer::from_name("cl100k_base").expect("cl").id(), "cl100k");
+            assert_eq!(
+                Tokenizer::from_name("cl100k_base").expect("cl").id(),
+                "cl100k"
+            );
             assert_eq!(Tokenizer::from_name("O200K").expect("o2").id(), "o200k");
         }
     }

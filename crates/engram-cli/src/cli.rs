@@ -1,0 +1,119 @@
+//! Command-line arguments, as clap fills them. Commands validate them before doing any work.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "\
+Input is an OpenAI chat request or conversation: {\"messages\": [...]}, a bare JSON array of
+messages, or JSONL with one message per line. Anthropic Messages requests are read too.
+
+Exit codes: 0 success; 2 bad input or arguments (the message names the line, message index
+and field); 1 internal error.";
+
+/// engram: a context engine for LLM agents.
+///
+/// Counts tokens exactly for the model in use, and (as it grows) builds contexts under a
+/// budget, compacts long histories without losing what the agent needs, and keeps memory.
+#[derive(Debug, Parser)]
+#[command(name = "engram", version, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct GlobalArgs {
+    /// A models file merged over the built-in registry (same format as `engram models --toml`).
+    /// Default: ENGRAM_MODELS, else models.toml in engram's config directory when it exists.
+    #[arg(long, global = true, env = "ENGRAM_MODELS", value_name = "FILE")]
+    pub(crate) models: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Count a conversation's tokens: per message, in total, as a share of the model's window,
+    /// and its estimated input cost.
+    #[command(after_help = AFTER_HELP)]
+    Count(CountArgs),
+    /// List the models engram knows: windows, output limits, tokenizers and prices.
+    Models(ModelsArgs),
+    /// Measure engram's own speed.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// How to read the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum InputFormatArg {
+    /// Detect: an object with a top-level `system`, or `tool_use`/`tool_result` blocks, is Anthropic.
+    Auto,
+    /// OpenAI chat messages (object, array or JSONL).
+    Openai,
+    /// An Anthropic Messages request.
+    Anthropic,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CountArgs {
+    /// The conversation to count; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE|-")]
+    pub(crate) file: Option<PathBuf>,
+    /// The model: sets the tokenizer, the window and the prices. Default: the input's `model`
+    /// field, else the registry's default model (gpt-4o).
+    #[arg(long, short = 'm', value_name = "M")]
+    pub(crate) model: Option<String>,
+    /// Count with this tokenizer instead of the model's: o200k, cl100k, chars/4, or
+    /// hf:PATH to a tokenizer.json (needs the hf-tokenizer feature).
+    #[arg(long, short = 't', value_name = "T")]
+    pub(crate) tokenizer: Option<String>,
+    /// Print JSON: {"total_tokens", "content_tokens", "messages": [{"index", "id", "role",
+    /// "tokens"}], "model", "context_window", "percent_of_window", ...}.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Only the totals, not one line per message.
+    #[arg(long, conflicts_with = "json")]
+    pub(crate) summary: bool,
+    /// The input's format.
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
+    pub(crate) format: InputFormatArg,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ModelsArgs {
+    /// Only models whose id, alias or provider contains this text.
+    pub(crate) filter: Option<String>,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "toml")]
+    pub(crate) json: bool,
+    /// Print the built-in registry file, a starting point for your own models file.
+    #[arg(long)]
+    pub(crate) toml: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Token-counting throughput on a text file, on one thread and on several.
+    Count(BenchCountArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchCountArgs {
+    /// A UTF-8 text file (scripts/bench_tokens.py builds one from the dev data).
+    pub(crate) file: PathBuf,
+    /// Tokenizers to measure, comma-separated.
+    #[arg(long, short = 't', value_delimiter = ',', default_values_t = ["cl100k".to_owned(), "o200k".to_owned()])]
+    pub(crate) tokenizer: Vec<String>,
+    /// Threads for the parallel measurement (default: every core).
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+    /// Runs per measurement; the best is reported.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) repeat: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
