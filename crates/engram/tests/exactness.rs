@@ -34,7 +34,12 @@ fn counts_equal_tiktoken_on_every_dev_message() {
         let conversations = files.entry(file.clone()).or_insert_with(|| {
             let path = data.join(&file);
             std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("{}: {e} (set ENGRAM_DEV_DATA to the dev data)", path.display()))
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{}: {e} (set ENGRAM_DEV_DATA to the dev data)",
+                        path.display()
+                    )
+                })
                 .lines()
                 .map(|l| serde_json::from_str(l).expect("conversation"))
                 .collect()
@@ -55,7 +60,11 @@ fn counts_equal_tiktoken_on_every_dev_message() {
             for (i, (message, want)) in parsed.iter().zip(expected).enumerate() {
                 let place = format!("{file} {} message {i} ({encoding})", row["id"]);
                 let want_content = want[0].as_u64().expect("content count") as usize;
-                assert_eq!(counter.count_text(&message.text()), want_content, "{place}: content");
+                assert_eq!(
+                    counter.count_text(&message.text()),
+                    want_content,
+                    "{place}: content"
+                );
                 let want_calls: Vec<usize> = want[1]
                     .as_array()
                     .expect("calls")
@@ -64,16 +73,29 @@ fn counts_equal_tiktoken_on_every_dev_message() {
                     .collect();
                 for (call, want) in message.calls().iter().zip(&want_calls) {
                     let text = format!("{}{}", call.name, call.arguments);
-                    assert_eq!(counter.count_text(&text), *want, "{place}: call {}", call.id);
+                    assert_eq!(
+                        counter.count_text(&text),
+                        *want,
+                        "{place}: call {}",
+                        call.id
+                    );
                 }
                 let count = counter.count_message(message);
                 assert_eq!(count.content, want_content, "{place}: message content");
-                assert_eq!(count.tool_calls, want_calls.iter().sum::<usize>(), "{place}: message calls");
+                assert_eq!(
+                    count.tool_calls,
+                    want_calls.iter().sum::<usize>(),
+                    "{place}: message calls"
+                );
                 messages += 1;
                 calls += want_calls.len();
             }
         }
     }
-    assert_eq!(messages, 2 * 36_350, "every dev message was checked with both encodings");
+    assert_eq!(
+        messages,
+        2 * 36_350,
+        "every dev message was checked with both encodings"
+    );
     assert!(calls > 9_000, "tool calls were checked ({calls})");
 }

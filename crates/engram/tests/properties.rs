@@ -5,7 +5,10 @@ use engram::{Content, ContentPart, Message, Role, TokenCounter, Tokenizer, ToolC
 use proptest::prelude::*;
 
 fn tokenizers() -> Vec<Tokenizer> {
-    let mut out = vec![Tokenizer::chars_per_token(4), Tokenizer::chars_per_token(1).scaled(1.25)];
+    let mut out = vec![
+        Tokenizer::chars_per_token(4),
+        Tokenizer::chars_per_token(1).scaled(1.25),
+    ];
     #[cfg(feature = "openai-bpe")]
     {
         out.push(Tokenizer::cl100k().expect("cl100k"));
@@ -20,9 +23,16 @@ fn tokenizers() -> Vec<Tokenizer> {
 fn text() -> impl Strategy<Value = String> {
     proptest::collection::vec(
         prop_oneof![
-            "[a-zA-Z]{1,8}", "[0-9]{1,6}", "[ \t\n]{1,3}", "[(){};:.,/'\"=+-]{1,2}",
-            Just("'s".to_owned()), Just("café".to_owned()), Just("日本語".to_owned()), Just("😀".to_owned()),
-            Just("\r\n".to_owned()), Just("<|endoftext|>".to_owned()),
+            "[a-zA-Z]{1,8}",
+            "[0-9]{1,6}",
+            "[ \t\n]{1,3}",
+            "[(){};:.,/'\"=+-]{1,2}",
+            Just("'s".to_owned()),
+            Just("café".to_owned()),
+            Just("日本語".to_owned()),
+            Just("😀".to_owned()),
+            Just("\r\n".to_owned()),
+            Just("<|endoftext|>".to_owned()),
         ],
         0..30,
     )
@@ -30,12 +40,21 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 fn message() -> impl Strategy<Value = Message> {
-    (0..5usize, text(), text(), proptest::option::of("[a-z]{1,6}"), any::<bool>()).prop_map(
-        |(role, a, b, name, parts)| {
+    (
+        0..5usize,
+        text(),
+        text(),
+        proptest::option::of("[a-z]{1,6}"),
+        any::<bool>(),
+    )
+        .prop_map(|(role, a, b, name, parts)| {
             let role = Role::ALL[role];
             let mut m = Message::new(role, a.clone());
             if parts {
-                m.content = Some(Content::Parts(vec![ContentPart::text(a), ContentPart::text(b.clone())]));
+                m.content = Some(Content::Parts(vec![
+                    ContentPart::text(a),
+                    ContentPart::text(b.clone()),
+                ]));
             }
             m.name = name;
             match role {
@@ -44,8 +63,7 @@ fn message() -> impl Strategy<Value = Message> {
                 _ => {}
             }
             m
-        },
-    )
+        })
 }
 
 proptest! {
@@ -177,16 +195,38 @@ fn json_value(depth: u32) -> impl Strategy<Value = serde_json::Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         "[a-z]{0,6}".prop_map(Value::String),
-        prop_oneof![Just("user"), Just("assistant"), Just("tool"), Just("system"), Just("developer"), Just("robot"), Just("text"), Just("function")]
-            .prop_map(|s| Value::String(s.into())),
+        prop_oneof![
+            Just("user"),
+            Just("assistant"),
+            Just("tool"),
+            Just("system"),
+            Just("developer"),
+            Just("robot"),
+            Just("text"),
+            Just("function")
+        ]
+        .prop_map(|s| Value::String(s.into())),
     ];
     leaf.prop_recursive(depth, 64, 6, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
             proptest::collection::vec(
-                (prop_oneof![Just("role"), Just("content"), Just("tool_calls"), Just("tool_call_id"), Just("id"),
-                             Just("name"), Just("type"), Just("text"), Just("function"), Just("arguments"), Just("x")],
-                 inner),
+                (
+                    prop_oneof![
+                        Just("role"),
+                        Just("content"),
+                        Just("tool_calls"),
+                        Just("tool_call_id"),
+                        Just("id"),
+                        Just("name"),
+                        Just("type"),
+                        Just("text"),
+                        Just("function"),
+                        Just("arguments"),
+                        Just("x")
+                    ],
+                    inner
+                ),
                 0..6,
             )
             .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),

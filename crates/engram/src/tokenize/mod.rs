@@ -117,7 +117,7 @@ impl Tokenizer {
         self.id = if (self.factor - 1.0).abs() < f64::EPSILON {
             Arc::from(self.inner.name())
         } else {
-            Arc::from(format!("{}x{}", self.inner.name(), self.factor))
+            Arc::from(format!("{}*{}", self.inner.name(), self.factor))
         };
         self
     }

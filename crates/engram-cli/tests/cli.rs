@@ -1,0 +1,324 @@
+//! The `engram` binary, run as users run it: arguments, standard input, files, exit codes.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn engram(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
+        .args(args)
+        .env_remove("ENGRAM_MODELS")
+        // No user models file from the machine running the tests.
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("engram-cli-tests-no-config"),
+        )
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("engram runs");
+    if let Some(bytes) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(bytes)
+            .expect("write stdin");
+    }
+    child.wait_with_output().expect("engram finishes")
+}
+
+fn example() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/conversation.json")
+        .display()
+        .to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        stderr(out)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+#[test]
+fn count_json_contract() {
+    let report = json(&engram(&["count", "--json", &example()], None));
+    for key in [
+        "total_tokens",
+        "content_tokens",
+        "messages",
+        "model",
+        "context_window",
+        "percent_of_window",
+    ] {
+        assert!(report.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(report["model"], "gpt-4o", "the input's model field is used");
+    assert_eq!(report["context_window"], 128_000);
+    let messages = report["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 16);
+    assert_eq!(messages[0]["index"], 0);
+    assert_eq!(messages[0]["id"], "m0");
+    assert_eq!(messages[0]["role"], "system");
+    let sum: u64 = messages
+        .iter()
+        .map(|m| m["tokens"].as_u64().expect("tokens"))
+        .sum();
+    let total = report["total_tokens"].as_u64().expect("total");
+    assert_eq!(
+        total,
+        3 + sum + report["tools_tokens"].as_u64().expect("tools")
+    );
+    assert!(report["content_tokens"].as_u64().expect("content") < sum);
+    let pct = report["percent_of_window"].as_f64().expect("pct");
+    assert!((pct - 100.0 * total as f64 / 128_000.0).abs() < 0.01);
+    assert!(report["input_cost_usd"].as_f64().expect("cost") > 0.0);
+    assert_eq!(report["exact"], true);
+}
+
+#[test]
+fn count_matches_the_harness_formula_on_cl100k() {
+    // 3 + per message (4 + content + name+arguments); no `name` fields here.
+    let input = br#"[{"id": "a", "role": "system", "content": "You are terse."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "a.rs b.rs"}]"#;
+    let report = json(&engram(
+        &["count", "--json", "--tokenizer", "cl100k", "-"],
+        Some(input),
+    ));
+    // cl100k: "You are terse." = 4, "ls{\"path\": \".\"}" = 6, "a.rs b.rs" = 4 (tiktoken 0.14).
+    assert_eq!(report["content_tokens"], 4 + 6 + 4);
+    assert_eq!(report["total_tokens"], 3 + (4 + 4) + (4 + 6) + (4 + 4));
+    assert_eq!(
+        report["messages"][1]["id"], "1",
+        "index as the id when there is none"
+    );
+}
+
+#[test]
+fn models_and_tokenizers_resolve() {
+    let claude = json(&engram(
+        &[
+            "count",
+            "--json",
+            "--model",
+            "claude-sonnet-4-5-20250929",
+            &example(),
+        ],
+        None,
+    ));
+    assert_eq!(claude["model"], "claude-sonnet-4-5");
+    assert_eq!(claude["exact"], false, "Claude counts are estimates");
+    assert_eq!(claude["tokenizer"], "cl100k*1.25");
+
+    let out = engram(
+        &["count", "--json", "--model", "my-local-llm", &example()],
+        None,
+    );
+    let report = json(&out);
+    assert_eq!(report["model"], "my-local-llm");
+    assert!(
+        stderr(&out).contains("unknown model \"my-local-llm\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let chars = json(&engram(
+        &["count", "--json", "--tokenizer", "chars/4", &example()],
+        None,
+    ));
+    assert_eq!(chars["tokenizer"], "chars/4");
+    assert_eq!(chars["exact"], false);
+}
+
+#[test]
+fn jsonl_and_stdin_inputs() {
+    let jsonl = b"{\"role\": \"user\", \"content\": \"hello world\"}\n{\"role\": \"assistant\", \"content\": \"hi\"}\n";
+    let report = json(&engram(
+        &["count", "--json", "--tokenizer", "cl100k"],
+        Some(jsonl),
+    ));
+    assert_eq!(report["messages"].as_array().expect("messages").len(), 2);
+    assert_eq!(report["total_tokens"], 3 + (4 + 2) + (4 + 1));
+}
+
+#[test]
+fn anthropic_requests_are_read() {
+    let request = br#"{"model": "claude-haiku-4-5", "system": "Be brief.", "max_tokens": 100,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+                     {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}]}"#;
+    let report = json(&engram(&["count", "--json"], Some(request)));
+    assert_eq!(report["model"], "claude-haiku-4-5");
+    let roles: Vec<&str> = report["messages"]
+        .as_array()
+        .expect("m")
+        .iter()
+        .map(|m| m["role"].as_str().expect("role"))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+}
+
+#[test]
+fn bad_input_exits_2_and_names_the_place() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"{\"messages\": [\n {\"role\": \"user\", \"content\": \"a\"},\n {\"role\": \"robot\", \"content\": \"b\"}\n]}", "line 3, column 2, message 1, field `role`: unknown role \"robot\""),
+        (b"{\"role\": \"user\", \"content\": \"a\"}\n{\"role\": \"tool\", \"content\": \"b\"}", "line 2, column 1, message 1, field `tool_call_id`"),
+        (b"[{\"role\": \"user\", \"content\": 42}]", "message 0, field `content`: expected a string or a list of content parts, found a number"),
+        (b"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"", "truncated JSON"),
+        (b"[{\"role\": \"user\", \"content\": \"\xff\"}]", "invalid UTF-8"),
+        (b"", "the input is empty"),
+    ];
+    for (input, expected) in cases {
+        let out = engram(&["count"], Some(input));
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "expected {expected:?} in {:?}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+        assert!(!stderr(&out).contains("panicked"));
+    }
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    for args in [
+        vec!["count", "--tokenizer", "gpt2", "-"],
+        vec!["count", "/nonexistent/conversation.json"],
+        vec!["count", "--bogus-flag"],
+        vec!["--models", "/nonexistent/models.toml", "count", "-"],
+    ] {
+        let out = engram(&args, Some(b"[]"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    let out = engram(&["count", "--tokenizer", "gpt2", "-"], Some(b"[]"));
+    assert!(
+        stderr(&out).contains("o200k, cl100k"),
+        "lists the accepted names: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_user_models_file_overrides_the_registry() {
+    let dir = std::env::temp_dir().join(format!("engram-cli-models-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("models.toml");
+    std::fs::write(
+        &path,
+        "[[model]]\nid = \"my-local-llm\"\ncontext_window = 4096\nmax_output_tokens = 512\ntokenizer = \"cl100k\"\nprice = { input = 0.0, output = 0.0 }\n",
+    )
+    .expect("write");
+    let out = engram(
+        &[
+            "--models",
+            path.to_str().expect("utf8"),
+            "count",
+            "--json",
+            "--model",
+            "my-local-llm",
+            &example(),
+        ],
+        None,
+    );
+    assert!(!stderr(&out).contains("unknown model"), "{}", stderr(&out));
+    assert_eq!(json(&out)["context_window"], 4096);
+
+    std::fs::write(&path, "[[model]]\nid = \"broken\"\n").expect("write");
+    let out = engram(
+        &[
+            "--models",
+            path.to_str().expect("utf8"),
+            "count",
+            &example(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("models.toml"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn human_output_and_models_listing() {
+    let out = engram(&["count", &example()], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("of gpt-4o's 128,000-token window (o200k, exact)"),
+        "{text}"
+    );
+    assert!(text.contains("input cost"), "{text}");
+
+    let out = engram(&["models", "--json"], None);
+    let models = json(&out);
+    let ids: Vec<&str> = models["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .map(|m| m["id"].as_str().expect("id"))
+        .collect();
+    for id in [
+        "gpt-4o",
+        "claude-sonnet-4-5",
+        "gemini-2.5-pro",
+        "llama-3.3-70b-instruct",
+        "qwen3-32b",
+        "mistral-large-latest",
+        "deepseek-chat",
+    ] {
+        assert!(ids.contains(&id), "{id}");
+    }
+    let out = engram(&["models", "--toml"], None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[fallback]"));
+}
+
+#[test]
+fn bench_count_reports_equal_counts() {
+    let dir = std::env::temp_dir().join(format!("engram-cli-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("text.txt");
+    std::fs::write(
+        &path,
+        "fn main() {\n    println!(\"héllo\");\n}\n".repeat(20_000),
+    )
+    .expect("write");
+    let report = json(&engram(
+        &[
+            "bench",
+            "count",
+            path.to_str().expect("utf8"),
+            "--json",
+            "--repeat",
+            "1",
+            "--threads",
+            "2",
+        ],
+        None,
+    ));
+    let rows = report["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter()
+            .all(|r| r["tokens"].as_u64().expect("tokens") > 0)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
