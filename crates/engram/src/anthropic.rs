@@ -242,7 +242,7 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
         };
         request.insert("system".into(), value);
     }
-    let mut messages: Vec<(Role, Vec<Value>, Option<Value>, Map<String, Value>)> = Vec::new();
+    let mut messages: Vec<OutMessage> = Vec::new();
     for (index, message) in conversation.messages.iter().enumerate().skip(leading) {
         let (role, blocks, plain) =
             match message.role {
@@ -278,13 +278,13 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
                 }
             };
         match messages.last_mut() {
-            Some((last_role, last_blocks, last_plain, _)) if *last_role == role => {
-                if let Some(Value::String(s)) = last_plain.take() {
-                    if !s.is_empty() {
-                        last_blocks.insert(0, json!({"type": "text", "text": s}));
-                    }
+            Some(last) if last.role == role => {
+                if let Some(Value::String(s)) = last.plain.take()
+                    && !s.is_empty()
+                {
+                    last.blocks.insert(0, json!({"type": "text", "text": s}));
                 }
-                last_blocks.extend(blocks);
+                last.blocks.extend(blocks);
             }
             _ => {
                 // A tool message's extra keys belong to its tool_result block (see
@@ -294,17 +294,25 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
                 } else {
                     message.extra.clone()
                 };
-                messages.push((role, blocks, plain, extra));
+                messages.push(OutMessage {
+                    role,
+                    blocks,
+                    plain,
+                    extra,
+                });
             }
         }
     }
     let messages: Vec<Value> = messages
         .into_iter()
-        .map(|(role, blocks, plain, extra)| {
+        .map(|out| {
             let mut m = Map::new();
-            m.insert("role".into(), Value::String(role.as_str().into()));
-            m.insert("content".into(), plain.unwrap_or(Value::Array(blocks)));
-            m.extend(extra);
+            m.insert("role".into(), Value::String(out.role.as_str().into()));
+            m.insert(
+                "content".into(),
+                out.plain.unwrap_or(Value::Array(out.blocks)),
+            );
+            m.extend(out.extra);
             Value::Object(m)
         })
         .collect();
@@ -319,6 +327,15 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
         request.entry(k.clone()).or_insert_with(|| v.clone());
     }
     Ok(Value::Object(request))
+}
+
+/// An Anthropic message being assembled: consecutive same-role messages merge into one.
+struct OutMessage {
+    role: Role,
+    blocks: Vec<Value>,
+    /// Plain string content, kept as a string when nothing merges into it.
+    plain: Option<Value>,
+    extra: Map<String, Value>,
 }
 
 /// A message's content as Anthropic blocks (empty text is dropped; the API rejects it).

@@ -179,10 +179,10 @@ proptest! {
         let json = serde_json::to_string_pretty(&serde_json::json!({"messages": messages})).expect("serializes");
         let mut end = ((json.len() as f64) * cut) as usize;
         while !json.is_char_boundary(end) { end -= 1; }
-        if end < json.len() {
-            if let Err(e) = engram::parse_conversation(&json.as_bytes()[..end]) {
-                prop_assert!(e.line.is_some() || e.message.contains("empty"), "{}", e);
-            }
+        if end < json.len()
+            && let Err(e) = engram::parse_conversation(&json.as_bytes()[..end])
+        {
+            prop_assert!(e.line.is_some() || e.message.contains("empty"), "{}", e);
         }
     }
 }
