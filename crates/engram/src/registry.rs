@@ -46,7 +46,8 @@ impl Pricing {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSpec {
-    /// The canonical id (`gpt-4o`, `claude-sonnet-4-5`).
+    /// The canonical id (`gpt-4o`, `claude-sonnet-4-5`); empty only in `[fallback]`.
+    #[serde(default)]
     pub id: String,
     /// Who serves it (`openai`, `anthropic`, `google`, ...).
     #[serde(default)]
@@ -87,31 +88,14 @@ impl ModelSpec {
     }
 }
 
-/// The values an unknown model gets.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fallback {
-    /// Context window.
-    pub context_window: usize,
-    /// Output limit.
-    pub max_output_tokens: usize,
-    /// Tokenizer name.
-    pub tokenizer: String,
-    /// Correction factor.
-    #[serde(default = "one")]
-    pub token_factor: f64,
-    /// Prices (zero by default).
-    #[serde(default)]
-    pub price: Pricing,
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RegistryFile {
     #[serde(default)]
     defaults: Option<Defaults>,
+    /// What an unknown model gets: a model entry without an id.
     #[serde(default)]
-    fallback: Option<Fallback>,
+    fallback: Option<ModelSpec>,
     #[serde(default)]
     model: Vec<ModelSpec>,
 }
@@ -171,7 +155,7 @@ impl ResolvedModel {
 pub struct ModelRegistry {
     models: Vec<Arc<ModelSpec>>,
     by_name: HashMap<String, (usize, bool)>,
-    fallback: Fallback,
+    fallback: ModelSpec,
     default_model: String,
 }
 
@@ -192,6 +176,7 @@ impl ModelRegistry {
                 "{origin}: a complete registry needs a [fallback] table"
             ))
         })?;
+        validate(&fallback, &format!("{origin}: [fallback]"))?;
         let mut registry = ModelRegistry {
             models: Vec::new(),
             by_name: HashMap::new(),
@@ -228,8 +213,7 @@ impl ModelRegistry {
     pub fn merge_toml_str(&mut self, text: &str, origin: &str) -> Result<()> {
         let file = parse_file(text, origin)?;
         if let Some(fallback) = file.fallback {
-            TokenizerName::parse(&fallback.tokenizer)
-                .map_err(|e| Error::Registry(format!("{origin}: [fallback]: {e}")))?;
+            validate(&fallback, &format!("{origin}: [fallback]"))?;
             self.fallback = fallback;
         }
         if let Some(model) = file.defaults.and_then(|d| d.model) {
@@ -242,24 +226,12 @@ impl ModelRegistry {
     }
 
     fn insert(&mut self, spec: ModelSpec, origin: &str) -> Result<()> {
-        let context = format!("{origin}: model {:?}", spec.id);
         if spec.id.trim().is_empty() {
             return Err(Error::Registry(format!(
                 "{origin}: a model has an empty id"
             )));
         }
-        if spec.context_window == 0 {
-            return Err(Error::Registry(format!(
-                "{context}: context_window must be positive"
-            )));
-        }
-        if !(spec.token_factor.is_finite() && spec.token_factor > 0.0) {
-            return Err(Error::Registry(format!(
-                "{context}: token_factor must be positive"
-            )));
-        }
-        TokenizerName::parse(&spec.tokenizer)
-            .map_err(|e| Error::Registry(format!("{context}: {e}")))?;
+        validate(&spec, &format!("{origin}: model {:?}", spec.id))?;
         let key = normalize(&spec.id);
         let slot = match self.by_name.get(&key) {
             Some(&(i, true)) => {
@@ -289,8 +261,8 @@ impl ModelRegistry {
         self.models.iter().map(|m| m.as_ref())
     }
 
-    /// The fallback values.
-    pub fn fallback(&self) -> &Fallback {
+    /// What an unknown model gets (its `id` is empty).
+    pub fn fallback(&self) -> &ModelSpec {
         &self.fallback
     }
 
@@ -332,19 +304,30 @@ impl ModelRegistry {
                 requested: name.to_owned(),
                 spec: Arc::new(ModelSpec {
                     id: name.to_owned(),
-                    provider: String::new(),
                     aliases: Vec::new(),
-                    context_window: self.fallback.context_window,
-                    max_output_tokens: self.fallback.max_output_tokens,
-                    tokenizer: self.fallback.tokenizer.clone(),
-                    token_factor: self.fallback.token_factor,
-                    exact_tokenizer: false,
-                    price: self.fallback.price,
+                    ..self.fallback.clone()
                 }),
                 how: ModelMatch::Fallback,
             },
         }
     }
+}
+
+/// Checks what a file can get wrong beyond its syntax; `context` names the entry in errors.
+fn validate(spec: &ModelSpec, context: &str) -> Result<()> {
+    if spec.context_window == 0 {
+        return Err(Error::Registry(format!(
+            "{context}: context_window must be positive"
+        )));
+    }
+    if !(spec.token_factor.is_finite() && spec.token_factor > 0.0) {
+        return Err(Error::Registry(format!(
+            "{context}: token_factor must be positive"
+        )));
+    }
+    TokenizerName::parse(&spec.tokenizer)
+        .map_err(|e| Error::Registry(format!("{context}: {e}")))?;
+    Ok(())
 }
 
 fn parse_file(text: &str, origin: &str) -> Result<RegistryFile> {
