@@ -39,6 +39,12 @@ pub(crate) enum Command {
     /// and its estimated input cost.
     #[command(after_help = AFTER_HELP)]
     Count(CountArgs),
+    /// Compact a conversation to a token budget, keeping what the agent needs next: the system
+    /// prompt, the newest message, tool calls with their results, recent turns verbatim, older
+    /// tool outputs masked, a digest of the key lines of what was dropped, and (with --query)
+    /// the older messages that serve the query.
+    #[command(after_help = COMPACT_AFTER_HELP)]
+    Compact(CompactArgs),
     /// List the models engram knows: windows, output limits, tokenizers and prices.
     Models(ModelsArgs),
     /// Measure engram's own speed.
@@ -77,6 +83,53 @@ pub(crate) struct CountArgs {
     /// Only the totals, not one line per message.
     #[arg(long, conflicts_with = "json")]
     pub(crate) summary: bool,
+    /// The input's format.
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
+    pub(crate) format: InputFormatArg,
+}
+
+const COMPACT_AFTER_HELP: &str = "\
+Output: {\"schema_version\", \"messages\": [...], \"report\": {...}}. Each message carries
+\"engram\": {\"kind\": original|masked|summary|recalled|status, \"source_ids\": [...]}, where a source
+id is the input message's id, or its index as a string. --plain prints the messages only, ready for
+an API. compact is stateless: it writes nothing.
+
+Exit codes: 0 success; 2 bad input or arguments (the message names the place); 3 the budget cannot
+be met (the system prompt and newest message alone are larger; the message says by how much);
+1 internal error.";
+
+#[derive(Debug, Args)]
+pub(crate) struct CompactArgs {
+    /// The conversation; `-` or nothing reads standard input.
+    #[arg(value_name = "FILE|-")]
+    pub(crate) file: Option<PathBuf>,
+    /// The hard total for the output, in tokens (tool definitions and overheads included).
+    /// Default: the model's window less its reply reserve.
+    #[arg(long, short = 'b', value_name = "B")]
+    pub(crate) budget: Option<usize>,
+    /// The model (tokenizer and default budget). Default: the input's `model`, else the
+    /// registry default.
+    #[arg(long, short = 'm', value_name = "M")]
+    pub(crate) model: Option<String>,
+    /// Count with this tokenizer: o200k, cl100k, chars/4, hf:PATH.
+    #[arg(long, short = 't', value_name = "T")]
+    pub(crate) tokenizer: Option<String>,
+    /// What the context must serve; older messages that match it are recalled verbatim.
+    /// Values may start with `-` (`--query=-x`).
+    #[arg(long, short = 'q', value_name = "TEXT", allow_hyphen_values = true)]
+    pub(crate) query: Option<String>,
+    /// auto (dedupe, mask, recall, digest, window), truncate, dedupe, mask or extractive.
+    #[arg(long, short = 's', default_value = "auto", value_parser = ["auto", "truncate", "dedupe", "mask", "extractive"])]
+    pub(crate) strategy: String,
+    /// Tool outputs that masking keeps verbatim, counted from the newest.
+    #[arg(long, default_value_t = 10, value_name = "M")]
+    pub(crate) keep_tool_outputs: usize,
+    /// Messages the extractive strategy keeps verbatim, counted from the newest.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub(crate) keep_recent: usize,
+    /// Print only the messages, without provenance or ids, ready to send to an API.
+    #[arg(long)]
+    pub(crate) plain: bool,
     /// The input's format.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub(crate) format: InputFormatArg,

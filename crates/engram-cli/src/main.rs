@@ -6,6 +6,7 @@
 
 mod bench;
 mod cli;
+mod compact;
 mod count;
 mod input;
 mod models;
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Count(args) => count::run(&cli.global, args),
+        Command::Compact(args) => compact::run(&cli.global, args),
         Command::Models(args) => models::run(&cli.global, args),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
     };
@@ -56,6 +58,12 @@ pub(crate) use user_error;
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
+        if matches!(
+            cause.downcast_ref::<engram::compact::CompactError>(),
+            Some(engram::compact::CompactError::CannotFit { .. })
+        ) {
+            return 3;
+        }
         if cause.is::<UserError>() || cause.is::<engram::InputError>() {
             return 2;
         }

@@ -36,6 +36,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod anthropic;
+pub mod compact;
 pub mod count;
 pub mod error;
 pub mod input;

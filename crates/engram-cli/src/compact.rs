@@ -1,0 +1,72 @@
+//! `engram compact`: the fixed contract the evaluation harness calls.
+
+use std::io::Write;
+
+use engram::compact::{CompactOptions, Strategy, compact};
+use engram::{TokenCounter, Tokenizer};
+use serde_json::{Value, json};
+
+use crate::cli::{CompactArgs, GlobalArgs};
+use crate::{input, registry, user_error};
+
+pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()> {
+    let registry = registry::load(global)?;
+    let strategy = Strategy::parse(&args.strategy)
+        .ok_or_else(|| user_error!("unknown strategy {:?}", args.strategy))?;
+    let bytes = input::read_bytes(args.file.as_deref())?;
+    let conversation = input::parse(&bytes, args.format)?;
+    let name = args
+        .model
+        .as_deref()
+        .or_else(|| conversation.model())
+        .unwrap_or_else(|| registry.default_model());
+    let model = registry.resolve(name);
+    if args.tokenizer.is_none()
+        && let Some(warning) = model.warning()
+    {
+        eprintln!("engram: warning: {warning}");
+    }
+    let tokenizer = match &args.tokenizer {
+        Some(name) => Tokenizer::from_name(name)?,
+        None => model.spec.tokenizer()?,
+    };
+    let budget = match args.budget {
+        Some(0) => return Err(user_error!("--budget must be positive")),
+        Some(b) => b,
+        None => {
+            let window = model.spec.context_window;
+            window - model.spec.max_output_tokens.min(window / 4)
+        }
+    };
+    let counter = TokenCounter::new(tokenizer);
+    let mut options = CompactOptions::new(budget);
+    options.strategy = strategy;
+    options.query = args.query.clone().filter(|q| !q.trim().is_empty());
+    options.mask_keep_last = args.keep_tool_outputs;
+    options.keep_recent = args.keep_recent.max(1);
+    let compacted = compact(&conversation, &counter, &options)?;
+
+    let messages: Vec<Value> = compacted
+        .messages
+        .iter()
+        .map(|m| m.to_value(args.plain))
+        .collect();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.plain {
+        serde_json::to_writer(&mut out, &json!({"messages": messages}))?;
+    } else {
+        let mut report = serde_json::to_value(&compacted.report)?;
+        if let Value::Object(map) = &mut report {
+            map.insert("tokenizer".into(), json!(counter.tokenizer().id()));
+            map.insert("exact".into(), json!(counter.tokenizer().is_exact()));
+        }
+        serde_json::to_writer(
+            &mut out,
+            &json!({"schema_version": 1, "messages": messages, "report": report}),
+        )?;
+    }
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! The extractive digest: one `[Session context consolidated]` message standing for the
+//! messages that left the view (seed 000), built without an LLM.
+//!
+//! Seed 000 keeps lines with fact keywords, tool results cut to 200 characters and prefixed with
+//! the tool's name, and short user messages; it skips long assistant prose and removes
+//! duplicates. engram keeps those rules as candidates and then chooses what to keep within a
+//! budget by what the agent is likely to refer to again: a line earns the identifiers (paths,
+//! function names, ids, error names, numbers) that it alone still carries, that is, those not
+//! visible anywhere in the rest of the view and not carried by a more recent line. Identifiers
+//! seen more often weigh more; the task statement (the first user message) is kept first. Lines
+//! are kept whole (clipped around their identifiers when very long) so that the fact keeps its
+//! context, and they are listed in the order they were said.
+
+use std::collections::{HashMap, HashSet};
+
+use super::Item;
+use super::salient::{message_lines_text, salient_tokens};
+use crate::count::TokenCounter;
+use crate::message::{Content, Message, Role};
+
+/// Seed 000's fact keywords.
+const FACT_KEYWORDS: &[&str] = &[
+    "result:",
+    "decided:",
+    "found:",
+    "error:",
+    "success:",
+    "created:",
+    "updated:",
+    "deleted:",
+    "confirmed:",
+    "output:",
+];
+
+/// The digest's first line (seed 000).
+pub(crate) const HEADER: &str = "[Session context consolidated]";
+
+/// Lines longer than this are clipped around their identifiers.
+const MAX_LINE_CHARS: usize = 320;
+
+pub(crate) struct Built {
+    pub(crate) message: Message,
+    pub(crate) tokens: usize,
+    pub(crate) source_ids: Vec<String>,
+}
+
+struct Candidate {
+    /// Position for chronological order: (source index, line index).
+    at: (usize, usize),
+    text: String,
+    score: f64,
+    tokens: usize,
+}
+
+/// Builds the digest of `sources` (chronological) for at most `budget` tokens, given what stays
+/// `visible`. `None` when nothing worth keeping fits.
+pub(crate) fn build(
+    sources: &[&Item],
+    visible: &[&Message],
+    counter: &TokenCounter,
+    budget: usize,
+) -> Option<Built> {
+    let header = format!(
+        "{HEADER}\n(engram kept the key lines of {} earlier messages; the originals are in the history)\n",
+        sources.len()
+    );
+    let fixed = counter
+        .count_message(&Message::system(header.clone()))
+        .total();
+    if sources.is_empty() || budget <= fixed + 8 {
+        return None;
+    }
+    let mut covered: HashSet<String> = HashSet::new();
+    for message in visible {
+        covered.extend(salient_tokens(&message_lines_text(message)).map(str::to_owned));
+    }
+    let texts: Vec<String> = sources
+        .iter()
+        .map(|i| message_lines_text(&i.message))
+        .collect();
+    let mut frequency: HashMap<&str, u32> = HashMap::new();
+    for text in &texts {
+        for token in salient_tokens(text) {
+            *frequency.entry(token).or_default() += 1;
+        }
+    }
+    // The task statement (the first user message) is what every later step serves: kept whole
+    // and first when it costs at most 40% of the budget; otherwise its lines compete, boosted.
+    let task = sources.iter().position(|i| i.message.role == Role::User);
+    let mut must: Vec<Candidate> = Vec::new();
+    if let Some(t) = task {
+        let text = format!("- {} {}", label(sources[t], sources), texts[t].trim());
+        let tokens = counter.count_text(&text) + 1;
+        if (tokens as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
+            covered.extend(salient_tokens(&texts[t]).map(str::to_owned));
+            must.push(Candidate {
+                at: (t, 0),
+                text,
+                score: f64::INFINITY,
+                tokens,
+            });
+        }
+    }
+    let task = task.filter(|_| must.is_empty());
+
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut claimed: HashSet<&str> = HashSet::new();
+    let mut seen_lines: HashSet<String> = HashSet::new();
+    let n = sources.len().max(1) as f64;
+    for (si, item) in sources.iter().enumerate().rev() {
+        let label = label(item, sources);
+        let text = &texts[si];
+        let recency = 0.6 + 0.4 * (si as f64 + 1.0) / n;
+        let lines: Vec<&str> = text.lines().collect();
+        let is_task = task == Some(si);
+        let short_user = item.message.role == Role::User && text.chars().count() < 120;
+        if !must.is_empty() && Some(si) == sources.iter().position(|i| i.message.role == Role::User)
+        {
+            continue;
+        }
+        for (li, line) in lines.iter().enumerate().rev() {
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            let fresh: Vec<&str> = salient_tokens(line)
+                .filter(|t| !covered.contains(*t) && !claimed.contains(t))
+                .collect();
+            let lower = trimmed.to_ascii_lowercase();
+            let keyword = FACT_KEYWORDS.iter().any(|k| lower.contains(k));
+            let mut score: f64 = fresh
+                .iter()
+                .map(|t| 1.0 + f64::from(*frequency.get(t).unwrap_or(&1)).ln())
+                .sum();
+            if keyword {
+                score += 1.5;
+            }
+            if short_user {
+                score += 2.0;
+            }
+            if is_task {
+                score = score * 3.0 + 3.0;
+            }
+            if score <= 0.0 {
+                continue;
+            }
+            // A short line means little alone: take the line before it too.
+            let body = if trimmed.chars().count() < 20 && li > 0 {
+                format!("{} {}", lines[li - 1].trim(), trimmed)
+            } else {
+                trimmed.to_owned()
+            };
+            let body = clip(&body, &fresh);
+            if !seen_lines.insert(body.clone()) {
+                continue;
+            }
+            claimed.extend(fresh.iter().copied());
+            let text = format!("- {label} {body}");
+            let tokens = counter.count_text(&text) + 1;
+            candidates.push(Candidate {
+                at: (si, li),
+                text,
+                score: score * recency,
+                tokens,
+            });
+        }
+    }
+    let must_count = must.len();
+    must.append(&mut candidates);
+    let candidates = must;
+    if candidates.is_empty() {
+        return None;
+    }
+    // Greedy by value per token (the task statement first).
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        let da = candidates[a].score / candidates[a].tokens as f64;
+        let db = candidates[b].score / candidates[b].tokens as f64;
+        db.total_cmp(&da)
+            .then(candidates[b].at.cmp(&candidates[a].at))
+    });
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut used = fixed;
+    for i in order {
+        if used + candidates[i].tokens <= budget {
+            used += candidates[i].tokens;
+            chosen.push(i);
+        }
+    }
+    if chosen.is_empty() {
+        return None;
+    }
+    chosen.sort_by_key(|&i| candidates[i].at);
+    // The per-line estimates are upper bounds in practice; the exact count decides.
+    loop {
+        let mut content = header.clone();
+        for &i in &chosen {
+            content.push('\n');
+            content.push_str(&candidates[i].text);
+        }
+        let message = Message {
+            content: Some(Content::Text(content)),
+            ..Message::system("")
+        };
+        let tokens = counter.count_message(&message).total();
+        if tokens <= budget {
+            let source_ids = sources
+                .iter()
+                .map(|i| i.source_id.clone())
+                .filter(|s| !s.is_empty())
+                .collect();
+            return Some(Built {
+                message,
+                tokens,
+                source_ids,
+            });
+        }
+        // Drop the least valuable line and try again.
+        let worst = chosen
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| **i >= must_count || chosen.len() == 1)
+            .min_by(|(_, a), (_, b)| {
+                (candidates[**a].score / candidates[**a].tokens as f64)
+                    .total_cmp(&(candidates[**b].score / candidates[**b].tokens as f64))
+            })
+            .map(|(k, _)| k)?;
+        chosen.remove(worst);
+        if chosen.is_empty() {
+            return None;
+        }
+    }
+}
+
+/// `[user]`, `[assistant]`, `[shell]` (a tool's output) or `[shell call]` (its arguments).
+fn label(item: &Item, sources: &[&Item]) -> String {
+    let m = &item.message;
+    match m.role {
+        Role::Tool => {
+            let id = m.tool_call_id.as_deref().unwrap_or("");
+            let name = m.name.clone().or_else(|| {
+                sources
+                    .iter()
+                    .flat_map(|i| i.message.calls())
+                    .find(|c| c.id == id)
+                    .map(|c| c.name.clone())
+            });
+            format!("[{}]", name.unwrap_or_else(|| "tool".into()))
+        }
+        Role::Assistant if !m.calls().is_empty() => {
+            format!("[assistant, {} call]", m.calls()[0].name)
+        }
+        role => format!("[{role}]"),
+    }
+}
+
+/// Clips a long line to the span around its identifiers.
+fn clip(line: &str, identifiers: &[&str]) -> String {
+    if line.chars().count() <= MAX_LINE_CHARS {
+        return line.to_owned();
+    }
+    let positions: Vec<usize> = identifiers.iter().filter_map(|t| line.rfind(t)).collect();
+    let (lo, hi) = match (positions.iter().min(), positions.iter().max()) {
+        (Some(&lo), Some(&hi)) => (lo, hi),
+        _ => (0, 0),
+    };
+    let start = floor_boundary(line, lo.saturating_sub(120));
+    let end = ceil_boundary(line, (hi + 160).min(line.len()).max(start));
+    let end = if end - start > MAX_LINE_CHARS * 2 {
+        ceil_boundary(line, start + MAX_LINE_CHARS * 2)
+    } else {
+        end
+    };
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.push_str(&line[start..end]);
+    if end < line.len() {
+        out.push('…');
+    }
+    out
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i.min(s.len())
+}

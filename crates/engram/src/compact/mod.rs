@@ -1,0 +1,822 @@
+//! Compaction: make a conversation fit a token budget without losing what the agent needs next.
+//!
+//! The pipeline works on *units* (a tool call with its results, or a single message) and gives
+//! each older unit one of three fidelities: verbatim, masked (a tool output's head and tail
+//! with a marker that says what was hidden and how to get it back), or dropped into a digest
+//! (the `[Session context consolidated]` message, which keeps the lines that carry the
+//! identifiers no longer visible elsewhere). When the caller says what the context must serve
+//! (a query), the older units that match it best are recalled verbatim.
+//!
+//! Every step is a pure function of the messages, the counter and the options; nothing is
+//! deleted from the caller's data (the output only *selects* and *describes*), and every output
+//! message says which input messages it stands for.
+//!
+//! Invariants (DESIGN.md), enforced here for every strategy:
+//! 1. units are kept or dropped whole, after [`units::repair`] made the history well formed;
+//! 2. leading system/developer messages are kept verbatim and first;
+//! 3. the newest unit is kept verbatim and last;
+//! 4. the output's exact count is at most the budget, or [`CompactError::CannotFit`] says why;
+//! 5. every output message carries the source ids of what it stands for.
+
+pub mod salient;
+pub mod units;
+
+mod digest;
+mod recall;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::count::TokenCounter;
+use crate::input::Conversation;
+use crate::message::{Content, Message, Role};
+
+/// What an output message is, relative to the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An input message, verbatim.
+    Original,
+    /// An input tool output with most of its text replaced by a marker.
+    Masked,
+    /// A digest or summary standing for several input messages.
+    Summary,
+    /// An older input message brought back verbatim because it serves the query.
+    Recalled,
+    /// A note engram added (a missing tool result, a status line).
+    Status,
+}
+
+/// One message of a compacted view, with its provenance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewMessage {
+    /// The message to send.
+    pub message: Message,
+    /// What it is.
+    pub kind: Kind,
+    /// The ids of the input messages it stands for (their `id`, or their index as a string).
+    pub source_ids: Vec<String>,
+}
+
+impl ViewMessage {
+    /// The message as JSON. With `plain`, without the `engram` provenance object and without
+    /// `id` (ready for an API); otherwise with both.
+    pub fn to_value(&self, plain: bool) -> Value {
+        let mut value = self.message.to_value();
+        if let Value::Object(map) = &mut value {
+            if plain {
+                map.remove("id");
+            } else {
+                let mut engram = Map::new();
+                engram.insert("kind".into(), json!(self.kind));
+                engram.insert("source_ids".into(), json!(self.source_ids));
+                map.insert("engram".into(), Value::Object(engram));
+            }
+        }
+        value
+    }
+}
+
+/// Which steps to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Cheapest first: dedupe, mask, digest (and recall with a query), newest-first fill.
+    #[default]
+    Auto,
+    /// A sliding window: the newest units that fit, pinned messages kept.
+    Truncate,
+    /// Older copies of repeated tool outputs replaced by a pointer, then the window.
+    Dedupe,
+    /// Observation masking: tool outputs older than the last `mask_keep_last` masked, then the
+    /// window.
+    Mask,
+    /// Seed 000's consolidation: the last `keep_recent` messages verbatim and one
+    /// `[Session context consolidated]` digest of the older ones.
+    Extractive,
+}
+
+impl Strategy {
+    /// Parses a strategy name.
+    pub fn parse(name: &str) -> Option<Strategy> {
+        Some(match name {
+            "auto" => Strategy::Auto,
+            "truncate" => Strategy::Truncate,
+            "dedupe" => Strategy::Dedupe,
+            "mask" => Strategy::Mask,
+            "extractive" => Strategy::Extractive,
+            _ => return None,
+        })
+    }
+
+    /// The strategy's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Auto => "auto",
+            Strategy::Truncate => "truncate",
+            Strategy::Dedupe => "dedupe",
+            Strategy::Mask => "mask",
+            Strategy::Extractive => "extractive",
+        }
+    }
+}
+
+/// Options of [`compact`].
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+    /// The hard total for the output, tool definitions and overheads included.
+    pub budget: usize,
+    /// Which steps to run.
+    pub strategy: Strategy,
+    /// What the context must serve: older units that match it are recalled verbatim.
+    pub query: Option<String>,
+    /// Tool outputs kept verbatim by masking, counted from the newest (default 10).
+    pub mask_keep_last: usize,
+    /// Messages the extractive strategy keeps verbatim, counted from the newest (default 4).
+    pub keep_recent: usize,
+    /// The share of the free budget the digest may take when older material is dropped.
+    pub digest_share: f64,
+    /// The share of the free budget recalled units may take when there is a query.
+    pub recall_share: f64,
+}
+
+impl CompactOptions {
+    /// The defaults for a budget.
+    pub fn new(budget: usize) -> Self {
+        CompactOptions {
+            budget,
+            strategy: Strategy::Auto,
+            query: None,
+            mask_keep_last: 10,
+            keep_recent: 4,
+            digest_share: 0.3,
+            recall_share: 0.75,
+        }
+    }
+}
+
+/// What compaction did: seed 000's audit event, and more.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactReport {
+    /// The strategy asked for.
+    pub strategy: &'static str,
+    /// The budget.
+    pub budget: usize,
+    /// Tokens of the input. Exact when `tokens_before_estimated` is false.
+    pub tokens_before: usize,
+    /// True when part of `tokens_before` was estimated (chars/4 for text never sent).
+    pub tokens_before_estimated: bool,
+    /// Tokens of the output, exact.
+    pub tokens_after: usize,
+    /// The steps that changed something, in order.
+    pub steps: Vec<&'static str>,
+    /// Messages in the input.
+    pub messages_before: usize,
+    /// Messages in the output.
+    pub messages_after: usize,
+    /// Input messages not in the output verbatim (dropped, or standing in a digest).
+    pub messages_removed: usize,
+    /// Tool outputs masked.
+    pub masked: usize,
+    /// Tool outputs replaced as duplicates.
+    pub deduplicated: usize,
+    /// Units recalled for the query.
+    pub recalled: usize,
+    /// Messages the digest stands for.
+    pub summarized: usize,
+    /// Tokens of the digest (0 when there is none).
+    pub summary_tokens: usize,
+    /// Orphan tool results turned into user messages, and calls given a "no result" note.
+    pub repaired: usize,
+    /// Wall time in milliseconds.
+    pub duration_ms: f64,
+}
+
+/// Why a compaction cannot produce a valid output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// What must be kept is larger than the budget.
+    #[error(
+        "cannot fit the budget of {budget} tokens: {what} need {required} tokens on their own, {over} more than the budget"
+    )]
+    CannotFit {
+        /// The budget.
+        budget: usize,
+        /// Tokens of what must be kept.
+        required: usize,
+        /// `required - budget`.
+        over: usize,
+        /// What must be kept, in words.
+        what: String,
+    },
+    /// The conversation has no messages.
+    #[error("there are no messages to compact")]
+    Empty,
+}
+
+/// The result of [`compact`].
+#[derive(Debug, Clone)]
+pub struct Compacted {
+    /// The view to send, in order.
+    pub messages: Vec<ViewMessage>,
+    /// What was done.
+    pub report: CompactReport,
+}
+
+/// A message of the repaired history with where it came from.
+struct Item {
+    message: Message,
+    /// The input index, `None` for a note engram added.
+    input: Option<usize>,
+    source_id: String,
+}
+
+/// A unit's version for the view, and what it costs.
+struct Version {
+    messages: Vec<ViewMessage>,
+    tokens: usize,
+}
+
+/// Compacts a conversation to `options.budget` tokens as counted by `counter`.
+pub fn compact(
+    conversation: &Conversation,
+    counter: &TokenCounter,
+    options: &CompactOptions,
+) -> Result<Compacted, CompactError> {
+    let started = Instant::now();
+    let input = &conversation.messages;
+    if input.is_empty() {
+        return Err(CompactError::Empty);
+    }
+    let (repaired, repairs) = units::repair(input);
+    let items: Vec<Item> = repaired
+        .into_iter()
+        .map(|(message, index)| Item {
+            source_id: index.map_or_else(String::new, |i| {
+                input[i].id.clone().unwrap_or_else(|| i.to_string())
+            }),
+            message,
+            input: index,
+        })
+        .collect();
+    let pinned_end = items
+        .iter()
+        .take_while(|i| i.message.role.is_instruction())
+        .count();
+    let body: Vec<Message> = items[pinned_end..]
+        .iter()
+        .map(|i| i.message.clone())
+        .collect();
+    let all_units: Vec<units::Unit> = units::units(&body)
+        .into_iter()
+        .map(|u| units::Unit {
+            start: u.start + pinned_end,
+            end: u.end + pinned_end,
+        })
+        .collect();
+    let accounting = counter.accounting();
+    let tools_tokens = counter.count_tools(&conversation.tools);
+    let overhead = accounting.per_conversation + tools_tokens;
+    let pinned_tokens: usize = items[..pinned_end]
+        .iter()
+        .map(|i| counter.count_message(&i.message).total())
+        .sum();
+    let (newest, older) = match all_units.split_last() {
+        Some((newest, older)) => (Some(*newest), older),
+        None => (None, &[][..]),
+    };
+    let newest_tokens: usize = newest.map_or(0, |u| {
+        items[u.start..u.end]
+            .iter()
+            .map(|i| counter.count_message(&i.message).total())
+            .sum()
+    });
+    let required = overhead + pinned_tokens + newest_tokens;
+    if required > options.budget {
+        let mut parts = Vec::new();
+        if pinned_tokens > 0 {
+            parts.push(format!("the system prompt ({pinned_tokens} tokens)"));
+        }
+        if newest_tokens > 0 {
+            parts.push(format!("the newest message ({newest_tokens} tokens)"));
+        }
+        if tools_tokens > 0 {
+            parts.push(format!("the tool definitions ({tools_tokens} tokens)"));
+        }
+        parts.push(format!(
+            "the overhead ({} tokens)",
+            accounting.per_conversation
+        ));
+        return Err(CompactError::CannotFit {
+            budget: options.budget,
+            required,
+            over: required - options.budget,
+            what: parts.join(", "),
+        });
+    }
+    let free = options.budget - required;
+
+    let mut plan = Planner {
+        items: &items,
+        counter,
+        options,
+        report: CompactReport {
+            strategy: options.strategy.as_str(),
+            budget: options.budget,
+            tokens_before: 0,
+            tokens_before_estimated: false,
+            tokens_after: 0,
+            steps: Vec::new(),
+            messages_before: input.len(),
+            messages_after: 0,
+            messages_removed: 0,
+            masked: 0,
+            deduplicated: 0,
+            recalled: 0,
+            summarized: 0,
+            summary_tokens: 0,
+            repaired: repairs.orphan_results.len() + repairs.unanswered_calls.len(),
+            duration_ms: 0.0,
+        },
+    };
+
+    // Everything fits: nothing to do (beyond repairs).
+    let fit = counter.fit_newest(&body[..body.len() - newest.map_or(0, |u| u.len())], free);
+    let middle = plan.select(
+        older,
+        free,
+        fit.kept == older.iter().map(|u| u.len()).sum::<usize>(),
+    );
+
+    let mut view: Vec<ViewMessage> = items[..pinned_end]
+        .iter()
+        .map(|i| plan.original(i))
+        .collect();
+    view.extend(middle);
+    if let Some(u) = newest {
+        view.extend(items[u.start..u.end].iter().map(|i| plan.original(i)));
+    }
+
+    let mut report = plan.report;
+    let after: usize = overhead
+        + view
+            .iter()
+            .map(|v| counter.count_message(&v.message).total())
+            .sum::<usize>();
+    report.tokens_after = after;
+    report.messages_after = view.len();
+    let verbatim: HashSet<&str> = view
+        .iter()
+        .filter(|v| matches!(v.kind, Kind::Original | Kind::Recalled))
+        .flat_map(|v| v.source_ids.iter().map(String::as_str))
+        .collect();
+    report.messages_removed = input
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| {
+            let id = m.id.clone().unwrap_or_else(|| i.to_string());
+            !verbatim.contains(id.as_str())
+        })
+        .count();
+    let (before, estimated) = tokens_before(conversation, counter, &fit, overhead);
+    report.tokens_before = before;
+    report.tokens_before_estimated = estimated;
+    report.duration_ms = started.elapsed().as_secs_f64() * 1e3;
+    debug_assert!(after <= options.budget, "{after} > {}", options.budget);
+    Ok(Compacted {
+        messages: view,
+        report,
+    })
+}
+
+/// The input's tokens: exact where the fill counted them, chars/4 for the rest.
+fn tokens_before(
+    conversation: &Conversation,
+    counter: &TokenCounter,
+    fit: &crate::count::NewestFit,
+    overhead: usize,
+) -> (usize, bool) {
+    let messages = &conversation.messages;
+    let total_chars: usize = messages.iter().map(|m| m.text().len()).sum();
+    if total_chars < 256 * 1024 {
+        return (
+            overhead + counter.count_messages(messages).total()
+                - counter.accounting().per_conversation,
+            false,
+        );
+    }
+    let split = messages.len().saturating_sub(fit.kept + 1);
+    let estimate: usize = messages[..split]
+        .iter()
+        .map(|m| {
+            counter.accounting().per_message
+                + (m.text().chars().count()
+                    + m.calls()
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.len())
+                        .sum::<usize>())
+                .div_ceil(4)
+        })
+        .sum();
+    let exact: usize = messages[split..]
+        .iter()
+        .map(|m| counter.count_message(m).total())
+        .sum();
+    (overhead + estimate + exact, split > 0)
+}
+
+struct Planner<'a> {
+    items: &'a [Item],
+    counter: &'a TokenCounter,
+    options: &'a CompactOptions,
+    report: CompactReport,
+}
+
+impl Planner<'_> {
+    fn original(&self, item: &Item) -> ViewMessage {
+        ViewMessage {
+            message: item.message.clone(),
+            kind: if item.input.is_some() {
+                Kind::Original
+            } else {
+                Kind::Status
+            },
+            source_ids: if item.source_id.is_empty() {
+                Vec::new()
+            } else {
+                vec![item.source_id.clone()]
+            },
+        }
+    }
+
+    fn tokens(&self, messages: &[ViewMessage]) -> usize {
+        messages
+            .iter()
+            .map(|v| self.counter.count_message(&v.message).total())
+            .sum()
+    }
+
+    fn full(&self, unit: units::Unit) -> Version {
+        let messages: Vec<ViewMessage> = self.items[unit.start..unit.end]
+            .iter()
+            .map(|i| self.original(i))
+            .collect();
+        Version {
+            tokens: self.tokens(&messages),
+            messages,
+        }
+    }
+
+    /// The middle of the view (between pinned messages and the newest unit) for `free` tokens.
+    fn select(&mut self, older: &[units::Unit], free: usize, all_fit: bool) -> Vec<ViewMessage> {
+        if all_fit {
+            return older.iter().flat_map(|u| self.full(*u).messages).collect();
+        }
+        let strategy = self.options.strategy;
+        let dedupe = matches!(strategy, Strategy::Auto | Strategy::Dedupe);
+        let mask = matches!(strategy, Strategy::Auto | Strategy::Mask);
+        let digest = matches!(strategy, Strategy::Auto | Strategy::Extractive);
+        let recall = strategy == Strategy::Auto && self.options.query.is_some();
+
+        let replaced = if dedupe {
+            self.duplicates(older)
+        } else {
+            HashMap::new()
+        };
+        if !replaced.is_empty() {
+            self.report.steps.push("dedupe");
+            self.report.deduplicated = replaced.len();
+        }
+        let keep_full = if mask {
+            self.recent_outputs(older, self.options.mask_keep_last)
+        } else {
+            HashSet::new()
+        };
+
+        // Budget split: the digest and recall take shares of the free budget, but only what
+        // they use; the newest-first window takes the rest.
+        let recall_budget = if recall {
+            (free as f64 * self.options.recall_share) as usize
+        } else {
+            0
+        };
+        let digest_reserve = if digest {
+            ((free - recall_budget) as f64 * self.options.digest_share) as usize
+        } else {
+            0
+        };
+        let mut window_budget = free - recall_budget - digest_reserve;
+        if strategy == Strategy::Extractive {
+            // Seed 000: the last `keep_recent` messages, whatever they cost, then the digest.
+            window_budget = free - digest_reserve.min(free / 2);
+        }
+
+        // Newest-first window.
+        let mut taken: Vec<(usize, Version, bool)> = Vec::new(); // (unit index, version, masked)
+        let mut used = 0;
+        let mut recent_messages = 0;
+        for (ui, unit) in older.iter().enumerate().rev() {
+            if strategy == Strategy::Extractive && recent_messages >= self.options.keep_recent {
+                break;
+            }
+            let wants_mask = mask && !keep_full.contains(&ui);
+            let version = self.version(*unit, &replaced, wants_mask);
+            if used + version.tokens > window_budget {
+                break;
+            }
+            used += version.tokens;
+            recent_messages += unit.len();
+            let masked = version.messages.iter().any(|v| v.kind == Kind::Masked);
+            taken.push((ui, version, masked));
+        }
+        let first_kept = taken.last().map_or(older.len(), |(ui, _, _)| *ui);
+        let dropped = &older[..first_kept];
+
+        // Recall: the dropped units that best serve the query, verbatim.
+        let mut recalled: Vec<(usize, Version)> = Vec::new();
+        if recall && !dropped.is_empty() {
+            let query = self.options.query.as_deref().unwrap_or_default();
+            let budget = recall_budget + (window_budget - used);
+            let mut recall_used = 0;
+            for ui in self.rank(dropped, query) {
+                let version = self.version(dropped[ui], &replaced, false);
+                if recall_used + version.tokens <= budget {
+                    recall_used += version.tokens;
+                    recalled.push((ui, version));
+                }
+            }
+            recalled.sort_by_key(|(ui, _)| *ui);
+            if !recalled.is_empty() {
+                self.report.steps.push("recall");
+                self.report.recalled = recalled.len();
+            }
+            used += recall_used;
+        }
+
+        // Digest of what is neither in the window nor recalled.
+        let recalled_units: HashSet<usize> = recalled.iter().map(|(ui, _)| *ui).collect();
+        let mut summary: Option<ViewMessage> = None;
+        if digest && !dropped.is_empty() {
+            let visible: Vec<&Message> = taken
+                .iter()
+                .flat_map(|(_, v, _)| v.messages.iter().map(|m| &m.message))
+                .chain(
+                    recalled
+                        .iter()
+                        .flat_map(|(_, v)| v.messages.iter().map(|m| &m.message)),
+                )
+                .chain(
+                    self.items
+                        .iter()
+                        .filter(|i| i.message.role.is_instruction())
+                        .take(1)
+                        .map(|i| &i.message),
+                )
+                .collect();
+            let sources: Vec<&Item> = dropped
+                .iter()
+                .enumerate()
+                .filter(|(ui, _)| !recalled_units.contains(ui))
+                .flat_map(|(_, u)| self.items[u.start..u.end].iter())
+                .filter(|i| i.input.is_some())
+                .collect();
+            let budget = free.saturating_sub(used);
+            if let Some(built) = digest::build(&sources, &visible, self.counter, budget) {
+                self.report.steps.push("extractive");
+                self.report.summarized = built.source_ids.len();
+                self.report.summary_tokens = built.tokens;
+                used += built.tokens;
+                summary = Some(ViewMessage {
+                    message: built.message,
+                    kind: Kind::Summary,
+                    source_ids: built.source_ids,
+                });
+            }
+        }
+
+        // Spend what is left on the masked outputs, newest first.
+        if mask {
+            for (ui, version, masked) in taken.iter_mut() {
+                if !*masked {
+                    continue;
+                }
+                let full = self.version(older[*ui], &replaced, false);
+                if used - version.tokens + full.tokens <= free {
+                    used = used - version.tokens + full.tokens;
+                    *version = full;
+                    *masked = false;
+                }
+            }
+        }
+        let masked = taken.iter().filter(|(_, _, m)| *m).count();
+        if masked > 0 {
+            self.report.steps.push("mask");
+            self.report.masked = taken
+                .iter()
+                .filter(|(_, _, m)| *m)
+                .flat_map(|(_, v, _)| v.messages.iter())
+                .filter(|v| v.kind == Kind::Masked)
+                .count();
+        }
+        if first_kept > 0 {
+            self.report.steps.push("truncate");
+        }
+
+        let mut out = Vec::new();
+        out.extend(summary);
+        for (_, version) in recalled {
+            out.extend(version.messages.into_iter().map(|mut v| {
+                if v.kind == Kind::Original {
+                    v.kind = Kind::Recalled;
+                }
+                v
+            }));
+        }
+        for (_, version, _) in taken.into_iter().rev() {
+            out.extend(version.messages);
+        }
+        out
+    }
+
+    /// Indices (into `older`) of the units holding the last `n` tool outputs.
+    fn recent_outputs(&self, older: &[units::Unit], n: usize) -> HashSet<usize> {
+        let mut out = HashSet::new();
+        let mut seen = 0;
+        for (ui, unit) in older.iter().enumerate().rev() {
+            if seen >= n {
+                break;
+            }
+            let outputs = self.items[unit.start..unit.end]
+                .iter()
+                .filter(|i| i.message.role == Role::Tool && i.input.is_some())
+                .count();
+            if outputs > 0 {
+                out.insert(ui);
+                seen += outputs;
+            }
+        }
+        out
+    }
+
+    /// Older tool outputs repeated later (same text, or same tool and arguments): item index →
+    /// the call id of the newer copy.
+    fn duplicates(&self, older: &[units::Unit]) -> HashMap<usize, String> {
+        let mut newest_by_text: HashMap<u64, String> = HashMap::new();
+        let mut newest_by_call: HashMap<(String, String), String> = HashMap::new();
+        let mut out = HashMap::new();
+        for unit in older.iter().rev() {
+            let calls: HashMap<&str, (&str, &str)> = self.items[unit.start..unit.end]
+                .iter()
+                .flat_map(|i| i.message.calls())
+                .map(|c| (c.id.as_str(), (c.name.as_str(), c.arguments.as_str())))
+                .collect();
+            for index in (unit.start..unit.end).rev() {
+                let item = &self.items[index];
+                if item.message.role != Role::Tool || item.input.is_none() {
+                    continue;
+                }
+                let text = item.message.text();
+                if text.len() < 200 {
+                    continue; // Short outputs are cheaper than a pointer to them.
+                }
+                let id = item.message.tool_call_id.clone().unwrap_or_default();
+                let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+                let call_key = calls
+                    .get(id.as_str())
+                    .map(|(n, a)| ((*n).to_owned(), (*a).to_owned()));
+                if let Some(newer) = newest_by_text.get(&hash) {
+                    out.insert(index, newer.clone());
+                } else if let Some(newer) = call_key.as_ref().and_then(|k| newest_by_call.get(k)) {
+                    out.insert(index, newer.clone());
+                }
+                newest_by_text.entry(hash).or_insert_with(|| id.clone());
+                if let Some(k) = call_key {
+                    newest_by_call.entry(k).or_insert(id);
+                }
+            }
+        }
+        out
+    }
+
+    /// A unit's version: duplicates replaced, and tool outputs masked when asked.
+    fn version(
+        &self,
+        unit: units::Unit,
+        replaced: &HashMap<usize, String>,
+        masked: bool,
+    ) -> Version {
+        let names: HashMap<&str, &str> = self.items[unit.start..unit.end]
+            .iter()
+            .flat_map(|i| i.message.calls())
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        let messages: Vec<ViewMessage> = (unit.start..unit.end)
+            .map(|index| {
+                let item = &self.items[index];
+                let mut view = self.original(item);
+                if item.message.role != Role::Tool || item.input.is_none() {
+                    return view;
+                }
+                let id = item.message.tool_call_id.as_deref().unwrap_or("?");
+                let tool = item
+                    .message
+                    .name
+                    .as_deref()
+                    .or_else(|| names.get(id).copied())
+                    .unwrap_or("tool");
+                if let Some(newer) = replaced.get(&index) {
+                    view.message.content = Some(Content::Text(format!(
+                        "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below; the original is message {} of the history",
+                        item.source_id
+                    )));
+                    view.kind = Kind::Masked;
+                } else if masked
+                    && let Some(text) =
+                        mask_text(&item.message.text(), tool, id, &item.source_id, self.counter)
+                {
+                    view.message.content = Some(Content::Text(text));
+                    view.kind = Kind::Masked;
+                }
+                view
+            })
+            .collect();
+        Version {
+            tokens: self.tokens(&messages),
+            messages,
+        }
+    }
+
+    /// `dropped` unit indices, best match for the query first.
+    fn rank(&self, dropped: &[units::Unit], query: &str) -> Vec<usize> {
+        let documents: Vec<Vec<String>> = dropped
+            .iter()
+            .map(|u| {
+                let mut text = String::new();
+                for item in &self.items[u.start..u.end] {
+                    if let Some(name) = &item.message.name {
+                        text.push_str(name);
+                        text.push(' ');
+                    }
+                    text.push_str(&salient::message_lines_text(&item.message));
+                    text.push('\n');
+                }
+                recall::terms(&text)
+            })
+            .collect();
+        let bm25 = recall::Bm25::new(documents);
+        let scores = bm25.scores(&recall::terms(query));
+        let mut order: Vec<usize> = (0..dropped.len()).filter(|&i| scores[i] > 0.0).collect();
+        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(b.cmp(&a)));
+        order
+    }
+}
+
+/// Lines kept from the start and the end of a masked output.
+const MASK_HEAD_LINES: usize = 4;
+const MASK_TAIL_LINES: usize = 2;
+const MASK_LINE_CHARS: usize = 160;
+
+/// A tool output's masked form: its first and last lines around seed 002's archived-output
+/// marker, which names the tool, the call, the size and where the original is. `None` when the
+/// output is too short for masking to save anything.
+fn mask_text(
+    text: &str,
+    tool: &str,
+    call_id: &str,
+    source_id: &str,
+    counter: &TokenCounter,
+) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let tokens = counter.count_text(text);
+    if tokens < 60 {
+        return None;
+    }
+    let clip = |l: &str| -> String {
+        if l.chars().count() > MASK_LINE_CHARS {
+            let cut: String = l.chars().take(MASK_LINE_CHARS).collect();
+            format!("{cut}…")
+        } else {
+            l.to_owned()
+        }
+    };
+    let (head, tail) = if lines.len() > MASK_HEAD_LINES + MASK_TAIL_LINES {
+        (
+            &lines[..MASK_HEAD_LINES],
+            &lines[lines.len() - MASK_TAIL_LINES..],
+        )
+    } else {
+        (&lines[..lines.len().min(2)], &[][..])
+    };
+    let hidden_lines = lines.len() - head.len() - tail.len();
+    let mut out: Vec<String> = head.iter().map(|l| clip(l)).collect();
+    out.push(format!(
+        "[TOOL OUTPUT ARCHIVED - search history for details] engram masked {hidden_lines} of {} lines ({tokens} tokens) of `{tool}` output, call {call_id}; the full output is message {source_id} of the history",
+        lines.len()
+    ));
+    out.extend(tail.iter().map(|l| clip(l)));
+    let masked = out.join("\n");
+    (counter.count_text(&masked) < tokens).then_some(masked)
+}

@@ -1,0 +1,130 @@
+//! What an agent refers to again: file paths, identifiers, ids, error names, numbers.
+//!
+//! A token is salient when it is at least 4 characters long and carries structure that prose
+//! words do not: a digit, `_`, `.` or `/`, or an uppercase letter after its first character
+//! (`parse_list`, `src/parser.rs`, `ParseError`, `call_3`, `2024-01-15`). Short all-digit
+//! tokens (`42`) are too common to mean anything. These are the entities the next action of a
+//! coding or support agent names: the file it edits, the function, the error, the order id.
+
+/// Characters that separate tokens (besides whitespace).
+fn is_separator(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '(' | ')'
+                | '['
+                | ']'
+                | '{'
+                | '}'
+                | '<'
+                | '>'
+                | '"'
+                | '\''
+                | '`'
+                | ','
+                | ';'
+                | '='
+                | '|'
+        )
+}
+
+/// True when `token` (already trimmed) is salient.
+pub fn is_salient(token: &str) -> bool {
+    if token.chars().count() < 4 {
+        return false;
+    }
+    if token.chars().all(|c| c.is_ascii_digit()) {
+        return token.len() >= 3;
+    }
+    token
+        .chars()
+        .any(|c| c.is_ascii_digit() || c == '_' || c == '.' || c == '/')
+        || token.chars().skip(1).any(char::is_uppercase)
+}
+
+/// The salient tokens of `text`, in order (with repeats).
+pub fn salient_tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(is_separator)
+        .map(|t| t.trim_matches(|c| matches!(c, '.' | ',' | ':' | ';' | '!' | '?')))
+        .filter(|t| is_salient(t))
+}
+
+/// A message's searchable text: its content, then each tool call's arguments with JSON decoded
+/// into its keys and leaf values, one per line (so JSON escapes do not glue quotes or `\n`
+/// onto identifiers).
+pub fn message_lines_text(message: &crate::Message) -> String {
+    let mut out = message.text().into_owned();
+    for call in message.calls() {
+        let args = call.arguments.trim();
+        let decoded = if args.starts_with('{') || args.starts_with('[') {
+            serde_json::from_str::<serde_json::Value>(args).ok()
+        } else {
+            None
+        };
+        let mut parts = Vec::new();
+        match decoded {
+            Some(value) => flatten_json(&value, &mut parts),
+            None if !args.is_empty() => parts.push(call.arguments.clone()),
+            None => {}
+        }
+        for part in parts {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&part);
+        }
+    }
+    out
+}
+
+fn flatten_json(value: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                flatten_json(v, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| flatten_json(v, out)),
+        Value::Null => {}
+        Value::String(s) => out.push(s.clone()),
+        other => out.push(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn salient_tokens_are_structured_words() {
+        let text = "Fix parse_list in src/parser.rs:182 (ParseError) for order #W123456, not the test; 42 items, 2024.";
+        let got: Vec<&str> = salient_tokens(text).collect();
+        assert_eq!(
+            got,
+            [
+                "parse_list",
+                "src/parser.rs:182",
+                "ParseError",
+                "#W123456",
+                "2024"
+            ]
+        );
+        assert!(!is_salient("the"));
+        assert!(!is_salient("word"));
+        assert!(is_salient("camelCase"));
+        assert!(!is_salient("12"));
+    }
+
+    #[test]
+    fn tool_arguments_are_decoded() {
+        let m = crate::Message::assistant_tool_calls(vec![crate::ToolCall::function(
+            "c",
+            "shell",
+            r#"{"command": "grep -n \"foo_bar\" src/a.py\nls"}"#,
+        )]);
+        let text = message_lines_text(&m);
+        assert!(text.contains("grep -n \"foo_bar\" src/a.py\nls"), "{text}");
+    }
+}
