@@ -127,6 +127,13 @@ pub(crate) struct CompactArgs {
     /// Messages the extractive strategy keeps verbatim, counted from the newest.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub(crate) keep_recent: usize,
+    /// The share of the free budget (after the system prompt and newest message) the digest of
+    /// dropped messages may take, 0 to 1.
+    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).digest_share, value_name = "F")]
+    pub(crate) digest_share: f64,
+    /// With --query: the share of the free budget recalled messages may take, 0 to 1.
+    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).recall_share, value_name = "F")]
+    pub(crate) recall_share: f64,
     /// Print only the messages, without provenance or ids, ready to send to an API.
     #[arg(long)]
     pub(crate) plain: bool,

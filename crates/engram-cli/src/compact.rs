@@ -44,6 +44,16 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     options.query = args.query.clone().filter(|q| !q.trim().is_empty());
     options.mask_keep_last = args.keep_tool_outputs;
     options.keep_recent = args.keep_recent.max(1);
+    for (name, value) in [
+        ("--digest-share", args.digest_share),
+        ("--recall-share", args.recall_share),
+    ] {
+        if !(0.0..=1.0).contains(&value) {
+            return Err(user_error!("{name} must be between 0 and 1, not {value}"));
+        }
+    }
+    options.digest_share = args.digest_share;
+    options.recall_share = args.recall_share;
     let compacted = compact(&conversation, &counter, &options)?;
 
     let messages: Vec<Value> = compacted

@@ -35,8 +35,10 @@ const FACT_KEYWORDS: &[&str] = &[
 /// The digest's first line (seed 000).
 pub(crate) const HEADER: &str = "[Session context consolidated]";
 
-/// Lines longer than this are clipped around their identifiers.
-const MAX_LINE_CHARS: usize = 320;
+/// Lines longer than this are kept as snippets around their identifiers.
+const MAX_LINE_CHARS: usize = 240;
+/// Characters kept on each side of an identifier in a snippet.
+const SNIPPET_CONTEXT: usize = 48;
 
 pub(crate) struct Built {
     pub(crate) message: Message,
@@ -45,8 +47,8 @@ pub(crate) struct Built {
 }
 
 struct Candidate {
-    /// Position for chronological order: (source index, line index).
-    at: (usize, usize),
+    /// Position for chronological order: (source index, line index, piece index).
+    at: (usize, usize, usize),
     text: String,
     score: f64,
     tokens: usize,
@@ -94,7 +96,7 @@ pub(crate) fn build(
         if (tokens as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
             covered.extend(salient_tokens(&texts[t]).map(str::to_owned));
             must.push(Candidate {
-                at: (t, 0),
+                at: (t, 0, 0),
                 text,
                 score: f64::INFINITY,
                 tokens,
@@ -123,46 +125,45 @@ pub(crate) fn build(
             if trimmed.is_empty() {
                 continue;
             }
-            let fresh: Vec<&str> = salient_tokens(line)
-                .filter(|t| !covered.contains(*t) && !claimed.contains(t))
-                .collect();
+            let mut fresh: Vec<&str> = Vec::new();
+            for t in salient_tokens(line) {
+                if !covered.contains(t) && !claimed.contains(t) && !fresh.contains(&t) {
+                    fresh.push(t);
+                }
+            }
             let lower = trimmed.to_ascii_lowercase();
             let keyword = FACT_KEYWORDS.iter().any(|k| lower.contains(k));
-            let mut score: f64 = fresh
-                .iter()
-                .map(|t| 1.0 + f64::from(*frequency.get(t).unwrap_or(&1)).ln())
-                .sum();
-            if keyword {
-                score += 1.5;
-            }
-            if short_user {
-                score += 2.0;
-            }
-            if is_task {
-                score = score * 3.0 + 3.0;
-            }
-            if score <= 0.0 {
-                continue;
-            }
+            let bonus = if keyword { 1.5 } else { 0.0 } + if short_user { 2.0 } else { 0.0 };
             // A short line means little alone: take the line before it too.
             let body = if trimmed.chars().count() < 20 && li > 0 {
                 format!("{} {}", lines[li - 1].trim(), trimmed)
             } else {
                 trimmed.to_owned()
             };
-            let body = clip(&body, &fresh);
-            if !seen_lines.insert(body.clone()) {
-                continue;
+            for (pi, (piece, tokens)) in pieces(&body, &fresh).into_iter().enumerate() {
+                let mut score: f64 = tokens
+                    .iter()
+                    .map(|t| 1.0 + f64::from(*frequency.get(t).unwrap_or(&1)).ln())
+                    .sum();
+                if pi == 0 {
+                    score += bonus;
+                }
+                if is_task {
+                    score = score * 3.0 + 3.0;
+                }
+                if score <= 0.0 || !seen_lines.insert(piece.clone()) {
+                    continue;
+                }
+                claimed.extend(tokens.iter().copied());
+                let text = format!("- {label} {piece}");
+                let tokens = counter.count_text(&text) + 1;
+                candidates.push(Candidate {
+                    at: (si, li, pi),
+                    text,
+                    score: score * recency,
+                    tokens,
+                });
             }
-            claimed.extend(fresh.iter().copied());
-            let text = format!("- {label} {body}");
-            let tokens = counter.count_text(&text) + 1;
-            candidates.push(Candidate {
-                at: (si, li),
-                text,
-                score: score * recency,
-                tokens,
-            });
         }
     }
     let must_count = must.len();
@@ -254,32 +255,70 @@ fn label(item: &Item, sources: &[&Item]) -> String {
     }
 }
 
-/// Clips a long line to the span around its identifiers.
-fn clip(line: &str, identifiers: &[&str]) -> String {
+/// The parts of a line worth keeping, each with the identifiers it carries. A line up to
+/// [`MAX_LINE_CHARS`] is kept whole. A longer one (a JSON blob on one line, a minified file)
+/// gives keyword-in-context snippets instead: the text around the last mention of each
+/// identifier, [`SNIPPET_CONTEXT`] characters each side with white space collapsed, merged where
+/// they overlap.
+fn pieces<'t>(line: &str, identifiers: &[&'t str]) -> Vec<(String, Vec<&'t str>)> {
     if line.chars().count() <= MAX_LINE_CHARS {
-        return line.to_owned();
+        return vec![(line.to_owned(), identifiers.to_vec())];
     }
-    let positions: Vec<usize> = identifiers.iter().filter_map(|t| line.rfind(t)).collect();
-    let (lo, hi) = match (positions.iter().min(), positions.iter().max()) {
-        (Some(&lo), Some(&hi)) => (lo, hi),
-        _ => (0, 0),
-    };
-    let start = floor_boundary(line, lo.saturating_sub(120));
-    let end = ceil_boundary(line, (hi + 160).min(line.len()).max(start));
-    let end = if end - start > MAX_LINE_CHARS * 2 {
-        ceil_boundary(line, start + MAX_LINE_CHARS * 2)
-    } else {
-        end
-    };
-    let mut out = String::new();
-    if start > 0 {
-        out.push('…');
+    let collapsed = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut spans: Vec<(usize, usize, Vec<&'t str>)> = identifiers
+        .iter()
+        .filter_map(|t| {
+            let at = collapsed.rfind(t)?;
+            let start = floor_boundary(&collapsed, at.saturating_sub(SNIPPET_CONTEXT));
+            let end = ceil_boundary(&collapsed, at + t.len() + SNIPPET_CONTEXT);
+            Some((
+                widen_left(&collapsed, start),
+                widen_right(&collapsed, end),
+                vec![*t],
+            ))
+        })
+        .collect();
+    spans.sort_by_key(|s| s.0);
+    let mut merged: Vec<(usize, usize, Vec<&'t str>)> = Vec::new();
+    for span in spans {
+        match merged.last_mut() {
+            Some(last) if span.0 <= last.1 => {
+                last.1 = last.1.max(span.1);
+                last.2.extend(span.2);
+            }
+            _ => merged.push(span),
+        }
     }
-    out.push_str(&line[start..end]);
-    if end < line.len() {
-        out.push('…');
-    }
-    out
+    merged
+        .into_iter()
+        .map(|(start, end, tokens)| {
+            let mut text = String::new();
+            if start > 0 {
+                text.push('…');
+            }
+            text.push_str(&collapsed[start..end]);
+            if end < collapsed.len() {
+                text.push('…');
+            }
+            (text, tokens)
+        })
+        .collect()
+}
+
+/// Moves a snippet's start left to the start of a word (at most 12 characters).
+fn widen_left(s: &str, start: usize) -> usize {
+    let floor = floor_boundary(s, start.saturating_sub(12));
+    s[floor..start]
+        .rfind([' ', ',', '{', '['])
+        .map_or(start, |i| floor + i + 1)
+}
+
+/// Moves a snippet's end right to the end of a word (at most 12 characters).
+fn widen_right(s: &str, end: usize) -> usize {
+    let ceil = ceil_boundary(s, (end + 12).min(s.len()));
+    s[end..ceil]
+        .find([' ', ',', '}', ']'])
+        .map_or(end, |i| end + i)
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {

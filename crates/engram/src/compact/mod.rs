@@ -151,8 +151,8 @@ impl CompactOptions {
             query: None,
             mask_keep_last: 10,
             keep_recent: 4,
-            digest_share: 0.3,
-            recall_share: 0.75,
+            digest_share: 0.5,
+            recall_share: 0.8,
         }
     }
 }
@@ -541,8 +541,16 @@ impl Planner<'_> {
             let query = self.options.query.as_deref().unwrap_or_default();
             let budget = recall_budget + (window_budget - used);
             let mut recall_used = 0;
-            for ui in self.rank(dropped, query) {
-                let version = self.version(dropped[ui], &replaced, false);
+            let mut ranked: Vec<(usize, f64, Version)> = self
+                .rank(dropped, query)
+                .into_iter()
+                .map(|(ui, score)| {
+                    let version = self.version(dropped[ui], &replaced, false);
+                    (ui, recall::value(score, version.tokens), version)
+                })
+                .collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+            for (ui, _, version) in ranked {
                 if recall_used + version.tokens <= budget {
                     recall_used += version.tokens;
                     recalled.push((ui, version));
@@ -749,8 +757,8 @@ impl Planner<'_> {
         }
     }
 
-    /// `dropped` unit indices, best match for the query first.
-    fn rank(&self, dropped: &[units::Unit], query: &str) -> Vec<usize> {
+    /// `dropped` unit indices with their scores, best match for the query first.
+    fn rank(&self, dropped: &[units::Unit], query: &str) -> Vec<(usize, f64)> {
         let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
@@ -766,10 +774,21 @@ impl Planner<'_> {
                 recall::terms(&text)
             })
             .collect();
+        let asks: Vec<bool> = dropped
+            .iter()
+            .map(|u| {
+                self.items[u.start..u.end]
+                    .iter()
+                    .any(|i| i.message.text().contains('?'))
+            })
+            .collect();
         let bm25 = recall::Bm25::new(documents);
-        let scores = bm25.scores(&recall::terms(query));
-        let mut order: Vec<usize> = (0..dropped.len()).filter(|&i| scores[i] > 0.0).collect();
-        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(b.cmp(&a)));
+        let scores = recall::with_neighbours(&bm25.scores(&recall::terms(query)), &asks);
+        let mut order: Vec<(usize, f64)> = (0..dropped.len())
+            .filter(|&i| scores[i] > 0.0)
+            .map(|i| (i, scores[i]))
+            .collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         order
     }
 }

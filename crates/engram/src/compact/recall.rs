@@ -137,9 +137,46 @@ impl Bm25 {
     }
 }
 
+/// Conversations answer in the next turn: "what did you take away from the book?" matches the
+/// query, "it taught me self-acceptance" holds the answer without sharing a word with it. A unit
+/// that follows a question (`asks`) gets a share of the question's score; every unit gets a
+/// smaller share of the next one's (the turn a matching reply answers).
+pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
+    const FROM_QUESTION: f64 = 0.6;
+    const FROM_NEXT: f64 = 0.3;
+    (0..scores.len())
+        .map(|i| {
+            let previous = if i > 0 && asks[i - 1] {
+                scores[i - 1]
+            } else {
+                0.0
+            };
+            let next = scores.get(i + 1).copied().unwrap_or(0.0);
+            scores[i] + FROM_QUESTION * previous + FROM_NEXT * next
+        })
+        .collect()
+}
+
+/// The order in which to recall units: by score per square root of their cost, so that a short
+/// message that answers the query is not crowded out by a long one that merely shares more of
+/// its words (long assistant replies do); the square root keeps long evidence in reach.
+pub(crate) fn value(score: f64, tokens: usize) -> f64 {
+    score / (tokens.max(1) as f64).sqrt()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replies_inherit_from_the_turn_they_answer() {
+        let scores = with_neighbours(&[0.0, 2.0, 0.0, 0.0], &[true; 4]);
+        assert!(scores[2] > scores[0] && scores[2] > scores[3]);
+        assert!(scores[1] > scores[2]);
+        let scores = with_neighbours(&[0.0, 2.0, 0.0], &[false; 3]);
+        assert_eq!(scores[2], 0.0, "a statement lends nothing to the next turn");
+        assert!(value(1.0, 100) > value(1.5, 1000));
+    }
 
     #[test]
     fn stemming_joins_word_forms() {
