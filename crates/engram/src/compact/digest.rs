@@ -38,7 +38,7 @@ pub(crate) const HEADER: &str = "[Session context consolidated]";
 /// Lines longer than this are kept as snippets around their identifiers.
 const MAX_LINE_CHARS: usize = 240;
 /// Characters kept on each side of an identifier in a snippet.
-const SNIPPET_CONTEXT: usize = 48;
+const SNIPPET_CONTEXT: usize = 44;
 
 pub(crate) struct Built {
     pub(crate) message: Message,
@@ -49,9 +49,13 @@ pub(crate) struct Built {
 struct Candidate {
     /// Position for chronological order: (source index, line index, piece index).
     at: (usize, usize, usize),
+    /// The bullet's label (`[user]`, `[shell]`): written once per source message.
+    label: String,
     text: String,
     score: f64,
+    /// Tokens of the text, and of the label when it is the message's first piece.
     tokens: usize,
+    label_tokens: usize,
 }
 
 /// Builds the digest of `sources` (chronological) for at most `budget` tokens, given what stays
@@ -63,7 +67,7 @@ pub(crate) fn build(
     budget: usize,
 ) -> Option<Built> {
     let header = format!(
-        "{HEADER}\n(engram kept the key lines of {} earlier messages; the originals are in the history)\n",
+        "{HEADER} (key lines of {} earlier messages)\n",
         sources.len()
     );
     let fixed = counter
@@ -91,15 +95,19 @@ pub(crate) fn build(
     let task = sources.iter().position(|i| i.message.role == Role::User);
     let mut must: Vec<Candidate> = Vec::new();
     if let Some(t) = task {
-        let text = format!("- {} {}", label(sources[t], sources), texts[t].trim());
+        let label = label(sources[t], sources);
+        let text = texts[t].trim().to_owned();
+        let label_tokens = counter.count_text(&label) + 2;
         let tokens = counter.count_text(&text) + 1;
-        if (tokens as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
+        if ((tokens + label_tokens) as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
             covered.extend(salient_tokens(&texts[t]).map(str::to_owned));
             must.push(Candidate {
                 at: (t, 0, 0),
+                label,
                 text,
                 score: f64::INFINITY,
                 tokens,
+                label_tokens,
             });
         }
     }
@@ -155,11 +163,12 @@ pub(crate) fn build(
                     continue;
                 }
                 claimed.extend(tokens.iter().copied());
-                let text = format!("- {label} {piece}");
-                let tokens = counter.count_text(&text) + 1;
+                let tokens = counter.count_text(&piece) + 1;
                 candidates.push(Candidate {
                     at: (si, li, pi),
-                    text,
+                    label_tokens: counter.count_text(&label) + 2,
+                    label: label.clone(),
+                    text: piece,
                     score: score * recency,
                     tokens,
                 });
@@ -181,10 +190,19 @@ pub(crate) fn build(
             .then(candidates[b].at.cmp(&candidates[a].at))
     });
     let mut chosen: Vec<usize> = Vec::new();
+    let mut labelled: HashSet<usize> = HashSet::new();
     let mut used = fixed;
     for i in order {
-        if used + candidates[i].tokens <= budget {
-            used += candidates[i].tokens;
+        let c = &candidates[i];
+        let cost = c.tokens
+            + if labelled.contains(&c.at.0) {
+                0
+            } else {
+                c.label_tokens
+            };
+        if used + cost <= budget {
+            used += cost;
+            labelled.insert(c.at.0);
             chosen.push(i);
         }
     }
@@ -192,12 +210,26 @@ pub(crate) fn build(
         return None;
     }
     chosen.sort_by_key(|&i| candidates[i].at);
-    // The per-line estimates are upper bounds in practice; the exact count decides.
+    // The per-piece estimates are upper bounds in practice; the exact count decides.
     loop {
+        // One bullet per source message: its label, then its pieces in order.
         let mut content = header.clone();
+        let mut previous: Option<usize> = None;
         for &i in &chosen {
-            content.push('\n');
-            content.push_str(&candidates[i].text);
+            let c = &candidates[i];
+            if previous == Some(c.at.0) {
+                content.push_str(if c.text.starts_with('…') {
+                    " "
+                } else {
+                    "\n  "
+                });
+            } else {
+                content.push_str("\n- ");
+                content.push_str(&c.label);
+                content.push(' ');
+            }
+            content.push_str(&c.text);
+            previous = Some(c.at.0);
         }
         let message = Message {
             content: Some(Content::Text(content)),
@@ -233,7 +265,8 @@ pub(crate) fn build(
     }
 }
 
-/// `[user]`, `[assistant]`, `[shell]` (a tool's output) or `[shell call]` (its arguments).
+/// `[user]`, `[assistant]`, `[shell]` (a tool's output) or `[shell call]` (the assistant's call,
+/// with its arguments).
 fn label(item: &Item, sources: &[&Item]) -> String {
     let m = &item.message;
     match m.role {
@@ -248,9 +281,7 @@ fn label(item: &Item, sources: &[&Item]) -> String {
             });
             format!("[{}]", name.unwrap_or_else(|| "tool".into()))
         }
-        Role::Assistant if !m.calls().is_empty() => {
-            format!("[assistant, {} call]", m.calls()[0].name)
-        }
+        Role::Assistant if !m.calls().is_empty() => format!("[{} call]", m.calls()[0].name),
         role => format!("[{role}]"),
     }
 }
@@ -305,17 +336,20 @@ fn pieces<'t>(line: &str, identifiers: &[&'t str]) -> Vec<(String, Vec<&'t str>)
         .collect()
 }
 
-/// Moves a snippet's start left to the start of a word (at most 12 characters).
+/// How far a snippet may widen to reach a word boundary.
+const WIDEN: usize = 6;
+
+/// Moves a snippet's start left to the start of a word (at most [`WIDEN`] characters).
 fn widen_left(s: &str, start: usize) -> usize {
-    let floor = floor_boundary(s, start.saturating_sub(12));
+    let floor = floor_boundary(s, start.saturating_sub(WIDEN));
     s[floor..start]
         .rfind([' ', ',', '{', '['])
         .map_or(start, |i| floor + i + 1)
 }
 
-/// Moves a snippet's end right to the end of a word (at most 12 characters).
+/// Moves a snippet's end right to the end of a word (at most [`WIDEN`] characters).
 fn widen_right(s: &str, end: usize) -> usize {
-    let ceil = ceil_boundary(s, (end + 12).min(s.len()));
+    let ceil = ceil_boundary(s, (end + WIDEN).min(s.len()));
     s[end..ceil]
         .find([' ', ',', '}', ']'])
         .map_or(end, |i| end + i)
