@@ -61,21 +61,30 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
         .iter()
         .map(|m| m.to_value(args.plain))
         .collect();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    if args.plain {
-        serde_json::to_writer(&mut out, &json!({"messages": messages}))?;
-    } else {
+    // The request's other keys (model, tools, temperature, ...) pass through, so that the output
+    // of an OpenAI request body is a request body again.
+    let mut doc = serde_json::Map::new();
+    if !args.plain {
+        doc.insert("schema_version".into(), json!(1));
+    }
+    for (key, value) in &conversation.extra {
+        doc.insert(key.clone(), value.clone());
+    }
+    doc.insert("messages".into(), Value::Array(messages));
+    if !conversation.tools.is_empty() {
+        doc.insert("tools".into(), Value::Array(conversation.tools.clone()));
+    }
+    if !args.plain {
         let mut report = serde_json::to_value(&compacted.report)?;
         if let Value::Object(map) = &mut report {
             map.insert("tokenizer".into(), json!(counter.tokenizer().id()));
             map.insert("exact".into(), json!(counter.tokenizer().is_exact()));
         }
-        serde_json::to_writer(
-            &mut out,
-            &json!({"schema_version": 1, "messages": messages, "report": report}),
-        )?;
+        doc.insert("report".into(), report);
     }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    serde_json::to_writer(&mut out, &doc)?;
     writeln!(out)?;
     out.flush()?;
     Ok(())

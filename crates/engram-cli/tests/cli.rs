@@ -322,3 +322,182 @@ fn bench_count_reports_equal_counts() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn compact_contract() {
+    let out = engram(
+        &[
+            "compact",
+            "--budget",
+            "900",
+            "--tokenizer",
+            "cl100k",
+            &example(),
+        ],
+        None,
+    );
+    let doc = json(&out);
+    assert_eq!(doc["schema_version"], 1);
+    let messages = doc["messages"].as_array().expect("messages");
+    let report = &doc["report"];
+    for key in [
+        "tokens_before",
+        "tokens_after",
+        "steps",
+        "messages_removed",
+        "summary_tokens",
+        "duration_ms",
+    ] {
+        assert!(report.get(key).is_some(), "report.{key}");
+    }
+    assert!(report["tokens_after"].as_u64().expect("after") <= 900);
+    assert_eq!(messages[0]["engram"]["kind"], "original");
+    assert_eq!(
+        messages[0]["engram"]["source_ids"],
+        serde_json::json!(["m0"])
+    );
+    assert_eq!(
+        messages.last().expect("last")["id"],
+        "m15",
+        "the newest message is kept"
+    );
+    let kinds: Vec<&str> = messages
+        .iter()
+        .map(|m| m["engram"]["kind"].as_str().expect("kind"))
+        .collect();
+    assert!(kinds.contains(&"summary"), "{kinds:?}");
+    let summary = messages
+        .iter()
+        .find(|m| m["engram"]["kind"] == "summary")
+        .expect("summary");
+    assert!(
+        summary["content"]
+            .as_str()
+            .expect("text")
+            .starts_with("[Session context consolidated]")
+    );
+
+    // --plain: no provenance, no ids; the same messages otherwise.
+    let plain = json(&engram(
+        &[
+            "compact",
+            "--budget",
+            "900",
+            "--tokenizer",
+            "cl100k",
+            "--plain",
+            &example(),
+        ],
+        None,
+    ));
+    let plain_messages = plain["messages"].as_array().expect("messages");
+    assert_eq!(plain_messages.len(), messages.len());
+    assert!(
+        plain_messages
+            .iter()
+            .all(|m| m.get("engram").is_none() && m.get("id").is_none())
+    );
+    assert!(plain.get("report").is_none());
+}
+
+#[test]
+fn compact_queries_may_start_with_a_dash() {
+    for args in [
+        vec![
+            "compact",
+            "--budget",
+            "900",
+            "--tokenizer",
+            "cl100k",
+            "--query=-x parse_int",
+            &example(),
+        ],
+        vec![
+            "compact",
+            "--budget",
+            "900",
+            "--tokenizer",
+            "cl100k",
+            "--query",
+            "-x parse_int",
+            &example(),
+        ],
+    ] {
+        let doc = json(&engram(&args, None));
+        assert!(
+            doc["report"]["tokens_after"].as_u64().expect("after") <= 900,
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn compact_exit_codes() {
+    // 3: the system prompt and the newest message alone exceed the budget; the message says why.
+    let out = engram(
+        &[
+            "compact",
+            "--budget",
+            "50",
+            "--tokenizer",
+            "cl100k",
+            &example(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot fit the budget of 50 tokens"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+    // 2: bad input, bad arguments.
+    let out = engram(
+        &["compact", "--budget", "100"],
+        Some(b"[{\"role\": \"tool\", \"content\": \"x\"}]"),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("tool_call_id"));
+    let out = engram(
+        &[
+            "compact",
+            "--budget",
+            "100",
+            "--strategy",
+            "magic",
+            &example(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let out = engram(&["compact", "--budget", "0", &example()], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn compact_every_strategy_fits_the_budget() {
+    for strategy in ["auto", "truncate", "dedupe", "mask", "extractive"] {
+        let doc = json(&engram(
+            &[
+                "compact",
+                "--budget",
+                "1000",
+                "--tokenizer",
+                "cl100k",
+                "--strategy",
+                strategy,
+                &example(),
+            ],
+            None,
+        ));
+        let after = doc["report"]["tokens_after"].as_u64().expect("after");
+        assert!(after <= 1000, "{strategy}: {after}");
+        // Re-count the output independently with engram count.
+        let count = json(&engram(
+            &["count", "--json", "--tokenizer", "cl100k", "-"],
+            Some(&serde_json::to_vec(&doc).expect("json")),
+        ));
+        assert_eq!(count["total_tokens"].as_u64(), Some(after), "{strategy}");
+    }
+}

@@ -238,6 +238,8 @@ struct Item {
 struct Version {
     messages: Vec<ViewMessage>,
     tokens: usize,
+    /// Tool outputs masked (not counting duplicates replaced by a pointer).
+    masked: usize,
 }
 
 /// Compacts a conversation to `options.budget` tokens as counted by `counter`.
@@ -467,6 +469,7 @@ impl Planner<'_> {
         Version {
             tokens: self.tokens(&messages),
             messages,
+            masked: 0,
         }
     }
 
@@ -529,7 +532,7 @@ impl Planner<'_> {
             }
             used += version.tokens;
             recent_messages += unit.len();
-            let masked = version.messages.iter().any(|v| v.kind == Kind::Masked);
+            let masked = version.masked > 0;
             taken.push((ui, version, masked));
         }
         let first_kept = taken.last().map_or(older.len(), |(ui, _, _)| *ui);
@@ -622,12 +625,7 @@ impl Planner<'_> {
         let masked = taken.iter().filter(|(_, _, m)| *m).count();
         if masked > 0 {
             self.report.steps.push("mask");
-            self.report.masked = taken
-                .iter()
-                .filter(|(_, _, m)| *m)
-                .flat_map(|(_, v, _)| v.messages.iter())
-                .filter(|v| v.kind == Kind::Masked)
-                .count();
+            self.report.masked = taken.iter().map(|(_, v, _)| v.masked).sum();
         }
         if first_kept > 0 {
             self.report.steps.push("truncate");
@@ -721,6 +719,7 @@ impl Planner<'_> {
             .flat_map(|i| i.message.calls())
             .map(|c| (c.id.as_str(), c.name.as_str()))
             .collect();
+        let masked_outputs = std::cell::Cell::new(0);
         let messages: Vec<ViewMessage> = (unit.start..unit.end)
             .map(|index| {
                 let item = &self.items[index];
@@ -747,12 +746,14 @@ impl Planner<'_> {
                 {
                     view.message.content = Some(Content::Text(text));
                     view.kind = Kind::Masked;
+                    masked_outputs.set(masked_outputs.get() + 1);
                 }
                 view
             })
             .collect();
         Version {
             tokens: self.tokens(&messages),
+            masked: masked_outputs.get(),
             messages,
         }
     }

@@ -1,0 +1,304 @@
+//! The invariants of DESIGN.md, for every strategy, over random histories: tool pairs intact,
+//! pinned instructions first and verbatim, the newest unit last and verbatim, the budget met by
+//! exact count (or a CannotFit error that is right to refuse), provenance pointing at real input
+//! messages, and the input left untouched.
+#![cfg(feature = "openai-bpe")]
+
+use std::collections::HashSet;
+
+use engram::compact::{CompactError, CompactOptions, Kind, Strategy as Steps, compact};
+use engram::{Conversation, Message, Role, TokenCounter, Tokenizer, ToolCall};
+use proptest::prelude::*;
+
+const STRATEGIES: [Steps; 5] = [
+    Steps::Auto,
+    Steps::Truncate,
+    Steps::Dedupe,
+    Steps::Mask,
+    Steps::Extractive,
+];
+
+/// A block of text with the things compaction looks at: paths, identifiers, numbers, prose.
+fn text(max_lines: usize) -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just("src/parser.rs:182 fn parse_list(&mut self)".to_owned()),
+            Just("error: TrailingComma at line 12".to_owned()),
+            Just("The weather was lovely and we went for a walk.".to_owned()),
+            Just(
+                "{\"reservation_id\": \"H9ZU1C\", \"user_id\": \"mia_kim_4397\", \"total\": 329}"
+                    .to_owned()
+            ),
+            "[a-z ]{0,60}",
+            "[A-Za-z0-9_./]{4,20}",
+        ],
+        0..max_lines,
+    )
+    .prop_map(|lines| lines.join("\n"))
+}
+
+/// A tool output: short, long (many lines), or one of a few outputs that repeat verbatim.
+fn tool_output() -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => text(8),
+        2 => (text(6), 5usize..40).prop_map(|(t, n)| format!("{t}\n").repeat(n)),
+        1 => (0usize..3).prop_map(|k| format!("listing {k}: src/module_{k}/lib.rs ok\n").repeat(30)),
+    ]
+}
+
+/// One step of a history: a user turn, an assistant reply, a tool group (call + results, maybe
+/// an unanswered call or an orphan result), or a mid-history system marker.
+#[derive(Debug, Clone)]
+enum Step {
+    User(String),
+    Assistant(String),
+    Tools {
+        results: Vec<String>,
+        unanswered: bool,
+    },
+    Orphan(String),
+    Marker(String),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => text(4).prop_map(Step::User),
+        3 => text(6).prop_map(Step::Assistant),
+        4 => (proptest::collection::vec(tool_output(), 1..3), proptest::bool::weighted(0.1))
+            .prop_map(|(results, unanswered)| Step::Tools { results, unanswered }),
+        1 => text(2).prop_map(Step::Orphan),
+        1 => "[a-z0-9 ]{5,30}".prop_map(|s| Step::Marker(format!("[Session {s}]"))),
+    ]
+}
+
+fn history() -> impl Strategy<Value = Vec<Message>> {
+    (
+        proptest::option::of(text(3)),
+        proptest::bool::ANY,
+        proptest::collection::vec(step(), 1..45),
+        proptest::bool::ANY,
+    )
+        .prop_map(|(system, developer, steps, with_ids)| {
+            let mut messages = Vec::new();
+            if let Some(s) = system {
+                messages.push(Message::system(format!("You are an agent. {s}")));
+                if developer {
+                    messages.push(Message::new(Role::Developer, "Be brief."));
+                }
+            }
+            let mut call = 0;
+            for step in steps {
+                match step {
+                    Step::User(t) => messages.push(Message::user(t)),
+                    Step::Assistant(t) => messages.push(Message::assistant(t)),
+                    Step::Marker(t) => messages.push(Message::system(t)),
+                    Step::Orphan(t) => messages.push(Message::tool("ghost", t)),
+                    Step::Tools {
+                        results,
+                        unanswered,
+                    } => {
+                        let ids: Vec<String> = (0..results.len() + usize::from(unanswered))
+                            .map(|_| {
+                                call += 1;
+                                format!("call_{call}")
+                            })
+                            .collect();
+                        let calls = ids
+                            .iter()
+                            .map(|id| {
+                                ToolCall::function(
+                                    id.clone(),
+                                    "shell",
+                                    format!("{{\"command\": \"cat src/{id}.rs\"}}"),
+                                )
+                            })
+                            .collect();
+                        messages.push(Message::assistant_tool_calls(calls));
+                        for (id, result) in ids.iter().zip(results) {
+                            messages.push(Message::tool(id.clone(), result));
+                        }
+                    }
+                }
+            }
+            if with_ids {
+                for (i, m) in messages.iter_mut().enumerate() {
+                    m.id = Some(format!("m{i}"));
+                }
+            }
+            messages
+        })
+}
+
+fn check(
+    messages: &[Message],
+    budget: usize,
+    strategy: Steps,
+    query: Option<&str>,
+    keep: usize,
+) -> Result<(), TestCaseError> {
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let conversation = Conversation::new(messages.to_vec());
+    let before = conversation.clone();
+    let mut options = CompactOptions::new(budget);
+    options.strategy = strategy;
+    options.query = query.map(str::to_owned);
+    options.mask_keep_last = keep;
+    let result = compact(&conversation, &counter, &options);
+    prop_assert_eq!(&conversation, &before, "the input is never changed");
+
+    let pinned: Vec<&Message> = messages
+        .iter()
+        .take_while(|m| m.role.is_instruction())
+        .collect();
+    let out = match result {
+        Err(CompactError::CannotFit { required, .. }) => {
+            if std::env::var_os("ENGRAM_TEST_STATS").is_some() {
+                eprintln!("STATS {strategy:?} cannot-fit");
+            }
+            prop_assert!(required > budget);
+            return Ok(());
+        }
+        Err(e) => return Err(TestCaseError::fail(format!("unexpected error {e}"))),
+        Ok(out) => out,
+    };
+    let view: Vec<&Message> = out.messages.iter().map(|v| &v.message).collect();
+    if std::env::var_os("ENGRAM_TEST_STATS").is_some() {
+        eprintln!("STATS {:?} {:?}", strategy, out.report.steps);
+    }
+
+    // 4. The budget, by exact count.
+    let total = counter
+        .count_messages(&view.iter().map(|m| (*m).clone()).collect::<Vec<_>>())
+        .total();
+    prop_assert!(total <= budget, "{} > {} ({:?})", total, budget, strategy);
+    prop_assert_eq!(out.report.tokens_after, total);
+
+    // 2. Pinned instructions first, verbatim.
+    for (i, p) in pinned.iter().enumerate() {
+        prop_assert_eq!(
+            view.get(i).copied(),
+            Some(*p),
+            "pinned message {} ({:?})",
+            i,
+            strategy
+        );
+    }
+
+    // 3. The newest message last, verbatim (a tool result: its call comes with it).
+    let last = messages.last().expect("non-empty");
+    let out_last = *view.last().expect("non-empty view");
+    if last.role == Role::Tool {
+        // An orphan result is repaired into a user message that quotes it.
+        prop_assert!(out_last == last || out_last.text().contains(last.text().as_ref()));
+    } else {
+        prop_assert_eq!(out_last, last);
+    }
+
+    // 1. Every call answered (but the newest message's), every result after its call.
+    let mut open: HashSet<&str> = HashSet::new();
+    for (i, m) in view.iter().enumerate() {
+        if m.role == Role::Tool {
+            let id = m.tool_call_id.as_deref().unwrap_or("");
+            prop_assert!(
+                open.remove(id),
+                "result {} at {} answers no open call ({:?})",
+                id,
+                i,
+                strategy
+            );
+        } else {
+            let is_last_unit = view[i..].iter().skip(1).all(|n| n.role == Role::Tool);
+            if !is_last_unit {
+                prop_assert!(
+                    open.is_empty(),
+                    "calls {:?} unanswered before message {} ({:?})",
+                    open,
+                    i,
+                    strategy
+                );
+            }
+            open.clear();
+            open.extend(m.calls().iter().map(|c| c.id.as_str()));
+        }
+    }
+
+    // 5. Provenance: every source id names an input message; originals are verbatim copies.
+    let ids: Vec<String> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| m.id.clone().unwrap_or_else(|| i.to_string()))
+        .collect();
+    for v in &out.messages {
+        for s in &v.source_ids {
+            prop_assert!(ids.contains(s), "unknown source id {}", s);
+        }
+        if matches!(v.kind, Kind::Original | Kind::Recalled) && v.message.role != Role::User {
+            let i = ids
+                .iter()
+                .position(|s| s == &v.source_ids[0])
+                .expect("known id");
+            prop_assert_eq!(&v.message, &messages[i]);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn every_strategy_keeps_the_invariants(messages in history(), budget in 40usize..6000, keep in 0usize..12) {
+        for strategy in STRATEGIES {
+            check(&messages, budget, strategy, None, keep)?;
+        }
+    }
+
+    #[test]
+    fn recall_keeps_the_invariants(messages in history(), budget in 40usize..3000, query in "[a-z_ ]{3,30}") {
+        check(&messages, budget, Steps::Auto, Some(&query), 10)?;
+    }
+}
+
+#[test]
+fn refuses_with_the_reason_when_the_newest_message_alone_is_too_big() {
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let conversation = Conversation::new(vec![
+        Message::system("You are terse."),
+        Message::user("word ".repeat(500)),
+    ]);
+    let err = compact(&conversation, &counter, &CompactOptions::new(100)).expect_err("too big");
+    let text = err.to_string();
+    assert!(
+        text.contains("the newest message (") && text.contains("budget of 100"),
+        "{text}"
+    );
+    match err {
+        CompactError::CannotFit {
+            over,
+            required,
+            budget,
+            ..
+        } => assert_eq!(over, required - budget),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_history_that_fits_is_returned_as_it_is() {
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let messages = vec![
+        Message::system("s"),
+        Message::user("hello"),
+        Message::assistant("hi"),
+    ];
+    let out = compact(
+        &Conversation::new(messages.clone()),
+        &counter,
+        &CompactOptions::new(1000),
+    )
+    .expect("fits");
+    let view: Vec<Message> = out.messages.into_iter().map(|v| v.message).collect();
+    assert_eq!(view, messages);
+    assert!(out.report.steps.is_empty());
+    assert_eq!(out.report.messages_removed, 0);
+}
