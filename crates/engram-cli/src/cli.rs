@@ -158,6 +158,27 @@ pub(crate) struct ModelsArgs {
 pub(crate) enum BenchCommand {
     /// Token-counting throughput on a text file, on one thread and on several.
     Count(BenchCountArgs),
+    /// Compaction time in process (parsing excluded), and the cost of rebuilding the context
+    /// after one more turn.
+    Compact(BenchCompactArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchCompactArgs {
+    /// A conversation file (scripts/bench_compact.py builds a 2-million-token one).
+    pub(crate) file: PathBuf,
+    /// The budget.
+    #[arg(long, short = 'b', default_value_t = 8192)]
+    pub(crate) budget: usize,
+    /// The tokenizer.
+    #[arg(long, short = 't', default_value = "cl100k")]
+    pub(crate) tokenizer: String,
+    /// Runs per measurement; the best is reported.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) repeat: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

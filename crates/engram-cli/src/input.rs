@@ -54,7 +54,7 @@ pub(crate) fn parse(bytes: &[u8], format: InputFormatArg) -> Result<Conversation
 fn looks_like_anthropic(bytes: &[u8]) -> bool {
     // Cheap pre-filter, so that a large OpenAI input is not parsed twice: an Anthropic request
     // has a `"system":` key or tool_use / tool_result blocks somewhere in its text.
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let has = |needle: &[u8]| memchr::memmem::find(bytes, needle).is_some();
     if !(has(b"\"system\":")
         || has(b"\"system\" :")
         || has(b"\"tool_use\"")

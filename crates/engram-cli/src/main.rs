@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Command::Compact(args) => compact::run(&cli.global, args),
         Command::Models(args) => models::run(&cli.global, args),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
+        Command::Bench(BenchCommand::Compact(args)) => bench::run_compact(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

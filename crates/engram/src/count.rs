@@ -272,9 +272,13 @@ impl TokenCounter {
     /// How many of the newest messages fit in `limit` tokens, counted newest first and stopping
     /// at the first that does not fit. A message that cannot fit is not counted to its end, so a
     /// caller never pays for text it will drop.
-    pub fn fit_newest(&self, messages: &[Message], limit: usize) -> NewestFit {
+    pub fn fit_newest<M: std::borrow::Borrow<Message>>(
+        &self,
+        messages: &[M],
+        limit: usize,
+    ) -> NewestFit {
         let mut fit = NewestFit { kept: 0, tokens: 0 };
-        for message in messages.iter().rev() {
+        for message in messages.iter().rev().map(|m| m.borrow()) {
             let remaining = limit - fit.tokens;
             match self.count_message_till_limit(message, remaining) {
                 Some(n) => {

@@ -75,8 +75,8 @@ pub fn parse_conversation_with_format(
         Some(b'{') => {
             // One object (the wrapper, or a single message), or JSONL: a syntax error right
             // after the first complete value ("trailing characters") means several values.
-            match serde_json::from_str::<&RawValue>(text) {
-                Ok(_) => parse_object(text, &lines).map(|c| (c, InputFormat::Object)),
+            match serde_json::from_str::<Map<String, Value>>(text) {
+                Ok(map) => parse_object(map, text, &lines).map(|c| (c, InputFormat::Object)),
                 Err(e)
                     if e.classify() == serde_json::error::Category::Syntax && is_trailing(&e) =>
                 {
@@ -178,33 +178,48 @@ impl<'a> LineIndex<'a> {
     }
 }
 
-fn parse_messages_raw(
-    raws: Vec<&RawValue>,
-    lines: &LineIndex<'_>,
-) -> Result<Vec<Message>, InputError> {
-    raws.into_iter()
-        .enumerate()
-        .map(|(index, raw)| {
-            let (line, column) = lines.position_of(raw);
-            let value: Value = serde_json::from_str(raw.get())
-                .map_err(|e| json_error(&e).at_index(index).at_line(line, Some(column)))?;
-            Message::from_value(value).map_err(|e| e.at_index(index).at_line(line, Some(column)))
-        })
-        .collect()
-}
-
 fn parse_array(text: &str, lines: &LineIndex<'_>) -> Result<Conversation, InputError> {
-    let raws: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| json_error(&e))?;
-    Ok(Conversation::new(parse_messages_raw(raws, lines)?))
+    let values: Vec<Value> = serde_json::from_str(text).map_err(|e| json_error(&e))?;
+    Ok(Conversation::new(parse_messages(
+        values,
+        || serde_json::from_str::<Vec<&RawValue>>(text).unwrap_or_default(),
+        lines,
+    )?))
 }
 
-fn parse_object(text: &str, lines: &LineIndex<'_>) -> Result<Conversation, InputError> {
-    let entries = serde_json::Deserializer::from_str(text)
-        .deserialize_map(OrderedRawMap)
-        .map_err(|e| json_error(&e))?;
-    let has_messages = entries.iter().any(|(k, _)| k == "messages");
-    if !has_messages {
-        if entries.iter().any(|(k, _)| k == "role") {
+/// Validates message values in one pass. Only when one is invalid does `raws` re-read the
+/// input as raw slices, to name the line and column where that message starts.
+fn parse_messages<'t>(
+    values: Vec<Value>,
+    raws: impl FnOnce() -> Vec<&'t RawValue>,
+    lines: &LineIndex<'t>,
+) -> Result<Vec<Message>, InputError> {
+    let mut messages = Vec::with_capacity(values.len());
+    for (index, value) in values.into_iter().enumerate() {
+        match Message::from_value(value) {
+            Ok(m) => messages.push(m),
+            Err(e) => {
+                let e = e.at_index(index);
+                return Err(match raws().get(index) {
+                    Some(raw) => {
+                        let (line, column) = lines.position_of(raw);
+                        e.at_line(line, Some(column))
+                    }
+                    None => e,
+                });
+            }
+        }
+    }
+    Ok(messages)
+}
+
+fn parse_object(
+    mut map: Map<String, Value>,
+    text: &str,
+    lines: &LineIndex<'_>,
+) -> Result<Conversation, InputError> {
+    let Some(messages) = map.remove("messages") else {
+        if map.contains_key("role") {
             // A single message object: JSONL of one line.
             return parse_jsonl(text, lines);
         }
@@ -213,35 +228,53 @@ fn parse_object(text: &str, lines: &LineIndex<'_>) -> Result<Conversation, Input
         )
         .at_field("messages")
         .at_line(1, Some(1)));
-    }
-    let mut conversation = Conversation::default();
-    for (key, raw) in entries {
-        match key.as_str() {
-            "messages" => {
-                let raws: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|_| {
-                    let (line, column) = lines.position_of(raw);
-                    InputError::new(format!(
-                        "expected a list of messages, found {}",
-                        raw_type_name(raw)
-                    ))
-                    .at_field("messages")
-                    .at_line(line, Some(column))
-                })?;
-                conversation.messages = parse_messages_raw(raws, lines)?;
-            }
-            "tools" => conversation.tools = parse_tools(raw, lines)?,
-            _ => {
-                let value: Value = serde_json::from_str(raw.get()).map_err(|e| json_error(&e))?;
-                conversation.extra.insert(key, value);
-            }
+    };
+    // Where a top-level key's value starts, for errors only.
+    let raw_entry = |key: &str| -> Option<&RawValue> {
+        serde_json::Deserializer::from_str(text)
+            .deserialize_map(OrderedRawMap)
+            .ok()?
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, raw)| raw)
+    };
+    let place = |key: &str, e: InputError| match raw_entry(key) {
+        Some(raw) => {
+            let (line, column) = lines.position_of(raw);
+            e.at_line(line, Some(column))
         }
+        None => e,
+    };
+    let Value::Array(values) = messages else {
+        return Err(place(
+            "messages",
+            InputError::new(format!(
+                "expected a list of messages, found {}",
+                type_name(&messages)
+            ))
+            .at_field("messages"),
+        ));
+    };
+    let mut conversation = Conversation {
+        messages: parse_messages(
+            values,
+            || {
+                raw_entry("messages")
+                    .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
+                    .unwrap_or_default()
+            },
+            lines,
+        )?,
+        ..Conversation::default()
+    };
+    if let Some(tools) = map.remove("tools") {
+        conversation.tools = parse_tools(tools).map_err(|e| place("tools", e))?;
     }
+    conversation.extra = map;
     Ok(conversation)
 }
 
-fn parse_tools(raw: &RawValue, lines: &LineIndex<'_>) -> Result<Vec<Value>, InputError> {
-    let (line, column) = lines.position_of(raw);
-    let value: Value = serde_json::from_str(raw.get()).map_err(|e| json_error(&e))?;
+fn parse_tools(value: Value) -> Result<Vec<Value>, InputError> {
     match value {
         Value::Null => Ok(Vec::new()),
         Value::Array(items) => {
@@ -251,8 +284,7 @@ fn parse_tools(raw: &RawValue, lines: &LineIndex<'_>) -> Result<Vec<Value>, Inpu
                         "expected a tool definition object, found {}",
                         type_name(item)
                     ))
-                    .at_field(format!("tools[{i}]"))
-                    .at_line(line, Some(column)));
+                    .at_field(format!("tools[{i}]")));
                 }
             }
             Ok(items)
@@ -261,8 +293,7 @@ fn parse_tools(raw: &RawValue, lines: &LineIndex<'_>) -> Result<Vec<Value>, Inpu
             "expected a list of tool definitions, found {}",
             type_name(&other)
         ))
-        .at_field("tools")
-        .at_line(line, Some(column))),
+        .at_field("tools")),
     }
 }
 
@@ -299,17 +330,6 @@ fn parse_jsonl(text: &str, lines: &LineIndex<'_>) -> Result<Conversation, InputE
         messages.push(message);
     }
     Ok(Conversation::new(messages))
-}
-
-fn raw_type_name(raw: &RawValue) -> &'static str {
-    match raw.get().trim_start().as_bytes().first() {
-        Some(b'{') => "an object",
-        Some(b'[') => "a list",
-        Some(b'"') => "a string",
-        Some(b'n') => "null",
-        Some(b't' | b'f') => "a boolean",
-        _ => "a number",
-    }
 }
 
 /// Deserializes a JSON object into its entries in order, values left raw (borrowed).

@@ -61,7 +61,7 @@ struct Candidate {
 /// Builds the digest of `sources` (chronological) for at most `budget` tokens, given what stays
 /// `visible`. `None` when nothing worth keeping fits.
 pub(crate) fn build(
-    sources: &[&Item],
+    sources: &[&Item<'_>],
     visible: &[&Message],
     counter: &TokenCounter,
     budget: usize,
@@ -267,7 +267,7 @@ pub(crate) fn build(
 
 /// `[user]`, `[assistant]`, `[shell]` (a tool's output) or `[shell call]` (the assistant's call,
 /// with its arguments).
-fn label(item: &Item, sources: &[&Item]) -> String {
+fn label(item: &Item<'_>, sources: &[&Item<'_>]) -> String {
     let m = &item.message;
     match m.role {
         Role::Tool => {

@@ -18,6 +18,7 @@
 //! 4. the output's exact count is at most the budget, or [`CompactError::CannotFit`] says why;
 //! 5. every output message carries the source ids of what it stands for.
 
+pub mod live;
 pub mod salient;
 pub mod units;
 
@@ -227,8 +228,8 @@ pub struct Compacted {
 }
 
 /// A message of the repaired history with where it came from.
-struct Item {
-    message: Message,
+struct Item<'a> {
+    message: std::borrow::Cow<'a, Message>,
     /// The input index, `None` for a note engram added.
     input: Option<usize>,
     source_id: String,
@@ -254,7 +255,7 @@ pub fn compact(
         return Err(CompactError::Empty);
     }
     let (repaired, repairs) = units::repair(input);
-    let items: Vec<Item> = repaired
+    let items: Vec<Item<'_>> = repaired
         .into_iter()
         .map(|(message, index)| Item {
             source_id: index.map_or_else(String::new, |i| {
@@ -268,9 +269,9 @@ pub fn compact(
         .iter()
         .take_while(|i| i.message.role.is_instruction())
         .count();
-    let body: Vec<Message> = items[pinned_end..]
+    let body: Vec<&Message> = items[pinned_end..]
         .iter()
-        .map(|i| i.message.clone())
+        .map(|i| i.message.as_ref())
         .collect();
     let all_units: Vec<units::Unit> = units::units(&body)
         .into_iter()
@@ -431,16 +432,16 @@ fn tokens_before(
 }
 
 struct Planner<'a> {
-    items: &'a [Item],
+    items: &'a [Item<'a>],
     counter: &'a TokenCounter,
     options: &'a CompactOptions,
     report: CompactReport,
 }
 
 impl Planner<'_> {
-    fn original(&self, item: &Item) -> ViewMessage {
+    fn original(&self, item: &Item<'_>) -> ViewMessage {
         ViewMessage {
-            message: item.message.clone(),
+            message: item.message.clone().into_owned(),
             kind: if item.input.is_some() {
                 Kind::Original
             } else {
@@ -584,16 +585,42 @@ impl Planner<'_> {
                         .iter()
                         .filter(|i| i.message.role.is_instruction())
                         .take(1)
-                        .map(|i| &i.message),
+                        .map(|i| i.message.as_ref()),
                 )
                 .collect();
-            let sources: Vec<&Item> = dropped
+            // The digest holds at most part of the budget, so it reads only the most recent
+            // dropped material (16 times what it can hold), plus the task statement: on a
+            // history of millions of tokens, older lines would rarely win a place anyway.
+            let limit = (free.saturating_sub(used) * 4 * 16).max(256 * 1024);
+            let mut read = 0usize;
+            let mut sources: Vec<&Item<'_>> = Vec::new();
+            for (_, unit) in dropped
                 .iter()
                 .enumerate()
+                .rev()
                 .filter(|(ui, _)| !recalled_units.contains(ui))
-                .flat_map(|(_, u)| self.items[u.start..u.end].iter())
-                .filter(|i| i.input.is_some())
-                .collect();
+            {
+                if read > limit {
+                    break;
+                }
+                for item in self.items[unit.start..unit.end].iter().rev() {
+                    if item.input.is_some() {
+                        read += item.message.text().len();
+                        sources.push(item);
+                    }
+                }
+            }
+            if let Some(task) = self.items.iter().find(|i| i.message.role == Role::User)
+                && !sources.iter().any(|s| std::ptr::eq(*s, task))
+                && dropped.iter().any(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .any(|i| std::ptr::eq(i, task))
+                })
+            {
+                sources.push(task);
+            }
+            sources.reverse();
             let budget = free.saturating_sub(used);
             if let Some(built) = digest::build(&sources, &visible, self.counter, budget) {
                 self.report.steps.push("extractive");
@@ -673,7 +700,18 @@ impl Planner<'_> {
         let mut newest_by_text: HashMap<u64, String> = HashMap::new();
         let mut newest_by_call: HashMap<(String, String), String> = HashMap::new();
         let mut out = HashMap::new();
+        // Only units that may enter the window matter: the newest `4 x budget` tokens' worth
+        // of text (at least 256 KB).
+        let limit = (self.options.budget * 16).max(256 * 1024);
+        let mut read = 0usize;
         for unit in older.iter().rev() {
+            if read > limit {
+                break;
+            }
+            read += self.items[unit.start..unit.end]
+                .iter()
+                .map(|i| i.message.text().len())
+                .sum::<usize>();
             let calls: HashMap<&str, (&str, &str)> = self.items[unit.start..unit.end]
                 .iter()
                 .flat_map(|i| i.message.calls())

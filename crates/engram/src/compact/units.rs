@@ -8,6 +8,7 @@
 //! that quotes it; an unanswered call (other than in the newest message, which the caller is
 //! about to answer) gets a result saying that none was recorded.
 
+use std::borrow::{Borrow, Cow};
 use std::collections::HashSet;
 
 use crate::message::{Content, Message, Role};
@@ -34,18 +35,19 @@ impl Unit {
 }
 
 /// Splits a well-formed history (see [`repair`]) into units, in order.
-pub fn units(messages: &[Message]) -> Vec<Unit> {
+pub fn units<M: Borrow<Message>>(messages: &[M]) -> Vec<Unit> {
+    let message = |i: usize| -> &Message { messages[i].borrow() };
     let mut out = Vec::with_capacity(messages.len());
     let mut i = 0;
     while i < messages.len() {
         let start = i;
         i += 1;
-        let calls = messages[start].calls();
+        let calls = message(start).calls();
         if !calls.is_empty() {
             let ids: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
             while i < messages.len()
-                && messages[i].role == Role::Tool
-                && messages[i]
+                && message(i).role == Role::Tool
+                && message(i)
                     .tool_call_id
                     .as_deref()
                     .is_some_and(|id| ids.contains(id))
@@ -67,14 +69,18 @@ pub struct Repairs {
     pub unanswered_calls: Vec<String>,
 }
 
+/// A repaired message (borrowed where unchanged) with the input index it came from (`None` for
+/// a result engram added).
+pub type Repaired<'a> = (Cow<'a, Message>, Option<usize>);
+
 /// The note an unanswered call gets as its result.
 pub const NO_RESULT: &str = "[engram: no result was recorded for this tool call]";
 
 /// Makes a history well formed (every result right after its call, every call answered but in
-/// the newest message). Returns the repaired messages, each with the input index it came from
-/// (`None` for an added result), and what was changed.
-pub fn repair(messages: &[Message]) -> (Vec<(Message, Option<usize>)>, Repairs) {
-    let mut out: Vec<(Message, Option<usize>)> = Vec::with_capacity(messages.len());
+/// the newest message). Returns the repaired messages (borrowed where unchanged), each with the
+/// input index it came from (`None` for an added result), and what was changed.
+pub fn repair(messages: &[Message]) -> (Vec<Repaired<'_>>, Repairs) {
+    let mut out: Vec<Repaired<'_>> = Vec::with_capacity(messages.len());
     let mut repairs = Repairs::default();
     let mut i = 0;
     while i < messages.len() {
@@ -82,11 +88,11 @@ pub fn repair(messages: &[Message]) -> (Vec<(Message, Option<usize>)>, Repairs) 
         if message.role == Role::Tool {
             // Reaching a tool message here means no call right before answers it.
             repairs.orphan_results.push(i);
-            out.push((orphan_to_user(message), Some(i)));
+            out.push((Cow::Owned(orphan_to_user(message)), Some(i)));
             i += 1;
             continue;
         }
-        out.push((message.clone(), Some(i)));
+        out.push((Cow::Borrowed(message), Some(i)));
         let calls = message.calls();
         i += 1;
         if calls.is_empty() {
@@ -97,10 +103,10 @@ pub fn repair(messages: &[Message]) -> (Vec<(Message, Option<usize>)>, Repairs) 
         while i < messages.len() && messages[i].role == Role::Tool {
             let id = messages[i].tool_call_id.as_deref().unwrap_or("");
             if calls.iter().any(|c| c.id == id) && answered.insert(id) {
-                out.push((messages[i].clone(), Some(i)));
+                out.push((Cow::Borrowed(&messages[i]), Some(i)));
             } else {
                 repairs.orphan_results.push(i);
-                orphans.push((orphan_to_user(&messages[i]), Some(i)));
+                orphans.push((Cow::Owned(orphan_to_user(&messages[i])), Some(i)));
             }
             i += 1;
         }
@@ -108,7 +114,7 @@ pub fn repair(messages: &[Message]) -> (Vec<(Message, Option<usize>)>, Repairs) 
         if i < messages.len() {
             for call in calls.iter().filter(|c| !answered.contains(c.id.as_str())) {
                 repairs.unanswered_calls.push(call.id.clone());
-                out.push((Message::tool(call.id.clone(), NO_RESULT), None));
+                out.push((Cow::Owned(Message::tool(call.id.clone(), NO_RESULT)), None));
             }
         }
         out.append(&mut orphans);
@@ -193,7 +199,7 @@ mod tests {
         assert_eq!(out[4].1, None);
         // The newest message's call stays unanswered: the caller is about to answer it.
         assert_eq!(out[6].0.calls()[0].id, "c");
-        let fixed: Vec<Message> = out.into_iter().map(|(m, _)| m).collect();
+        let fixed: Vec<Message> = out.into_iter().map(|(m, _)| m.into_owned()).collect();
         assert!(units(&fixed).iter().all(|u| !u.is_empty()));
     }
 }

@@ -1,0 +1,255 @@
+//! A conversation kept inside a window as it grows: when to compact (seed 000), not how.
+//!
+//! Each new message is counted once and appended to the view: O(new turn). When the view
+//! passes the threshold (default 0.8 of the window), the whole log (never the view: originals
+//! are never lost) is compacted down to the target (default 0.6), so that the next turns do not
+//! compact again. A circuit breaker stops automatic compaction when it keeps firing without
+//! getting the view under the threshold (a newest message that alone is near the window, say);
+//! manual compaction with a focus still works.
+
+use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact};
+use crate::count::TokenCounter;
+use crate::input::Conversation;
+use crate::message::Message;
+
+/// When to compact.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TriggerPolicy {
+    /// Compact when the view passes this share of the window (seed 000: 0.8).
+    pub threshold: f64,
+    /// Compact down to this share of the window (0.6), leaving room for the next turns.
+    pub target: f64,
+    /// Stop compacting automatically after this many compactions in a row that did not get
+    /// the view under the threshold.
+    pub max_failed_compactions: u32,
+}
+
+impl Default for TriggerPolicy {
+    fn default() -> Self {
+        TriggerPolicy {
+            threshold: 0.8,
+            target: 0.6,
+            max_failed_compactions: 3,
+        }
+    }
+}
+
+/// What happened on an append.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Appended {
+    /// The view had room.
+    Fits,
+    /// The threshold was crossed and the log was compacted.
+    Compacted(Box<CompactReport>),
+    /// The threshold was crossed but the circuit breaker is open: nothing was done.
+    BreakerOpen,
+}
+
+/// A growing conversation and its current view.
+#[derive(Debug)]
+pub struct LiveContext {
+    counter: TokenCounter,
+    window: usize,
+    policy: TriggerPolicy,
+    options: CompactOptions,
+    log: Conversation,
+    view: Vec<ViewMessage>,
+    view_tokens: usize,
+    failed_in_a_row: u32,
+}
+
+impl LiveContext {
+    /// An empty conversation for a window of `window` tokens (tool definitions and the reply
+    /// reserve are the caller's to subtract).
+    pub fn new(counter: TokenCounter, window: usize) -> Self {
+        let overhead = counter.accounting().per_conversation;
+        LiveContext {
+            counter,
+            window,
+            policy: TriggerPolicy::default(),
+            options: CompactOptions::new(window),
+            log: Conversation::default(),
+            view: Vec::new(),
+            view_tokens: overhead,
+            failed_in_a_row: 0,
+        }
+    }
+
+    /// Resumes an existing history: the log is the conversation, and the view is compacted to
+    /// the target when the history is over the threshold.
+    pub fn resume(
+        counter: TokenCounter,
+        window: usize,
+        conversation: Conversation,
+    ) -> Result<Self, CompactError> {
+        let mut live = LiveContext::new(counter, window);
+        live.log = conversation;
+        let all = live.compact_all_fitting();
+        if (all as f64) > live.policy.threshold * window as f64 {
+            live.compact_now(None)?;
+        }
+        Ok(live)
+    }
+
+    /// Sets the view to the whole log and returns its tokens.
+    fn compact_all_fitting(&mut self) -> usize {
+        self.view = self
+            .log
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ViewMessage {
+                message: m.clone(),
+                kind: Kind::Original,
+                source_ids: vec![m.id.clone().unwrap_or_else(|| i.to_string())],
+            })
+            .collect();
+        self.view_tokens = self.counter.count_conversation(&self.log).total();
+        self.view_tokens
+    }
+
+    /// The same context with another policy.
+    #[must_use]
+    pub fn with_policy(mut self, policy: TriggerPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The same context with other compaction options (the budget is set per compaction).
+    #[must_use]
+    pub fn with_options(mut self, options: CompactOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Appends a message: counted once, added to the view, and the log compacted when the
+    /// view passes the threshold.
+    pub fn push(&mut self, message: Message) -> Result<Appended, CompactError> {
+        let tokens = self.counter.count_message(&message).total();
+        let index = self.log.messages.len();
+        let source_id = message.id.clone().unwrap_or_else(|| index.to_string());
+        self.view.push(ViewMessage {
+            message: message.clone(),
+            kind: Kind::Original,
+            source_ids: vec![source_id],
+        });
+        self.view_tokens += tokens;
+        self.log.messages.push(message);
+        if (self.view_tokens as f64) <= self.policy.threshold * self.window as f64 {
+            self.failed_in_a_row = 0;
+            return Ok(Appended::Fits);
+        }
+        if self.failed_in_a_row >= self.policy.max_failed_compactions {
+            return Ok(Appended::BreakerOpen);
+        }
+        let report = self.compact_now(None)?;
+        Ok(Appended::Compacted(Box::new(report)))
+    }
+
+    /// Compacts the log to the target now, optionally serving a focus (a query).
+    pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, CompactError> {
+        let mut options = self.options.clone();
+        options.budget = ((self.policy.target * self.window as f64) as usize).max(1);
+        options.query = focus.map(str::to_owned).or(options.query);
+        let result = compact(&self.log, &self.counter, &options).or_else(|e| match e {
+            // The target is a wish; the window is the limit.
+            CompactError::CannotFit { .. } => {
+                options.budget = self.window;
+                compact(&self.log, &self.counter, &options)
+            }
+            other => Err(other),
+        });
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                self.failed_in_a_row += 1;
+                return Err(e);
+            }
+        };
+        self.view = out.messages;
+        self.view_tokens = out.report.tokens_after;
+        if (self.view_tokens as f64) > self.policy.threshold * self.window as f64 {
+            self.failed_in_a_row += 1;
+        } else {
+            self.failed_in_a_row = 0;
+        }
+        Ok(out.report)
+    }
+
+    /// The view to send.
+    pub fn view(&self) -> &[ViewMessage] {
+        &self.view
+    }
+
+    /// The view's tokens, exact.
+    pub fn tokens(&self) -> usize {
+        self.view_tokens
+    }
+
+    /// Every message appended, in order (compaction never removes any).
+    pub fn log(&self) -> &[Message] {
+        &self.log.messages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::Tokenizer;
+
+    fn counter() -> TokenCounter {
+        TokenCounter::new(Tokenizer::chars_per_token(4))
+    }
+
+    #[test]
+    fn compacts_at_the_threshold_down_to_the_target_and_keeps_the_log() {
+        let mut live = LiveContext::new(counter(), 1000);
+        live.push(Message::system("You are an agent."))
+            .expect("push");
+        let mut compactions = 0;
+        for i in 0..200 {
+            let text = format!(
+                "turn {i}: edited src/module_{i}.rs and ran the tests; all passed. {}",
+                "x".repeat(80)
+            );
+            match live.push(Message::user(text)).expect("push") {
+                Appended::Compacted(report) => {
+                    compactions += 1;
+                    assert!(report.tokens_after <= 600, "{}", report.tokens_after);
+                }
+                Appended::Fits => {}
+                Appended::BreakerOpen => panic!("breaker opened on an ordinary history"),
+            }
+            assert!(live.tokens() <= 800, "{}", live.tokens());
+            assert_eq!(live.view()[0].message.text(), "You are an agent.");
+        }
+        assert!((5..60).contains(&compactions), "{compactions}");
+        assert_eq!(live.log().len(), 201);
+        let recount: usize = live
+            .view()
+            .iter()
+            .map(|v| live.counter.count_message(&v.message).total())
+            .sum::<usize>()
+            + 3;
+        assert_eq!(recount, live.tokens());
+    }
+
+    #[test]
+    fn the_breaker_opens_when_compaction_cannot_help() {
+        let mut live = LiveContext::new(counter(), 200);
+        live.push(Message::system("s")).expect("push");
+        // Each message alone is near the window: every compaction stays above the threshold.
+        let big = "y".repeat(690);
+        let mut outcomes = Vec::new();
+        for _ in 0..6 {
+            outcomes.push(live.push(Message::user(big.clone())).expect("push"));
+        }
+        assert!(matches!(outcomes[0], Appended::Compacted(_)));
+        assert!(
+            matches!(outcomes.last(), Some(Appended::BreakerOpen)),
+            "{outcomes:?}"
+        );
+        // Manual compaction still works.
+        assert!(live.compact_now(Some("y")).is_ok());
+    }
+}
