@@ -13,8 +13,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     let registry = registry::load(global)?;
     let strategy = Strategy::parse(&args.strategy)
         .ok_or_else(|| user_error!("unknown strategy {:?}", args.strategy))?;
+    // Loading a BPE vocabulary takes tens of milliseconds: do it on the other core while the
+    // input is read and parsed.
+    let warm = args.tokenizer.clone().map(|name| {
+        std::thread::spawn(move || Tokenizer::from_name(&name).map(|t| t.count("warm")))
+    });
     let bytes = input::read_bytes(args.file.as_deref())?;
     let conversation = input::parse(&bytes, args.format)?;
+    if let Some(handle) = warm {
+        // An unknown name is reported below, with the right exit code.
+        let _ = handle.join();
+    }
     let name = args
         .model
         .as_deref()
