@@ -118,8 +118,9 @@ pub(crate) struct CompactArgs {
     /// Values may start with `-` (`--query=-x`).
     #[arg(long, short = 'q', value_name = "TEXT", allow_hyphen_values = true)]
     pub(crate) query: Option<String>,
-    /// auto (dedupe, mask, recall, digest, window), truncate, dedupe, mask or extractive.
-    #[arg(long, short = 's', default_value = "auto", value_parser = ["auto", "truncate", "dedupe", "mask", "extractive"])]
+    /// auto (dedupe, mask, recall, digest, window), truncate, dedupe, mask, extractive, or
+    /// summarize (an LLM summary; the extractive digest until a summarizer is configured).
+    #[arg(long, short = 's', default_value = "auto", value_parser = ["auto", "truncate", "dedupe", "mask", "extractive", "summarize"])]
     pub(crate) strategy: String,
     /// Tool outputs that masking keeps verbatim, counted from the newest.
     #[arg(long, default_value_t = 10, value_name = "M")]

@@ -32,10 +32,13 @@
 //! - [`anthropic`]: conversion to and from the Anthropic Messages format.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
 //! - [`count`]: message-level accounting with a per-message cache.
+//! - [`compact`]: the compaction pipeline (units, masking, digest, recall, summaries, live contexts).
+//! - [`assembly`]: budgeted context assembly (seed 001).
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod anthropic;
+pub mod assembly;
 pub mod compact;
 pub mod count;
 pub mod error;

@@ -10,12 +10,13 @@ use engram::compact::{CompactError, CompactOptions, Kind, Strategy as Steps, com
 use engram::{Conversation, Message, Role, TokenCounter, Tokenizer, ToolCall};
 use proptest::prelude::*;
 
-const STRATEGIES: [Steps; 5] = [
+const STRATEGIES: [Steps; 6] = [
     Steps::Auto,
     Steps::Truncate,
     Steps::Dedupe,
     Steps::Mask,
     Steps::Extractive,
+    Steps::Summarize,
 ];
 
 /// A block of text with the things compaction looks at: paths, identifiers, numbers, prose.
@@ -143,6 +144,11 @@ fn check(
     options.strategy = strategy;
     options.query = query.map(str::to_owned);
     options.mask_keep_last = keep;
+    if strategy == Steps::Summarize {
+        options.summarizer = Some(std::sync::Arc::new(
+            engram::compact::summarize::DeterministicSummarizer,
+        ));
+    }
     let result = compact(&conversation, &counter, &options);
     prop_assert_eq!(&conversation, &before, "the input is never changed");
 
@@ -246,6 +252,40 @@ fn check(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
+    /// Seed 001's assembly under engram's invariants: the budget (less the reply reserve), the
+    /// system prompt first, the new message last, a suffix of whole units in between.
+    #[test]
+    fn assembly_keeps_the_invariants(messages in history(), total in 100usize..6000, tail in 0usize..20,
+                                     memory in proptest::collection::vec("[a-z ]{5,80}", 0..8)) {
+        use engram::assembly::{ContextBuilder, Parts, TokenBudget};
+        let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+        let history: Vec<Message> = messages.into_iter().skip_while(|m| m.role.is_instruction()).collect();
+        let new = Message::user("What should we do next?");
+        let budget = TokenBudget { total, fresh_tail_count: tail, reply_reserve: total / 10, ..TokenBudget::default() };
+        let parts = Parts { system: "You are an agent.", new_message: Some(&new), history: &history, memory_results: &memory, ..Parts::default() };
+        match ContextBuilder::new(&counter, budget).build(&parts) {
+            Err(e) => prop_assert!(e.required > e.budget),
+            Ok((out, report)) => {
+                let exact = counter.count_messages(&out).total();
+                prop_assert_eq!(exact, report.tokens);
+                prop_assert!(exact <= total - total / 10, "{} > {}", exact, total - total / 10);
+                prop_assert_eq!(out[0].role, Role::System);
+                prop_assert_eq!(out.last(), Some(&new));
+                let mut open: HashSet<&str> = HashSet::new();
+                for m in &out[1..out.len() - 1] {
+                    if m.role == Role::Tool {
+                        prop_assert!(open.remove(m.tool_call_id.as_deref().unwrap_or("")), "orphan result sent");
+                    } else {
+                        prop_assert!(open.is_empty(), "unanswered call sent");
+                        open.extend(m.calls().iter().map(|c| c.id.as_str()));
+                    }
+                }
+                prop_assert!(open.is_empty() || out[out.len() - 2].role == Role::Tool || out.len() == 2);
+            }
+        }
+    }
+
+
     #[test]
     fn every_strategy_keeps_the_invariants(messages in history(), budget in 40usize..6000, keep in 0usize..12) {
         for strategy in STRATEGIES {
@@ -301,4 +341,85 @@ fn a_history_that_fits_is_returned_as_it_is() {
     assert_eq!(view, messages);
     assert!(out.report.steps.is_empty());
     assert_eq!(out.report.messages_removed, 0);
+}
+
+/// A summarizer that fails, or writes far more than it may.
+#[derive(Debug)]
+struct Faulty {
+    fail: bool,
+}
+
+impl engram::compact::summarize::Summarizer for Faulty {
+    fn name(&self) -> &str {
+        "faulty"
+    }
+    fn summarize(
+        &self,
+        _: &engram::compact::summarize::SummaryRequest<'_>,
+    ) -> Result<String, engram::compact::summarize::SummarizeError> {
+        if self.fail {
+            Err(engram::compact::summarize::SummarizeError {
+                summarizer: "faulty".into(),
+                reason: "connection refused".into(),
+            })
+        } else {
+            Ok("word ".repeat(5000))
+        }
+    }
+}
+
+#[test]
+fn summaries_fall_back_to_the_digest_when_the_summarizer_fails_or_overruns() {
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let mut messages = vec![
+        Message::system("You are an agent."),
+        Message::user("Fix src/parser.rs"),
+    ];
+    for i in 0..40 {
+        messages.push(Message::assistant(format!(
+            "Looked at src/module_{i}.rs: error: E{i:04} in parse_{i}"
+        )));
+        messages.push(Message::user(format!("ok, continue with step {i}")));
+    }
+    let conversation = Conversation::new(messages);
+    for (fail, reason) in [(true, "connection refused"), (false, "tokens;")] {
+        let mut options = CompactOptions::new(600);
+        options.strategy = Steps::Summarize;
+        options.summarizer = Some(std::sync::Arc::new(Faulty { fail }));
+        let out = compact(&conversation, &counter, &options).expect("falls back");
+        assert!(out.report.tokens_after <= 600);
+        assert!(
+            out.report
+                .summary_fallback
+                .as_deref()
+                .expect("reason")
+                .contains(reason)
+        );
+        assert!(
+            out.report.steps.contains(&"extractive"),
+            "{:?}",
+            out.report.steps
+        );
+        assert!(out.messages.iter().any(|v| v.kind == Kind::Summary));
+    }
+    let mut options = CompactOptions::new(600);
+    options.strategy = Steps::Summarize;
+    options.summarizer = Some(std::sync::Arc::new(
+        engram::compact::summarize::DeterministicSummarizer,
+    ));
+    options.focus = Some("the parser".into());
+    let out = compact(&conversation, &counter, &options).expect("summarizes");
+    assert_eq!(out.report.summarizer.as_deref(), Some("deterministic"));
+    let summary = out
+        .messages
+        .iter()
+        .find(|v| v.kind == Kind::Summary)
+        .expect("summary");
+    assert!(
+        summary
+            .message
+            .text()
+            .starts_with("[CONTEXT SUMMARY]\n## Completed work")
+    );
+    assert!(out.report.steps.contains(&"summarize"));
 }

@@ -20,6 +20,7 @@
 
 pub mod live;
 pub mod salient;
+pub mod summarize;
 pub mod units;
 
 mod digest;
@@ -97,6 +98,9 @@ pub enum Strategy {
     /// Seed 000's consolidation: the last `keep_recent` messages verbatim and one
     /// `[Session context consolidated]` digest of the older ones.
     Extractive,
+    /// Like `Extractive`, with the summary written by the configured [`summarize::Summarizer`]
+    /// (the extractive digest when there is none or it fails).
+    Summarize,
 }
 
 impl Strategy {
@@ -108,6 +112,7 @@ impl Strategy {
             "dedupe" => Strategy::Dedupe,
             "mask" => Strategy::Mask,
             "extractive" => Strategy::Extractive,
+            "summarize" => Strategy::Summarize,
             _ => return None,
         })
     }
@@ -120,6 +125,7 @@ impl Strategy {
             Strategy::Dedupe => "dedupe",
             Strategy::Mask => "mask",
             Strategy::Extractive => "extractive",
+            Strategy::Summarize => "summarize",
         }
     }
 }
@@ -141,6 +147,12 @@ pub struct CompactOptions {
     pub digest_share: f64,
     /// The share of the free budget recalled units may take when there is a query.
     pub recall_share: f64,
+    /// Writes summaries for `Summarize` (and for `Auto` when set); `None`: the extractive digest.
+    pub summarizer: Option<std::sync::Arc<dyn summarize::Summarizer>>,
+    /// The summarizer's instructions; `None`: [`summarize::DEFAULT_PROMPT`].
+    pub prompt: Option<String>,
+    /// What a summary should focus on.
+    pub focus: Option<String>,
 }
 
 impl CompactOptions {
@@ -154,6 +166,9 @@ impl CompactOptions {
             keep_recent: 4,
             digest_share: 0.5,
             recall_share: 0.8,
+            summarizer: None,
+            prompt: None,
+            focus: None,
         }
     }
 }
@@ -187,8 +202,12 @@ pub struct CompactReport {
     pub recalled: usize,
     /// Messages the digest stands for.
     pub summarized: usize,
-    /// Tokens of the digest (0 when there is none).
+    /// Tokens of the digest or summary (0 when there is none).
     pub summary_tokens: usize,
+    /// The summarizer that wrote the summary, when one did.
+    pub summarizer: Option<String>,
+    /// Why the summarizer's summary was not used (the extractive digest was), when it was not.
+    pub summary_fallback: Option<String>,
     /// Orphan tool results turned into user messages, and calls given a "no result" note.
     pub repaired: usize,
     /// Wall time in milliseconds.
@@ -341,6 +360,8 @@ pub fn compact(
             recalled: 0,
             summarized: 0,
             summary_tokens: 0,
+            summarizer: None,
+            summary_fallback: None,
             repaired: repairs.orphan_results.len() + repairs.unanswered_calls.len(),
             duration_ms: 0.0,
         },
@@ -482,7 +503,10 @@ impl Planner<'_> {
         let strategy = self.options.strategy;
         let dedupe = matches!(strategy, Strategy::Auto | Strategy::Dedupe);
         let mask = matches!(strategy, Strategy::Auto | Strategy::Mask);
-        let digest = matches!(strategy, Strategy::Auto | Strategy::Extractive);
+        let digest = matches!(
+            strategy,
+            Strategy::Auto | Strategy::Extractive | Strategy::Summarize
+        );
         let recall = strategy == Strategy::Auto && self.options.query.is_some();
 
         let replaced = if dedupe {
@@ -513,7 +537,7 @@ impl Planner<'_> {
             0
         };
         let mut window_budget = free - recall_budget - digest_reserve;
-        if strategy == Strategy::Extractive {
+        if matches!(strategy, Strategy::Extractive | Strategy::Summarize) {
             // Seed 000: the last `keep_recent` messages, whatever they cost, then the digest.
             window_budget = free - digest_reserve.min(free / 2);
         }
@@ -523,7 +547,9 @@ impl Planner<'_> {
         let mut used = 0;
         let mut recent_messages = 0;
         for (ui, unit) in older.iter().enumerate().rev() {
-            if strategy == Strategy::Extractive && recent_messages >= self.options.keep_recent {
+            if matches!(strategy, Strategy::Extractive | Strategy::Summarize)
+                && recent_messages >= self.options.keep_recent
+            {
                 break;
             }
             let wants_mask = mask && !keep_full.contains(&ui);
@@ -622,7 +648,17 @@ impl Planner<'_> {
             }
             sources.reverse();
             let budget = free.saturating_sub(used);
-            if let Some(built) = digest::build(&sources, &visible, self.counter, budget) {
+            if let Some(built) = self.summary(&sources, budget) {
+                self.report.steps.push("summarize");
+                self.report.summarized = built.source_ids.len();
+                self.report.summary_tokens = built.tokens;
+                used += built.tokens;
+                summary = Some(ViewMessage {
+                    message: built.message,
+                    kind: Kind::Summary,
+                    source_ids: built.source_ids,
+                });
+            } else if let Some(built) = digest::build(&sources, &visible, self.counter, budget) {
                 self.report.steps.push("extractive");
                 self.report.summarized = built.source_ids.len();
                 self.report.summary_tokens = built.tokens;
@@ -672,6 +708,71 @@ impl Planner<'_> {
             out.extend(version.messages);
         }
         out
+    }
+
+    /// A summary by the configured summarizer, when there is one and its summary fits;
+    /// otherwise `None`, with the reason in the report.
+    fn summary(&mut self, sources: &[&Item<'_>], budget: usize) -> Option<digest::Built> {
+        let Some(summarizer) = self.options.summarizer.as_ref() else {
+            if self.options.strategy == Strategy::Summarize {
+                self.report.summary_fallback =
+                    Some("no summarizer is configured; the extractive digest was used".into());
+            }
+            return None;
+        };
+        if !matches!(self.options.strategy, Strategy::Auto | Strategy::Summarize) {
+            return None;
+        }
+        let header_tokens = self
+            .counter
+            .count_message(&Message::system(format!("{}\n", summarize::SUMMARY_HEADER)))
+            .total();
+        let messages: Vec<&Message> = sources.iter().map(|i| i.message.as_ref()).collect();
+        let request = summarize::SummaryRequest {
+            messages: &messages,
+            prompt: self
+                .options
+                .prompt
+                .as_deref()
+                .unwrap_or(summarize::DEFAULT_PROMPT),
+            focus: self.options.focus.as_deref(),
+            max_tokens: budget.saturating_sub(header_tokens),
+        };
+        let fallback = |report: &mut CompactReport, reason: String| {
+            report.summary_fallback = Some(reason);
+            None
+        };
+        let text = match summarizer.summarize(&request) {
+            Ok(text) if !text.trim().is_empty() => text,
+            Ok(_) => {
+                return fallback(
+                    &mut self.report,
+                    format!("{} returned an empty summary", summarizer.name()),
+                );
+            }
+            Err(e) => return fallback(&mut self.report, e.to_string()),
+        };
+        let message = Message::system(format!("{}\n{}", summarize::SUMMARY_HEADER, text.trim()));
+        let tokens = self.counter.count_message(&message).total();
+        if tokens > budget {
+            return fallback(
+                &mut self.report,
+                format!(
+                    "{}'s summary has {tokens} tokens; {budget} were available",
+                    summarizer.name()
+                ),
+            );
+        }
+        self.report.summarizer = Some(summarizer.name().to_owned());
+        Some(digest::Built {
+            message,
+            tokens,
+            source_ids: sources
+                .iter()
+                .map(|i| i.source_id.clone())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        })
     }
 
     /// Indices (into `older`) of the units holding the last `n` tool outputs.

@@ -80,6 +80,16 @@ pub const NO_RESULT: &str = "[engram: no result was recorded for this tool call]
 /// the newest message). Returns the repaired messages (borrowed where unchanged), each with the
 /// input index it came from (`None` for an added result), and what was changed.
 pub fn repair(messages: &[Message]) -> (Vec<Repaired<'_>>, Repairs) {
+    repair_inner(messages, true)
+}
+
+/// Like [`repair`], but the newest message's calls are closed too: for a history that more
+/// messages will follow (a new user message, in assembly).
+pub fn repair_closed(messages: &[Message]) -> (Vec<Repaired<'_>>, Repairs) {
+    repair_inner(messages, false)
+}
+
+fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, Repairs) {
     let mut out: Vec<Repaired<'_>> = Vec::with_capacity(messages.len());
     let mut repairs = Repairs::default();
     let mut i = 0;
@@ -111,7 +121,7 @@ pub fn repair(messages: &[Message]) -> (Vec<Repaired<'_>>, Repairs) {
             i += 1;
         }
         // The newest message's calls stay open: the caller is about to answer them.
-        if i < messages.len() {
+        if i < messages.len() || !newest_open {
             for call in calls.iter().filter(|c| !answered.contains(c.id.as_str())) {
                 repairs.unanswered_calls.push(call.id.clone());
                 out.push((Cow::Owned(Message::tool(call.id.clone(), NO_RESULT)), None));

@@ -1,0 +1,445 @@
+//! Budgeted context assembly (seed 001): the system prompt enriched with relevant memory and
+//! past learnings, summaries of older history, the evictable prefix filled newest first, a
+//! protected fresh tail, and the new message.
+//!
+//! The seed's defaults are kept (30,000 total; 2,000 each for the system prompt and the tool
+//! definitions; memory 15% and learnings 5% of what remains; a fresh tail of 16), plus a reserve
+//! for the model's reply. One rule differs from the seed, on purpose: the seed keeps the fresh
+//! tail "regardless of budget"; engram never exceeds the budget, so when the tail itself does
+//! not fit, its oldest units give way (never the new message) and the report says so. The
+//! seed-compatible Python layer reproduces the seed's behaviour.
+
+use serde::Serialize;
+
+use crate::compact::units;
+use crate::count::TokenCounter;
+use crate::message::{Content, Message};
+
+/// The seed's `TokenBudget`, plus a reserve for the reply.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenBudget {
+    /// The whole window available to the request.
+    pub total: usize,
+    /// Planned for the system prompt (with memory and learnings it may use the memory and
+    /// learnings shares too).
+    pub system_reserve: usize,
+    /// Planned for tool definitions.
+    pub tool_definitions_reserve: usize,
+    /// Share of what remains after the reserves for "## Relevant Memory".
+    pub memory_fraction: f64,
+    /// Share of what remains after the reserves for "## Past Learnings".
+    pub learnings_fraction: f64,
+    /// Messages at the end of the history kept first (whole units).
+    pub fresh_tail_count: usize,
+    /// Kept free for the model's reply.
+    pub reply_reserve: usize,
+}
+
+impl Default for TokenBudget {
+    fn default() -> Self {
+        TokenBudget {
+            total: 30_000,
+            system_reserve: 2_000,
+            tool_definitions_reserve: 2_000,
+            memory_fraction: 0.15,
+            learnings_fraction: 0.05,
+            fresh_tail_count: 16,
+            reply_reserve: 0,
+        }
+    }
+}
+
+impl TokenBudget {
+    /// The seed's defaults for a model's window, with `reply_reserve` kept free for the reply.
+    pub fn for_window(window: usize, reply_reserve: usize) -> Self {
+        TokenBudget {
+            total: window,
+            reply_reserve: reply_reserve.min(window / 2),
+            ..TokenBudget::default()
+        }
+    }
+
+    /// What remains after the reserves (the seed's "available budget").
+    pub fn available(&self) -> usize {
+        self.total
+            .saturating_sub(self.system_reserve)
+            .saturating_sub(self.tool_definitions_reserve)
+            .saturating_sub(self.reply_reserve)
+    }
+
+    /// Tokens for memory snippets.
+    pub fn memory_tokens(&self) -> usize {
+        (self.available() as f64 * self.memory_fraction) as usize
+    }
+
+    /// Tokens for learnings.
+    pub fn learnings_tokens(&self) -> usize {
+        (self.available() as f64 * self.learnings_fraction) as usize
+    }
+}
+
+/// A summary of older history, as the summarisation subsystem stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSummary {
+    /// How many summaries deep (a summary of summaries is depth 2).
+    pub depth: u32,
+    /// Messages it covers.
+    pub messages: usize,
+    /// When the first covered message was written (free text, an RFC 3339 date, say).
+    pub from: String,
+    /// When the last one was.
+    pub to: String,
+    /// The summary.
+    pub text: String,
+}
+
+impl StoredSummary {
+    /// The summary as a message with the seed's header:
+    /// `[Summary: depth d, n messages, covers t1 to t2]`.
+    pub fn to_message(&self) -> Message {
+        Message::system(format!(
+            "[Summary: depth {}, {} messages, covers {} to {}]\n{}",
+            self.depth, self.messages, self.from, self.to, self.text
+        ))
+    }
+}
+
+/// What went into the context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct AssemblyReport {
+    /// Total tokens of the assembled context (exact).
+    pub tokens: usize,
+    /// The budget it had (total less the reply reserve).
+    pub budget: usize,
+    /// Memory snippets injected.
+    pub memory_used: usize,
+    /// Learnings injected.
+    pub learnings_used: usize,
+    /// Summaries inserted.
+    pub summaries_used: usize,
+    /// History messages kept.
+    pub history_kept: usize,
+    /// History messages dropped.
+    pub history_dropped: usize,
+    /// Fresh-tail messages that had to give way because the tail alone did not fit.
+    pub fresh_tail_dropped: usize,
+}
+
+/// Why a context cannot be assembled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the system prompt and the new message need {required} tokens; the budget (less the reply reserve) is {budget}"
+)]
+pub struct AssemblyError {
+    /// Tokens of what must be sent.
+    pub required: usize,
+    /// The budget less the reply reserve.
+    pub budget: usize,
+}
+
+/// Builds contexts under a [`TokenBudget`].
+#[derive(Debug)]
+pub struct ContextBuilder<'c> {
+    counter: &'c TokenCounter,
+    budget: TokenBudget,
+}
+
+/// The parts of a request, as seed 001's `build_messages` takes them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Parts<'a> {
+    /// The base system prompt.
+    pub system: &'a str,
+    /// The new message (normally the user's request).
+    pub new_message: Option<&'a Message>,
+    /// The conversation so far, oldest first.
+    pub history: &'a [Message],
+    /// Retrieved memory snippets, best first.
+    pub memory_results: &'a [String],
+    /// Lessons from earlier runs, best first (at most 5 are used).
+    pub learnings: &'a [String],
+    /// Tool definitions (they count against the budget).
+    pub tool_definitions: &'a [serde_json::Value],
+    /// Summaries of older history, oldest first.
+    pub summaries: &'a [StoredSummary],
+}
+
+impl<'c> ContextBuilder<'c> {
+    /// A builder counting with `counter`.
+    pub fn new(counter: &'c TokenCounter, budget: TokenBudget) -> Self {
+        ContextBuilder { counter, budget }
+    }
+
+    /// Assembles the context: the enriched system prompt, the summaries that fit, the evictable
+    /// history filled newest first (stopping at the first unit that does not fit), the fresh
+    /// tail, and the new message.
+    pub fn build(
+        &self,
+        parts: &Parts<'_>,
+    ) -> Result<(Vec<Message>, AssemblyReport), AssemblyError> {
+        let budget = self.budget.total.saturating_sub(self.budget.reply_reserve);
+        let mut report = AssemblyReport {
+            budget,
+            ..AssemblyReport::default()
+        };
+        let count = |m: &Message| self.counter.count_message(m).total();
+
+        // The system prompt with memory and learnings, each within its share.
+        let mut system = parts.system.to_owned();
+        let mut memory_lines = Vec::new();
+        let mut used = 0;
+        for snippet in parts.memory_results {
+            let tokens = self.counter.count_text(snippet) + 1;
+            if used + tokens > self.budget.memory_tokens() {
+                continue;
+            }
+            used += tokens;
+            memory_lines.push(snippet.trim());
+        }
+        if !memory_lines.is_empty() {
+            system.push_str("\n\n## Relevant Memory\n");
+            system.push_str(&memory_lines.join("\n"));
+            report.memory_used = memory_lines.len();
+        }
+        let mut learning_lines = Vec::new();
+        let mut used = 0;
+        for learning in parts.learnings.iter().take(5) {
+            let tokens = self.counter.count_text(learning) + 3;
+            if used + tokens > self.budget.learnings_tokens() {
+                continue;
+            }
+            used += tokens;
+            learning_lines.push(format!("- {}", learning.trim()));
+        }
+        if !learning_lines.is_empty() {
+            system.push_str("\n\n## Past Learnings\n");
+            system.push_str(&learning_lines.join("\n"));
+            report.learnings_used = learning_lines.len();
+        }
+        let system = (!system.is_empty()).then(|| Message::system(system));
+
+        let fixed = self.counter.accounting().per_conversation
+            + self.counter.count_tools(parts.tool_definitions)
+            + system.as_ref().map_or(0, count)
+            + parts.new_message.map_or(0, count);
+        if fixed > budget {
+            return Err(AssemblyError {
+                required: fixed,
+                budget,
+            });
+        }
+        let mut room = budget - fixed;
+
+        // The fresh tail: the last `fresh_tail_count` messages, widened to whole units (after
+        // orphan results and unanswered calls are repaired, as compaction does).
+        let repaired: Vec<Message> = units::repair_closed(parts.history)
+            .0
+            .into_iter()
+            .map(|(m, _)| m.into_owned())
+            .collect();
+        let history = repaired.as_slice();
+        let all_units = units::units(history);
+        let mut tail_start_unit = all_units.len();
+        while tail_start_unit > 0
+            && history.len() - all_units[tail_start_unit - 1].start <= self.budget.fresh_tail_count
+        {
+            tail_start_unit -= 1;
+        }
+        let unit_tokens =
+            |u: &units::Unit| -> usize { history[u.start..u.end].iter().map(count).sum() };
+        // The tail newest first; if it does not fit, its oldest units give way.
+        let mut kept_tail = 0;
+        for u in all_units[tail_start_unit..].iter().rev() {
+            let t = unit_tokens(u);
+            if t > room {
+                break;
+            }
+            room -= t;
+            kept_tail += 1;
+        }
+        let tail_units = &all_units[all_units.len() - kept_tail..];
+        report.fresh_tail_dropped = all_units[tail_start_unit..all_units.len() - kept_tail]
+            .iter()
+            .map(units::Unit::len)
+            .sum();
+
+        // Summaries, if they fit, before the evictable prefix.
+        let mut summaries = Vec::new();
+        for s in parts.summaries {
+            let m = s.to_message();
+            let t = count(&m);
+            if t <= room {
+                room -= t;
+                summaries.push(m);
+            }
+        }
+        report.summaries_used = summaries.len();
+
+        // The evictable prefix, newest first, stopping at the first unit that does not fit.
+        let evictable = &all_units[..tail_start_unit];
+        let mut kept_prefix = 0;
+        if kept_tail == all_units.len() - tail_start_unit {
+            for u in evictable.iter().rev() {
+                let t = unit_tokens(u);
+                if t > room {
+                    break;
+                }
+                room -= t;
+                kept_prefix += 1;
+            }
+        }
+        let prefix_units = &evictable[evictable.len() - kept_prefix..];
+
+        let mut out: Vec<Message> = Vec::new();
+        out.extend(system);
+        out.extend(summaries);
+        for u in prefix_units.iter().chain(tail_units) {
+            out.extend(history[u.start..u.end].iter().cloned());
+        }
+        report.history_kept = prefix_units
+            .iter()
+            .chain(tail_units)
+            .map(units::Unit::len)
+            .sum();
+        report.history_dropped = history.len() - report.history_kept;
+        out.extend(parts.new_message.cloned());
+        report.tokens = self.counter.count_messages(&out).total()
+            + self.counter.count_tools(parts.tool_definitions);
+        debug_assert!(report.tokens <= budget);
+        Ok((out, report))
+    }
+}
+
+/// The text of a system message built by [`ContextBuilder`], for callers that need it alone.
+pub fn system_text(messages: &[Message]) -> Option<&str> {
+    match messages.first() {
+        Some(Message {
+            content: Some(Content::Text(s)),
+            role,
+            ..
+        }) if role.is_instruction() => Some(s),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Role, ToolCall};
+    use crate::tokenize::Tokenizer;
+
+    fn counter() -> TokenCounter {
+        TokenCounter::new(Tokenizer::chars_per_token(4))
+    }
+
+    #[test]
+    fn seed_defaults() {
+        let b = TokenBudget::default();
+        assert_eq!(b.available(), 26_000);
+        assert_eq!(b.memory_tokens(), 3_900);
+        assert_eq!(b.learnings_tokens(), 1_300);
+        assert_eq!(b.fresh_tail_count, 16);
+    }
+
+    #[test]
+    fn enriches_the_system_prompt_and_fills_newest_first() {
+        let counter = counter();
+        let history: Vec<Message> = (0..40)
+            .map(|i| Message::user(format!("message {i} {}", "x".repeat(200))))
+            .collect();
+        let memory = vec!["User previously asked about deploying to Kubernetes.".to_owned()];
+        let learnings: Vec<String> = (0..7).map(|i| format!("lesson {i}")).collect();
+        let summaries = [StoredSummary {
+            depth: 2,
+            messages: 45,
+            from: "2024-01-15".into(),
+            to: "2024-01-16".into(),
+            text: "The user worked on a Kubernetes deployment.".into(),
+        }];
+        let new = Message::user("What next?");
+        let budget = TokenBudget {
+            total: 3_000,
+            system_reserve: 100,
+            tool_definitions_reserve: 100,
+            ..TokenBudget::default()
+        };
+        let (out, report) = ContextBuilder::new(&counter, budget)
+            .build(&Parts {
+                system: "You are helpful.",
+                new_message: Some(&new),
+                history: &history,
+                memory_results: &memory,
+                learnings: &learnings,
+                summaries: &summaries,
+                ..Parts::default()
+            })
+            .expect("fits");
+        let system = system_text(&out).expect("system");
+        assert!(
+            system.contains(
+                "## Relevant Memory\nUser previously asked about deploying to Kubernetes."
+            )
+        );
+        assert!(system.contains("## Past Learnings\n- lesson 0"));
+        assert_eq!(report.learnings_used, 5, "at most 5 learnings");
+        assert!(
+            out[1]
+                .text()
+                .starts_with("[Summary: depth 2, 45 messages, covers 2024-01-15 to 2024-01-16]")
+        );
+        assert_eq!(out.last(), Some(&new));
+        assert!(report.tokens <= 3_000);
+        // Newest first: what is kept is a suffix of the history.
+        let kept: Vec<&Message> = out[2..out.len() - 1].iter().collect();
+        assert_eq!(kept.len(), report.history_kept);
+        assert_eq!(kept.last().copied(), history.last());
+        assert!(report.history_kept >= 16);
+        assert_eq!(report.fresh_tail_dropped, 0);
+    }
+
+    #[test]
+    fn the_tail_gives_way_rather_than_the_budget_and_units_stay_whole() {
+        let counter = counter();
+        let mut history = vec![Message::user("start")];
+        for i in 0..10 {
+            history.push(Message::assistant_tool_calls(vec![ToolCall::function(
+                format!("c{i}"),
+                "f",
+                "{}",
+            )]));
+            history.push(Message::tool(format!("c{i}"), "y".repeat(400)));
+        }
+        let budget = TokenBudget {
+            total: 700,
+            system_reserve: 0,
+            tool_definitions_reserve: 0,
+            ..TokenBudget::default()
+        };
+        let (out, report) = ContextBuilder::new(&counter, budget)
+            .build(&Parts {
+                system: "s",
+                history: &history,
+                ..Parts::default()
+            })
+            .expect("fits");
+        assert!(report.tokens <= 700);
+        assert!(report.fresh_tail_dropped > 0);
+        assert_eq!(
+            out[1].role,
+            Role::Assistant,
+            "a kept tool result comes with its call"
+        );
+        let err = ContextBuilder::new(
+            &counter,
+            TokenBudget {
+                total: 10,
+                ..budget
+            },
+        )
+        .build(&Parts {
+            system: &"z".repeat(400),
+            ..Parts::default()
+        })
+        .expect_err("too small");
+        assert!(err.to_string().contains("need"));
+    }
+}
