@@ -82,6 +82,52 @@ impl ViewMessage {
     }
 }
 
+/// Renders a view as compact text, one line per message (`03 masked tool [m7]: …`), for
+/// reviews and snapshot tests: what the model will see, at a glance. Long texts are cut to
+/// `width` characters with their newlines shown as `⏎`; summaries are shown in full, indented.
+pub fn render(view: &[ViewMessage], width: usize) -> String {
+    let mut out = String::new();
+    for (i, v) in view.iter().enumerate() {
+        let kind = match v.kind {
+            Kind::Original => "",
+            Kind::Masked => "masked ",
+            Kind::Summary => "summary ",
+            Kind::Recalled => "recalled ",
+            Kind::Status => "status ",
+        };
+        if v.kind == Kind::Summary {
+            let body = v.message.text().replace('\n', "\n    ");
+            out.push_str(&format!(
+                "{i:02} summary {} [{} messages]:\n    {body}\n",
+                v.message.role,
+                v.source_ids.len()
+            ));
+            continue;
+        }
+        let mut text: String = v.message.text().replace('\n', "⏎");
+        for call in v.message.calls() {
+            text.push_str(&format!(
+                " -> {}({})",
+                call.name,
+                call.arguments.replace('\n', "⏎")
+            ));
+        }
+        if text.chars().count() > width {
+            text = format!("{}…", text.chars().take(width).collect::<String>());
+        }
+        let sources = match v.source_ids.as_slice() {
+            [] => String::new(),
+            [one] => format!(" [{one}]"),
+            [first, .., last] => format!(" [{first}..{last}, {}]", v.source_ids.len()),
+        };
+        out.push_str(&format!(
+            "{i:02} {kind}{}{sources}: {text}\n",
+            v.message.role
+        ));
+    }
+    out
+}
+
 /// Which steps to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Strategy {
