@@ -128,6 +128,10 @@ pub(crate) struct CompactArgs {
     /// Messages the extractive strategy keeps verbatim, counted from the newest.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub(crate) keep_recent: usize,
+    /// For extractive: seed 002's preserve window instead of --keep-recent (the last 20
+    /// messages or 20% of the budget, whichever is larger).
+    #[arg(long)]
+    pub(crate) preserve_window: bool,
     /// The share of the free budget (after the system prompt and newest message) the digest of
     /// dropped messages may take, 0 to 1.
     #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).digest_share, value_name = "F")]

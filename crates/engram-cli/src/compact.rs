@@ -53,6 +53,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     options.query = args.query.clone().filter(|q| !q.trim().is_empty());
     options.mask_keep_last = args.keep_tool_outputs;
     options.keep_recent = args.keep_recent.max(1);
+    options.preserve_window = args.preserve_window;
     for (name, value) in [
         ("--digest-share", args.digest_share),
         ("--recall-share", args.recall_share),

@@ -144,6 +144,7 @@ fn check(
     options.strategy = strategy;
     options.query = query.map(str::to_owned);
     options.mask_keep_last = keep;
+    options.preserve_window = keep % 2 == 1;
     if strategy == Steps::Summarize {
         options.summarizer = Some(std::sync::Arc::new(
             engram::compact::summarize::DeterministicSummarizer,

@@ -128,6 +128,24 @@ pub(crate) fn build(
         {
             continue;
         }
+        // Seed 000: a tool result is kept as its first 200 characters, prefixed with the tool's
+        // name. Here it is a candidate of low value: it gets a place when the lines that carry
+        // identifiers leave room.
+        if item.message.role == Role::Tool {
+            let head: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let head: String = head.chars().take(200).collect();
+            let meaningful = head.chars().filter(|c| c.is_alphanumeric()).count() >= 12;
+            if meaningful && seen_lines.insert(head.clone()) {
+                candidates.push(Candidate {
+                    at: (si, 0, usize::MAX),
+                    label_tokens: counter.count_text(&label) + 2,
+                    label: label.clone(),
+                    tokens: counter.count_text(&head) + 1,
+                    text: head,
+                    score: 0.25 * recency,
+                });
+            }
+        }
         for (li, line) in lines.iter().enumerate().rev() {
             let trimmed = line.trim();
             if trimmed.is_empty() {
@@ -192,18 +210,26 @@ pub(crate) fn build(
     let mut chosen: Vec<usize> = Vec::new();
     let mut labelled: HashSet<usize> = HashSet::new();
     let mut used = fixed;
-    for i in order {
-        let c = &candidates[i];
-        let cost = c.tokens
-            + if labelled.contains(&c.at.0) {
-                0
-            } else {
-                c.label_tokens
-            };
-        if used + cost <= budget {
-            used += cost;
-            labelled.insert(c.at.0);
-            chosen.push(i);
+    // Two passes: the lines that carry something first; then tool results' heads (seed 000's
+    // rule) for the outputs nothing else represents, while room remains.
+    for heads in [false, true] {
+        for &i in &order {
+            let c = &candidates[i];
+            let is_head = c.at.2 == usize::MAX;
+            if is_head != heads || (is_head && labelled.contains(&c.at.0)) {
+                continue;
+            }
+            let cost = c.tokens
+                + if labelled.contains(&c.at.0) {
+                    0
+                } else {
+                    c.label_tokens
+                };
+            if used + cost <= budget {
+                used += cost;
+                labelled.insert(c.at.0);
+                chosen.push(i);
+            }
         }
     }
     if chosen.is_empty() {

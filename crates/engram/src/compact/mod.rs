@@ -189,6 +189,9 @@ pub struct CompactOptions {
     pub mask_keep_last: usize,
     /// Messages the extractive strategy keeps verbatim, counted from the newest (default 4).
     pub keep_recent: usize,
+    /// Seed 002's preserve window for the extractive strategy: keep the last 20 messages or
+    /// 20% of the budget, whichever is larger (instead of `keep_recent`).
+    pub preserve_window: bool,
     /// The share of the free budget the digest may take when older material is dropped.
     pub digest_share: f64,
     /// The share of the free budget recalled units may take when there is a query.
@@ -210,6 +213,7 @@ impl CompactOptions {
             query: None,
             mask_keep_last: 10,
             keep_recent: 4,
+            preserve_window: false,
             digest_share: 0.5,
             recall_share: 0.8,
             summarizer: None,
@@ -593,10 +597,15 @@ impl Planner<'_> {
         let mut used = 0;
         let mut recent_messages = 0;
         for (ui, unit) in older.iter().enumerate().rev() {
-            if matches!(strategy, Strategy::Extractive | Strategy::Summarize)
-                && recent_messages >= self.options.keep_recent
-            {
-                break;
+            if matches!(strategy, Strategy::Extractive | Strategy::Summarize) {
+                let enough = if self.options.preserve_window {
+                    recent_messages >= 20 && used as f64 >= 0.2 * self.options.budget as f64
+                } else {
+                    recent_messages >= self.options.keep_recent
+                };
+                if enough {
+                    break;
+                }
             }
             let wants_mask = mask && !keep_full.contains(&ui);
             let version = self.version(*unit, &replaced, wants_mask);
