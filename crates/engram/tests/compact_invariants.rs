@@ -78,8 +78,9 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
         proptest::bool::ANY,
         proptest::collection::vec(step(), 1..45),
         proptest::bool::ANY,
+        proptest::option::weighted(0.3, 2usize..9),
     )
-        .prop_map(|(system, developer, steps, with_ids)| {
+        .prop_map(|(system, developer, steps, with_ids, pin_every)| {
             let mut messages = Vec::new();
             if let Some(s) = system {
                 messages.push(Message::system(format!("You are an agent. {s}")));
@@ -124,6 +125,14 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
             if with_ids {
                 for (i, m) in messages.iter_mut().enumerate() {
                     m.id = Some(format!("m{i}"));
+                }
+            }
+            if let Some(every) = pin_every {
+                for (i, m) in messages.iter_mut().enumerate() {
+                    if m.role == Role::User && i % every == 0 {
+                        m.extra
+                            .insert("pinned".into(), serde_json::Value::Bool(true));
+                    }
                 }
             }
             messages
@@ -199,6 +208,24 @@ fn check(
         prop_assert!(out_last == last || out_last.text().contains(last.text().as_ref()));
     } else {
         prop_assert_eq!(out_last, last);
+    }
+
+    // 2b. Messages the caller pinned survive verbatim, in their order.
+    let pinned_later: Vec<&Message> = messages
+        .iter()
+        .filter(|m| {
+            m.role == Role::User && m.extra.get("pinned") == Some(&serde_json::Value::Bool(true))
+        })
+        .collect();
+    let mut cursor = 0;
+    for p in &pinned_later {
+        let found = view[cursor..].iter().position(|m| m == p);
+        prop_assert!(
+            found.is_some(),
+            "pinned message lost or out of order ({:?})",
+            strategy
+        );
+        cursor += found.unwrap_or(0) + 1;
     }
 
     // 1. Every call answered (but the newest message's), every result after its call.

@@ -202,6 +202,9 @@ pub struct CompactOptions {
     pub prompt: Option<String>,
     /// What a summary should focus on.
     pub focus: Option<String>,
+    /// Ids (or index strings) of messages kept verbatim whatever happens, like the leading
+    /// system messages. A message with `"pinned": true` is pinned too.
+    pub pinned_ids: Vec<String>,
 }
 
 impl CompactOptions {
@@ -219,6 +222,7 @@ impl CompactOptions {
             summarizer: None,
             prompt: None,
             focus: None,
+            pinned_ids: Vec::new(),
         }
     }
 }
@@ -366,11 +370,29 @@ pub fn compact(
             .map(|i| counter.count_message(&i.message).total())
             .sum()
     });
-    let required = overhead + pinned_tokens + newest_tokens;
+    // Messages the caller pinned, later in the history: kept verbatim with their unit.
+    let is_pinned = |item: &Item<'_>| {
+        item.input.is_some()
+            && (item.message.extra.get("pinned") == Some(&Value::Bool(true))
+                || options.pinned_ids.contains(&item.source_id))
+    };
+    let (pinned_units, older): (Vec<units::Unit>, Vec<units::Unit>) = older
+        .iter()
+        .partition(|u| items[u.start..u.end].iter().any(is_pinned));
+    let older = older.as_slice();
+    let pinned_mid_tokens: usize = pinned_units
+        .iter()
+        .flat_map(|u| items[u.start..u.end].iter())
+        .map(|i| counter.count_message(&i.message).total())
+        .sum();
+    let required = overhead + pinned_tokens + newest_tokens + pinned_mid_tokens;
     if required > options.budget {
         let mut parts = Vec::new();
         if pinned_tokens > 0 {
             parts.push(format!("the system prompt ({pinned_tokens} tokens)"));
+        }
+        if pinned_mid_tokens > 0 {
+            parts.push(format!("the pinned messages ({pinned_mid_tokens} tokens)"));
         }
         if newest_tokens > 0 {
             parts.push(format!("the newest message ({newest_tokens} tokens)"));
@@ -418,12 +440,15 @@ pub fn compact(
     };
 
     // Everything fits: nothing to do (beyond repairs).
-    let fit = counter.fit_newest(&body[..body.len() - newest.map_or(0, |u| u.len())], free);
-    let middle = plan.select(
-        older,
-        free,
-        fit.kept == older.iter().map(|u| u.len()).sum::<usize>(),
+    let fit = counter.fit_newest(
+        &body[..body.len() - newest.map_or(0, |u| u.len())],
+        free + pinned_mid_tokens,
     );
+    let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
+    let mut middle = plan.select(older, free, fit.kept == older_messages);
+    if !pinned_units.is_empty() {
+        middle = with_pinned(middle, &pinned_units, &items, &plan);
+    }
 
     let mut view: Vec<ViewMessage> = items[..pinned_end]
         .iter()
@@ -464,6 +489,41 @@ pub fn compact(
         messages: view,
         report,
     })
+}
+
+/// Puts pinned units into the middle of the view in their chronological places (after the
+/// digest, which stands before everything it summarises).
+fn with_pinned(
+    middle: Vec<ViewMessage>,
+    pinned: &[units::Unit],
+    items: &[Item<'_>],
+    plan: &Planner<'_>,
+) -> Vec<ViewMessage> {
+    let position: HashMap<&str, usize> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| !i.source_id.is_empty())
+        .map(|(n, i)| (i.source_id.as_str(), n))
+        .collect();
+    let at = |v: &ViewMessage| -> usize {
+        v.source_ids
+            .first()
+            .and_then(|s| position.get(s.as_str()).copied())
+            .unwrap_or(0)
+    };
+    let mut out: Vec<ViewMessage> = Vec::with_capacity(middle.len() + pinned.len());
+    let mut rest = middle.into_iter().peekable();
+    while let Some(v) = rest.next_if(|v| v.kind == Kind::Summary) {
+        out.push(v);
+    }
+    for unit in pinned {
+        while let Some(v) = rest.next_if(|v| at(v) < unit.start) {
+            out.push(v);
+        }
+        out.extend(items[unit.start..unit.end].iter().map(|i| plan.original(i)));
+    }
+    out.extend(rest);
+    out
 }
 
 /// The input's tokens: exact where the fill counted them, chars/4 for the rest.

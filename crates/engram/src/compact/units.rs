@@ -120,8 +120,9 @@ fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, 
             }
             i += 1;
         }
-        // The newest message's calls stay open: the caller is about to answer them.
-        if i < messages.len() || !newest_open {
+        // The newest message's calls stay open: the caller is about to answer them. Orphan
+        // results repaired into user messages come after them, so then they are not newest.
+        if i < messages.len() || !orphans.is_empty() || !newest_open {
             for call in calls.iter().filter(|c| !answered.contains(c.id.as_str())) {
                 repairs.unanswered_calls.push(call.id.clone());
                 out.push((Cow::Owned(Message::tool(call.id.clone(), NO_RESULT)), None));
@@ -176,6 +177,19 @@ mod tests {
                 Unit { start: 5, end: 6 }
             ]
         );
+    }
+
+    #[test]
+    fn calls_followed_only_by_orphans_are_closed() {
+        let messages = vec![
+            Message::assistant_tool_calls(vec![call("a"), call("b")]),
+            Message::tool("a", "ra"),
+            Message::tool("ghost", "x"),
+        ];
+        let (out, repairs) = repair(&messages);
+        assert_eq!(repairs.unanswered_calls, vec!["b".to_owned()]);
+        let roles: Vec<Role> = out.iter().map(|(m, _)| m.role).collect();
+        assert_eq!(roles, [Role::Assistant, Role::Tool, Role::Tool, Role::User]);
     }
 
     #[test]
