@@ -42,6 +42,13 @@ fn example() -> String {
         .to_string()
 }
 
+/// A fresh directory for one test, removed by the caller.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("engram-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    dir
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -219,8 +226,7 @@ fn bad_arguments_exit_2() {
 
 #[test]
 fn a_user_models_file_overrides_the_registry() {
-    let dir = std::env::temp_dir().join(format!("engram-cli-models-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = temp_dir("models");
     let path = dir.join("models.toml");
     std::fs::write(
         &path,
@@ -293,8 +299,7 @@ fn human_output_and_models_listing() {
 
 #[test]
 fn bench_count_reports_equal_counts() {
-    let dir = std::env::temp_dir().join(format!("engram-cli-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = temp_dir("bench");
     let path = dir.join("text.txt");
     std::fs::write(
         &path,

@@ -763,18 +763,13 @@ impl Planner<'_> {
             }
             sources.reverse();
             let budget = free.saturating_sub(used);
-            if let Some(built) = self.summary(&sources, budget) {
-                self.report.steps.push("summarize");
-                self.report.summarized = built.source_ids.len();
-                self.report.summary_tokens = built.tokens;
-                used += built.tokens;
-                summary = Some(ViewMessage {
-                    message: built.message,
-                    kind: Kind::Summary,
-                    source_ids: built.source_ids,
-                });
-            } else if let Some(built) = digest::build(&sources, &visible, self.counter, budget) {
-                self.report.steps.push("extractive");
+            let built = match self.summary(&sources, budget) {
+                Some(built) => Some(("summarize", built)),
+                None => digest::build(&sources, &visible, self.counter, budget)
+                    .map(|built| ("extractive", built)),
+            };
+            if let Some((step, built)) = built {
+                self.report.steps.push(step);
                 self.report.summarized = built.source_ids.len();
                 self.report.summary_tokens = built.tokens;
                 used += built.tokens;
