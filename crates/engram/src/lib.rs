@@ -43,6 +43,7 @@ pub mod compact;
 pub mod count;
 pub mod error;
 pub mod input;
+pub mod memory;
 pub mod message;
 pub mod registry;
 pub mod tokenize;

@@ -24,7 +24,7 @@ pub mod summarize;
 pub mod units;
 
 mod digest;
-mod recall;
+pub(crate) mod recall;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;

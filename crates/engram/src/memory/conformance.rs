@@ -1,0 +1,322 @@
+//! The conformance suite every [`MemoryStore`] backend runs: the in-memory store here, SQLite
+//! in `engram-store` (and PostgreSQL later). `run` takes a factory of empty stores and panics
+//! with the failing check's name.
+
+use serde_json::json;
+
+use super::sleep::{SleepPolicy, sleep};
+use super::{MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp, parse_time};
+
+const DAY: i64 = 24 * 3600 * 1000;
+
+fn entry(id: &str, content: &str, source: &str, session: Option<&str>, at: Timestamp) -> NewEntry {
+    NewEntry {
+        id: Some(id.into()),
+        tier: Tier::Working,
+        content: content.into(),
+        source: source.into(),
+        session_id: session.map(str::to_owned),
+        created_at: at,
+        importance: 0.5,
+        metadata: json!({"k": id}),
+    }
+}
+
+/// Runs every check against fresh stores from `make`.
+pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
+    insert_get_and_skip(make().as_ref());
+    search_ranks_and_filters(make().as_ref());
+    consolidation_is_atomic(make().as_ref());
+    sleep_consolidates_by_source_and_session(make().as_ref());
+    the_cap_consolidates_early_and_never_deletes(make().as_ref());
+}
+
+fn insert_get_and_skip(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-01T00:00:00Z").expect("time");
+    let out = store
+        .insert(&[
+            entry("a", "deployed 47 files to /opt/app", "shell", Some("s1"), t),
+            entry("b", "user prefers YAML", "chat", None, t + 1),
+        ])
+        .expect("insert");
+    assert_eq!((out.inserted, out.skipped), (2, 0), "insert");
+    let again = store
+        .insert(&[entry("a", "changed", "shell", None, t)])
+        .expect("insert again");
+    assert_eq!(
+        (again.inserted, again.skipped),
+        (0, 1),
+        "an id already stored is skipped"
+    );
+    let a = store.get("a").expect("get").expect("a is stored");
+    assert_eq!(
+        a.content, "deployed 47 files to /opt/app",
+        "the first version stays"
+    );
+    assert_eq!(
+        (a.tier, a.session_id.as_deref(), a.metadata.clone()),
+        (Tier::Working, Some("s1"), json!({"k": "a"}))
+    );
+    assert_eq!(a.created_at, t);
+    assert!(store.get("zzz").expect("get").is_none());
+    let stats = store.stats().expect("stats");
+    assert_eq!((stats.working, stats.episodic, stats.archive), (2, 0, 0));
+    let generated = store
+        .insert(&[NewEntry::working("no id given", "x")])
+        .expect("insert");
+    assert_eq!(generated.inserted, 1, "an entry without id gets one");
+}
+
+fn search_ranks_and_filters(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-01T00:00:00Z").expect("time");
+    store
+        .insert(&[
+            entry(
+                "k1",
+                "User asked about deploying to Kubernetes with helm",
+                "chat",
+                Some("s1"),
+                t,
+            ),
+            entry(
+                "k2",
+                "The weather in Lisbon was sunny",
+                "chat",
+                Some("s2"),
+                t + DAY,
+            ),
+            entry(
+                "k3",
+                "kubernetes deployment failed: ImagePullBackOff",
+                "shell",
+                Some("s1"),
+                t + 2 * DAY,
+            ),
+            entry("k4", "Lunch was pasta", "chat", Some("s1"), t + 3 * DAY),
+        ])
+        .expect("insert");
+    let hits = store
+        .search(&SearchQuery::new("kubernetes deployment", 10))
+        .expect("search");
+    let ids: Vec<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "only matching entries: {ids:?}");
+    assert!(ids.contains(&"k1") && ids.contains(&"k3"), "{ids:?}");
+    assert!(hits[0].score >= hits[1].score, "best first");
+    assert_eq!(
+        store
+            .search(&SearchQuery::new("kubernetes", 1))
+            .expect("search")
+            .len(),
+        1,
+        "limit"
+    );
+    let only_shell = SearchQuery {
+        source: Some("shell".into()),
+        ..SearchQuery::new("kubernetes", 10)
+    };
+    assert_eq!(
+        store.search(&only_shell).expect("search").len(),
+        1,
+        "source filter"
+    );
+    let only_s2 = SearchQuery {
+        session_id: Some("s2".into()),
+        ..SearchQuery::new("weather kubernetes", 10)
+    };
+    let hits = store.search(&only_s2).expect("search");
+    assert_eq!(
+        hits.iter().map(|h| h.entry.id.as_str()).collect::<Vec<_>>(),
+        ["k2"],
+        "session filter"
+    );
+    let window = SearchQuery {
+        since: Some(t + DAY),
+        until: Some(t + 3 * DAY),
+        ..SearchQuery::new("kubernetes", 10)
+    };
+    let hits = store.search(&window).expect("search");
+    assert_eq!(
+        hits.iter().map(|h| h.entry.id.as_str()).collect::<Vec<_>>(),
+        ["k3"],
+        "time filter"
+    );
+    let archive_only = SearchQuery {
+        tiers: vec![Tier::Archive],
+        ..SearchQuery::new("kubernetes", 10)
+    };
+    assert!(
+        store.search(&archive_only).expect("search").is_empty(),
+        "tier filter"
+    );
+    assert!(
+        store
+            .search(&SearchQuery::new("zebra", 10))
+            .expect("search")
+            .is_empty()
+    );
+    assert!(
+        store
+            .search(&SearchQuery::new("\"'*:()-", 10))
+            .expect("odd characters are not syntax")
+            .is_empty()
+    );
+}
+
+fn consolidation_is_atomic(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-01T00:00:00Z").expect("time");
+    store
+        .insert(&[
+            entry("c1", "fact one", "a", None, t),
+            entry("c2", "fact two", "a", None, t + 1),
+        ])
+        .expect("insert");
+    let old = store.working_before(t + 10, 10).expect("candidates");
+    assert_eq!(
+        old.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["c1", "c2"],
+        "oldest first"
+    );
+    let mut consolidation = super::Consolidation {
+        ids: vec!["c1".into(), "c2".into()],
+        summary: NewEntry {
+            tier: Tier::Episodic,
+            ..entry("sum", "facts one and two", "a", None, t + 1)
+        },
+        record: super::ConsolidationRecord {
+            id: 0,
+            session_id: None,
+            source: "a".into(),
+            items_consolidated: 2,
+            summary_preview: "facts one and two".into(),
+            created_at: t + 5,
+            strategy: "extractive".into(),
+            model: None,
+            duration_ms: 0.1,
+            ids_in: vec!["c1".into(), "c2".into()],
+            ids_out: vec![],
+        },
+    };
+    let record = store.consolidate(&consolidation).expect("consolidate");
+    assert_eq!(record.ids_out, ["sum"]);
+    let summary = store.get("sum").expect("get").expect("summary stored");
+    assert_eq!(
+        (summary.tier, summary.summary_of.clone()),
+        (Tier::Episodic, vec!["c1".to_owned(), "c2".to_owned()])
+    );
+    assert_eq!(
+        store.get("c1").expect("get").expect("kept").tier,
+        Tier::Archive,
+        "originals are archived"
+    );
+    let stats = store.stats().expect("stats");
+    assert_eq!((stats.working, stats.episodic, stats.archive), (0, 1, 2));
+    // Again: nothing is working any more; nothing changes.
+    consolidation.summary.id = Some("sum2".into());
+    match store.consolidate(&consolidation) {
+        Err(MemoryError::NotWorking(ids)) => assert_eq!(ids.len(), 2),
+        other => panic!("consolidating archived entries must fail: {other:?}"),
+    }
+    assert!(
+        store.get("sum2").expect("get").is_none(),
+        "a failed consolidation changes nothing"
+    );
+    assert_eq!(store.log(10).expect("log").len(), 1);
+    let archived = SearchQuery {
+        tiers: vec![Tier::Archive],
+        ..SearchQuery::new("fact", 10)
+    };
+    assert_eq!(
+        store.search(&archived).expect("search").len(),
+        2,
+        "the archive is searchable"
+    );
+}
+
+fn sleep_consolidates_by_source_and_session(store: &dyn MemoryStore) {
+    let now = parse_time("2026-01-10T00:00:00Z").expect("time");
+    let mut entries = Vec::new();
+    for i in 0..30 {
+        let (source, session) = match i % 3 {
+            0 => ("shell", Some("s1")),
+            1 => ("shell", Some("s2")),
+            _ => ("chat", None),
+        };
+        // Half are older than TTL/2 (12 h), half are recent.
+        let age = if i < 15 {
+            13 * 3600 * 1000 + i64::from(i)
+        } else {
+            3600 * 1000
+        };
+        entries.push(entry(
+            &format!("e{i:02}"),
+            &format!("step {i}: edited src/mod_{i}.rs"),
+            source,
+            session,
+            now - age,
+        ));
+    }
+    store.insert(&entries).expect("insert");
+    let report = sleep(store, now, &SleepPolicy::default()).expect("sleep");
+    assert_eq!(report.items_consolidated, 15);
+    assert_eq!(report.groups, 3, "grouped by source and session");
+    assert_eq!(report.summaries_created, 3);
+    let stats = store.stats().expect("stats");
+    assert_eq!((stats.working, stats.episodic, stats.archive), (15, 3, 15));
+    let log = store.log(10).expect("log");
+    assert_eq!(log.len(), 3);
+    for record in &log {
+        let summary = store
+            .get(&record.ids_out[0])
+            .expect("get")
+            .expect("summary");
+        assert_eq!(summary.summary_of, record.ids_in, "lineage");
+        for id in &summary.summary_of {
+            let original = store.get(id).expect("get").expect("original kept");
+            assert_eq!(original.tier, Tier::Archive);
+            assert_eq!(original.source, summary.source);
+            assert_eq!(original.session_id, summary.session_id);
+        }
+        assert!(summary.content.starts_with(&format!(
+            "[{} entries from {}",
+            record.items_consolidated, record.source
+        )));
+    }
+    let again = sleep(store, now, &SleepPolicy::default()).expect("sleep again");
+    assert_eq!(again.items_consolidated, 0, "nothing is consolidated twice");
+}
+
+fn the_cap_consolidates_early_and_never_deletes(store: &dyn MemoryStore) {
+    let now = parse_time("2026-01-10T00:00:00Z").expect("time");
+    let entries: Vec<NewEntry> = (0..50)
+        .map(|i| {
+            entry(
+                &format!("w{i:02}"),
+                &format!("note {i}"),
+                "notes",
+                None,
+                now - 1000 + i64::from(i),
+            )
+        })
+        .collect();
+    store.insert(&entries).expect("insert");
+    let policy = SleepPolicy {
+        max_working: 20,
+        ..SleepPolicy::default()
+    };
+    let report = sleep(store, now, &policy).expect("sleep");
+    assert_eq!(report.over_cap, 30);
+    let stats = store.stats().expect("stats");
+    assert_eq!(
+        (stats.working, stats.archive),
+        (20, 30),
+        "the cap archives, it never deletes"
+    );
+    assert_eq!(
+        store.get("w00").expect("get").expect("oldest kept").tier,
+        Tier::Archive
+    );
+    assert_eq!(
+        store.get("w49").expect("get").expect("newest kept").tier,
+        Tier::Working
+    );
+}

@@ -1,0 +1,567 @@
+//! Memory that lasts (seeds 002 and 003): tiers, the [`MemoryStore`] trait, and sleep
+//! consolidation.
+//!
+//! Every entry lives in exactly one tier. New entries go to *working* memory. Sleep turns groups
+//! of aged working entries into one *episodic* summary whose `summary_of` names them, and moves
+//! the originals to the *archive*: nothing is deleted unless a retention setting says so.
+//! *Learnings* (seed 001) and the *journal* (seed 002's `context_synthesis` entries) are tiers
+//! too, so that one search covers everything.
+//!
+//! Backends implement [`MemoryStore`] and run the same conformance suite
+//! ([`conformance::run`]): [`InMemoryStore`] here, SQLite in `engram-store`.
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod sleep;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compact::recall;
+
+/// Milliseconds since the Unix epoch, UTC.
+pub type Timestamp = i64;
+
+/// The current time.
+pub fn now() -> Timestamp {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as Timestamp
+}
+
+/// Parses an RFC 3339 time (`2026-11-21T07:00:00Z`).
+pub fn parse_time(s: &str) -> Result<Timestamp, String> {
+    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
+        .map_err(|e| {
+        format!("{s:?} is not an RFC 3339 time like 2026-11-21T07:00:00Z ({e})")
+    })?;
+    Ok((t.unix_timestamp_nanos() / 1_000_000) as Timestamp)
+}
+
+/// Formats a timestamp as RFC 3339 (UTC, milliseconds).
+pub fn format_time(t: Timestamp) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
+}
+
+/// Where an entry lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// Recent entries, with a TTL.
+    Working,
+    /// Summaries of consolidated working entries.
+    Episodic,
+    /// Originals that left working memory, kept.
+    Archive,
+    /// Lessons from earlier runs (seed 001).
+    Learning,
+    /// Compaction summaries (seed 002's `context_synthesis`).
+    Journal,
+}
+
+impl Tier {
+    /// Every tier.
+    pub const ALL: [Tier; 5] = [
+        Tier::Working,
+        Tier::Episodic,
+        Tier::Archive,
+        Tier::Learning,
+        Tier::Journal,
+    ];
+
+    /// The tier's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Working => "working",
+            Tier::Episodic => "episodic",
+            Tier::Archive => "archive",
+            Tier::Learning => "learning",
+            Tier::Journal => "journal",
+        }
+    }
+
+    /// Parses a tier's name.
+    pub fn parse(s: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// A stored entry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryEntry {
+    /// Stable id.
+    pub id: String,
+    /// Its tier.
+    pub tier: Tier,
+    /// The text.
+    pub content: String,
+    /// Where it came from (a tool, a channel, an agent).
+    pub source: String,
+    /// The session it belongs to, if any.
+    pub session_id: Option<String>,
+    /// When it was written.
+    pub created_at: Timestamp,
+    /// 0 to 1.
+    pub importance: f64,
+    /// The caller's metadata, verbatim.
+    pub metadata: Value,
+    /// For a summary: the ids it replaces.
+    pub summary_of: Vec<String>,
+}
+
+/// An entry to insert. Without an id, the store makes one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    /// Id; an entry whose id is already stored is skipped (re-running an import is safe).
+    pub id: Option<String>,
+    /// The tier (normally working).
+    pub tier: Tier,
+    /// The text.
+    pub content: String,
+    /// Where it came from.
+    pub source: String,
+    /// The session, if any.
+    pub session_id: Option<String>,
+    /// When it was written.
+    pub created_at: Timestamp,
+    /// 0 to 1.
+    pub importance: f64,
+    /// Metadata.
+    pub metadata: Value,
+}
+
+impl NewEntry {
+    /// A working-memory entry written now.
+    pub fn working(content: impl Into<String>, source: impl Into<String>) -> Self {
+        NewEntry {
+            id: None,
+            tier: Tier::Working,
+            content: content.into(),
+            source: source.into(),
+            session_id: None,
+            created_at: now(),
+            importance: 0.5,
+            metadata: Value::Null,
+        }
+    }
+
+    /// Reads one line of an import file:
+    /// `{"content","source","session_id"?,"created_at"? (RFC 3339),"importance"?,"metadata"?,"id"?}`.
+    /// The error names the field.
+    pub fn from_json(value: &Value, default_time: Timestamp) -> Result<NewEntry, (String, String)> {
+        let Value::Object(map) = value else {
+            return Err((
+                "".into(),
+                "expected an object with `content` and `source`".into(),
+            ));
+        };
+        let string = |key: &str, required: bool| -> Result<Option<String>, (String, String)> {
+            match map.get(key) {
+                None | Some(Value::Null) if required => {
+                    Err((key.into(), format!("`{key}` is required")))
+                }
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err((key.into(), format!("`{key}` must be a string"))),
+            }
+        };
+        let content = string("content", true)?.unwrap_or_default();
+        if content.trim().is_empty() {
+            return Err(("content".into(), "`content` is empty".into()));
+        }
+        let created_at = match string("created_at", false)? {
+            Some(s) => parse_time(&s).map_err(|e| ("created_at".into(), e))?,
+            None => default_time,
+        };
+        let importance = match map.get("importance") {
+            None | Some(Value::Null) => 0.5,
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(x) if (0.0..=1.0).contains(&x) => x,
+                _ => {
+                    return Err((
+                        "importance".into(),
+                        "`importance` must be between 0 and 1".into(),
+                    ));
+                }
+            },
+            Some(_) => return Err(("importance".into(), "`importance` must be a number".into())),
+        };
+        Ok(NewEntry {
+            id: string("id", false)?,
+            tier: Tier::Working,
+            content,
+            source: string("source", true)?.unwrap_or_default(),
+            session_id: string("session_id", false)?,
+            created_at,
+            importance,
+            metadata: map.get("metadata").cloned().unwrap_or(Value::Null),
+        })
+    }
+}
+
+/// What an insert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Inserted {
+    /// New entries stored.
+    pub inserted: usize,
+    /// Entries skipped because their id was already stored.
+    pub skipped: usize,
+}
+
+/// A full-text query with filters.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SearchQuery {
+    /// The words to look for (any of them; BM25 ranks).
+    pub text: String,
+    /// The most hits to return.
+    pub limit: usize,
+    /// Only these tiers; empty means working and episodic.
+    pub tiers: Vec<Tier>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// Only this source.
+    pub source: Option<String>,
+    /// Only entries written at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only entries written before this time.
+    pub until: Option<Timestamp>,
+}
+
+impl SearchQuery {
+    /// A query for `text` with the default tiers, returning up to `limit` hits.
+    pub fn new(text: impl Into<String>, limit: usize) -> Self {
+        SearchQuery {
+            text: text.into(),
+            limit,
+            ..SearchQuery::default()
+        }
+    }
+
+    /// The tiers searched.
+    pub fn tiers(&self) -> Vec<Tier> {
+        if self.tiers.is_empty() {
+            vec![Tier::Working, Tier::Episodic]
+        } else {
+            self.tiers.clone()
+        }
+    }
+
+    /// True when `entry` passes the filters (not the text).
+    pub fn admits(&self, entry: &MemoryEntry) -> bool {
+        self.tiers().contains(&entry.tier)
+            && self
+                .session_id
+                .as_ref()
+                .is_none_or(|s| entry.session_id.as_ref() == Some(s))
+            && self.source.as_ref().is_none_or(|s| &entry.source == s)
+            && self.since.is_none_or(|t| entry.created_at >= t)
+            && self.until.is_none_or(|t| entry.created_at < t)
+    }
+}
+
+/// One search result; higher scores are better.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// The entry.
+    pub entry: MemoryEntry,
+    /// Relevance (BM25; comparable within one query only).
+    pub score: f64,
+}
+
+/// Entries per tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Stats {
+    /// Working memory.
+    pub working: usize,
+    /// Episodic memory.
+    pub episodic: usize,
+    /// Archive.
+    pub archive: usize,
+    /// Learnings.
+    pub learnings: usize,
+    /// Journal.
+    pub journal: usize,
+}
+
+/// A consolidation, as the log records it (seed 003's columns, plus what an audit needs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsolidationRecord {
+    /// Assigned by the store.
+    pub id: i64,
+    /// The group's session, if any.
+    pub session_id: Option<String>,
+    /// The group's source.
+    pub source: String,
+    /// Working entries consolidated.
+    pub items_consolidated: usize,
+    /// The start of the summary.
+    pub summary_preview: String,
+    /// When it ran.
+    pub created_at: Timestamp,
+    /// How the summary was written (`extractive`, or a summarizer's name).
+    pub strategy: String,
+    /// The model, when an LLM wrote it.
+    pub model: Option<String>,
+    /// How long the group took.
+    pub duration_ms: f64,
+    /// The working entries consolidated.
+    pub ids_in: Vec<String>,
+    /// The episodic summary created.
+    pub ids_out: Vec<String>,
+}
+
+/// One group's consolidation, applied atomically by [`MemoryStore::consolidate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Consolidation {
+    /// The working entries to archive.
+    pub ids: Vec<String>,
+    /// The episodic summary to create (its `summary_of` is `ids`).
+    pub summary: NewEntry,
+    /// The log record (its `id` is assigned by the store).
+    pub record: ConsolidationRecord,
+}
+
+/// What can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The backend failed (I/O, SQL); nothing was changed.
+    #[error("memory store: {0}")]
+    Backend(String),
+    /// A consolidation referred to entries that are not (or no longer) in working memory;
+    /// nothing was changed.
+    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
+    NotWorking(Vec<String>),
+    /// The file is not an engram database.
+    #[error("{0}")]
+    Foreign(String),
+}
+
+/// A memory backend. Every method is atomic: it changes everything it says or nothing.
+pub trait MemoryStore: Send + Sync {
+    /// Inserts entries; ids already stored are skipped.
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError>;
+    /// Full-text search with filters, best first.
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError>;
+    /// An entry by id, in whatever tier.
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError>;
+    /// Entries per tier.
+    fn stats(&self) -> Result<Stats, MemoryError>;
+    /// Working entries written before `before`, oldest first, at most `limit`.
+    fn working_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError>;
+    /// The `n` oldest working entries.
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError>;
+    /// Applies one group's consolidation in one transaction: the summary is inserted as
+    /// episodic, the originals move to the archive, the record is logged.
+    fn consolidate(
+        &self,
+        consolidation: &Consolidation,
+    ) -> Result<ConsolidationRecord, MemoryError>;
+    /// The consolidation log, newest first.
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError>;
+}
+
+/// A new id: time-ordered and unique within the process.
+pub fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{prefix}_{:x}{:06x}{:04x}",
+        now(),
+        std::process::id() & 0xff_ffff,
+        n & 0xffff
+    )
+}
+
+/// A store in memory, for tests and short-lived processes.
+#[derive(Debug, Default)]
+pub struct InMemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: Vec<MemoryEntry>,
+    by_id: HashMap<String, usize>,
+    log: Vec<ConsolidationRecord>,
+}
+
+impl InMemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        InMemoryStore::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn materialize(e: &NewEntry, summary_of: Vec<String>) -> MemoryEntry {
+    MemoryEntry {
+        id: e.id.clone().unwrap_or_else(|| new_id("mem")),
+        tier: e.tier,
+        content: e.content.clone(),
+        source: e.source.clone(),
+        session_id: e.session_id.clone(),
+        created_at: e.created_at,
+        importance: e.importance,
+        metadata: e.metadata.clone(),
+        summary_of,
+    }
+}
+
+impl MemoryStore for InMemoryStore {
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError> {
+        let mut state = self.lock();
+        let mut out = Inserted::default();
+        for e in entries {
+            let entry = materialize(e, Vec::new());
+            if state.by_id.contains_key(&entry.id) {
+                out.skipped += 1;
+                continue;
+            }
+            let index = state.entries.len();
+            state.by_id.insert(entry.id.clone(), index);
+            state.entries.push(entry);
+            out.inserted += 1;
+        }
+        Ok(out)
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        let state = self.lock();
+        let candidates: Vec<&MemoryEntry> =
+            state.entries.iter().filter(|e| query.admits(e)).collect();
+        let bm25 = recall::Bm25::new(
+            candidates
+                .iter()
+                .map(|e| recall::terms(&e.content))
+                .collect(),
+        );
+        let scores = bm25.scores(&recall::terms(&query.text));
+        let mut hits: Vec<SearchHit> = candidates
+            .into_iter()
+            .zip(scores)
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(e, score)| SearchHit {
+                entry: e.clone(),
+                score,
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.entry.created_at.cmp(&a.entry.created_at))
+        });
+        hits.truncate(query.limit);
+        Ok(hits)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
+        let state = self.lock();
+        Ok(state.by_id.get(id).map(|&i| state.entries[i].clone()))
+    }
+
+    fn stats(&self) -> Result<Stats, MemoryError> {
+        let state = self.lock();
+        let mut s = Stats::default();
+        for e in &state.entries {
+            match e.tier {
+                Tier::Working => s.working += 1,
+                Tier::Episodic => s.episodic += 1,
+                Tier::Archive => s.archive += 1,
+                Tier::Learning => s.learnings += 1,
+                Tier::Journal => s.journal += 1,
+            }
+        }
+        Ok(s)
+    }
+
+    fn working_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let state = self.lock();
+        let mut out: Vec<MemoryEntry> = state
+            .entries
+            .iter()
+            .filter(|e| e.tier == Tier::Working && e.created_at < before)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
+        self.working_before(Timestamp::MAX, n)
+    }
+
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
+        let mut state = self.lock();
+        let not_working: Vec<String> = c
+            .ids
+            .iter()
+            .filter(|id| {
+                state
+                    .by_id
+                    .get(*id)
+                    .is_none_or(|&i| state.entries[i].tier != Tier::Working)
+            })
+            .cloned()
+            .collect();
+        if !not_working.is_empty() {
+            return Err(MemoryError::NotWorking(not_working));
+        }
+        let summary = materialize(&c.summary, c.ids.clone());
+        for id in &c.ids {
+            if let Some(&i) = state.by_id.get(id) {
+                state.entries[i].tier = Tier::Archive;
+            }
+        }
+        let mut record = c.record.clone();
+        record.id = state.log.len() as i64 + 1;
+        record.ids_out = vec![summary.id.clone()];
+        let index = state.entries.len();
+        state.by_id.insert(summary.id.clone(), index);
+        state.entries.push(summary);
+        state.log.push(record.clone());
+        Ok(record)
+    }
+
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+        let state = self.lock();
+        Ok(state.log.iter().rev().take(limit).cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_in_memory_store_passes_the_conformance_suite() {
+        conformance::run(&|| Box::new(InMemoryStore::new()));
+    }
+
+    #[test]
+    fn times_round_trip() {
+        let t = parse_time("2026-11-21T07:00:00Z").expect("time");
+        assert_eq!(format_time(t), "2026-11-21T07:00:00Z");
+        assert!(parse_time("yesterday").is_err());
+    }
+}
