@@ -1,0 +1,516 @@
+//! Persistent [`MemoryStore`]s for engram. SQLite is the embedded default: one file, no server,
+//! no configuration, WAL for concurrent readers, FTS5 (BM25, porter stemming) for search.
+//!
+//! ```
+//! use engram::memory::{MemoryStore, NewEntry, SearchQuery};
+//! use engram_store::SqliteStore;
+//!
+//! let store = SqliteStore::open_in_memory()?;
+//! store.insert(&[NewEntry::working("deployed 47 files to /opt/app", "shell")])?;
+//! let hits = store.search(&SearchQuery::new("deployed files", 5))?;
+//! assert_eq!(hits.len(), 1);
+//! # Ok::<(), engram::memory::MemoryError>(())
+//! ```
+//!
+//! A file that is not engram's (another SQLite database, or not SQLite at all) is refused with
+//! a clear error and left untouched: the checks run before anything is written.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use engram::memory::{
+    Consolidation, ConsolidationRecord, Inserted, MemoryEntry, MemoryError, MemoryStore, SearchHit,
+    SearchQuery, Stats, Tier, Timestamp, new_id,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+/// `PRAGMA application_id` of engram's databases ("ENGR").
+pub const APPLICATION_ID: i32 = 0x454e_4752;
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE memory (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    tier TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source TEXT NOT NULL,
+    session_id TEXT,
+    created_at INTEGER NOT NULL,
+    importance REAL NOT NULL,
+    metadata TEXT,
+    summary_of TEXT
+);
+CREATE INDEX memory_tier_time ON memory(tier, created_at, id);
+CREATE VIRTUAL TABLE memory_fts USING fts5(
+    content, content='memory', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+    INSERT INTO memory_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+    INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+END;
+CREATE TRIGGER memory_au AFTER UPDATE OF content ON memory BEGIN
+    INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memory_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TABLE consolidation_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT,
+    source TEXT NOT NULL,
+    items_consolidated INTEGER NOT NULL,
+    summary_preview TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    strategy TEXT NOT NULL,
+    model TEXT,
+    duration_ms REAL NOT NULL,
+    ids_in TEXT NOT NULL,
+    ids_out TEXT NOT NULL
+);
+";
+
+/// A SQLite-backed store.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+}
+
+fn backend(e: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Backend(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path`, refusing files that are not engram's.
+    pub fn open(path: &Path) -> Result<Self, MemoryError> {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.is_dir() {
+                return Err(MemoryError::Foreign(format!(
+                    "{} is a directory; --db takes a database file",
+                    path.display()
+                )));
+            }
+            if meta.len() > 0 {
+                let mut header = [0u8; 16];
+                let read = std::fs::File::open(path)
+                    .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
+                    .map_err(backend)?;
+                if read < 16 || &header != b"SQLite format 3\0" {
+                    return Err(MemoryError::Foreign(format!(
+                        "{} is not an engram database (not a SQLite file); engram leaves it alone",
+                        path.display()
+                    )));
+                }
+            }
+        } else if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                backend(format!(
+                    "cannot create the directory {}: {e}",
+                    parent.display()
+                ))
+            })?;
+        }
+        let conn = Connection::open(path)
+            .map_err(|e| backend(format!("cannot open {}: {e}", path.display())))?;
+        Self::setup(conn, &path.display().to_string())
+    }
+
+    /// A private database in memory (for tests and one-off runs).
+    pub fn open_in_memory() -> Result<Self, MemoryError> {
+        Self::setup(Connection::open_in_memory().map_err(backend)?, ":memory:")
+    }
+
+    fn setup(conn: Connection, name: &str) -> Result<Self, MemoryError> {
+        // Read-only checks first: nothing is written to a file that is not ours.
+        let app: i32 = conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| {
+                MemoryError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
+            })?;
+        let version: i32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(backend)?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| {
+                MemoryError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
+            })?;
+        if app != APPLICATION_ID && (app != 0 || tables > 0) {
+            return Err(MemoryError::Foreign(format!(
+                "{name} is a SQLite database, but not engram's; engram leaves it alone (use another --db)"
+            )));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(MemoryError::Foreign(format!(
+                "{name} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})"
+            )));
+        }
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(backend)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+        )
+        .map_err(backend)?;
+        if version < 1 {
+            let tx = conn.unchecked_transaction().map_err(backend)?;
+            tx.execute_batch(SCHEMA_V1).map_err(backend)?;
+            tx.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;"
+            ))
+            .map_err(backend)?;
+            tx.commit().map_err(backend)?;
+        }
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+const COLUMNS: &str =
+    "id, tier, content, source, session_id, created_at, importance, metadata, summary_of";
+
+fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEntry> {
+    let tier: String = row.get(1)?;
+    let metadata: Option<String> = row.get(7)?;
+    let summary_of: Option<String> = row.get(8)?;
+    Ok(MemoryEntry {
+        id: row.get(0)?,
+        tier: Tier::parse(&tier).unwrap_or(Tier::Working),
+        content: row.get(2)?,
+        source: row.get(3)?,
+        session_id: row.get(4)?,
+        created_at: row.get(5)?,
+        importance: row.get(6)?,
+        metadata: metadata
+            .and_then(|m| serde_json::from_str(&m).ok())
+            .unwrap_or(Value::Null),
+        summary_of: summary_of
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
+    })
+}
+
+/// An FTS5 query matching any of the text's words (each quoted, so that no character is syntax).
+fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+fn insert_one(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    e: &engram::memory::NewEntry,
+    summary_of: Option<&[String]>,
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO memory (id, tier, content, source, session_id, created_at, importance, metadata, summary_of)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        id,
+        e.tier.as_str(),
+        e.content,
+        e.source,
+        e.session_id,
+        e.created_at,
+        e.importance,
+        (!e.metadata.is_null()).then(|| e.metadata.to_string()),
+        summary_of.map(|s| serde_json::to_string(s).unwrap_or_default()),
+    ])
+}
+
+impl MemoryStore for SqliteStore {
+    fn insert(&self, entries: &[engram::memory::NewEntry]) -> Result<Inserted, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let mut out = Inserted::default();
+        for e in entries {
+            let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
+            match insert_one(&tx, &id, e, None).map_err(backend)? {
+                0 => out.skipped += 1,
+                _ => out.inserted += 1,
+            }
+        }
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        let Some(fts) = fts_query(&query.text) else {
+            return Ok(Vec::new());
+        };
+        let tiers = format!(
+            ",{},",
+            query
+                .tiers()
+                .iter()
+                .map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {}, bm25(memory_fts) AS rank
+                 FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid
+                 WHERE memory_fts MATCH ?1
+                   AND instr(?2, ',' || m.tier || ',') > 0
+                   AND (?3 IS NULL OR m.session_id = ?3)
+                   AND (?4 IS NULL OR m.source = ?4)
+                   AND (?5 IS NULL OR m.created_at >= ?5)
+                   AND (?6 IS NULL OR m.created_at < ?6)
+                 ORDER BY rank, m.created_at DESC
+                 LIMIT ?7",
+                COLUMNS
+                    .split(", ")
+                    .map(|c| format!("m.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(
+                params![
+                    fts,
+                    tiers,
+                    query.session_id,
+                    query.source,
+                    query.since,
+                    query.until,
+                    query.limit as i64
+                ],
+                |row| {
+                    let rank: f64 = row.get(9)?;
+                    Ok(SearchHit {
+                        entry: row_to_entry(row)?,
+                        score: -rank,
+                    })
+                },
+            )
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
+        self.conn()
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM memory WHERE id = ?1"),
+                [id],
+                row_to_entry,
+            )
+            .optional()
+            .map_err(backend)
+    }
+
+    fn stats(&self) -> Result<Stats, MemoryError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT tier, count(*) FROM memory GROUP BY tier")
+            .map_err(backend)?;
+        let mut stats = Stats::default();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(backend)?;
+        for row in rows {
+            let (tier, n) = row.map_err(backend)?;
+            let n = n as usize;
+            match Tier::parse(&tier) {
+                Some(Tier::Working) => stats.working = n,
+                Some(Tier::Episodic) => stats.episodic = n,
+                Some(Tier::Archive) => stats.archive = n,
+                Some(Tier::Learning) => stats.learnings = n,
+                Some(Tier::Journal) => stats.journal = n,
+                None => {}
+            }
+        }
+        Ok(stats)
+    }
+
+    fn working_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM memory WHERE tier = 'working' AND created_at < ?1
+                 ORDER BY created_at, id LIMIT ?2"
+            ))
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(
+                params![before, limit.min(i64::MAX as usize) as i64],
+                row_to_entry,
+            )
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
+        self.working_before(Timestamp::MAX, n)
+    }
+
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let mut not_working = Vec::new();
+        {
+            let mut check = tx
+                .prepare_cached("SELECT tier FROM memory WHERE id = ?1")
+                .map_err(backend)?;
+            for id in &c.ids {
+                let tier: Option<String> = check
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+                    .map_err(backend)?;
+                if tier.as_deref() != Some("working") {
+                    not_working.push(id.clone());
+                }
+            }
+        }
+        if !not_working.is_empty() {
+            return Err(MemoryError::NotWorking(not_working));
+        }
+        let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
+        if insert_one(&tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)? == 0 {
+            return Err(backend(format!(
+                "a memory entry with id {summary_id} exists already"
+            )));
+        }
+        {
+            let mut archive = tx
+                .prepare_cached("UPDATE memory SET tier = 'archive' WHERE id = ?1")
+                .map_err(backend)?;
+            for id in &c.ids {
+                archive.execute([id]).map_err(backend)?;
+            }
+        }
+        let mut record = c.record.clone();
+        record.ids_out = vec![summary_id];
+        tx.execute(
+            "INSERT INTO consolidation_log (session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                record.session_id,
+                record.source,
+                record.items_consolidated as i64,
+                record.summary_preview,
+                record.created_at,
+                record.strategy,
+                record.model,
+                record.duration_ms,
+                serde_json::to_string(&record.ids_in).unwrap_or_default(),
+                serde_json::to_string(&record.ids_out).unwrap_or_default(),
+            ],
+        )
+        .map_err(backend)?;
+        record.id = tx.last_insert_rowid();
+        tx.commit().map_err(backend)?;
+        Ok(record)
+    }
+
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out
+                 FROM consolidation_log ORDER BY id DESC LIMIT ?1",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map([limit as i64], |r| {
+                let ids_in: String = r.get(9)?;
+                let ids_out: String = r.get(10)?;
+                Ok(ConsolidationRecord {
+                    id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    source: r.get(2)?,
+                    items_consolidated: r.get::<_, i64>(3)? as usize,
+                    summary_preview: r.get(4)?,
+                    created_at: r.get(5)?,
+                    strategy: r.get(6)?,
+                    model: r.get(7)?,
+                    duration_ms: r.get(8)?,
+                    ids_in: serde_json::from_str(&ids_in).unwrap_or_default(),
+                    ids_out: serde_json::from_str(&ids_out).unwrap_or_default(),
+                })
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_passes_the_conformance_suite() {
+        engram::memory::conformance::run(&|| {
+            Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
+        });
+    }
+
+    #[test]
+    fn a_file_store_survives_reopening() {
+        let dir = std::env::temp_dir().join(format!("engram-store-{}", std::process::id()));
+        let path = dir.join("nested/engram.db");
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let store = SqliteStore::open(&path).expect("create");
+            store
+                .insert(&[engram::memory::NewEntry::working(
+                    "kept across restarts",
+                    "test",
+                )])
+                .expect("insert");
+        }
+        let store = SqliteStore::open(&path).expect("reopen");
+        assert_eq!(store.stats().expect("stats").working, 1);
+        assert_eq!(
+            store
+                .search(&SearchQuery::new("restarts", 5))
+                .expect("search")
+                .len(),
+            1
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn foreign_files_are_refused_and_left_untouched() {
+        let dir = std::env::temp_dir().join(format!("engram-store-foreign-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a database at all, but long enough").expect("write");
+        let err = SqliteStore::open(&text).expect_err("text file");
+        assert!(err.to_string().contains("not an engram database"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&text).expect("read"),
+            "not a database at all, but long enough"
+        );
+
+        let other = dir.join("other.db");
+        Connection::open(&other)
+            .and_then(|c| c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);"))
+            .expect("other db");
+        let before = std::fs::read(&other).expect("read");
+        let err = SqliteStore::open(&other).expect_err("foreign db");
+        assert!(err.to_string().contains("not engram's"), "{err}");
+        assert_eq!(std::fs::read(&other).expect("read"), before, "unchanged");
+        let err = SqliteStore::open(&dir).expect_err("directory");
+        assert!(err.to_string().contains("directory"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
