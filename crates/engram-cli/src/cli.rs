@@ -31,6 +31,10 @@ pub(crate) struct GlobalArgs {
     /// Default: ENGRAM_MODELS, else models.toml in engram's config directory when it exists.
     #[arg(long, global = true, env = "ENGRAM_MODELS", value_name = "FILE")]
     pub(crate) models: Option<PathBuf>,
+    /// The memory database (SQLite). Default: ENGRAM_DB, else engram.db in the user's data
+    /// directory (on Linux ~/.local/share/engram/engram.db).
+    #[arg(long, global = true, env = "ENGRAM_DB", value_name = "PATH")]
+    pub(crate) db: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -45,6 +49,9 @@ pub(crate) enum Command {
     /// the older messages that serve the query.
     #[command(after_help = COMPACT_AFTER_HELP)]
     Compact(CompactArgs),
+    /// Long-term memory: import, add, search, consolidate (sleep), and audit.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// List the models engram knows: windows, output limits, tokenizers and prices.
     Models(ModelsArgs),
     /// Measure engram's own speed.
@@ -202,4 +209,82 @@ pub(crate) struct BenchCountArgs {
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// Import working-memory entries from JSONL: one {"content", "source", "session_id"?,
+    /// "created_at"? (RFC 3339), "importance"? (0..1), "metadata"?, "id"?} per line. Entries whose
+    /// id is already stored are skipped, so re-running an import is safe. A bad line stops the
+    /// import before anything is stored.
+    Import {
+        /// The JSONL file (`-` for standard input).
+        file: PathBuf,
+    },
+    /// Add one working-memory entry.
+    Add {
+        /// Where it came from.
+        #[arg(long)]
+        source: String,
+        /// The session it belongs to.
+        #[arg(long)]
+        session: Option<String>,
+        /// Importance, 0 to 1.
+        #[arg(long, default_value_t = 0.5)]
+        importance: f64,
+        /// The text.
+        text: String,
+    },
+    /// Full-text search (BM25) over working and episodic memory.
+    Search {
+        /// The words to look for.
+        #[arg(allow_hyphen_values = true)]
+        query: String,
+        /// The most results.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Tiers to search (working, episodic, archive, learning, journal); repeat or comma-separate.
+        #[arg(long, value_delimiter = ',')]
+        tier: Vec<String>,
+        /// Only this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Only this source.
+        #[arg(long)]
+        source: Option<String>,
+        /// Print {"results": [{"id", "tier", "content", "source", "session_id", "created_at", "score"}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Consolidate: working entries older than half the TTL become episodic summaries per source
+    /// and session; the originals move to the archive; each group is logged.
+    Sleep {
+        /// The time to consolidate at (RFC 3339); default now.
+        #[arg(long)]
+        now: Option<String>,
+        /// Working memory's time to live, in hours.
+        #[arg(long, env = "ENGRAM_TTL_HOURS", default_value_t = 24.0)]
+        ttl_hours: f64,
+        /// The most working entries; the oldest overflow is consolidated early (never deleted).
+        #[arg(long, env = "ENGRAM_WM_MAX", default_value_t = 10_000)]
+        max_working: usize,
+        /// Print {"items_consolidated", "summaries_created", "groups", "duration_ms"}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The consolidation log, newest first.
+    Log {
+        /// The most records.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Entries per tier.
+    Stats {
+        /// Print {"working", "episodic", "archive", "learnings", "journal"}.
+        #[arg(long)]
+        json: bool,
+    },
 }

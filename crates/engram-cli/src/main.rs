@@ -9,6 +9,7 @@ mod cli;
 mod compact;
 mod count;
 mod input;
+mod memory;
 mod models;
 mod registry;
 
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
         Command::Count(args) => count::run(&cli.global, args),
         Command::Compact(args) => compact::run(&cli.global, args),
         Command::Models(args) => models::run(&cli.global, args),
+        Command::Memory(command) => memory::run(&cli.global, command),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
         Command::Bench(BenchCommand::Compact(args)) => bench::run_compact(args),
     };
@@ -67,6 +69,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if cause.is::<UserError>() || cause.is::<engram::InputError>() {
             return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<engram::memory::MemoryError>() {
+            return match e {
+                engram::memory::MemoryError::Foreign(_) => 2,
+                _ => 1,
+            };
         }
         if let Some(e) = cause.downcast_ref::<engram::Error>() {
             return match e {

@@ -506,3 +506,183 @@ fn compact_every_strategy_fits_the_budget() {
         assert_eq!(count["total_tokens"].as_u64(), Some(after), "{strategy}");
     }
 }
+
+#[test]
+fn memory_cli_contract() {
+    let dir = temp_dir("memory");
+    let db = dir.join("engram.db");
+    let db = db.to_str().expect("utf8");
+    let jsonl = dir.join("entries.jsonl");
+    std::fs::write(
+        &jsonl,
+        concat!(
+            "{\"id\": \"a1\", \"content\": \"Deployed 47 files to /opt/app\", \"source\": \"shell\", \"session_id\": \"s1\", \"created_at\": \"2026-11-19T08:00:00Z\"}\n",
+            "{\"id\": \"a2\", \"content\": \"decided: use blue-green deployment\", \"source\": \"chat\", \"session_id\": \"s1\", \"created_at\": \"2026-11-19T09:00:00Z\", \"importance\": 0.9}\n",
+            "\n",
+            "{\"id\": \"a3\", \"content\": \"nginx config check passed\", \"source\": \"shell\", \"created_at\": \"2026-11-21T07:00:00Z\", \"metadata\": {\"host\": \"web1\"}}\n",
+        ),
+    )
+    .expect("write");
+    let jsonl = jsonl.to_str().expect("utf8");
+    let out = engram(&["--db", db, "memory", "import", jsonl], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("imported 3 entries"));
+    let out = engram(&["--db", db, "memory", "import", jsonl], None);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("3 skipped"),
+        "re-running an import is safe"
+    );
+    let out = engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "add",
+            "--source",
+            "chat",
+            "--session",
+            "s2",
+            "User prefers YAML configs",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let found = json(&engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "search",
+            "deployment",
+            "--limit",
+            "10",
+            "--json",
+        ],
+        None,
+    ));
+    let results = found["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1);
+    for key in [
+        "id",
+        "tier",
+        "content",
+        "source",
+        "session_id",
+        "created_at",
+        "score",
+    ] {
+        assert!(results[0].get(key).is_some(), "{key}");
+    }
+    assert_eq!(results[0]["id"], "a2");
+    assert_eq!(results[0]["created_at"], "2026-11-19T09:00:00Z");
+
+    let slept = json(&engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "sleep",
+            "--now",
+            "2026-11-21T08:00:00Z",
+            "--json",
+        ],
+        None,
+    ));
+    assert_eq!(
+        slept["items_consolidated"], 2,
+        "a1 and a2 are older than 12 h"
+    );
+    assert_eq!(slept["summaries_created"], 2);
+    assert_eq!(slept["groups"], 2);
+    assert!(slept["duration_ms"].is_number());
+    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
+    assert_eq!(
+        stats,
+        serde_json::json!({"working": 2, "episodic": 2, "archive": 2, "learnings": 0, "journal": 0})
+    );
+    let log = json(&engram(&["--db", db, "memory", "log", "--json"], None));
+    let records = log["log"].as_array().expect("log");
+    assert_eq!(records.len(), 2);
+    for key in [
+        "id",
+        "session_id",
+        "items_consolidated",
+        "summary_preview",
+        "created_at",
+        "strategy",
+        "duration_ms",
+        "ids_in",
+        "ids_out",
+    ] {
+        assert!(records[0].get(key).is_some(), "{key}");
+    }
+    let archived = json(&engram(
+        &[
+            "--db", db, "memory", "search", "deployed", "--tier", "archive", "--json",
+        ],
+        None,
+    ));
+    assert_eq!(
+        archived["results"][0]["id"], "a1",
+        "originals stay searchable in the archive"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn memory_cli_refuses_bad_input_and_foreign_files() {
+    let dir = temp_dir("memory-bad");
+    let db = dir.join("engram.db");
+    let db = db.to_str().expect("utf8");
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"content\": \"ok\", \"source\": \"s\"}\n{\"content\": \"no source\"}\n",
+    )
+    .expect("write");
+    let out = engram(
+        &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("line 2, field `source`"),
+        "{}",
+        stderr(&out)
+    );
+    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
+    assert_eq!(stats["working"], 0, "a bad line stores nothing");
+    std::fs::write(
+        &bad,
+        "{\"content\": \"x\", \"source\": \"s\", \"created_at\": \"yesterday\"}\n",
+    )
+    .expect("write");
+    let out = engram(
+        &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
+        None,
+    );
+    assert!(
+        stderr(&out).contains("line 1, field `created_at`"),
+        "{}",
+        stderr(&out)
+    );
+
+    let foreign = dir.join("notes.txt");
+    std::fs::write(&foreign, "these are my notes, not a database").expect("write");
+    let out = engram(
+        &["--db", foreign.to_str().expect("utf8"), "memory", "stats"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not an engram database"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&foreign).expect("read"),
+        "these are my notes, not a database"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

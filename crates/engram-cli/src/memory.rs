@@ -1,0 +1,252 @@
+//! `engram memory …`: the fixed memory CLI contract (DESIGN.md).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use engram::memory::sleep::{SleepPolicy, sleep};
+use engram::memory::{MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time};
+use engram_store::SqliteStore;
+use serde_json::{Value, json};
+
+use crate::cli::{GlobalArgs, MemoryCommand};
+use crate::user_error;
+
+/// `--db`, else ENGRAM_DB (clap reads it), else the user's data directory.
+pub(crate) fn db_path(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
+    match &global.db {
+        Some(path) => Ok(path.clone()),
+        None => dirs::data_dir()
+            .map(|d| d.join("engram").join("engram.db"))
+            .ok_or_else(|| user_error!("no data directory on this system: pass --db PATH")),
+    }
+}
+
+pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Result<()> {
+    let path = db_path(global)?;
+    let store = SqliteStore::open(&path)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match command {
+        MemoryCommand::Import { file } => {
+            let started = Instant::now();
+            let bytes = crate::input::read_bytes(Some(file))?;
+            let text = std::str::from_utf8(&bytes).map_err(|e| {
+                user_error!(
+                    "{}: invalid UTF-8 at byte {}",
+                    file.display(),
+                    e.valid_up_to()
+                )
+            })?;
+            let default_time = now();
+            // Every line is checked before anything is stored.
+            let mut entries = Vec::new();
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let value: Value = serde_json::from_str(line).map_err(|e| {
+                    user_error!(
+                        "{}: line {}, column {}: invalid JSON: {e}",
+                        file.display(),
+                        i + 1,
+                        e.column()
+                    )
+                })?;
+                let entry =
+                    NewEntry::from_json(&value, default_time).map_err(|(field, message)| {
+                        if field.is_empty() {
+                            user_error!("{}: line {}: {message}", file.display(), i + 1)
+                        } else {
+                            user_error!(
+                                "{}: line {}, field `{field}`: {message}",
+                                file.display(),
+                                i + 1
+                            )
+                        }
+                    })?;
+                entries.push(entry);
+            }
+            let result = store.insert(&entries)?;
+            writeln!(
+                out,
+                "imported {} entries ({} skipped: already stored) into {} in {:.0} ms",
+                result.inserted,
+                result.skipped,
+                path.display(),
+                started.elapsed().as_secs_f64() * 1e3
+            )?;
+        }
+        MemoryCommand::Add {
+            source,
+            session,
+            importance,
+            text,
+        } => {
+            if !(0.0..=1.0).contains(importance) {
+                return Err(user_error!("--importance must be between 0 and 1"));
+            }
+            if text.trim().is_empty() {
+                return Err(user_error!("the text is empty"));
+            }
+            let id = engram::memory::new_id("mem");
+            store.insert(&[NewEntry {
+                id: Some(id.clone()),
+                session_id: session.clone(),
+                importance: *importance,
+                ..NewEntry::working(text.clone(), source.clone())
+            }])?;
+            writeln!(out, "{id}")?;
+        }
+        MemoryCommand::Search {
+            query,
+            limit,
+            tier,
+            session,
+            source,
+            json,
+        } => {
+            let tiers = tier
+                .iter()
+                .map(|t| Tier::parse(t).ok_or_else(|| user_error!("unknown tier {t:?}; expected working, episodic, archive, learning or journal")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let hits = store.search(&SearchQuery {
+                tiers,
+                session_id: session.clone(),
+                source: source.clone(),
+                ..SearchQuery::new(query.clone(), *limit)
+            })?;
+            if *json {
+                let results: Vec<Value> = hits
+                    .iter()
+                    .map(|h| {
+                        json!({
+                            "id": h.entry.id, "tier": h.entry.tier, "content": h.entry.content,
+                            "source": h.entry.source, "session_id": h.entry.session_id,
+                            "created_at": format_time(h.entry.created_at), "score": h.score,
+                        })
+                    })
+                    .collect();
+                serde_json::to_writer_pretty(&mut out, &json!({"results": results}))?;
+                writeln!(out)?;
+            } else if hits.is_empty() {
+                writeln!(out, "no matches")?;
+            } else {
+                for h in &hits {
+                    let text: String = h
+                        .entry
+                        .content
+                        .chars()
+                        .take(160)
+                        .collect::<String>()
+                        .replace('\n', " ");
+                    writeln!(
+                        out,
+                        "{:7.2}  {:<8}  {}  [{}]  {text}",
+                        h.score,
+                        h.entry.tier.as_str(),
+                        format_time(h.entry.created_at),
+                        h.entry.source
+                    )?;
+                }
+            }
+        }
+        MemoryCommand::Sleep {
+            now: at,
+            ttl_hours,
+            max_working,
+            json,
+        } => {
+            let at = match at {
+                Some(s) => parse_time(s).map_err(|e| user_error!("--now: {e}"))?,
+                None => now(),
+            };
+            if !(ttl_hours.is_finite() && *ttl_hours > 0.0) {
+                return Err(user_error!("--ttl-hours must be positive"));
+            }
+            let policy = SleepPolicy {
+                ttl_ms: (ttl_hours * 3600.0 * 1000.0) as i64,
+                max_working: *max_working,
+                ..SleepPolicy::default()
+            };
+            let report = sleep(&store, at, &policy)?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "consolidated {} working entries into {} episodic summaries ({} groups{}) in {:.0} ms",
+                    report.items_consolidated,
+                    report.summaries_created,
+                    report.groups,
+                    if report.over_cap > 0 {
+                        format!(", {} over the working cap", report.over_cap)
+                    } else {
+                        String::new()
+                    },
+                    report.duration_ms
+                )?;
+            }
+        }
+        MemoryCommand::Log { limit, json } => {
+            let log = store.log(*limit)?;
+            if *json {
+                let records: Vec<Value> = log
+                    .iter()
+                    .map(|r| {
+                        let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+                        v["created_at"] = json!(format_time(r.created_at));
+                        v
+                    })
+                    .collect();
+                serde_json::to_writer_pretty(&mut out, &json!({"log": records}))?;
+                writeln!(out)?;
+            } else if log.is_empty() {
+                writeln!(out, "no consolidations yet")?;
+            } else {
+                for r in &log {
+                    writeln!(
+                        out,
+                        "#{}  {}  {} entries from {}{}  {}  {:.1} ms  {}",
+                        r.id,
+                        format_time(r.created_at),
+                        r.items_consolidated,
+                        r.source,
+                        r.session_id
+                            .as_deref()
+                            .map(|s| format!(" (session {s})"))
+                            .unwrap_or_default(),
+                        r.strategy,
+                        r.duration_ms,
+                        r.summary_preview
+                            .chars()
+                            .take(80)
+                            .collect::<String>()
+                            .replace('\n', " ")
+                    )?;
+                }
+            }
+        }
+        MemoryCommand::Stats { json } => {
+            let stats = store.stats()?;
+            if *json {
+                serde_json::to_writer(&mut out, &stats)?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "working {}  episodic {}  archive {}  learnings {}  journal {}  ({})",
+                    stats.working,
+                    stats.episodic,
+                    stats.archive,
+                    stats.learnings,
+                    stats.journal,
+                    path.display()
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
