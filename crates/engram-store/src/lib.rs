@@ -19,8 +19,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use engram::memory::{
-    Consolidation, ConsolidationRecord, Inserted, MemoryEntry, MemoryError, MemoryStore, SearchHit,
-    SearchQuery, Stats, Tier, Timestamp, new_id,
+    Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryError,
+    MemoryStore, SearchHit, SearchQuery, Stats, Tier, Timestamp, empty_forget, new_id,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -28,7 +28,7 @@ use serde_json::Value;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -70,6 +70,79 @@ CREATE TABLE consolidation_log (
     ids_in TEXT NOT NULL,
     ids_out TEXT NOT NULL
 );
+";
+
+/// Version 2: sessions (append-only logs, compactions, summaries, checkpoints) and a small
+/// key-value table for the store's own bookkeeping (the last sleep, say).
+const SCHEMA_V2: &str = "
+CREATE TABLE session (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    model TEXT NOT NULL,
+    tokenizer TEXT NOT NULL,
+    token_factor REAL NOT NULL,
+    window INTEGER NOT NULL,
+    metadata TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    messages INTEGER NOT NULL DEFAULT 0,
+    next_seq INTEGER NOT NULL DEFAULT 0,
+    epoch INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE session_message (
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    abandoned INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX session_message_active_id ON session_message(session_id, id) WHERE abandoned = 0;
+CREATE TABLE session_compaction (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    trigger TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    log_end INTEGER NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after INTEGER NOT NULL,
+    view TEXT NOT NULL,
+    report TEXT NOT NULL,
+    summary_ids TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    abandoned INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX session_compaction_session ON session_compaction(session_id, id);
+CREATE TABLE session_summary (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    compaction_id INTEGER NOT NULL REFERENCES session_compaction(id) ON DELETE CASCADE,
+    depth INTEGER NOT NULL,
+    covers TEXT NOT NULL,
+    covers_summaries TEXT NOT NULL,
+    from_at INTEGER NOT NULL,
+    to_at INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX session_summary_session ON session_summary(session_id, compaction_id);
+CREATE TABLE session_checkpoint (
+    rowid INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    log_end INTEGER NOT NULL,
+    compaction_id INTEGER,
+    messages INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    abandoned INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, name)
+);
+CREATE INDEX memory_session ON memory(session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX memory_source ON memory(source);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ";
 
 /// A SQLite-backed store.
@@ -153,14 +226,17 @@ impl SqliteStore {
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
         )
         .map_err(backend)?;
-        if version < 1 {
-            let tx = conn.unchecked_transaction().map_err(backend)?;
-            tx.execute_batch(SCHEMA_V1).map_err(backend)?;
-            tx.execute_batch(&format!(
-                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;"
-            ))
-            .map_err(backend)?;
-            tx.commit().map_err(backend)?;
+        // Migrations, each in its own transaction: a crash leaves the previous version.
+        for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2)] {
+            if version < to {
+                let tx = conn.unchecked_transaction().map_err(backend)?;
+                tx.execute_batch(schema).map_err(backend)?;
+                tx.execute_batch(&format!(
+                    "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {to};"
+                ))
+                .map_err(backend)?;
+                tx.commit().map_err(backend)?;
+            }
         }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
@@ -207,11 +283,12 @@ fn fts_query(text: &str) -> Option<String> {
 }
 
 fn insert_one(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     id: &str,
     e: &engram::memory::NewEntry,
     summary_of: Option<&[String]>,
 ) -> rusqlite::Result<usize> {
+    let summary_of = summary_of.or((!e.summary_of.is_empty()).then_some(e.summary_of.as_slice()));
     tx.prepare_cached(
         "INSERT OR IGNORE INTO memory (id, tier, content, source, session_id, created_at, importance, metadata, summary_of)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -449,7 +526,99 @@ impl MemoryStore for SqliteStore {
             .map_err(backend)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
+
+    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError> {
+        if what.is_empty() {
+            return Err(empty_forget());
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let out = forget_where(
+            &tx,
+            "(?1 IS NULL OR id = ?1) AND (?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR source = ?3)",
+            &[&what.id, &what.session_id, &what.source],
+        )?;
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn forget_all(&self) -> Result<Forgotten, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let entries = tx.execute("DELETE FROM memory", []).map_err(backend)?;
+        tx.execute("DELETE FROM consolidation_log", [])
+            .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(Forgotten {
+            entries,
+            summaries_updated: 0,
+        })
+    }
+
+    fn entries(
+        &self,
+        session_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM memory
+                 WHERE (?1 IS NULL OR session_id = ?1) AND (?2 IS NULL OR id > ?2)
+                 ORDER BY id LIMIT ?3"
+            ))
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(
+                params![session_id, after, limit.min(i64::MAX as usize) as i64],
+                row_to_entry,
+            )
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
 }
+
+/// Deletes the memory rows `condition` selects (with their FTS rows, by trigger) and removes
+/// their ids from the remaining summaries' `summary_of`, inside the caller's transaction.
+pub(crate) fn forget_where(
+    tx: &Connection,
+    condition: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Forgotten, MemoryError> {
+    tx.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY); DELETE FROM temp.doomed;",
+    )
+    .map_err(backend)?;
+    let entries = tx
+        .execute(
+            &format!("INSERT INTO temp.doomed (id) SELECT id FROM memory WHERE {condition}"),
+            args,
+        )
+        .map_err(backend)?;
+    tx.execute(
+        "DELETE FROM memory WHERE id IN (SELECT id FROM temp.doomed)",
+        [],
+    )
+    .map_err(backend)?;
+    let summaries_updated = tx
+        .execute(
+            "UPDATE memory SET summary_of = (
+                 SELECT json_group_array(value) FROM json_each(memory.summary_of)
+                 WHERE value NOT IN (SELECT id FROM temp.doomed))
+             WHERE summary_of IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM json_each(memory.summary_of) WHERE value IN (SELECT id FROM temp.doomed))",
+            [],
+        )
+        .map_err(backend)?;
+    tx.execute("DELETE FROM temp.doomed", []).map_err(backend)?;
+    Ok(Forgotten {
+        entries,
+        summaries_updated,
+    })
+}
+
+mod sessions;
 
 #[cfg(test)]
 mod tests {
@@ -458,6 +627,13 @@ mod tests {
     #[test]
     fn sqlite_passes_the_conformance_suite() {
         engram::memory::conformance::run(&|| {
+            Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
+        });
+    }
+
+    #[test]
+    fn sqlite_passes_the_session_conformance_suite() {
+        engram::session::conformance::run(&|| {
             Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
         });
     }

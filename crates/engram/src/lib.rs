@@ -35,6 +35,8 @@
 //! - [`compact`]: the compaction pipeline (units, masking, digest, recall, summaries, live contexts).
 //! - [`assembly`]: budgeted context assembly (seed 001).
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
+//! - [`memory`]: memory tiers, the [`memory::MemoryStore`] trait and sleep consolidation.
+//! - [`session`]: append-only session logs, views, compaction records, checkpoints.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod anthropic;
@@ -46,6 +48,7 @@ pub mod input;
 pub mod memory;
 pub mod message;
 pub mod registry;
+pub mod session;
 pub mod tokenize;
 
 pub use count::{

@@ -228,7 +228,7 @@ impl CompactOptions {
 }
 
 /// What compaction did: seed 000's audit event, and more.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CompactReport {
     /// The strategy asked for.
     pub strategy: &'static str,

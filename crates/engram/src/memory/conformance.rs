@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::sleep::{SleepPolicy, sleep};
-use super::{MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp, parse_time};
+use super::{Forget, MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp, parse_time};
 
 const DAY: i64 = 24 * 3600 * 1000;
 
@@ -19,6 +19,7 @@ fn entry(id: &str, content: &str, source: &str, session: Option<&str>, at: Times
         created_at: at,
         importance: 0.5,
         metadata: json!({"k": id}),
+        summary_of: Vec::new(),
     }
 }
 
@@ -29,6 +30,8 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     consolidation_is_atomic(make().as_ref());
     sleep_consolidates_by_source_and_session(make().as_ref());
     the_cap_consolidates_early_and_never_deletes(make().as_ref());
+    forget_updates_lineage_and_search(make().as_ref());
+    export_pages_and_reads_back(make().as_ref(), make().as_ref());
 }
 
 fn insert_get_and_skip(store: &dyn MemoryStore) {
@@ -319,4 +322,132 @@ fn the_cap_consolidates_early_and_never_deletes(store: &dyn MemoryStore) {
         store.get("w49").expect("get").expect("newest kept").tier,
         Tier::Working
     );
+}
+
+fn forget_updates_lineage_and_search(store: &dyn MemoryStore) {
+    let now = parse_time("2026-01-10T00:00:00Z").expect("time");
+    let old = now - 2 * DAY;
+    store
+        .insert(&[
+            entry("f1", "deploy token rotated on prod", "ops", Some("s1"), old),
+            entry("f2", "deploy finished on prod", "ops", Some("s1"), old + 1),
+            entry("f3", "deploy of the docs site", "docs", Some("s2"), old + 2),
+            entry("f4", "user likes short answers", "chat", None, now),
+        ])
+        .expect("insert");
+    sleep(store, now, &SleepPolicy::default()).expect("sleep");
+    let ops_summary = store
+        .search(&SearchQuery {
+            tiers: vec![Tier::Episodic],
+            source: Some("ops".into()),
+            ..SearchQuery::new("deploy", 5)
+        })
+        .expect("search")
+        .remove(0)
+        .entry;
+    assert_eq!(ops_summary.summary_of, ["f1", "f2"]);
+
+    assert!(
+        matches!(
+            store.forget(&Forget::default()),
+            Err(MemoryError::Conflict(_))
+        ),
+        "an empty filter is refused"
+    );
+    let one = store
+        .forget(&Forget {
+            id: Some("f1".into()),
+            ..Forget::default()
+        })
+        .expect("forget one");
+    assert_eq!((one.entries, one.summaries_updated), (1, 1));
+    assert!(store.get("f1").expect("get").is_none());
+    let summary = store
+        .get(&ops_summary.id)
+        .expect("get")
+        .expect("summary kept");
+    assert_eq!(summary.summary_of, ["f2"], "lineage no longer names it");
+    let hits = store
+        .search(&SearchQuery {
+            tiers: Tier::ALL.to_vec(),
+            ..SearchQuery::new("rotated", 5)
+        })
+        .expect("search");
+    assert!(
+        hits.iter().all(|h| h.entry.id != "f1"),
+        "its full-text row is gone: {hits:?}"
+    );
+
+    let source = store
+        .forget(&Forget {
+            source: Some("docs".into()),
+            ..Forget::default()
+        })
+        .expect("forget a source");
+    assert_eq!(source.entries, 2, "the original and its summary");
+    let session = store
+        .forget(&Forget {
+            session_id: Some("s1".into()),
+            ..Forget::default()
+        })
+        .expect("forget a session");
+    assert_eq!(session.entries, 2);
+    let stats = store.stats().expect("stats");
+    assert_eq!((stats.working, stats.episodic, stats.archive), (1, 0, 0));
+    let all = store.forget_all().expect("forget all");
+    assert_eq!(all.entries, 1);
+    assert!(store.log(10).expect("log").is_empty());
+}
+
+fn export_pages_and_reads_back(store: &dyn MemoryStore, other: &dyn MemoryStore) {
+    let now = parse_time("2026-01-10T00:00:00Z").expect("time");
+    let entries: Vec<NewEntry> = (0..25)
+        .map(|i| {
+            entry(
+                &format!("x{i:02}"),
+                &format!("fact number {i}"),
+                if i % 2 == 0 { "a" } else { "b" },
+                (i % 5 == 0).then_some("s9"),
+                now - 2 * DAY + i64::from(i),
+            )
+        })
+        .collect();
+    store.insert(&entries).expect("insert");
+    sleep(store, now, &SleepPolicy::default()).expect("sleep");
+    let mut exported = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.entries(None, after.as_deref(), 7).expect("page");
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|e| e.id.clone());
+        exported.extend(page);
+    }
+    let stats = store.stats().expect("stats");
+    assert_eq!(
+        exported.len(),
+        stats.working + stats.episodic + stats.archive + stats.learnings + stats.journal
+    );
+    let of_session = store.entries(Some("s9"), None, 100).expect("session");
+    assert!(
+        of_session
+            .iter()
+            .all(|e| e.session_id.as_deref() == Some("s9"))
+    );
+    assert!(!of_session.is_empty());
+    // Through JSON, as `memory export` writes it and `memory import` reads it.
+    let back: Vec<NewEntry> = exported
+        .iter()
+        .map(|e| {
+            let value = serde_json::to_value(e).expect("json");
+            let mut value = value;
+            value["created_at"] = json!(super::format_time(e.created_at));
+            NewEntry::from_json(&value, 0).expect("reads back")
+        })
+        .collect();
+    other.insert(&back).expect("import");
+    let mut again = other.entries(None, None, 1000).expect("all");
+    again.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(again, exported, "an export reads back as it was");
 }

@@ -135,6 +135,8 @@ pub struct NewEntry {
     pub importance: f64,
     /// Metadata.
     pub metadata: Value,
+    /// For a summary: the ids it replaces (an export read back keeps its lineage).
+    pub summary_of: Vec<String>,
 }
 
 impl NewEntry {
@@ -149,12 +151,14 @@ impl NewEntry {
             created_at: now(),
             importance: 0.5,
             metadata: Value::Null,
+            summary_of: Vec::new(),
         }
     }
 
     /// Reads one line of an import file:
-    /// `{"content","source","session_id"?,"created_at"? (RFC 3339),"importance"?,"metadata"?,"id"?}`.
-    /// The error names the field.
+    /// `{"content","source","session_id"?,"created_at"? (RFC 3339),"importance"?,"metadata"?,"id"?}`,
+    /// plus `"tier"?` and `"summary_of"?` as `memory export` writes them, so that an export
+    /// reads back as it was. The error names the field.
     pub fn from_json(value: &Value, default_time: Timestamp) -> Result<NewEntry, (String, String)> {
         let Value::Object(map) = value else {
             return Err((
@@ -193,9 +197,40 @@ impl NewEntry {
             },
             Some(_) => return Err(("importance".into(), "`importance` must be a number".into())),
         };
+        let tier = match string("tier", false)? {
+            None => Tier::Working,
+            Some(name) => Tier::parse(&name).ok_or_else(|| {
+                (
+                    "tier".to_owned(),
+                    format!(
+                        "unknown tier {name:?}; expected one of working, episodic, archive, learning, journal"
+                    ),
+                )
+            })?,
+        };
+        let summary_of = match map.get("summary_of") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(ids)) => ids
+                .iter()
+                .map(|id| id.as_str().map(str::to_owned))
+                .collect::<Option<Vec<String>>>()
+                .ok_or_else(|| {
+                    (
+                        "summary_of".to_owned(),
+                        "`summary_of` must be an array of ids (strings)".to_owned(),
+                    )
+                })?,
+            Some(_) => {
+                return Err((
+                    "summary_of".into(),
+                    "`summary_of` must be an array of ids (strings)".into(),
+                ));
+            }
+        };
         Ok(NewEntry {
             id: string("id", false)?,
-            tier: Tier::Working,
+            tier,
+            summary_of,
             content,
             source: string("source", true)?.unwrap_or_default(),
             session_id: string("session_id", false)?,
@@ -342,6 +377,51 @@ pub enum MemoryError {
     /// The file is not an engram database.
     #[error("{0}")]
     Foreign(String),
+    /// What was asked for does not exist (a session, a checkpoint).
+    #[error("{0}")]
+    NotFound(String),
+    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
+    /// before a restore); nothing was changed.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+/// What to forget: every entry matching all the filters given (at least one).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Forget {
+    /// One entry.
+    pub id: Option<String>,
+    /// Everything of a session.
+    pub session_id: Option<String>,
+    /// Everything from a source.
+    pub source: Option<String>,
+}
+
+impl Forget {
+    /// True when no filter is set (forgetting everything takes [`MemoryStore::forget_all`]).
+    pub fn is_empty(&self) -> bool {
+        self.id.is_none() && self.session_id.is_none() && self.source.is_none()
+    }
+
+    /// True when `entry` matches every filter given.
+    pub fn matches(&self, entry: &MemoryEntry) -> bool {
+        !self.is_empty()
+            && self.id.as_ref().is_none_or(|id| &entry.id == id)
+            && self
+                .session_id
+                .as_ref()
+                .is_none_or(|s| entry.session_id.as_ref() == Some(s))
+            && self.source.as_ref().is_none_or(|s| &entry.source == s)
+    }
+}
+
+/// What forgetting removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Forgotten {
+    /// Entries deleted (every tier, with their full-text rows).
+    pub entries: usize,
+    /// Summaries whose `summary_of` no longer names the deleted entries.
+    pub summaries_updated: usize,
 }
 
 /// A memory backend. Every method is atomic: it changes everything it says or nothing.
@@ -370,6 +450,27 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<ConsolidationRecord, MemoryError>;
     /// The consolidation log, newest first.
     fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError>;
+    /// Deletes the entries `what` selects (an empty filter is refused) and removes their ids
+    /// from the remaining summaries' `summary_of`.
+    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError>;
+    /// Deletes every memory entry and the consolidation log (sessions are not touched).
+    fn forget_all(&self) -> Result<Forgotten, MemoryError>;
+    /// Entries in id order after `after`, at most `limit`, optionally of one session (for
+    /// export; page with the last id returned).
+    fn entries(
+        &self,
+        session_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError>;
+}
+
+/// The error for an empty [`Forget`].
+pub fn empty_forget() -> MemoryError {
+    MemoryError::Conflict(
+        "forget needs an id, a session or a source (forgetting everything is a separate call)"
+            .into(),
+    )
 }
 
 /// A new id: time-ordered and unique within the process.
@@ -392,10 +493,13 @@ pub struct InMemoryStore {
 }
 
 #[derive(Debug, Default)]
-struct State {
+pub(crate) struct State {
     entries: Vec<MemoryEntry>,
     by_id: HashMap<String, usize>,
     log: Vec<ConsolidationRecord>,
+    pub(crate) sessions:
+        std::collections::BTreeMap<String, crate::session::in_memory::SessionState>,
+    pub(crate) next_compaction: i64,
 }
 
 impl InMemoryStore {
@@ -404,8 +508,54 @@ impl InMemoryStore {
         InMemoryStore::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    /// Inserts one entry; false when its id is stored already.
+    pub(crate) fn insert_entry(&mut self, e: &NewEntry) -> bool {
+        let entry = materialize(e, e.summary_of.clone());
+        if self.by_id.contains_key(&entry.id) {
+            return false;
+        }
+        self.by_id.insert(entry.id.clone(), self.entries.len());
+        self.entries.push(entry);
+        true
+    }
+
+    /// Removes the entries `doomed` selects, drops their ids from the remaining summaries'
+    /// `summary_of`, and returns (entries removed, summaries updated).
+    pub(crate) fn remove_entries(
+        &mut self,
+        doomed: impl Fn(&MemoryEntry) -> bool,
+    ) -> (usize, usize) {
+        let before = self.entries.len();
+        let mut gone = std::collections::HashSet::new();
+        self.entries.retain(|e| {
+            if doomed(e) {
+                gone.insert(e.id.clone());
+                false
+            } else {
+                true
+            }
+        });
+        let mut updated = 0;
+        for e in &mut self.entries {
+            let n = e.summary_of.len();
+            e.summary_of.retain(|id| !gone.contains(id));
+            if e.summary_of.len() != n {
+                updated += 1;
+            }
+        }
+        self.by_id = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id.clone(), i))
+            .collect();
+        (before - self.entries.len(), updated)
     }
 }
 
@@ -428,15 +578,11 @@ impl MemoryStore for InMemoryStore {
         let mut state = self.lock();
         let mut out = Inserted::default();
         for e in entries {
-            let entry = materialize(e, Vec::new());
-            if state.by_id.contains_key(&entry.id) {
+            if state.insert_entry(e) {
+                out.inserted += 1;
+            } else {
                 out.skipped += 1;
-                continue;
             }
-            let index = state.entries.len();
-            state.by_id.insert(entry.id.clone(), index);
-            state.entries.push(entry);
-            out.inserted += 1;
         }
         Ok(out)
     }
@@ -546,6 +692,46 @@ impl MemoryStore for InMemoryStore {
     fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
         let state = self.lock();
         Ok(state.log.iter().rev().take(limit).cloned().collect())
+    }
+
+    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError> {
+        if what.is_empty() {
+            return Err(empty_forget());
+        }
+        let (entries, summaries_updated) = self.lock().remove_entries(|e| what.matches(e));
+        Ok(Forgotten {
+            entries,
+            summaries_updated,
+        })
+    }
+
+    fn forget_all(&self) -> Result<Forgotten, MemoryError> {
+        let mut state = self.lock();
+        let (entries, _) = state.remove_entries(|_| true);
+        state.log.clear();
+        Ok(Forgotten {
+            entries,
+            summaries_updated: 0,
+        })
+    }
+
+    fn entries(
+        &self,
+        session_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let state = self.lock();
+        let mut out: Vec<MemoryEntry> = state
+            .entries
+            .iter()
+            .filter(|e| session_id.is_none_or(|s| e.session_id.as_deref() == Some(s)))
+            .filter(|e| after.is_none_or(|a| e.id.as_str() > a))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.truncate(limit);
+        Ok(out)
     }
 }
 

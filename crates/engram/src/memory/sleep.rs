@@ -119,6 +119,7 @@ fn consolidate_batch(
                     created_at: chunk.iter().map(|e| e.created_at).max().unwrap_or(now),
                     importance: chunk.iter().map(|e| e.importance).fold(0.0, f64::max),
                     metadata: json!({"consolidated": chunk.len()}),
+                    summary_of: Vec::new(),
                 },
                 record: ConsolidationRecord {
                     id: 0,

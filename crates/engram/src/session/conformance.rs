@@ -1,0 +1,440 @@
+//! The conformance suite every [`Store`] backend runs for sessions: the in-memory store here,
+//! SQLite in `engram-store`. `run` takes a factory of empty stores and panics with the failing
+//! check's name.
+
+use serde_json::json;
+
+use super::{NewSession, Session, SessionPolicy, Store, Trigger, sleep_sessions};
+use crate::compact::{CompactOptions, Kind};
+use crate::memory::{MemoryError, NewEntry, SearchQuery, Tier};
+use crate::message::{Message, ToolCall};
+
+fn new_session(id: &str, window: usize) -> NewSession {
+    NewSession {
+        id: Some(id.into()),
+        name: Some(format!("{id} name")),
+        model: "test-model".into(),
+        tokenizer: "chars4".into(),
+        token_factor: 1.0,
+        window,
+        metadata: json!({"team": "infra"}),
+        created_at: 1_000,
+    }
+}
+
+/// An agent turn: a request, a tool call, its (long) result, and a reply naming a file.
+fn turn(i: usize) -> Vec<Message> {
+    vec![
+        Message::user(format!(
+            "Step {i}: fix the failing test in src/module_{i}.rs"
+        )),
+        Message::assistant_tool_calls(vec![ToolCall::function(
+            format!("call_{i}"),
+            "shell",
+            format!("{{\"cmd\": \"cargo test module_{i}\"}}"),
+        )]),
+        Message::tool(
+            format!("call_{i}"),
+            format!(
+                "error: test module_{i}::works failed at src/module_{i}.rs:{}\n{}",
+                10 + i,
+                "stack frame ".repeat(40)
+            ),
+        ),
+        Message::assistant(format!(
+            "Result: fixed module_{i} by handling the empty case."
+        )),
+    ]
+}
+
+/// Runs every check against fresh stores from `make`.
+pub fn run(make: &dyn Fn() -> Box<dyn Store>) {
+    create_get_list(make().as_ref());
+    append_is_atomic_and_ids_are_unique(make().as_ref());
+    threshold_compaction_keeps_the_log_and_the_invariants(make().as_ref());
+    checkpoints_restore_without_deleting(make().as_ref());
+    a_compaction_from_before_a_restore_is_refused(make().as_ref());
+    sleep_compaction_extracts_facts_first(make().as_ref());
+    deleting_a_session_removes_what_it_owns(make().as_ref());
+}
+
+fn create_get_list(store: &dyn Store) {
+    let a = store
+        .create_session(&new_session("a", 4000))
+        .expect("create a");
+    assert_eq!(
+        (a.id.as_str(), a.window, a.messages, a.epoch),
+        ("a", 4000, 0, 0)
+    );
+    assert!(
+        matches!(
+            store.create_session(&new_session("a", 10)),
+            Err(MemoryError::Conflict(_))
+        ),
+        "a duplicate session id is a conflict"
+    );
+    store
+        .create_session(&new_session("b", 4000))
+        .expect("create b");
+    let got = store.session("a").expect("get").expect("a exists");
+    assert_eq!(got.metadata, json!({"team": "infra"}));
+    assert_eq!(got.name.as_deref(), Some("a name"));
+    assert_eq!(store.sessions().expect("list").len(), 2);
+    assert!(store.session("nope").expect("get").is_none());
+    assert!(
+        matches!(
+            Session::open(store, "nope"),
+            Err(super::SessionError::Store(MemoryError::NotFound(_)))
+        ),
+        "opening an unknown session says so"
+    );
+}
+
+fn append_is_atomic_and_ids_are_unique(store: &dyn Store) {
+    let mut s = Session::create(store, &new_session("s", 100_000)).expect("create");
+    let out = s
+        .append(vec![
+            Message::system("You are a careful agent."),
+            Message::user("hello").with_id("u1"),
+        ])
+        .expect("append");
+    assert_eq!(out.ids, vec!["m0".to_owned(), "u1".to_owned()]);
+    assert_eq!(out.seqs, vec![0, 1]);
+    let err = s
+        .append(vec![
+            Message::user("new"),
+            Message::user("again").with_id("u1"),
+        ])
+        .expect_err("u1 is taken");
+    assert!(err.to_string().contains("u1"), "{err}");
+    assert_eq!(
+        s.log().expect("log").len(),
+        2,
+        "a refused append appends nothing"
+    );
+    let err = s
+        .append(vec![
+            Message::user("x").with_id("d"),
+            Message::user("y").with_id("d"),
+        ])
+        .expect_err("twice in one append");
+    assert!(err.to_string().contains("twice"), "{err}");
+    let view = s.view().expect("view");
+    assert_eq!(view.messages.len(), 2);
+    let recount = s
+        .counter()
+        .count_messages(
+            &view
+                .messages
+                .iter()
+                .map(|v| v.message.clone())
+                .collect::<Vec<_>>(),
+        )
+        .total();
+    assert_eq!(
+        view.tokens, recount,
+        "stored counts add up to the view's count"
+    );
+    assert_eq!(store.session("s").expect("get").expect("s").messages, 2);
+}
+
+fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn Store) {
+    let window = 3_000;
+    let mut s = Session::create(store, &new_session("t", window)).expect("create");
+    s.append(vec![Message::system(
+        "You are a coding agent. Never push to main.",
+    )])
+    .expect("system");
+    let mut compactions = 0;
+    let mut appended = 1;
+    for i in 0..40 {
+        let out = s.append(turn(i)).expect("append");
+        appended += 4;
+        if let Some(c) = &out.compaction {
+            compactions += 1;
+            assert_eq!(c.trigger, "threshold");
+            assert!(c.tokens_after <= window, "{c:?}");
+        }
+        assert!(!out.breaker_open, "turn {i}");
+        assert!(
+            out.view_tokens as f64 <= 0.8 * window as f64,
+            "turn {i}: {} tokens",
+            out.view_tokens
+        );
+        let view = s.view().expect("view");
+        assert_eq!(view.tokens, out.view_tokens, "turn {i}");
+        assert_eq!(
+            view.messages[0].message.text(),
+            "You are a coding agent. Never push to main.",
+            "the system prompt survives"
+        );
+        let last = view.messages.last().expect("non-empty");
+        assert_eq!(
+            last.message.text(),
+            format!("Result: fixed module_{i} by handling the empty case."),
+            "the newest message survives"
+        );
+        // Tool calls and results stay together.
+        let msgs: Vec<&Message> = view.messages.iter().map(|v| &v.message).collect();
+        for (k, m) in msgs.iter().enumerate() {
+            for call in m.calls() {
+                assert!(
+                    msgs[k + 1..]
+                        .iter()
+                        .any(|r| r.tool_call_id.as_deref() == Some(call.id.as_str())),
+                    "turn {i}: call {} lost its result",
+                    call.id
+                );
+            }
+        }
+        let recount = s
+            .counter()
+            .count_messages(&msgs.iter().map(|m| (*m).clone()).collect::<Vec<_>>())
+            .total();
+        assert_eq!(view.tokens, recount, "turn {i}: the stored count is exact");
+    }
+    assert!(compactions >= 3, "{compactions} compactions");
+    assert_eq!(
+        s.log().expect("log").len(),
+        appended,
+        "the log keeps everything"
+    );
+    let records = store.compactions("t", false).expect("records");
+    assert_eq!(records.len(), compactions);
+    let summaries = store.summaries("t").expect("summaries");
+    assert!(!summaries.is_empty(), "compactions wrote summaries");
+    assert!(
+        summaries
+            .iter()
+            .any(|x| x.depth >= 2 && !x.covers_summaries.is_empty()),
+        "a later summary supersedes an earlier one: {:?}",
+        summaries
+            .iter()
+            .map(|x| (x.depth, x.covers.len(), x.covers_summaries.len()))
+            .collect::<Vec<_>>()
+    );
+    for x in &summaries {
+        assert!(x.from <= x.to && !x.covers.is_empty());
+        for id in &x.covers {
+            assert!(
+                !store
+                    .messages_by_id("t", std::slice::from_ref(id))
+                    .expect("by id")
+                    .is_empty(),
+                "summary {} covers {id}, which is in the log",
+                x.id
+            );
+        }
+    }
+    let view = s.view().expect("view");
+    let summary = view
+        .messages
+        .iter()
+        .find(|v| v.kind == Kind::Summary)
+        .expect("the view has a summary");
+    assert!(
+        summary.message.text().starts_with("[Summary: depth "),
+        "seed 001's header: {}",
+        summary.message.text()
+    );
+    // Each summary is journalled as a context_synthesis entry.
+    let journal = store
+        .search(&SearchQuery {
+            tiers: vec![Tier::Journal],
+            session_id: Some("t".into()),
+            ..SearchQuery::new("module", 1000)
+        })
+        .expect("search journal");
+    assert_eq!(journal.len(), summaries.len());
+    assert!(journal.iter().all(|h| h.entry.source == "context_synthesis"
+        && h.entry.metadata["type"] == "context_synthesis"));
+    // A manual compaction with a focus brings the focus back.
+    let record = s
+        .compact(Trigger::Manual, 1_500, Some("module_3 src/module_3.rs"))
+        .expect("manual");
+    assert_eq!(record.trigger, "manual");
+    let view = s.view().expect("view");
+    assert!(view.tokens <= 1_500, "{}", view.tokens);
+    assert!(
+        view.messages
+            .iter()
+            .any(|v| v.message.text().contains("module_3")),
+        "the focus is served"
+    );
+    // A stateless context for a tighter budget changes nothing.
+    let before = store.compactions("t", false).expect("records").len();
+    let tight = s.context(Some(800), Some("module_7")).expect("context");
+    assert!(tight.report.tokens_after <= 800);
+    assert_eq!(
+        store.compactions("t", false).expect("records").len(),
+        before
+    );
+}
+
+fn checkpoints_restore_without_deleting(store: &dyn Store) {
+    let mut s = Session::create(store, &new_session("c", 2_500)).expect("create");
+    s.append(vec![Message::system("sys")]).expect("append");
+    for i in 0..3 {
+        s.append(turn(i)).expect("append");
+    }
+    let cp = s.checkpoint("before-refactor").expect("checkpoint");
+    assert_eq!(cp.messages, 13);
+    let view_at_cp = s.view().expect("view");
+    assert!(
+        matches!(
+            s.checkpoint("before-refactor"),
+            Err(super::SessionError::Store(MemoryError::Conflict(_)))
+        ),
+        "checkpoint names are unique"
+    );
+    for i in 3..30 {
+        s.append(turn(i)).expect("append");
+    }
+    s.checkpoint("later").expect("later checkpoint");
+    s.append(turn(30)).expect("append");
+    assert!(!store.compactions("c", false).expect("records").is_empty());
+    let restored = s.restore("before-refactor").expect("restore");
+    assert_eq!(restored.messages_abandoned, 28 * 4);
+    assert!(restored.compactions_abandoned >= 1);
+    assert_eq!(restored.checkpoints_abandoned, 1);
+    assert_eq!(
+        s.view().expect("view"),
+        view_at_cp,
+        "the view is the checkpoint's"
+    );
+    assert_eq!(s.log().expect("log").len(), 13);
+    assert_eq!(
+        store.session_log("c", 0, true).expect("all").len(),
+        13 + 28 * 4,
+        "abandoned messages are kept"
+    );
+    assert!(store.summaries("c").expect("summaries").is_empty());
+    // The abandoned branch's ids are free again; the abandoned checkpoint cannot be restored.
+    s.append(turn(3)).expect("the same turn again");
+    assert!(matches!(
+        s.restore("later"),
+        Err(super::SessionError::Store(MemoryError::Conflict(_)))
+    ));
+    assert!(matches!(
+        s.restore("nope"),
+        Err(super::SessionError::Store(MemoryError::NotFound(_)))
+    ));
+    assert_eq!(store.checkpoints("c").expect("list").len(), 2);
+}
+
+fn a_compaction_from_before_a_restore_is_refused(store: &dyn Store) {
+    let mut s = Session::create(store, &new_session("e", 100_000)).expect("create");
+    s.append(turn(0)).expect("append");
+    s.checkpoint("start").expect("checkpoint");
+    let stale_epoch = s.info().epoch;
+    s.append(turn(1)).expect("append");
+    s.restore("start").expect("restore");
+    let err = store
+        .record_compaction(&super::NewCompaction {
+            session_id: "e".into(),
+            expected_epoch: stale_epoch,
+            trigger: "manual".into(),
+            strategy: "auto".into(),
+            log_end: 8,
+            tokens_before: 10,
+            tokens_after: 5,
+            view: json!([]),
+            report: json!({}),
+            summaries: Vec::new(),
+            journal: vec![NewEntry {
+                tier: Tier::Journal,
+                ..NewEntry::working("stale", "context_synthesis")
+            }],
+            created_at: 0,
+        })
+        .expect_err("stale epoch");
+    assert!(matches!(err, MemoryError::Conflict(_)), "{err}");
+    assert_eq!(
+        store.stats().expect("stats").journal,
+        0,
+        "nothing was written"
+    );
+    assert!(store.compactions("e", true).expect("records").is_empty());
+}
+
+fn sleep_compaction_extracts_facts_first(store: &dyn Store) {
+    let window = 4_000;
+    let mut s = Session::create(store, &new_session("z", window)).expect("create");
+    s.append(vec![Message::system("sys")]).expect("append");
+    let mut i = 0;
+    while s.view_tokens().expect("tokens") as f64 <= 0.55 * window as f64 {
+        s.append(turn(i)).expect("append");
+        i += 1;
+    }
+    let quiet = Session::create(store, &new_session("quiet", 1_000_000)).expect("create");
+    drop(quiet);
+    let out = sleep_sessions(
+        store,
+        &SessionPolicy::default(),
+        &CompactOptions::new(window),
+    )
+    .expect("sleep");
+    assert_eq!(out.sessions, 2);
+    assert_eq!(out.compacted.len(), 1, "{out:?}");
+    let (id, done) = &out.compacted[0];
+    assert_eq!((id.as_str(), done.trigger.as_str()), ("z", "sleep"));
+    assert!(
+        done.tokens_after as f64 <= 0.3 * window as f64,
+        "down to the sleep target: {done:?}"
+    );
+    assert!(done.facts_extracted > 0, "{done:?}");
+    let facts = store
+        .search(&SearchQuery {
+            session_id: Some("z".into()),
+            ..SearchQuery::new("module_0 failed", 50)
+        })
+        .expect("search");
+    assert!(
+        facts.iter().any(|h| h.entry.tier == Tier::Working
+            && h.entry.content.starts_with("[shell] error: test module_0")),
+        "{facts:?}"
+    );
+    // Below the sleep threshold now: a second sleep does nothing.
+    let again = sleep_sessions(
+        store,
+        &SessionPolicy::default(),
+        &CompactOptions::new(window),
+    )
+    .expect("sleep");
+    assert!(again.compacted.is_empty(), "{again:?}");
+}
+
+fn deleting_a_session_removes_what_it_owns(store: &dyn Store) {
+    let mut s = Session::create(store, &new_session("d", 2_000)).expect("create");
+    s.append(vec![Message::system("sys")]).expect("append");
+    for i in 0..20 {
+        s.append(turn(i)).expect("append");
+    }
+    s.checkpoint("x").expect("checkpoint");
+    store
+        .insert(&[
+            NewEntry {
+                session_id: Some("d".into()),
+                ..NewEntry::working("a note about module_1", "agent")
+            },
+            NewEntry::working("unrelated note about module_1", "agent"),
+        ])
+        .expect("insert");
+    let deleted = store.delete_session("d").expect("delete");
+    assert_eq!(deleted.messages, 81);
+    assert!(deleted.compactions >= 1 && deleted.summaries >= 1);
+    assert_eq!(deleted.checkpoints, 1);
+    assert!(deleted.memory_entries >= 2, "{deleted:?}");
+    assert!(store.session("d").expect("get").is_none());
+    let left = store
+        .search(&SearchQuery {
+            tiers: Tier::ALL.to_vec(),
+            ..SearchQuery::new("module_1", 50)
+        })
+        .expect("search");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(matches!(
+        store.delete_session("d"),
+        Err(MemoryError::NotFound(_))
+    ));
+}

@@ -1,0 +1,331 @@
+//! [`SessionStore`] for the in-memory store.
+
+use super::store::{
+    Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
+    Restored, SessionDeleted, SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint,
+    check_compaction, duplicate, no_checkpoint, no_session,
+};
+use crate::memory::{InMemoryStore, MemoryError, Timestamp, new_id};
+
+#[derive(Debug)]
+pub(crate) struct SessionState {
+    info: SessionInfo,
+    log: Vec<LoggedMessage>,
+    compactions: Vec<CompactionRecord>,
+    summaries: Vec<SummaryRecord>,
+    checkpoints: Vec<Checkpoint>,
+}
+
+impl SessionState {
+    fn active_count(&self) -> usize {
+        self.log.iter().filter(|m| !m.abandoned).count()
+    }
+}
+
+impl SessionStore for InMemoryStore {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
+        let mut state = self.lock();
+        let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
+        if state.sessions.contains_key(&id) {
+            return Err(MemoryError::Conflict(format!(
+                "a session {id:?} exists already"
+            )));
+        }
+        let info = SessionInfo {
+            id: id.clone(),
+            name: new.name.clone(),
+            model: new.model.clone(),
+            tokenizer: new.tokenizer.clone(),
+            token_factor: new.token_factor,
+            window: new.window,
+            metadata: new.metadata.clone(),
+            created_at: new.created_at,
+            updated_at: new.created_at,
+            messages: 0,
+            next_seq: 0,
+            epoch: 0,
+        };
+        state.sessions.insert(
+            id,
+            SessionState {
+                info: info.clone(),
+                log: Vec::new(),
+                compactions: Vec::new(),
+                summaries: Vec::new(),
+                checkpoints: Vec::new(),
+            },
+        );
+        Ok(info)
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, MemoryError> {
+        Ok(self.lock().sessions.get(id).map(|s| s.info.clone()))
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionInfo>, MemoryError> {
+        let mut out: Vec<SessionInfo> = self
+            .lock()
+            .sessions
+            .values()
+            .map(|s| s.info.clone())
+            .collect();
+        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    fn append(
+        &self,
+        session_id: &str,
+        messages: &[NewLogMessage],
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        for (i, m) in messages.iter().enumerate() {
+            let id = m.message.id.as_deref().unwrap_or_default();
+            if s.log.iter().any(|l| !l.abandoned && l.id == id)
+                || messages[..i]
+                    .iter()
+                    .any(|o| o.message.id.as_deref() == Some(id))
+            {
+                return Err(duplicate(i, id, session_id));
+            }
+        }
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages {
+            let logged = LoggedMessage {
+                seq: s.info.next_seq,
+                id: m.message.id.clone().unwrap_or_default(),
+                created_at: m.created_at,
+                tokens: m.tokens,
+                message: m.message.clone(),
+                abandoned: false,
+            };
+            s.info.next_seq += 1;
+            s.info.updated_at = s.info.updated_at.max(m.created_at);
+            s.log.push(logged.clone());
+            out.push(logged);
+        }
+        s.info.messages = s.active_count();
+        Ok(out)
+    }
+
+    fn session_log(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        include_abandoned: bool,
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let state = self.lock();
+        let s = state
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        Ok(s.log
+            .iter()
+            .filter(|m| m.seq >= from_seq && (include_abandoned || !m.abandoned))
+            .cloned()
+            .collect())
+    }
+
+    fn messages_by_id(
+        &self,
+        session_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let state = self.lock();
+        let s = state
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        Ok(s.log
+            .iter()
+            .filter(|m| !m.abandoned && wanted.contains(m.id.as_str()))
+            .cloned()
+            .collect())
+    }
+
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, MemoryError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get(&c.session_id)
+            .ok_or_else(|| no_session(&c.session_id))?;
+        check_compaction(&s.info, c)?;
+        state.next_compaction += 1;
+        let id = state.next_compaction;
+        for e in &c.journal {
+            state.insert_entry(e);
+        }
+        let s = state
+            .sessions
+            .get_mut(&c.session_id)
+            .ok_or_else(|| no_session(&c.session_id))?;
+        let record = CompactionRecord {
+            id,
+            session_id: c.session_id.clone(),
+            trigger: c.trigger.clone(),
+            strategy: c.strategy.clone(),
+            log_end: c.log_end,
+            tokens_before: c.tokens_before,
+            tokens_after: c.tokens_after,
+            view: c.view.clone(),
+            report: c.report.clone(),
+            summary_ids: c.summaries.iter().map(|x| x.id.clone()).collect(),
+            created_at: c.created_at,
+            abandoned: false,
+        };
+        s.summaries
+            .extend(c.summaries.iter().map(|x| SummaryRecord {
+                compaction_id: id,
+                ..x.clone()
+            }));
+        s.compactions.push(record.clone());
+        Ok(record)
+    }
+
+    fn compactions(
+        &self,
+        session_id: &str,
+        include_abandoned: bool,
+    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+        let state = self.lock();
+        let s = state
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        Ok(s.compactions
+            .iter()
+            .filter(|c| include_abandoned || !c.abandoned)
+            .cloned()
+            .collect())
+    }
+
+    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError> {
+        Ok(self.compactions(session_id, false)?.pop())
+    }
+
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {
+        let state = self.lock();
+        let s = state
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        Ok(s.summaries
+            .iter()
+            .filter(|x| {
+                s.compactions
+                    .iter()
+                    .any(|c| c.id == x.compaction_id && !c.abandoned)
+            })
+            .cloned()
+            .collect())
+    }
+
+    fn checkpoint(
+        &self,
+        session_id: &str,
+        name: &str,
+        at: Timestamp,
+    ) -> Result<Checkpoint, MemoryError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        if s.checkpoints.iter().any(|c| c.name == name) {
+            return Err(MemoryError::Conflict(format!(
+                "session {session_id:?} has a checkpoint named {name:?} already"
+            )));
+        }
+        let checkpoint = Checkpoint {
+            session_id: session_id.to_owned(),
+            name: name.to_owned(),
+            log_end: s.info.next_seq,
+            compaction_id: s
+                .compactions
+                .iter()
+                .rev()
+                .find(|c| !c.abandoned)
+                .map(|c| c.id),
+            messages: s.active_count(),
+            created_at: at,
+            abandoned: false,
+        };
+        s.checkpoints.push(checkpoint.clone());
+        Ok(checkpoint)
+    }
+
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError> {
+        let state = self.lock();
+        let s = state
+            .sessions
+            .get(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        Ok(s.checkpoints.clone())
+    }
+
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        let position = s
+            .checkpoints
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| no_checkpoint(session_id, name))?;
+        let cp = s.checkpoints[position].clone();
+        if cp.abandoned {
+            return Err(abandoned_checkpoint(session_id, name));
+        }
+        let mut out = Restored::default();
+        for m in s
+            .log
+            .iter_mut()
+            .filter(|m| m.seq >= cp.log_end && !m.abandoned)
+        {
+            m.abandoned = true;
+            out.messages_abandoned += 1;
+        }
+        for c in s
+            .compactions
+            .iter_mut()
+            .filter(|c| !c.abandoned && cp.compaction_id.is_none_or(|k| c.id > k))
+        {
+            c.abandoned = true;
+            out.compactions_abandoned += 1;
+        }
+        for c in s.checkpoints[position + 1..]
+            .iter_mut()
+            .filter(|c| !c.abandoned)
+        {
+            c.abandoned = true;
+            out.checkpoints_abandoned += 1;
+        }
+        s.info.epoch += 1;
+        s.info.messages = s.active_count();
+        Ok(out)
+    }
+
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .remove(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        let (memory_entries, _) =
+            state.remove_entries(|e| e.session_id.as_deref() == Some(session_id));
+        Ok(SessionDeleted {
+            messages: s.log.len(),
+            compactions: s.compactions.len(),
+            summaries: s.summaries.len(),
+            checkpoints: s.checkpoints.len(),
+            memory_entries,
+        })
+    }
+}

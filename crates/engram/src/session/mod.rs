@@ -1,0 +1,779 @@
+//! Sessions: an append-only message log, the view sent to the model, and the compactions,
+//! summaries and checkpoints between them (seeds 001, 002 and 004).
+//!
+//! Appending never rewrites: every message stays in the log with a stable id. When the view
+//! passes the threshold (0.8 of the window) the active log is compacted down to the target
+//! (0.6) and the result is recorded as a compaction: the view (originals stored as references
+//! to the log), the summaries it wrote with their lineage (which messages and earlier summaries
+//! each covers, its depth and time range, for seed 001's `[Summary: depth d, n messages, covers
+//! t1 to t2]` header) and a journal entry per summary (seed 002's `context_synthesis`).
+//! During sleep, sessions above 0.5 of their window are compacted down to 0.3, after their key
+//! facts are extracted into working memory (seed 002's phase 1); the two thresholds never
+//! chase each other. Checkpoints name a state; restoring one marks what came after it as
+//! abandoned, never deleting it.
+
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod facts;
+pub(crate) mod in_memory;
+pub mod store;
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+pub use store::{
+    Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
+    Restored, SessionDeleted, SessionInfo, SessionStore, SummaryRecord,
+};
+
+use crate::compact::live::TriggerPolicy;
+use crate::compact::{CompactError, CompactOptions, CompactReport, Compacted, Kind, ViewMessage};
+use crate::count::TokenCounter;
+use crate::input::Conversation;
+use crate::memory::{MemoryError, MemoryStore, NewEntry, Tier, Timestamp, format_time, new_id};
+use crate::message::{Content, Message};
+use crate::registry::ModelRegistry;
+use crate::tokenize::Tokenizer;
+
+/// A backend that keeps both memory and sessions (one database, one transaction for a
+/// compaction and its journal entries).
+pub trait Store: MemoryStore + SessionStore {}
+impl<T: MemoryStore + SessionStore + ?Sized> Store for T {}
+
+/// What can go wrong with a session.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The store refused or failed; nothing was changed.
+    #[error(transparent)]
+    Store(#[from] MemoryError),
+    /// Compaction failed; the session is as it was.
+    #[error(transparent)]
+    Compact(#[from] CompactError),
+    /// The request itself is wrong (the message says where).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// When sessions compact.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionPolicy {
+    /// Emergency compaction (seed 002 phase 2): at 0.8 of the window, down to 0.6.
+    pub trigger: TriggerPolicy,
+    /// Sleep-time compaction (phase 1): sessions above this share of the window (0.5) ...
+    pub sleep_threshold: f64,
+    /// ... are compacted down to this share (0.3).
+    pub sleep_target: f64,
+}
+
+impl Default for SessionPolicy {
+    fn default() -> Self {
+        SessionPolicy {
+            trigger: TriggerPolicy::default(),
+            sleep_threshold: 0.5,
+            sleep_target: 0.3,
+        }
+    }
+}
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// The view passed the threshold on an append.
+    Threshold,
+    /// Someone asked (the CLI, the agent's `compact_history` tool).
+    Manual,
+    /// Sleep-time compaction.
+    Sleep,
+}
+
+impl Trigger {
+    /// The name stored in the record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Threshold => "threshold",
+            Trigger::Manual => "manual",
+            Trigger::Sleep => "sleep",
+        }
+    }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Appended {
+    /// The appended messages' ids, in order.
+    pub ids: Vec<String>,
+    /// Their sequence numbers.
+    pub seqs: Vec<u64>,
+    /// The view's tokens after the append (and after a compaction, if one ran).
+    pub view_tokens: usize,
+    /// The window.
+    pub window: usize,
+    /// The compaction the append triggered, if any.
+    pub compaction: Option<CompactionSummary>,
+    /// True when the view is over the threshold but automatic compaction gave up (the
+    /// circuit breaker is open); a manual compaction still works.
+    pub breaker_open: bool,
+}
+
+/// A compaction in brief.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactionSummary {
+    /// The record's id.
+    pub id: i64,
+    /// What started it.
+    pub trigger: String,
+    /// Tokens before.
+    pub tokens_before: usize,
+    /// Tokens after.
+    pub tokens_after: usize,
+    /// Summaries written.
+    pub summaries: usize,
+    /// Key facts extracted into working memory first (sleep-time compaction).
+    pub facts_extracted: usize,
+}
+
+impl CompactionSummary {
+    fn of(record: &CompactionRecord, facts: usize) -> Self {
+        CompactionSummary {
+            id: record.id,
+            trigger: record.trigger.clone(),
+            tokens_before: record.tokens_before,
+            tokens_after: record.tokens_after,
+            summaries: record.summary_ids.len(),
+            facts_extracted: facts,
+        }
+    }
+}
+
+/// The session's current view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionView {
+    /// The messages to send, with provenance.
+    pub messages: Vec<ViewMessage>,
+    /// Their tokens, exact for the session's tokenizer.
+    pub tokens: usize,
+    /// The compaction the view starts from, if any.
+    pub compaction_id: Option<i64>,
+}
+
+/// A session opened on a store.
+pub struct Session<'s> {
+    store: &'s dyn Store,
+    info: SessionInfo,
+    counter: TokenCounter,
+    policy: SessionPolicy,
+    options: CompactOptions,
+}
+
+impl std::fmt::Debug for Session<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("info", &self.info)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A new session for `model` as the registry knows it (window and tokenizer); `window`
+/// overrides the registry's.
+pub fn new_session(
+    registry: &ModelRegistry,
+    model: &str,
+    window: Option<usize>,
+    now: Timestamp,
+) -> NewSession {
+    let resolved = registry.resolve(model);
+    NewSession {
+        id: None,
+        name: None,
+        model: resolved.spec.id.clone(),
+        tokenizer: resolved.spec.tokenizer.clone(),
+        token_factor: resolved.spec.token_factor,
+        window: window.unwrap_or(resolved.spec.context_window),
+        metadata: Value::Null,
+        created_at: now,
+    }
+}
+
+impl<'s> Session<'s> {
+    /// Creates a session.
+    pub fn create(store: &'s dyn Store, new: &NewSession) -> Result<Self, SessionError> {
+        if new.window == 0 {
+            return Err(SessionError::Invalid(
+                "the window must be at least 1 token".into(),
+            ));
+        }
+        Tokenizer::from_name(&new.tokenizer)
+            .map_err(|e| SessionError::Invalid(format!("tokenizer: {e}")))?;
+        let info = store.create_session(new)?;
+        Self::with_info(store, info)
+    }
+
+    /// Opens an existing session.
+    pub fn open(store: &'s dyn Store, id: &str) -> Result<Self, SessionError> {
+        let info = store.session(id)?.ok_or_else(|| store::no_session(id))?;
+        Self::with_info(store, info)
+    }
+
+    fn with_info(store: &'s dyn Store, info: SessionInfo) -> Result<Self, SessionError> {
+        let tokenizer = Tokenizer::from_name(&info.tokenizer)
+            .map_err(|e| SessionError::Invalid(format!("session {}: tokenizer: {e}", info.id)))?
+            .scaled(info.token_factor);
+        let window = info.window;
+        Ok(Session {
+            store,
+            info,
+            counter: TokenCounter::new(tokenizer),
+            policy: SessionPolicy::default(),
+            options: CompactOptions::new(window),
+        })
+    }
+
+    /// The same session with another policy.
+    #[must_use]
+    pub fn with_policy(mut self, policy: SessionPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The same session with other compaction options (strategy, summarizer, prompt); the
+    /// budget is set per compaction.
+    #[must_use]
+    pub fn with_options(mut self, options: CompactOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The session as stored.
+    pub fn info(&self) -> &SessionInfo {
+        &self.info
+    }
+
+    /// The counter for the session's model.
+    pub fn counter(&self) -> &TokenCounter {
+        &self.counter
+    }
+
+    fn refresh(&mut self) -> Result<(), SessionError> {
+        self.info = self
+            .store
+            .session(&self.info.id)?
+            .ok_or_else(|| store::no_session(&self.info.id))?;
+        Ok(())
+    }
+
+    /// Appends messages (ids are kept; a message without one gets `m<seq>`), then compacts
+    /// when the view passes the threshold.
+    pub fn append(&mut self, messages: Vec<Message>) -> Result<Appended, SessionError> {
+        self.refresh()?;
+        let now = crate::memory::now();
+        let mut seen = HashSet::new();
+        let mut rows = Vec::with_capacity(messages.len());
+        for (i, mut message) in messages.into_iter().enumerate() {
+            let id = match message.id.clone() {
+                Some(id) if id.trim().is_empty() => {
+                    return Err(SessionError::Invalid(format!(
+                        "message {i}, field `id`: empty"
+                    )));
+                }
+                Some(id) => id,
+                None => format!("m{}", self.info.next_seq + i as u64),
+            };
+            if !seen.insert(id.clone()) {
+                return Err(SessionError::Invalid(format!(
+                    "message {i}, field `id`: {id:?} appears twice in this append"
+                )));
+            }
+            message.id = Some(id);
+            let tokens = self.counter.count_message(&message).total();
+            rows.push(NewLogMessage {
+                message,
+                tokens,
+                created_at: now,
+            });
+        }
+        let logged = self.store.append(&self.info.id, &rows)?;
+        self.refresh()?;
+        let mut view_tokens = self.view_tokens()?;
+        let threshold = self.policy.trigger.threshold * self.info.window as f64;
+        let mut compaction = None;
+        let mut breaker_open = false;
+        if view_tokens as f64 > threshold {
+            if self.breaker_open()? {
+                breaker_open = true;
+            } else {
+                let target = (self.policy.trigger.target * self.info.window as f64) as usize;
+                let record = self.compact(Trigger::Threshold, target, None)?;
+                view_tokens = record.tokens_after;
+                compaction = Some(CompactionSummary::of(&record, 0));
+            }
+        }
+        Ok(Appended {
+            ids: logged.iter().map(|m| m.id.clone()).collect(),
+            seqs: logged.iter().map(|m| m.seq).collect(),
+            view_tokens,
+            window: self.info.window,
+            compaction,
+            breaker_open,
+        })
+    }
+
+    /// True when the last `max_failed_compactions` threshold compactions all left the view
+    /// above the threshold: compacting again would not help, so automatic compaction waits
+    /// for a manual one.
+    fn breaker_open(&self) -> Result<bool, SessionError> {
+        let n = self.policy.trigger.max_failed_compactions as usize;
+        if n == 0 {
+            return Ok(false);
+        }
+        let threshold = self.policy.trigger.threshold * self.info.window as f64;
+        let records = self.store.compactions(&self.info.id, false)?;
+        let recent: Vec<&CompactionRecord> = records.iter().rev().take(n).collect();
+        Ok(recent.len() == n
+            && recent
+                .iter()
+                .all(|r| r.trigger == "threshold" && r.tokens_after as f64 > threshold))
+    }
+
+    /// The view's tokens: the latest compaction's view plus what was appended since.
+    pub fn view_tokens(&self) -> Result<usize, SessionError> {
+        let latest = self.store.latest_compaction(&self.info.id)?;
+        let (base, from) = match &latest {
+            Some(c) => (c.tokens_after, c.log_end),
+            None => (self.counter.accounting().per_conversation, 0),
+        };
+        let tail: usize = self
+            .store
+            .session_log(&self.info.id, from, false)?
+            .iter()
+            .map(|m| m.tokens)
+            .sum();
+        Ok(base + tail)
+    }
+
+    /// The current view: the latest compaction's view, then every message appended since.
+    pub fn view(&self) -> Result<SessionView, SessionError> {
+        let latest = self.store.latest_compaction(&self.info.id)?;
+        let (mut messages, tokens, from, id) = match &latest {
+            Some(c) => (
+                self.decode_view(&c.view)?,
+                c.tokens_after,
+                c.log_end,
+                Some(c.id),
+            ),
+            None => (
+                Vec::new(),
+                self.counter.accounting().per_conversation,
+                0,
+                None,
+            ),
+        };
+        let mut tokens = tokens;
+        for m in self.store.session_log(&self.info.id, from, false)? {
+            tokens += m.tokens;
+            messages.push(ViewMessage {
+                source_ids: vec![m.id.clone()],
+                message: m.message,
+                kind: Kind::Original,
+            });
+        }
+        Ok(SessionView {
+            messages,
+            tokens,
+            compaction_id: id,
+        })
+    }
+
+    /// The active log, in order.
+    pub fn log(&self) -> Result<Vec<LoggedMessage>, SessionError> {
+        Ok(self.store.session_log(&self.info.id, 0, false)?)
+    }
+
+    /// A context for the model. Without a budget or a query, the current view. With either,
+    /// the whole active log compacted for them (the budget defaults to the window), without
+    /// changing the session: what a caller with a tighter budget or a question needs now.
+    pub fn context(
+        &self,
+        budget: Option<usize>,
+        query: Option<&str>,
+    ) -> Result<Compacted, SessionError> {
+        if budget.is_none() && query.is_none() {
+            let view = self.view()?;
+            let report = CompactReport {
+                strategy: "view",
+                budget: self.info.window,
+                tokens_before: view.tokens,
+                tokens_after: view.tokens,
+                messages_before: view.messages.len(),
+                messages_after: view.messages.len(),
+                ..CompactReport::default()
+            };
+            return Ok(Compacted {
+                messages: view.messages,
+                report,
+            });
+        }
+        let log = self.log()?;
+        let conversation = Conversation::new(log.into_iter().map(|m| m.message).collect());
+        let mut options = self.options.clone();
+        options.budget = budget.unwrap_or(self.info.window);
+        options.query = query.map(str::to_owned);
+        Ok(crate::compact::compact(
+            &conversation,
+            &self.counter,
+            &options,
+        )?)
+    }
+
+    /// Compacts the active log to `target` tokens and records it. The window is the limit
+    /// when the target cannot be met. The session is unchanged when anything fails.
+    pub fn compact(
+        &mut self,
+        trigger: Trigger,
+        target: usize,
+        focus: Option<&str>,
+    ) -> Result<CompactionRecord, SessionError> {
+        Ok(self.compact_with_facts(trigger, target, focus, None)?.0)
+    }
+
+    fn compact_with_facts(
+        &mut self,
+        trigger: Trigger,
+        target: usize,
+        focus: Option<&str>,
+        facts_into: Option<&dyn MemoryStore>,
+    ) -> Result<(CompactionRecord, usize), SessionError> {
+        self.refresh()?;
+        let epoch = self.info.epoch;
+        let log = self.log()?;
+        if log.is_empty() {
+            return Err(CompactError::Empty.into());
+        }
+        let log_end = log.last().map_or(0, |m| m.seq + 1);
+        let tokens_before = self.view_tokens()?;
+        let conversation = Conversation::new(log.iter().map(|m| m.message.clone()).collect());
+        let mut options = self.options.clone();
+        options.query = focus.map(str::to_owned).or(options.query);
+        // Room for the summaries' headers, added after compaction.
+        const HEADER_ROOM: usize = 40;
+        options.budget = target.saturating_sub(HEADER_ROOM).max(1);
+        let mut result = crate::compact::compact(&conversation, &self.counter, &options);
+        if matches!(result, Err(CompactError::CannotFit { .. })) && target < self.info.window {
+            options.budget = self.info.window.saturating_sub(HEADER_ROOM).max(1);
+            result = crate::compact::compact(&conversation, &self.counter, &options);
+        }
+        let compacted = result?;
+        let budget = options.budget + HEADER_ROOM;
+
+        let at: HashMap<&str, Timestamp> =
+            log.iter().map(|m| (m.id.as_str(), m.created_at)).collect();
+        let earlier = self.store.summaries(&self.info.id)?;
+        let now = crate::memory::now();
+        let mut view = compacted.messages;
+        let mut summaries = Vec::new();
+        for v in view.iter_mut().filter(|v| v.kind == Kind::Summary) {
+            let covers = v.source_ids.clone();
+            let covered: HashSet<&str> = covers.iter().map(String::as_str).collect();
+            let supersedes: Vec<&SummaryRecord> = earlier
+                .iter()
+                .filter(|s| s.covers.iter().all(|id| covered.contains(id.as_str())))
+                .collect();
+            let depth = supersedes.iter().map(|s| s.depth).max().unwrap_or(0) + 1;
+            let times = covers.iter().filter_map(|id| at.get(id.as_str()).copied());
+            let (from, to) = (
+                times.clone().min().unwrap_or(now),
+                times.max().unwrap_or(now),
+            );
+            let text = v.message.text().into_owned();
+            let header = format!(
+                "[Summary: depth {depth}, {} messages, covers {} to {}]",
+                covers.len(),
+                format_time(from),
+                format_time(to)
+            );
+            v.message.content = Some(Content::Text(format!("{header}\n{text}")));
+            summaries.push(SummaryRecord {
+                id: new_id("sum"),
+                session_id: self.info.id.clone(),
+                compaction_id: 0,
+                depth,
+                covers,
+                covers_summaries: supersedes.iter().map(|s| s.id.clone()).collect(),
+                from,
+                to,
+                tokens: self.counter.count_message(&v.message).total(),
+                text,
+                created_at: now,
+            });
+        }
+        let mut tokens_after = self
+            .counter
+            .count_messages(&view.iter().map(|v| v.message.clone()).collect::<Vec<_>>())
+            .total();
+        if tokens_after > budget {
+            // The headers did not fit after all: send the summaries without them.
+            for (v, s) in view
+                .iter_mut()
+                .filter(|v| v.kind == Kind::Summary)
+                .zip(&summaries)
+            {
+                v.message.content = Some(Content::Text(s.text.clone()));
+            }
+            tokens_after = compacted.report.tokens_after;
+        }
+
+        // Sleep-time compaction: the key facts of what leaves the view go to working memory
+        // first, with ids derived from the messages, so that a retry after a crash adds none
+        // twice.
+        let mut facts_extracted = 0;
+        if let Some(memory) = facts_into {
+            let in_view: HashSet<&str> = view
+                .iter()
+                .filter(|v| matches!(v.kind, Kind::Original | Kind::Recalled))
+                .flat_map(|v| v.source_ids.iter().map(String::as_str))
+                .collect();
+            let summarized_before: HashSet<&str> = earlier
+                .iter()
+                .flat_map(|s| s.covers.iter().map(String::as_str))
+                .collect();
+            let leaving: Vec<&LoggedMessage> = log
+                .iter()
+                .filter(|m| {
+                    !in_view.contains(m.id.as_str()) && !summarized_before.contains(m.id.as_str())
+                })
+                .collect();
+            let entries = facts::extract(&log, &leaving)
+                .into_iter()
+                .map(|(message_id, n, fact)| NewEntry {
+                    id: Some(format!("fact_{}_{message_id}_{n}", self.info.id)),
+                    tier: Tier::Working,
+                    content: fact,
+                    source: format!("session:{}", self.info.id),
+                    session_id: Some(self.info.id.clone()),
+                    created_at: now,
+                    importance: 0.6,
+                    metadata: json!({"type": "key_fact", "message_id": message_id}),
+                    summary_of: Vec::new(),
+                })
+                .collect::<Vec<_>>();
+            facts_extracted = memory.insert(&entries)?.inserted;
+        }
+
+        let journal = summaries
+            .iter()
+            .map(|s| NewEntry {
+                id: Some(format!("journal_{}", s.id)),
+                tier: Tier::Journal,
+                content: s.text.clone(),
+                source: "context_synthesis".into(),
+                session_id: Some(self.info.id.clone()),
+                created_at: now,
+                importance: 0.7,
+                metadata: json!({
+                    "type": "context_synthesis",
+                    "summary_id": s.id,
+                    "depth": s.depth,
+                    "compacted_count": s.covers.len(),
+                    "compacted_at": format_time(now),
+                    "original_token_count": tokens_before,
+                    "summary_token_count": s.tokens,
+                }),
+                summary_of: s.covers.clone(),
+            })
+            .collect();
+        let mut report = serde_json::to_value(&compacted.report).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut report {
+            map.insert("tokens_after".into(), json!(tokens_after));
+        }
+        let record = self.store.record_compaction(&NewCompaction {
+            session_id: self.info.id.clone(),
+            expected_epoch: epoch,
+            trigger: trigger.as_str().into(),
+            strategy: compacted.report.strategy.into(),
+            log_end,
+            tokens_before,
+            tokens_after,
+            view: encode_view(&view),
+            report,
+            summaries,
+            journal,
+            created_at: now,
+        })?;
+        Ok((record, facts_extracted))
+    }
+
+    /// Sleep-time compaction (seed 002 phase 1): when the view is above the sleep threshold
+    /// (0.5 of the window), the key facts of what leaves the view are written to working
+    /// memory, then the log is compacted down to the sleep target (0.3).
+    pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, SessionError> {
+        let tokens = self.view_tokens()?;
+        if (tokens as f64) <= self.policy.sleep_threshold * self.info.window as f64 {
+            return Ok(None);
+        }
+        let target = (self.policy.sleep_target * self.info.window as f64) as usize;
+        let store = self.store;
+        let (record, facts) = self.compact_with_facts(
+            Trigger::Sleep,
+            target,
+            None,
+            Some(store as &dyn MemoryStore),
+        )?;
+        Ok(Some(CompactionSummary::of(&record, facts)))
+    }
+
+    /// Names the current state.
+    pub fn checkpoint(&self, name: &str) -> Result<Checkpoint, SessionError> {
+        if name.trim().is_empty() {
+            return Err(SessionError::Invalid("a checkpoint needs a name".into()));
+        }
+        Ok(self
+            .store
+            .checkpoint(&self.info.id, name, crate::memory::now())?)
+    }
+
+    /// Returns to a checkpoint.
+    pub fn restore(&mut self, name: &str) -> Result<Restored, SessionError> {
+        let restored = self.store.restore(&self.info.id, name)?;
+        self.refresh()?;
+        Ok(restored)
+    }
+
+    fn decode_view(&self, encoded: &Value) -> Result<Vec<ViewMessage>, SessionError> {
+        let corrupt = |what: &str| {
+            SessionError::Store(MemoryError::Backend(format!(
+                "session {}: a stored view is damaged ({what})",
+                self.info.id
+            )))
+        };
+        let Value::Array(items) = encoded else {
+            return Err(corrupt("not an array"));
+        };
+        let refs: Vec<String> = items
+            .iter()
+            .filter_map(|v| v.get("ref").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        let mut by_id: HashMap<String, Message> = HashMap::new();
+        if !refs.is_empty() {
+            for m in self.store.messages_by_id(&self.info.id, &refs)? {
+                by_id.insert(m.id, m.message);
+            }
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            let kind = match item.get("kind").and_then(Value::as_str) {
+                Some("original") => Kind::Original,
+                Some("masked") => Kind::Masked,
+                Some("summary") => Kind::Summary,
+                Some("recalled") => Kind::Recalled,
+                Some("status") => Kind::Status,
+                _ => return Err(corrupt("unknown kind")),
+            };
+            if let Some(id) = item.get("ref").and_then(Value::as_str) {
+                let message = by_id
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| corrupt(&format!("message {id} is not in the log")))?;
+                out.push(ViewMessage {
+                    message,
+                    kind,
+                    source_ids: vec![id.to_owned()],
+                });
+                continue;
+            }
+            let message = item
+                .get("message")
+                .cloned()
+                .ok_or_else(|| corrupt("no message"))
+                .and_then(|m| Message::from_value(m).map_err(|e| corrupt(&e.to_string())))?;
+            let source_ids = item
+                .get("source_ids")
+                .and_then(Value::as_array)
+                .map(|ids| {
+                    ids.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(ViewMessage {
+                message,
+                kind,
+                source_ids,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Encodes a view for storage: messages kept verbatim from the log become references to it
+/// (`{"ref": id, "kind": ...}`), the others are stored whole with their provenance.
+pub fn encode_view(view: &[ViewMessage]) -> Value {
+    Value::Array(
+        view.iter()
+            .map(|v| {
+                let mut item = Map::new();
+                item.insert("kind".into(), json!(v.kind));
+                let verbatim = matches!(v.kind, Kind::Original | Kind::Recalled)
+                    && v.source_ids.len() == 1
+                    && v.message.id.as_deref() == Some(v.source_ids[0].as_str());
+                if verbatim {
+                    item.insert("ref".into(), json!(v.source_ids[0]));
+                } else {
+                    item.insert("source_ids".into(), json!(v.source_ids));
+                    item.insert("message".into(), v.message.to_value());
+                }
+                Value::Object(item)
+            })
+            .collect(),
+    )
+}
+
+/// What sleep-time compaction did across sessions.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SessionsSlept {
+    /// Sessions looked at.
+    pub sessions: usize,
+    /// Sessions compacted, with what was done.
+    pub compacted: Vec<(String, CompactionSummary)>,
+    /// Sessions that could not be compacted, with why (the others went on).
+    pub failed: Vec<(String, String)>,
+}
+
+/// Sleep-time compaction of every session above the sleep threshold.
+pub fn sleep_sessions(
+    store: &dyn Store,
+    policy: &SessionPolicy,
+    options: &CompactOptions,
+) -> Result<SessionsSlept, MemoryError> {
+    let mut out = SessionsSlept::default();
+    for info in store.sessions()? {
+        out.sessions += 1;
+        let result = Session::with_info(store, info.clone()).and_then(|s| {
+            s.with_policy(*policy)
+                .with_options(options.clone())
+                .sleep_compact()
+        });
+        match result {
+            Ok(Some(done)) => out.compacted.push((info.id, done)),
+            Ok(None) => {}
+            Err(SessionError::Store(e @ MemoryError::Backend(_))) => return Err(e),
+            Err(e) => out.failed.push((info.id, e.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::memory::InMemoryStore;
+
+    #[test]
+    fn the_in_memory_store_passes_the_session_conformance_suite() {
+        super::conformance::run(&|| Box::new(InMemoryStore::new()));
+    }
+}

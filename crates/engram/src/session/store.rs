@@ -1,0 +1,326 @@
+//! What a session store keeps, and the [`SessionStore`] trait every backend implements.
+//!
+//! The store is deliberately simple: it keeps rows and enforces the rules that need a
+//! transaction (ids unique among a session's active messages, compactions recorded together
+//! with their summaries and journal entries, restores that abandon rows without deleting
+//! them). What to compact and how lives in [`super::Session`].
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::memory::{MemoryError, NewEntry, Timestamp};
+use crate::message::Message;
+
+/// A session to create.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NewSession {
+    /// Its id; the store makes one when absent.
+    pub id: Option<String>,
+    /// A human name.
+    pub name: Option<String>,
+    /// The model the session talks to (its registry id).
+    pub model: String,
+    /// The tokenizer that counts for that model ([`crate::Tokenizer::from_name`]).
+    pub tokenizer: String,
+    /// The tokenizer's correction factor.
+    pub token_factor: f64,
+    /// The context window, in tokens.
+    pub window: usize,
+    /// The caller's metadata, verbatim.
+    pub metadata: Value,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+/// A stored session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionInfo {
+    /// Id.
+    pub id: String,
+    /// A human name.
+    pub name: Option<String>,
+    /// The model.
+    pub model: String,
+    /// The tokenizer.
+    pub tokenizer: String,
+    /// Its correction factor.
+    pub token_factor: f64,
+    /// The window, in tokens.
+    pub window: usize,
+    /// The caller's metadata.
+    pub metadata: Value,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When a message was last appended (or the session created).
+    pub updated_at: Timestamp,
+    /// Messages in the active log.
+    pub messages: usize,
+    /// The sequence number the next message gets (counting abandoned ones).
+    pub next_seq: u64,
+    /// Incremented by every restore; a compaction computed before a restore is refused.
+    pub epoch: u64,
+}
+
+/// A message to append, counted already.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLogMessage {
+    /// The message; its `id` must be set (unique among the session's active messages).
+    pub message: Message,
+    /// Its tokens, as the session's counter counts them.
+    pub tokens: usize,
+    /// When it was appended.
+    pub created_at: Timestamp,
+}
+
+/// A message of a session's log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedMessage {
+    /// Its position in the log (abandoned messages keep theirs).
+    pub seq: u64,
+    /// Its id.
+    pub id: String,
+    /// When it was appended.
+    pub created_at: Timestamp,
+    /// Its tokens.
+    pub tokens: usize,
+    /// The message, verbatim (with `id`).
+    pub message: Message,
+    /// True when a restore abandoned it: kept, but no longer in the session's history.
+    pub abandoned: bool,
+}
+
+/// A summary written by a compaction, with its lineage (seed 001's summary header).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryRecord {
+    /// Id.
+    pub id: String,
+    /// The session.
+    pub session_id: String,
+    /// The compaction that wrote it.
+    pub compaction_id: i64,
+    /// 1 for a summary of messages; one more than the deepest summary it supersedes.
+    pub depth: u32,
+    /// The ids of the log messages it stands for.
+    pub covers: Vec<String>,
+    /// The earlier summaries it supersedes (their messages are among `covers`).
+    pub covers_summaries: Vec<String>,
+    /// When the first covered message was appended.
+    pub from: Timestamp,
+    /// When the last one was.
+    pub to: Timestamp,
+    /// The summary's text.
+    pub text: String,
+    /// Its tokens.
+    pub tokens: usize,
+    /// When it was written.
+    pub created_at: Timestamp,
+}
+
+/// A compaction to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCompaction {
+    /// The session.
+    pub session_id: String,
+    /// The session's epoch when the compaction was computed; a restore since then refuses it.
+    pub expected_epoch: u64,
+    /// What started it: `threshold`, `manual`, `sleep`.
+    pub trigger: String,
+    /// The strategy that ran.
+    pub strategy: String,
+    /// The view covers the log up to (not including) this sequence number.
+    pub log_end: u64,
+    /// Tokens of the history before.
+    pub tokens_before: usize,
+    /// Tokens of the view.
+    pub tokens_after: usize,
+    /// The view, encoded by [`super::encode_view`].
+    pub view: Value,
+    /// The compaction's report.
+    pub report: Value,
+    /// The summaries it wrote; their `compaction_id` is assigned by the store.
+    pub summaries: Vec<SummaryRecord>,
+    /// Journal entries (seed 002's `context_synthesis`), stored in the same transaction.
+    pub journal: Vec<NewEntry>,
+    /// When it ran.
+    pub created_at: Timestamp,
+}
+
+/// A recorded compaction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompactionRecord {
+    /// Assigned by the store, increasing.
+    pub id: i64,
+    /// The session.
+    pub session_id: String,
+    /// What started it.
+    pub trigger: String,
+    /// The strategy.
+    pub strategy: String,
+    /// The view covers the log up to this sequence number.
+    pub log_end: u64,
+    /// Tokens before.
+    pub tokens_before: usize,
+    /// Tokens of the view.
+    pub tokens_after: usize,
+    /// The encoded view.
+    #[serde(skip)]
+    pub view: Value,
+    /// The report.
+    pub report: Value,
+    /// Ids of the summaries it wrote.
+    pub summary_ids: Vec<String>,
+    /// When it ran.
+    pub created_at: Timestamp,
+    /// True when a restore abandoned it.
+    pub abandoned: bool,
+}
+
+/// A named point a session can return to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Checkpoint {
+    /// The session.
+    pub session_id: String,
+    /// The name, unique within the session.
+    pub name: String,
+    /// The log's end at the time (messages with a lower sequence number).
+    pub log_end: u64,
+    /// The latest compaction at the time.
+    pub compaction_id: Option<i64>,
+    /// Active messages at the time.
+    pub messages: usize,
+    /// When it was made.
+    pub created_at: Timestamp,
+    /// True when restoring an earlier checkpoint abandoned it.
+    pub abandoned: bool,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Restored {
+    /// Messages set aside (kept in the log, marked abandoned).
+    pub messages_abandoned: usize,
+    /// Compactions set aside.
+    pub compactions_abandoned: usize,
+    /// Later checkpoints set aside.
+    pub checkpoints_abandoned: usize,
+}
+
+/// What deleting a session removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct SessionDeleted {
+    /// Log messages (active and abandoned).
+    pub messages: usize,
+    /// Compactions.
+    pub compactions: usize,
+    /// Summaries.
+    pub summaries: usize,
+    /// Checkpoints.
+    pub checkpoints: usize,
+    /// Memory entries with this session id (every tier).
+    pub memory_entries: usize,
+}
+
+/// A session backend. Every method is atomic: it changes everything it says or nothing.
+/// Errors use [`MemoryError`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
+/// a duplicate id or name and for a compaction computed before a restore.
+pub trait SessionStore: Send + Sync {
+    /// Creates a session; an existing id is a conflict.
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError>;
+    /// A session by id.
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, MemoryError>;
+    /// Every session, most recently updated first.
+    fn sessions(&self) -> Result<Vec<SessionInfo>, MemoryError>;
+    /// Appends messages; an id already active in the session is a conflict (nothing appended).
+    fn append(
+        &self,
+        session_id: &str,
+        messages: &[NewLogMessage],
+    ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    /// The log from `from_seq` on, in order; abandoned messages only when asked.
+    fn session_log(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        include_abandoned: bool,
+    ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    /// The active messages with these ids, in log order (unknown ids are left out).
+    fn messages_by_id(
+        &self,
+        session_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    /// Records a compaction with its summaries and journal entries.
+    fn record_compaction(
+        &self,
+        compaction: &NewCompaction,
+    ) -> Result<CompactionRecord, MemoryError>;
+    /// The session's compactions, oldest first; abandoned ones only when asked.
+    fn compactions(
+        &self,
+        session_id: &str,
+        include_abandoned: bool,
+    ) -> Result<Vec<CompactionRecord>, MemoryError>;
+    /// The latest active compaction.
+    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError>;
+    /// The summaries of the session's active compactions, oldest first.
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError>;
+    /// Names the session's current state; an existing name is a conflict.
+    fn checkpoint(
+        &self,
+        session_id: &str,
+        name: &str,
+        at: Timestamp,
+    ) -> Result<Checkpoint, MemoryError>;
+    /// The session's checkpoints, oldest first.
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError>;
+    /// Returns the session to a checkpoint: later messages, compactions and checkpoints are
+    /// marked abandoned (never deleted) and the epoch moves on.
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError>;
+    /// Deletes a session with everything it owns, including memory entries with its id.
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError>;
+}
+
+/// The error for an unknown session.
+pub fn no_session(id: &str) -> MemoryError {
+    MemoryError::NotFound(format!(
+        "no session {id:?} (`engram session list` shows them)"
+    ))
+}
+
+/// The error for a message id already in the session.
+pub fn duplicate(index: usize, id: &str, session_id: &str) -> MemoryError {
+    MemoryError::Conflict(format!(
+        "message {index}, field `id`: {id:?} is already in session {session_id:?}; nothing was appended"
+    ))
+}
+
+/// The checks a compaction must pass before it is recorded.
+pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), MemoryError> {
+    if info.epoch != c.expected_epoch {
+        return Err(MemoryError::Conflict(format!(
+            "session {:?} was restored to a checkpoint while compacting; the compaction was not recorded (run it again)",
+            info.id
+        )));
+    }
+    if c.log_end > info.next_seq {
+        return Err(MemoryError::Conflict(format!(
+            "a compaction of session {:?} covers messages the log does not have",
+            info.id
+        )));
+    }
+    Ok(())
+}
+
+/// The error for an unknown checkpoint.
+pub fn no_checkpoint(session_id: &str, name: &str) -> MemoryError {
+    MemoryError::NotFound(format!(
+        "session {session_id:?} has no checkpoint named {name:?} (`engram session show {session_id}` lists them)"
+    ))
+}
+
+/// The error for a checkpoint an earlier restore set aside.
+pub fn abandoned_checkpoint(session_id: &str, name: &str) -> MemoryError {
+    MemoryError::Conflict(format!(
+        "checkpoint {name:?} of session {session_id:?} was made after a checkpoint the session was restored to; its messages were set aside"
+    ))
+}
