@@ -542,6 +542,41 @@ impl MemoryStore for SqliteStore {
         Ok(out)
     }
 
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let out = forget_where(&tx, "tier = 'archive' AND created_at < ?1", &[&before])?;
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        let last: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'last_sleep_at'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(backend)?;
+        let last: Option<Timestamp> = last.and_then(|v| v.parse().ok());
+        if last.is_some_and(|last| now - last < interval_ms) {
+            return Ok(false);
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('last_sleep_at', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [now.to_string()],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(true)
+    }
+
     fn forget_all(&self) -> Result<Forgotten, MemoryError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(backend)?;

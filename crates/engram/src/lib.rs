@@ -42,6 +42,7 @@
 pub mod anthropic;
 pub mod assembly;
 pub mod compact;
+pub mod config;
 pub mod count;
 pub mod error;
 pub mod input;
@@ -50,6 +51,7 @@ pub mod message;
 pub mod registry;
 pub mod session;
 pub mod tokenize;
+pub mod worker;
 
 pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,

@@ -32,6 +32,42 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     the_cap_consolidates_early_and_never_deletes(make().as_ref());
     forget_updates_lineage_and_search(make().as_ref());
     export_pages_and_reads_back(make().as_ref(), make().as_ref());
+    retention_and_sleep_claims(make().as_ref());
+}
+
+fn retention_and_sleep_claims(store: &dyn MemoryStore) {
+    let now = parse_time("2026-03-01T00:00:00Z").expect("time");
+    store
+        .insert(&[
+            entry("r1", "very old fact", "a", None, now - 40 * DAY),
+            entry("r2", "old fact", "a", None, now - 2 * DAY),
+        ])
+        .expect("insert");
+    sleep(store, now, &SleepPolicy::default()).expect("sleep");
+    assert_eq!(store.stats().expect("stats").archive, 2);
+    let gone = store
+        .delete_archived_before(now - 30 * DAY)
+        .expect("retention");
+    assert_eq!((gone.entries, gone.summaries_updated), (1, 1));
+    assert!(store.get("r1").expect("get").is_none());
+    assert_eq!(
+        store.get("r2").expect("get").expect("kept").tier,
+        Tier::Archive
+    );
+    assert_eq!(store.stats().expect("stats").episodic, 1, "summaries stay");
+
+    assert!(
+        store.claim_sleep(now, 60_000).expect("claim"),
+        "the first claim wins"
+    );
+    assert!(
+        !store.claim_sleep(now + 1_000, 60_000).expect("claim"),
+        "too soon"
+    );
+    assert!(
+        store.claim_sleep(now + 60_000, 60_000).expect("claim"),
+        "due again"
+    );
 }
 
 fn insert_get_and_skip(store: &dyn MemoryStore) {

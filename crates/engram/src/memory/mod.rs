@@ -455,6 +455,13 @@ pub trait MemoryStore: Send + Sync {
     fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError>;
     /// Deletes every memory entry and the consolidation log (sessions are not touched).
     fn forget_all(&self) -> Result<Forgotten, MemoryError>;
+    /// Deletes archived originals written before `before` (the retention setting; never
+    /// called unless one is set), updating summaries' `summary_of`.
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError>;
+    /// Claims the next automatic sleep: true (and the claim recorded) when none ran in the
+    /// last `interval_ms` before `now`, so that several processes sharing a store do not all
+    /// consolidate at once.
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError>;
     /// Entries in id order after `after`, at most `limit`, optionally of one session (for
     /// export; page with the last id returned).
     fn entries(
@@ -500,6 +507,7 @@ pub(crate) struct State {
     pub(crate) sessions:
         std::collections::BTreeMap<String, crate::session::in_memory::SessionState>,
     pub(crate) next_compaction: i64,
+    last_sleep: Option<Timestamp>,
 }
 
 impl InMemoryStore {
@@ -703,6 +711,28 @@ impl MemoryStore for InMemoryStore {
             entries,
             summaries_updated,
         })
+    }
+
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
+        let (entries, summaries_updated) = self
+            .lock()
+            .remove_entries(|e| e.tier == Tier::Archive && e.created_at < before);
+        Ok(Forgotten {
+            entries,
+            summaries_updated,
+        })
+    }
+
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError> {
+        let mut state = self.lock();
+        if state
+            .last_sleep
+            .is_some_and(|last| now - last < interval_ms)
+        {
+            return Ok(false);
+        }
+        state.last_sleep = Some(now);
+        Ok(true)
     }
 
     fn forget_all(&self) -> Result<Forgotten, MemoryError> {

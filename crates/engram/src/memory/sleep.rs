@@ -18,6 +18,8 @@ use super::{
     Timestamp, format_time,
 };
 use crate::compact::salient::salient_tokens;
+use crate::compact::summarize::{Summarizer, SummaryRequest};
+use crate::message::Message;
 
 /// When and how to consolidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,15 +60,35 @@ pub struct SleepReport {
     pub groups: usize,
     /// Of the consolidated entries, those taken early because working memory was over its cap.
     pub over_cap: usize,
+    /// Groups whose summarizer failed and got the extractive summary instead.
+    pub fallbacks: usize,
     /// Wall time.
     pub duration_ms: f64,
 }
 
-/// Consolidates what is due at `now`.
+/// The instructions a [`Summarizer`] gets for a group of memory entries.
+pub const MEMORY_PROMPT: &str = "\
+Consolidate the memory entries below (all from one source) into a short list of facts an agent \
+will need later. Keep names, file paths, identifiers, numbers, dates and error messages exactly \
+as written. Leave out repetition and chatter. Write only the bullet points.";
+
+/// Consolidates what is due at `now`, with the extractive summary.
 pub fn sleep(
     store: &dyn MemoryStore,
     now: Timestamp,
     policy: &SleepPolicy,
+) -> Result<SleepReport, MemoryError> {
+    sleep_with(store, now, policy, None)
+}
+
+/// Consolidates what is due at `now`; groups are summarised by `summarizer` when given (an
+/// LLM, say), falling back to the extractive summary for a group whose summary fails or is
+/// not shorter than what it replaces (the log records which was used, and why).
+pub fn sleep_with(
+    store: &dyn MemoryStore,
+    now: Timestamp,
+    policy: &SleepPolicy,
+    summarizer: Option<&dyn Summarizer>,
 ) -> Result<SleepReport, MemoryError> {
     let started = Instant::now();
     let mut report = SleepReport::default();
@@ -76,14 +98,14 @@ pub fn sleep(
         if batch.is_empty() {
             break;
         }
-        consolidate_batch(store, batch, now, policy, &mut report)?;
+        consolidate_batch(store, batch, now, policy, summarizer, &mut report)?;
     }
     // The cap: consolidate the oldest overflow early, never delete it.
     let working = store.stats()?.working;
     if working > policy.max_working {
         let overflow = store.oldest_working(working - policy.max_working)?;
         report.over_cap = overflow.len();
-        consolidate_batch(store, overflow, now, policy, &mut report)?;
+        consolidate_batch(store, overflow, now, policy, summarizer, &mut report)?;
     }
     report.duration_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(report)
@@ -94,6 +116,7 @@ fn consolidate_batch(
     batch: Vec<MemoryEntry>,
     now: Timestamp,
     policy: &SleepPolicy,
+    summarizer: Option<&dyn Summarizer>,
     report: &mut SleepReport,
 ) -> Result<(), MemoryError> {
     let mut groups: BTreeMap<(String, Option<String>), Vec<MemoryEntry>> = BTreeMap::new();
@@ -107,7 +130,24 @@ fn consolidate_batch(
         report.groups += 1;
         for chunk in entries.chunks(policy.group_chunk.max(1)) {
             let started = Instant::now();
-            let content = summarize(chunk, policy.summary_chars);
+            let (content, strategy, model) = match summarizer {
+                Some(s) => match summarize_with(s, chunk, policy.summary_chars) {
+                    Ok(text) => (text, "summarizer".to_owned(), Some(s.name().to_owned())),
+                    Err(reason) => {
+                        report.fallbacks += 1;
+                        (
+                            summarize(chunk, policy.summary_chars),
+                            format!("extractive (fallback: {reason})"),
+                            Some(s.name().to_owned()),
+                        )
+                    }
+                },
+                None => (
+                    summarize(chunk, policy.summary_chars),
+                    "extractive".to_owned(),
+                    None,
+                ),
+            };
             let ids: Vec<String> = chunk.iter().map(|e| e.id.clone()).collect();
             let consolidation = Consolidation {
                 summary: NewEntry {
@@ -128,8 +168,8 @@ fn consolidate_batch(
                     items_consolidated: chunk.len(),
                     summary_preview: content.chars().take(200).collect(),
                     created_at: now,
-                    strategy: "extractive".into(),
-                    model: None,
+                    strategy,
+                    model,
                     duration_ms: started.elapsed().as_secs_f64() * 1e3,
                     ids_in: ids.clone(),
                     ids_out: Vec::new(),
@@ -144,22 +184,60 @@ fn consolidate_batch(
     Ok(())
 }
 
-/// The extractive summary of a group (seed 003's text-substitution fallback, done better): a
-/// header with the count, source and time range, then each entry's most informative line
-/// (the one with the most identifiers, or its first), duplicates removed, newest last, within
-/// `max_chars`; the entries with the most identifiers win when not all fit.
-pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
+/// A group's summary by `summarizer`, with the group's header; the reason when it is not
+/// usable (an error, an empty reply, or one not shorter than the entries).
+fn summarize_with(
+    summarizer: &dyn Summarizer,
+    entries: &[MemoryEntry],
+    max_chars: usize,
+) -> Result<String, String> {
+    let messages: Vec<Message> = entries
+        .iter()
+        .map(|e| Message::user(format!("[{}] {}", format_time(e.created_at), e.content)))
+        .collect();
+    let refs: Vec<&Message> = messages.iter().collect();
+    let text = summarizer
+        .summarize(&SummaryRequest {
+            messages: &refs,
+            prompt: MEMORY_PROMPT,
+            focus: None,
+            max_tokens: (max_chars / 4).max(16),
+        })
+        .map_err(|e| e.to_string())?;
+    let text = text.trim();
+    let input: usize = entries.iter().map(|e| e.content.len()).sum();
+    if text.is_empty() {
+        return Err("the summary was empty".into());
+    }
+    if text.len() >= input.max(max_chars) {
+        return Err(format!(
+            "the summary ({} characters) was not shorter than what it replaces",
+            text.len()
+        ));
+    }
+    Ok(format!("{}\n{text}", group_header(entries)))
+}
+
+fn group_header(entries: &[MemoryEntry]) -> String {
     let (from, to) = (
         entries.iter().map(|e| e.created_at).min().unwrap_or(0),
         entries.iter().map(|e| e.created_at).max().unwrap_or(0),
     );
     let source = entries.first().map_or("", |e| e.source.as_str());
-    let header = format!(
+    format!(
         "[{} entries from {source}, {} to {}]",
         entries.len(),
         format_time(from),
         format_time(to)
-    );
+    )
+}
+
+/// The extractive summary of a group (seed 003's text-substitution fallback, done better): a
+/// header with the count, source and time range, then each entry's most informative line
+/// (the one with the most identifiers, or its first), duplicates removed, newest last, within
+/// `max_chars`; the entries with the most identifiers win when not all fit.
+pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
+    let header = group_header(entries);
     let mut lines: Vec<(usize, usize, String)> = Vec::new(); // (order, weight, line)
     let mut seen = std::collections::HashSet::new();
     for (i, e) in entries.iter().enumerate() {
@@ -199,4 +277,98 @@ pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compact::summarize::{DeterministicSummarizer, SummarizeError};
+    use crate::memory::InMemoryStore;
+
+    #[derive(Debug)]
+    struct Failing(&'static str);
+
+    impl Summarizer for Failing {
+        fn name(&self) -> &str {
+            "failing"
+        }
+        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+            if self.0.is_empty() {
+                Err(SummarizeError {
+                    summarizer: "failing".into(),
+                    reason: "connection refused".into(),
+                })
+            } else {
+                Ok(self.0.repeat(1000))
+            }
+        }
+    }
+
+    fn store_with_aged_entries() -> (InMemoryStore, Timestamp) {
+        let store = InMemoryStore::new();
+        let now = crate::memory::parse_time("2026-05-01T00:00:00Z").expect("time");
+        let entries: Vec<NewEntry> = (0..6)
+            .map(|i| NewEntry {
+                created_at: now - 20 * 3600 * 1000 + i,
+                ..NewEntry::working(format!("user asked to rename src/mod_{i}.rs"), "chat")
+            })
+            .collect();
+        store.insert(&entries).expect("insert");
+        (store, now)
+    }
+
+    #[test]
+    fn a_summarizer_writes_the_summary_and_is_logged() {
+        let (store, now) = store_with_aged_entries();
+        let report = sleep_with(
+            &store,
+            now,
+            &SleepPolicy::default(),
+            Some(&DeterministicSummarizer),
+        )
+        .expect("sleep");
+        assert_eq!((report.summaries_created, report.fallbacks), (1, 0));
+        let record = store.log(1).expect("log").remove(0);
+        assert_eq!(record.strategy, "summarizer");
+        assert_eq!(record.model.as_deref(), Some("deterministic"));
+        let summary = store
+            .get(&record.ids_out[0])
+            .expect("get")
+            .expect("summary");
+        assert!(
+            summary.content.starts_with("[6 entries from chat"),
+            "{}",
+            summary.content
+        );
+        assert_eq!(summary.summary_of.len(), 6);
+    }
+
+    #[test]
+    fn a_failing_or_verbose_summarizer_falls_back_to_extractive() {
+        for (summarizer, why) in [
+            (Failing(""), "connection refused"),
+            (Failing("blah "), "not shorter"),
+        ] {
+            let (store, now) = store_with_aged_entries();
+            let report =
+                sleep_with(&store, now, &SleepPolicy::default(), Some(&summarizer)).expect("sleep");
+            assert_eq!((report.summaries_created, report.fallbacks), (1, 1));
+            let record = store.log(1).expect("log").remove(0);
+            assert!(
+                record.strategy.starts_with("extractive (fallback: ")
+                    && record.strategy.contains(why),
+                "{}",
+                record.strategy
+            );
+            let summary = store
+                .get(&record.ids_out[0])
+                .expect("get")
+                .expect("summary");
+            assert!(
+                summary.content.contains("src/mod_5.rs"),
+                "{}",
+                summary.content
+            );
+        }
+    }
 }

@@ -1,0 +1,278 @@
+//! Sleep as a whole (seeds 002 and 003), and the auto-sleep worker that runs it.
+//!
+//! One sleep tick consolidates working memory first (seed 003), then compacts the sessions
+//! above the sleep threshold (seed 002's phase 1: their key facts go to working memory, to be
+//! consolidated by a later tick), then applies the archive retention when one is set.
+//!
+//! [`AutoSleep`] runs ticks on a background thread: every interval it claims the tick in the
+//! store (several processes sharing a database do not all consolidate at once) and runs it.
+//! Stopping it (or dropping it) runs one last tick: the shutdown trigger.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::compact::CompactOptions;
+use crate::compact::summarize::Summarizer;
+use crate::memory::sleep::{SleepPolicy, SleepReport, sleep_with};
+use crate::memory::{MemoryError, Timestamp, now};
+use crate::session::{SessionPolicy, SessionsSlept, Store, sleep_sessions};
+
+/// Everything a sleep tick needs to know.
+#[derive(Debug, Clone)]
+pub struct SleepSettings {
+    /// Working memory's TTL and cap.
+    pub policy: SleepPolicy,
+    /// Sleep-time compaction thresholds.
+    pub sessions: SessionPolicy,
+    /// How sessions are compacted (strategy, summarizer, prompt).
+    pub compact: CompactOptions,
+    /// Archived originals older than this are deleted; `None` keeps them (the default).
+    pub archive_retention_ms: Option<i64>,
+    /// Writes memory summaries; `None` is the extractive summary.
+    pub summarizer: Option<Arc<dyn Summarizer>>,
+}
+
+impl Default for SleepSettings {
+    fn default() -> Self {
+        SleepSettings {
+            policy: SleepPolicy::default(),
+            sessions: SessionPolicy::default(),
+            compact: CompactOptions::new(1),
+            archive_retention_ms: None,
+            summarizer: None,
+        }
+    }
+}
+
+/// What one tick did.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SleepTick {
+    /// Memory consolidation.
+    pub memory: SleepReport,
+    /// Sleep-time compaction of sessions.
+    pub sessions: SessionsSlept,
+    /// Archived originals deleted by the retention setting.
+    pub archive_deleted: usize,
+}
+
+/// Runs one sleep tick at `at`.
+pub fn sleep_tick(
+    store: &dyn Store,
+    at: Timestamp,
+    settings: &SleepSettings,
+) -> Result<SleepTick, MemoryError> {
+    let memory = sleep_with(store, at, &settings.policy, settings.summarizer.as_deref())?;
+    let sessions = sleep_sessions(store, &settings.sessions, &settings.compact)?;
+    let archive_deleted = match settings.archive_retention_ms {
+        Some(keep) => store.delete_archived_before(at - keep)?.entries,
+        None => 0,
+    };
+    Ok(SleepTick {
+        memory,
+        sessions,
+        archive_deleted,
+    })
+}
+
+/// Runs a tick when one is due (none ran in the last `interval_ms`, by any process sharing
+/// the store); `None` when it was not due.
+pub fn sleep_if_due(
+    store: &dyn Store,
+    at: Timestamp,
+    interval_ms: i64,
+    settings: &SleepSettings,
+) -> Result<Option<SleepTick>, MemoryError> {
+    if !store.claim_sleep(at, interval_ms)? {
+        return Ok(None);
+    }
+    sleep_tick(store, at, settings).map(Some)
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    stop: bool,
+    ticks: usize,
+    last_error: Option<String>,
+}
+
+/// The auto-sleep background worker.
+pub struct AutoSleep {
+    store: Arc<dyn Store>,
+    settings: SleepSettings,
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for AutoSleep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AutoSleep").finish_non_exhaustive()
+    }
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AutoSleep {
+    /// Starts the worker: a tick every `interval` (when claimed), until stopped.
+    pub fn start(store: Arc<dyn Store>, interval: Duration, settings: SleepSettings) -> Self {
+        let shared: Arc<(Mutex<Shared>, Condvar)> = Arc::default();
+        let handle = {
+            let store = Arc::clone(&store);
+            let shared = Arc::clone(&shared);
+            let settings = settings.clone();
+            let interval_ms = interval.as_millis().min(i64::MAX as u128) as i64;
+            std::thread::Builder::new()
+                .name("engram-auto-sleep".into())
+                .spawn(move || {
+                    let (state, wake) = &*shared;
+                    loop {
+                        let guard = lock(state);
+                        let (guard, _) = wake
+                            .wait_timeout_while(guard, interval, |s| !s.stop)
+                            .unwrap_or_else(|p| p.into_inner());
+                        if guard.stop {
+                            return;
+                        }
+                        drop(guard);
+                        let result = sleep_if_due(store.as_ref(), now(), interval_ms, &settings);
+                        let mut s = lock(state);
+                        match result {
+                            Ok(Some(tick)) => {
+                                s.ticks += 1;
+                                s.last_error = None;
+                                tracing::info!(
+                                    consolidated = tick.memory.items_consolidated,
+                                    sessions_compacted = tick.sessions.compacted.len(),
+                                    "auto-sleep"
+                                );
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::warn!(error = %e, "auto-sleep failed; retrying next interval");
+                                s.last_error = Some(e.to_string());
+                            }
+                        }
+                    }
+                })
+                .ok()
+        };
+        AutoSleep {
+            store,
+            settings,
+            shared,
+            handle,
+        }
+    }
+
+    /// Ticks run so far (not counting the shutdown tick).
+    pub fn ticks(&self) -> usize {
+        lock(&self.shared.0).ticks
+    }
+
+    /// The last tick's error, if it failed.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.shared.0).last_error.clone()
+    }
+
+    fn stop_thread(&mut self) {
+        lock(&self.shared.0).stop = true;
+        self.shared.1.notify_all();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+
+    /// Stops the worker and runs the shutdown tick.
+    pub fn shutdown(mut self) -> Result<SleepTick, MemoryError> {
+        self.stop_thread();
+        sleep_tick(self.store.as_ref(), now(), &self.settings)
+    }
+}
+
+impl Drop for AutoSleep {
+    fn drop(&mut self) {
+        if self.handle.is_some() {
+            self.stop_thread();
+            if let Err(e) = sleep_tick(self.store.as_ref(), now(), &self.settings) {
+                tracing::warn!(error = %e, "the shutdown consolidation failed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{InMemoryStore, MemoryStore, NewEntry};
+
+    fn aged(n: usize) -> Vec<NewEntry> {
+        (0..n)
+            .map(|i| NewEntry {
+                created_at: now() - 13 * 3600 * 1000,
+                ..NewEntry::working(format!("fact {i} about src/lib_{i}.rs"), "agent")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_worker_consolidates_in_the_background_and_at_shutdown() {
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        store.insert(&aged(5)).expect("insert");
+        let worker = AutoSleep::start(
+            Arc::clone(&store),
+            Duration::from_millis(20),
+            SleepSettings::default(),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.stats().expect("stats").working > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(
+            store.stats().expect("stats").working,
+            0,
+            "consolidated in the background"
+        );
+        assert!(worker.ticks() >= 1);
+        assert_eq!(worker.last_error(), None);
+        // What arrives after the last tick is consolidated at shutdown.
+        store.insert(&aged(3)).expect("insert");
+        let last = worker.shutdown().expect("shutdown tick");
+        assert_eq!(last.memory.items_consolidated, 3);
+        assert_eq!(store.stats().expect("stats").working, 0);
+    }
+
+    #[test]
+    fn dropping_the_worker_is_a_graceful_shutdown() {
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let worker = AutoSleep::start(
+            Arc::clone(&store),
+            Duration::from_secs(3600),
+            SleepSettings::default(),
+        );
+        store.insert(&aged(4)).expect("insert");
+        drop(worker);
+        assert_eq!(store.stats().expect("stats").episodic, 1);
+    }
+
+    #[test]
+    fn a_tick_is_claimed_once_per_interval() {
+        let store = InMemoryStore::new();
+        store.insert(&aged(2)).expect("insert");
+        let t = now();
+        let settings = SleepSettings::default();
+        assert!(
+            sleep_if_due(&store, t, 60_000, &settings)
+                .expect("due")
+                .is_some()
+        );
+        assert!(
+            sleep_if_due(&store, t + 10, 60_000, &settings)
+                .expect("not due")
+                .is_none()
+        );
+    }
+}
