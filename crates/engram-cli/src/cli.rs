@@ -35,6 +35,13 @@ pub(crate) struct GlobalArgs {
     /// directory (on Linux ~/.local/share/engram/engram.db).
     #[arg(long, global = true, env = "ENGRAM_DB", value_name = "PATH")]
     pub(crate) db: Option<PathBuf>,
+    /// The configuration file (TOML: [memory] ttl_hours, max_working, auto_sleep,
+    /// auto_sleep_interval_minutes, archive_retention_days; [session] model, threshold, target,
+    /// sleep_threshold, sleep_target). Default: ENGRAM_CONFIG, else config.toml in engram's
+    /// config directory (on Linux ~/.config/engram/config.toml) when it exists. Environment
+    /// variables (ENGRAM_TTL_HOURS, ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) override it.
+    #[arg(long, global = true, env = "ENGRAM_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -49,9 +56,29 @@ pub(crate) enum Command {
     /// the older messages that serve the query.
     #[command(after_help = COMPACT_AFTER_HELP)]
     Compact(CompactArgs),
-    /// Long-term memory: import, add, search, consolidate (sleep), and audit.
+    /// Long-term memory: import, add, search, consolidate (sleep), audit, forget, export.
     #[command(subcommand)]
     Memory(MemoryCommand),
+    /// Sessions: an append-only message log per agent session, its compacted view, and
+    /// checkpoints to return to. Enough to drive a whole agent from the shell.
+    #[command(subcommand, after_help = SESSION_AFTER_HELP)]
+    Session(SessionCommand),
+    /// Write the whole store (memory and sessions), or one session, as JSON Lines.
+    Export {
+        /// Only this session (its log, compactions, summaries, checkpoints and memory).
+        #[arg(long)]
+        session: Option<String>,
+        /// Write here instead of standard output.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Read back what `engram export` wrote (memory lines of an existing id are skipped; a
+    /// session that exists already is refused). A bad line stops the import before anything
+    /// is stored.
+    Import {
+        /// The JSONL file (`-` for standard input).
+        file: PathBuf,
+    },
     /// List the models engram knows: windows, output limits, tokenizers and prices.
     Models(ModelsArgs),
     /// Measure engram's own speed.
@@ -211,6 +238,137 @@ pub(crate) struct BenchCountArgs {
     pub(crate) json: bool,
 }
 
+const SESSION_AFTER_HELP: &str = "\
+A session keeps every message appended (compaction never deletes from the log). When the view
+passes 0.8 of the window, the log is compacted down to 0.6 and the compaction is recorded with
+its summaries; `memory sleep` compacts sessions above 0.5 of their window down to 0.3, after
+extracting their key facts into working memory. A checkpoint names a state; restoring it sets
+later messages aside (kept, marked abandoned).
+
+Example:
+  id=$(engram session new --model gpt-4o-mini)
+  engram session append $id --system 'You are a coding agent.'
+  engram session append $id --user 'Fix the failing test in src/lib.rs'
+  engram session append $id turn.json          # messages: object, array or JSONL
+  engram session context $id --plain           # the messages to send
+  engram session checkpoint $id before-refactor
+  engram session restore $id before-refactor";
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionCommand {
+    /// Create a session; prints its id.
+    New {
+        /// The id (default: a new one).
+        #[arg(long)]
+        id: Option<String>,
+        /// A human name.
+        #[arg(long)]
+        name: Option<String>,
+        /// The model: its tokenizer counts and its window bounds the view. Default: the config
+        /// file's session.model, else the registry default.
+        #[arg(long, short = 'm')]
+        model: Option<String>,
+        /// The window in tokens, instead of the model's.
+        #[arg(long)]
+        window: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Append messages (from a file or standard input, or one given with --user, --assistant or
+    /// --system); compacts when the view passes the threshold. Prints the new ids.
+    Append {
+        /// The session.
+        id: String,
+        /// Messages: {"messages": [...]}, an array, or JSONL (`-` for standard input).
+        #[arg(value_name = "FILE|-")]
+        file: Option<PathBuf>,
+        /// Append one user message with this text.
+        #[arg(long, conflicts_with_all = ["file", "assistant", "system"], allow_hyphen_values = true)]
+        user: Option<String>,
+        /// Append one assistant message with this text.
+        #[arg(long, conflicts_with_all = ["file", "system"], allow_hyphen_values = true)]
+        assistant: Option<String>,
+        /// Append one system message with this text.
+        #[arg(long, conflicts_with = "file", allow_hyphen_values = true)]
+        system: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a session: its settings, the view at a glance, compactions, summaries with their
+    /// lineage, and checkpoints.
+    Show {
+        /// The session.
+        id: String,
+        /// Print JSON (the view with provenance, every record).
+        #[arg(long)]
+        json: bool,
+        /// Include abandoned messages and compactions.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Print the context to send: {"messages", "report"} (as `engram compact` prints). Without
+    /// --budget or --query, the session's current view; with either, the whole log compacted for
+    /// them, without changing the session.
+    Context {
+        /// The session.
+        id: String,
+        /// The hard total, in tokens.
+        #[arg(long, short = 'b')]
+        budget: Option<usize>,
+        /// What the context must serve (values may start with `-`).
+        #[arg(long, short = 'q', allow_hyphen_values = true)]
+        query: Option<String>,
+        /// Print only the messages, ready for an API.
+        #[arg(long)]
+        plain: bool,
+    },
+    /// Compact now and record it (what an agent's `compact_history` tool does).
+    Compact {
+        /// The session.
+        id: String,
+        /// What the compacted view should keep in focus.
+        #[arg(long, allow_hyphen_values = true)]
+        focus: Option<String>,
+        /// The view's size after compaction, in tokens. Default: the target (0.6 of the window).
+        #[arg(long)]
+        target: Option<usize>,
+        /// The strategy.
+        #[arg(long, short = 's', default_value = "auto", value_parser = ["auto", "truncate", "dedupe", "mask", "extractive", "summarize"])]
+        strategy: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Name the session's current state.
+    Checkpoint {
+        /// The session.
+        id: String,
+        /// The checkpoint's name (unique in the session).
+        name: String,
+    },
+    /// Return the session to a checkpoint: later messages are set aside (kept, marked
+    /// abandoned), and the view is the checkpoint's.
+    Restore {
+        /// The session.
+        id: String,
+        /// The checkpoint.
+        name: String,
+    },
+    /// List sessions, most recently updated first.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a session with its log, compactions, summaries, checkpoints and memory entries.
+    Delete {
+        /// The session.
+        id: String,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum MemoryCommand {
     /// Import working-memory entries from JSONL: one {"content", "source", "session_id"?,
@@ -262,12 +420,14 @@ pub(crate) enum MemoryCommand {
         /// The time to consolidate at (RFC 3339); default now.
         #[arg(long)]
         now: Option<String>,
-        /// Working memory's time to live, in hours.
-        #[arg(long, env = "ENGRAM_TTL_HOURS", default_value_t = 24.0)]
-        ttl_hours: f64,
+        /// Working memory's time to live, in hours. Default: ENGRAM_TTL_HOURS, else the config
+        /// file, else 24.
+        #[arg(long)]
+        ttl_hours: Option<f64>,
         /// The most working entries; the oldest overflow is consolidated early (never deleted).
-        #[arg(long, env = "ENGRAM_WM_MAX", default_value_t = 10_000)]
-        max_working: usize,
+        /// Default: ENGRAM_WM_MAX, else the config file, else 10000.
+        #[arg(long)]
+        max_working: Option<usize>,
         /// Print {"items_consolidated", "summaries_created", "groups", "duration_ms"}.
         #[arg(long)]
         json: bool,
@@ -280,6 +440,32 @@ pub(crate) enum MemoryCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Delete entries: one (--id), a session's (--session), a source's (--source), or with
+    /// --all --yes everything. Their full-text rows go too, and summaries' lineage stops naming
+    /// them.
+    Forget {
+        /// One entry.
+        #[arg(long)]
+        id: Option<String>,
+        /// Every entry of this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Every entry from this source.
+        #[arg(long)]
+        source: Option<String>,
+        /// Every memory entry and the consolidation log (sessions stay).
+        #[arg(long, conflicts_with_all = ["id", "session", "source"])]
+        all: bool,
+        /// Confirms --all.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Write memory entries as JSONL that `memory import` reads back (tiers and lineage kept).
+    Export {
+        /// Only this session's entries.
+        #[arg(long)]
+        session: Option<String>,
     },
     /// Entries per tier.
     Stats {

@@ -7,11 +7,14 @@
 mod bench;
 mod cli;
 mod compact;
+mod config;
 mod count;
+mod export;
 mod input;
 mod memory;
 mod models;
 mod registry;
+mod session;
 
 use std::process::ExitCode;
 
@@ -26,6 +29,11 @@ fn main() -> ExitCode {
         Command::Compact(args) => compact::run(&cli.global, args),
         Command::Models(args) => models::run(&cli.global, args),
         Command::Memory(command) => memory::run(&cli.global, command),
+        Command::Session(command) => session::run(&cli.global, command),
+        Command::Export { session, output } => {
+            export::export(&cli.global, session.as_deref(), output.as_deref())
+        }
+        Command::Import { file } => export::import(&cli.global, file),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
         Command::Bench(BenchCommand::Compact(args)) => bench::run_compact(args),
     };
@@ -70,9 +78,26 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.is::<UserError>() || cause.is::<engram::InputError>() {
             return 2;
         }
+        if let Some(e) = cause.downcast_ref::<engram::session::SessionError>() {
+            match e {
+                engram::session::SessionError::Invalid(_) => return 2,
+                engram::session::SessionError::Compact(
+                    engram::compact::CompactError::CannotFit { .. },
+                ) => return 3,
+                engram::session::SessionError::Compact(_) => return 2,
+                engram::session::SessionError::Store(
+                    engram::memory::MemoryError::Foreign(_)
+                    | engram::memory::MemoryError::NotFound(_)
+                    | engram::memory::MemoryError::Conflict(_),
+                ) => return 2,
+                _ => {}
+            }
+        }
         if let Some(e) = cause.downcast_ref::<engram::memory::MemoryError>() {
             return match e {
-                engram::memory::MemoryError::Foreign(_) => 2,
+                engram::memory::MemoryError::Foreign(_)
+                | engram::memory::MemoryError::NotFound(_)
+                | engram::memory::MemoryError::Conflict(_) => 2,
                 _ => 1,
             };
         }

@@ -4,8 +4,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use engram::memory::sleep::{SleepPolicy, sleep};
-use engram::memory::{MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time};
+use engram::memory::{
+    Forget, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
+};
+use engram::worker::sleep_tick;
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
@@ -23,6 +25,7 @@ pub(crate) fn db_path(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Result<()> {
+    let config = crate::config::load(global)?;
     let path = db_path(global)?;
     let store = SqliteStore::open(&path)?;
     let stdout = std::io::stdout();
@@ -68,6 +71,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 entries.push(entry);
             }
             let result = store.insert(&entries)?;
+            crate::config::auto_sleep(&store, &config)?;
             writeln!(
                 out,
                 "imported {} entries ({} skipped: already stored) into {} in {:.0} ms",
@@ -97,6 +101,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 ..NewEntry::working(text.clone(), source.clone())
             }])?;
             writeln!(out, "{id}")?;
+            crate::config::auto_sleep(&store, &config)?;
         }
         MemoryCommand::Search {
             query,
@@ -161,19 +166,45 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 Some(s) => parse_time(s).map_err(|e| user_error!("--now: {e}"))?,
                 None => now(),
             };
-            if !(ttl_hours.is_finite() && *ttl_hours > 0.0) {
-                return Err(user_error!("--ttl-hours must be positive"));
+            let mut settings = crate::config::sleep_settings(&config);
+            if let Some(ttl_hours) = ttl_hours {
+                if !(ttl_hours.is_finite() && *ttl_hours > 0.0) {
+                    return Err(user_error!("--ttl-hours must be positive"));
+                }
+                settings.policy.ttl_ms = (ttl_hours * 3600.0 * 1000.0) as i64;
             }
-            let policy = SleepPolicy {
-                ttl_ms: (ttl_hours * 3600.0 * 1000.0) as i64,
-                max_working: *max_working,
-                ..SleepPolicy::default()
-            };
-            let report = sleep(&store, at, &policy)?;
+            if let Some(max) = max_working {
+                if *max == 0 {
+                    return Err(user_error!("--max-working must be at least 1"));
+                }
+                settings.policy.max_working = *max;
+            }
+            let tick = sleep_tick(&store, at, &settings)?;
+            let report = tick.memory;
             if *json {
-                serde_json::to_writer_pretty(&mut out, &report)?;
+                let mut doc = serde_json::to_value(report)?;
+                doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
+                doc["archive_deleted"] = json!(tick.archive_deleted);
+                serde_json::to_writer_pretty(&mut out, &doc)?;
                 writeln!(out)?;
             } else {
+                for (id, c) in &tick.sessions.compacted {
+                    writeln!(
+                        out,
+                        "compacted session {id} during sleep: {} -> {} tokens, {} key facts into working memory",
+                        c.tokens_before, c.tokens_after, c.facts_extracted
+                    )?;
+                }
+                for (id, why) in &tick.sessions.failed {
+                    eprintln!("engram: warning: session {id} could not be compacted: {why}");
+                }
+                if tick.archive_deleted > 0 {
+                    writeln!(
+                        out,
+                        "deleted {} archived originals past the retention setting",
+                        tick.archive_deleted
+                    )?;
+                }
                 writeln!(
                     out,
                     "consolidated {} working entries into {} episodic summaries ({} groups{}) in {:.0} ms",
@@ -225,6 +256,56 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                             .collect::<String>()
                             .replace('\n', " ")
                     )?;
+                }
+            }
+        }
+        MemoryCommand::Forget {
+            id,
+            session,
+            source,
+            all,
+            yes,
+        } => {
+            let forgotten = if *all {
+                if !yes {
+                    return Err(user_error!(
+                        "--all deletes every memory entry in {}; add --yes to confirm",
+                        path.display()
+                    ));
+                }
+                store.forget_all()?
+            } else {
+                let what = Forget {
+                    id: id.clone(),
+                    session_id: session.clone(),
+                    source: source.clone(),
+                };
+                if what.is_empty() {
+                    return Err(user_error!(
+                        "say what to forget: --id ID, --session S, --source S (or --all --yes)"
+                    ));
+                }
+                store.forget(&what)?
+            };
+            writeln!(
+                out,
+                "forgot {} entries ({} summaries' lineage updated)",
+                forgotten.entries, forgotten.summaries_updated
+            )?;
+        }
+        MemoryCommand::Export { session } => {
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.entries(session.as_deref(), after.as_deref(), 10_000)?;
+                let Some(last) = page.last() else { break };
+                after = Some(last.id.clone());
+                for e in &page {
+                    let mut line = engram::session::dump::memory_line(e);
+                    if let Value::Object(map) = &mut line {
+                        map.remove("type");
+                    }
+                    serde_json::to_writer(&mut out, &line)?;
+                    writeln!(out)?;
                 }
             }
         }

@@ -7,9 +7,25 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 fn engram(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
+    engram_env(args, stdin, &[])
+}
+
+fn engram_env(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_engram"));
+    for var in [
+        "ENGRAM_MODELS",
+        "ENGRAM_DB",
+        "ENGRAM_CONFIG",
+        "ENGRAM_TTL_HOURS",
+        "ENGRAM_WM_MAX",
+        "ENGRAM_AUTO_SLEEP",
+        "ENGRAM_AUTO_SLEEP_INTERVAL_MINUTES",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    let mut child = command
         .args(args)
-        .env_remove("ENGRAM_MODELS")
         // No user models file from the machine running the tests.
         .env(
             "XDG_CONFIG_HOME",
@@ -684,5 +700,428 @@ fn memory_cli_refuses_bad_input_and_foreign_files() {
         std::fs::read_to_string(&foreign).expect("read"),
         "these are my notes, not a database"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        stderr(&out)
+    );
+    out
+}
+
+/// Three turns of a coding agent, as JSONL.
+fn turns(from: usize, to: usize) -> String {
+    let mut out = String::new();
+    for i in from..to {
+        out.push_str(&format!(
+            "{{\"role\": \"user\", \"content\": \"Step {i}: fix src/mod_{i}.rs\"}}\n"
+        ));
+        out.push_str(&format!(
+            "{{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{{\"id\": \"c{i}\", \"type\": \"function\", \"function\": {{\"name\": \"shell\", \"arguments\": \"{{\\\"cmd\\\": \\\"cargo test mod_{i}\\\"}}\"}}}}]}}\n"
+        ));
+        out.push_str(&format!(
+            "{{\"role\": \"tool\", \"tool_call_id\": \"c{i}\", \"content\": \"error: mod_{i} failed {}\"}}\n",
+            "frame ".repeat(60)
+        ));
+    }
+    out
+}
+
+#[test]
+fn session_cli_drives_a_whole_agent_session() {
+    let dir = temp_dir("session");
+    let db = dir.join("engram.db");
+    let db = db.to_str().expect("utf8");
+    let out = ok(engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "new",
+            "--id",
+            "s1",
+            "--model",
+            "gpt-4o-mini",
+            "--window",
+            "3000",
+        ],
+        None,
+    ));
+    assert_eq!(stdout(&out).trim(), "s1");
+    let out = engram(&["--db", db, "session", "new", "--id", "s1"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a duplicate id: {}",
+        stderr(&out)
+    );
+    ok(engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "append",
+            "s1",
+            "--system",
+            "You are a coding agent.",
+        ],
+        None,
+    ));
+    let out = ok(engram(
+        &["--db", db, "session", "append", "s1", "--json"],
+        Some(turns(0, 10).as_bytes()),
+    ));
+    let appended: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(appended["ids"].as_array().expect("ids").len(), 30);
+    assert_eq!(appended["ids"][0], "m1");
+    ok(engram(
+        &["--db", db, "session", "checkpoint", "s1", "ten-steps"],
+        None,
+    ));
+    let out = ok(engram(
+        &["--db", db, "session", "append", "s1"],
+        Some(turns(10, 30).as_bytes()),
+    ));
+    assert!(
+        stderr(&out).contains("compacted"),
+        "the threshold was crossed: {}",
+        stderr(&out)
+    );
+
+    // The context: the current view, within the window, with the system prompt first and the
+    // newest message last.
+    let context = json(&engram(&["--db", db, "session", "context", "s1"], None));
+    let messages = context["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["content"], "You are a coding agent.");
+    assert!(
+        messages.last().expect("last")["content"]
+            .as_str()
+            .expect("text")
+            .starts_with("error: mod_29 failed")
+    );
+    assert!(context["report"]["tokens_after"].as_u64().expect("tokens") <= 2400);
+    assert!(messages.iter().any(|m| m["engram"]["kind"] == "summary"));
+    // A tighter budget with a query, without changing the session.
+    let tight = json(&engram(
+        &[
+            "--db", db, "session", "context", "s1", "--budget", "900", "--query", "mod_3",
+        ],
+        None,
+    ));
+    assert!(tight["report"]["tokens_after"].as_u64().expect("tokens") <= 900);
+    let plain = ok(engram(
+        &["--db", db, "session", "context", "s1", "--plain"],
+        None,
+    ));
+    assert!(!stdout(&plain).contains("\"engram\""));
+
+    let shown = json(&engram(
+        &["--db", db, "session", "show", "s1", "--json"],
+        None,
+    ));
+    assert_eq!(shown["session"]["messages"], 91);
+    let compactions = shown["compactions"].as_array().expect("compactions").len();
+    assert!(compactions >= 1);
+    let summary = &shown["summaries"][0];
+    assert_eq!(summary["depth"], 1);
+    assert!(summary["covers"].as_array().expect("covers").len() > 10);
+    let human = ok(engram(&["--db", db, "session", "show", "s1"], None));
+    assert!(
+        stdout(&human).contains("[Summary: depth 1,"),
+        "{}",
+        stdout(&human)
+    );
+
+    // A manual compaction with a focus, as the agent's compact_history tool does.
+    let out = ok(engram(
+        &[
+            "--db", db, "session", "compact", "s1", "--focus", "mod_5", "--target", "1200",
+        ],
+        None,
+    ));
+    assert!(
+        stdout(&out).contains("the log keeps every message"),
+        "{}",
+        stdout(&out)
+    );
+    let out = engram(
+        &["--db", db, "session", "compact", "s1", "--target", "99999"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
+    // Restore: the view is the checkpoint's again; the rest is kept, marked abandoned.
+    let out = ok(engram(
+        &["--db", db, "session", "restore", "s1", "ten-steps"],
+        None,
+    ));
+    assert!(stdout(&out).contains("60 messages"), "{}", stdout(&out));
+    let context = json(&engram(&["--db", db, "session", "context", "s1"], None));
+    assert_eq!(context["messages"].as_array().expect("messages").len(), 31);
+    let all = json(&engram(
+        &["--db", db, "session", "show", "s1", "--json", "--all"],
+        None,
+    ));
+    assert_eq!(
+        all["abandoned_messages"]
+            .as_array()
+            .expect("abandoned")
+            .len(),
+        60
+    );
+    let out = engram(&["--db", db, "session", "restore", "s1", "nope"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no checkpoint named \"nope\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let list = json(&engram(&["--db", db, "session", "list", "--json"], None));
+    assert_eq!(list["sessions"][0]["id"], "s1");
+
+    // Export, import into another store, and the same view comes back.
+    let exported = dir.join("export.jsonl");
+    let exported = exported.to_str().expect("utf8");
+    ok(engram(&["--db", db, "export", "-o", exported], None));
+    let other = dir.join("other.db");
+    let other = other.to_str().expect("utf8");
+    let out = ok(engram(&["--db", other, "import", exported], None));
+    assert!(
+        stdout(&out).contains("imported 1 sessions"),
+        "{}",
+        stdout(&out)
+    );
+    let again = json(&engram(&["--db", other, "session", "context", "s1"], None));
+    assert_eq!(again["messages"], context["messages"]);
+    let out = engram(&["--db", other, "import", exported], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a second import is refused: {}",
+        stderr(&out)
+    );
+
+    let out = ok(engram(&["--db", db, "session", "delete", "s1"], None));
+    assert!(stdout(&out).contains("deleted session s1"));
+    let out = engram(&["--db", db, "session", "show", "s1"], None);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn session_append_refuses_bad_input_and_changes_nothing() {
+    let dir = temp_dir("session-bad");
+    let db = dir.join("engram.db");
+    let db = db.to_str().expect("utf8");
+    ok(engram(&["--db", db, "session", "new", "--id", "b"], None));
+    let out = engram(
+        &["--db", db, "session", "append", "b"],
+        Some(b"{\"role\": \"user\", \"content\": \"ok\"}\n{\"role\": \"wizard\", \"content\": \"x\"}\n"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("line 2"), "{}", stderr(&out));
+    let out = engram(
+        &["--db", db, "session", "append", "b"],
+        Some(b"[{\"role\": \"user\", \"content\": \"a\", \"id\": \"x\"}, {\"role\": \"user\", \"content\": \"b\", \"id\": \"x\"}]"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("message 1, field `id`"),
+        "{}",
+        stderr(&out)
+    );
+    let shown = json(&engram(
+        &["--db", db, "session", "show", "b", "--json"],
+        None,
+    ));
+    assert_eq!(shown["session"]["messages"], 0, "nothing was appended");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn memory_forget_export_and_config() {
+    let dir = temp_dir("forget");
+    let db = dir.join("engram.db");
+    let db = db.to_str().expect("utf8");
+    let jsonl = dir.join("entries.jsonl");
+    let mut lines = String::new();
+    for i in 0..6 {
+        lines.push_str(&format!(
+            "{{\"id\": \"e{i}\", \"content\": \"note {i} about deploys\", \"source\": \"{}\", \"session_id\": \"s{}\", \"created_at\": \"2026-01-0{}T00:00:00Z\"}}\n",
+            if i < 3 { "shell" } else { "chat" },
+            i % 2,
+            i + 1
+        ));
+    }
+    std::fs::write(&jsonl, lines).expect("write");
+    let jsonl = jsonl.to_str().expect("utf8");
+    ok(engram(&["--db", db, "memory", "import", jsonl], None));
+
+    // A config file sets the TTL; the environment wins over it; a flag wins over both.
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "[memory]\nttl_hours = 1000000\n").expect("write");
+    let config = config.to_str().expect("utf8");
+    let slept = json(&engram(
+        &[
+            "--db",
+            db,
+            "--config",
+            config,
+            "memory",
+            "sleep",
+            "--now",
+            "2026-02-01T00:00:00Z",
+            "--json",
+        ],
+        None,
+    ));
+    assert_eq!(slept["items_consolidated"], 0, "the config's TTL is long");
+    let slept = json(&engram_env(
+        &[
+            "--db",
+            db,
+            "--config",
+            config,
+            "memory",
+            "sleep",
+            "--now",
+            "2026-02-01T00:00:00Z",
+            "--json",
+        ],
+        None,
+        &[("ENGRAM_TTL_HOURS", "24")],
+    ));
+    assert_eq!(slept["items_consolidated"], 6, "the environment wins");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[memory]\nttl = 3\n").expect("write");
+    let out = engram(
+        &[
+            "--db",
+            db,
+            "--config",
+            bad.to_str().expect("utf8"),
+            "memory",
+            "stats",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("bad.toml") && stderr(&out).contains("ttl"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Export reads back into another store, lineage included.
+    let exported = ok(engram(&["--db", db, "memory", "export"], None));
+    let export_file = dir.join("memory.jsonl");
+    std::fs::write(&export_file, &exported.stdout).expect("write");
+    let other = dir.join("other.db");
+    let other = other.to_str().expect("utf8");
+    ok(engram(
+        &[
+            "--db",
+            other,
+            "memory",
+            "import",
+            export_file.to_str().expect("utf8"),
+        ],
+        None,
+    ));
+    let stats = json(&engram(&["--db", other, "memory", "stats", "--json"], None));
+    assert_eq!(
+        (stats["archive"].as_u64(), stats["episodic"].as_u64()),
+        (Some(6), Some(4))
+    );
+
+    // Forget: a source, then one entry; summaries stop naming what is gone.
+    let out = engram(&["--db", db, "memory", "forget"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = ok(engram(
+        &["--db", db, "memory", "forget", "--source", "shell"],
+        None,
+    ));
+    assert!(
+        stdout(&out).contains("forgot 5 entries"),
+        "{}",
+        stdout(&out)
+    );
+    let found = json(&engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "search",
+            "deploys",
+            "--tier",
+            "archive,episodic",
+            "--json",
+        ],
+        None,
+    ));
+    assert!(
+        found["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .all(|r| r["source"] == "chat")
+    );
+    let out = engram(&["--db", db, "memory", "forget", "--all"], None);
+    assert_eq!(out.status.code(), Some(2), "--all needs --yes");
+    ok(engram(
+        &["--db", db, "memory", "forget", "--all", "--yes"],
+        None,
+    ));
+    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
+    assert_eq!(stats["archive"], 0);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn auto_sleep_runs_when_due_on_use() {
+    let dir = temp_dir("auto-sleep");
+    let db = dir.join("engram.db");
+    let db = db.to_str().expect("utf8");
+    let jsonl = dir.join("old.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"content\": \"an old note\", \"source\": \"a\", \"created_at\": \"2020-01-01T00:00:00Z\"}\n",
+    )
+    .expect("write");
+    let jsonl = jsonl.to_str().expect("utf8");
+    let out = ok(engram_env(
+        &["--db", db, "memory", "import", jsonl],
+        None,
+        &[("ENGRAM_AUTO_SLEEP", "1")],
+    ));
+    assert!(
+        stderr(&out).contains("auto-sleep consolidated 1"),
+        "{}",
+        stderr(&out)
+    );
+    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
+    assert_eq!(stats["episodic"], 1);
+    // Not due again within the interval.
+    let out = ok(engram_env(
+        &["--db", db, "memory", "add", "--source", "a", "new note"],
+        None,
+        &[("ENGRAM_AUTO_SLEEP", "yes")],
+    ));
+    assert!(!stderr(&out).contains("auto-sleep"), "{}", stderr(&out));
+    let out = engram_env(
+        &["--db", db, "memory", "stats"],
+        None,
+        &[("ENGRAM_AUTO_SLEEP", "maybe")],
+    );
+    assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }

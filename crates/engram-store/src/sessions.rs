@@ -7,7 +7,7 @@ use engram::session::store::{
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
-    Restored, SessionDeleted, SessionInfo, SessionStore, SummaryRecord,
+    Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -549,6 +549,120 @@ impl SessionStore for SqliteStore {
             compactions_abandoned,
             checkpoints_abandoned,
         })
+    }
+
+    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let info = &dump.info;
+        let inserted = tx
+            .execute(
+                "INSERT OR IGNORE INTO session (id, name, model, tokenizer, token_factor, window, metadata, created_at, updated_at, messages, next_seq, epoch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    info.id,
+                    info.name,
+                    info.model,
+                    info.tokenizer,
+                    info.token_factor,
+                    info.window as i64,
+                    (!info.metadata.is_null()).then(|| info.metadata.to_string()),
+                    info.created_at,
+                    info.updated_at,
+                    info.messages as i64,
+                    info.next_seq as i64,
+                    info.epoch as i64,
+                ],
+            )
+            .map_err(backend)?;
+        if inserted == 0 {
+            return Err(MemoryError::Conflict(format!(
+                "a session {:?} exists already; delete it first to import it again",
+                info.id
+            )));
+        }
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO session_message (session_id, seq, id, created_at, tokens, message, abandoned)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(backend)?;
+            for m in &dump.messages {
+                insert
+                    .execute(params![
+                        info.id,
+                        m.seq as i64,
+                        m.id,
+                        m.created_at,
+                        m.tokens as i64,
+                        m.message.to_value().to_string(),
+                        m.abandoned,
+                    ])
+                    .map_err(|e| backend(format!("message {} (seq {}): {e}", m.id, m.seq)))?;
+            }
+        }
+        let mut ids = std::collections::HashMap::new();
+        for c in &dump.compactions {
+            tx.execute(
+                "INSERT INTO session_compaction (session_id, trigger, strategy, log_end, tokens_before, tokens_after, view, report, summary_ids, created_at, abandoned)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    info.id,
+                    c.trigger,
+                    c.strategy,
+                    c.log_end as i64,
+                    c.tokens_before as i64,
+                    c.tokens_after as i64,
+                    c.view.to_string(),
+                    c.report.to_string(),
+                    to_json(&c.summary_ids),
+                    c.created_at,
+                    c.abandoned,
+                ],
+            )
+            .map_err(backend)?;
+            ids.insert(c.id, tx.last_insert_rowid());
+        }
+        let remap = |id: i64| ids.get(&id).copied().unwrap_or(id);
+        for s in &dump.summaries {
+            tx.execute(
+                "INSERT INTO session_summary (id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    s.id,
+                    info.id,
+                    remap(s.compaction_id),
+                    s.depth,
+                    to_json(&s.covers),
+                    to_json(&s.covers_summaries),
+                    s.from,
+                    s.to,
+                    s.text,
+                    s.tokens as i64,
+                    s.created_at,
+                ],
+            )
+            .map_err(backend)?;
+        }
+        for c in &dump.checkpoints {
+            tx.execute(
+                "INSERT INTO session_checkpoint (session_id, name, log_end, compaction_id, messages, created_at, abandoned)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    info.id,
+                    c.name,
+                    c.log_end as i64,
+                    c.compaction_id.map(remap),
+                    c.messages as i64,
+                    c.created_at,
+                    c.abandoned,
+                ],
+            )
+            .map_err(backend)?;
+        }
+        tx.commit().map_err(backend)?;
+        Ok(())
     }
 
     fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {

@@ -238,7 +238,7 @@ impl Config {
     /// Archive retention in milliseconds, when set.
     pub fn archive_retention_ms(&self) -> Option<i64> {
         (self.memory.archive_retention_days > 0.0)
-            .then(|| (self.memory.archive_retention_days * 24.0 * 3600.0 * 1000.0) as i64)
+            .then_some((self.memory.archive_retention_days * 24.0 * 3600.0 * 1000.0) as i64)
     }
 
     /// Auto-sleep's interval in milliseconds.

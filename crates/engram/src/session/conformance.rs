@@ -56,6 +56,45 @@ pub fn run(make: &dyn Fn() -> Box<dyn Store>) {
     a_compaction_from_before_a_restore_is_refused(make().as_ref());
     sleep_compaction_extracts_facts_first(make().as_ref());
     deleting_a_session_removes_what_it_owns(make().as_ref());
+    export_and_import_round_trip(make().as_ref(), make().as_ref());
+}
+
+fn export_and_import_round_trip(store: &dyn Store, other: &dyn Store) {
+    let mut s = Session::create(store, &new_session("x", 2_500)).expect("create");
+    s.append(vec![Message::system("sys")]).expect("append");
+    for i in 0..5 {
+        s.append(turn(i)).expect("append");
+    }
+    s.checkpoint("early").expect("checkpoint");
+    for i in 5..25 {
+        s.append(turn(i)).expect("append");
+    }
+    s.restore("early").expect("restore");
+    for i in 5..20 {
+        s.append(turn(i)).expect("append");
+    }
+    let dump = super::export_session(store, "x").expect("export");
+    assert!(
+        dump.messages.iter().any(|m| m.abandoned),
+        "abandoned rows are exported"
+    );
+    other.import_session(&dump).expect("import");
+    let back = super::export_session(other, "x").expect("export again");
+    assert_eq!(back.info, dump.info);
+    assert_eq!(back.messages, dump.messages);
+    assert_eq!(back.compactions.len(), dump.compactions.len());
+    assert_eq!(back.summaries.len(), dump.summaries.len());
+    assert_eq!(back.checkpoints.len(), dump.checkpoints.len());
+    let view = |st: &dyn Store| Session::open(st, "x").expect("open").view().expect("view");
+    assert_eq!(
+        view(other),
+        view(store),
+        "the imported session has the same view"
+    );
+    assert!(matches!(
+        other.import_session(&dump),
+        Err(MemoryError::Conflict(_))
+    ));
 }
 
 fn create_get_list(store: &dyn Store) {

@@ -2,8 +2,8 @@
 
 use super::store::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
-    Restored, SessionDeleted, SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint,
-    check_compaction, duplicate, no_checkpoint, no_session,
+    Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
+    abandoned_checkpoint, check_compaction, duplicate, no_checkpoint, no_session,
 };
 use crate::memory::{InMemoryStore, MemoryError, Timestamp, new_id};
 
@@ -310,6 +310,52 @@ impl SessionStore for InMemoryStore {
         s.info.epoch += 1;
         s.info.messages = s.active_count();
         Ok(out)
+    }
+
+    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError> {
+        let mut state = self.lock();
+        if state.sessions.contains_key(&dump.info.id) {
+            return Err(MemoryError::Conflict(format!(
+                "a session {:?} exists already; delete it first to import it again",
+                dump.info.id
+            )));
+        }
+        let mut ids = std::collections::HashMap::new();
+        let mut compactions = Vec::new();
+        for c in &dump.compactions {
+            state.next_compaction += 1;
+            ids.insert(c.id, state.next_compaction);
+            compactions.push(CompactionRecord {
+                id: state.next_compaction,
+                ..c.clone()
+            });
+        }
+        let remap = |id: i64| ids.get(&id).copied().unwrap_or(id);
+        state.sessions.insert(
+            dump.info.id.clone(),
+            SessionState {
+                info: dump.info.clone(),
+                log: dump.messages.clone(),
+                compactions,
+                summaries: dump
+                    .summaries
+                    .iter()
+                    .map(|x| SummaryRecord {
+                        compaction_id: remap(x.compaction_id),
+                        ..x.clone()
+                    })
+                    .collect(),
+                checkpoints: dump
+                    .checkpoints
+                    .iter()
+                    .map(|c| Checkpoint {
+                        compaction_id: c.compaction_id.map(remap),
+                        ..c.clone()
+                    })
+                    .collect(),
+            },
+        );
+        Ok(())
     }
 
     fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {

@@ -14,6 +14,7 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod dump;
 pub mod facts;
 pub(crate) mod in_memory;
 pub mod store;
@@ -25,7 +26,7 @@ use serde_json::{Map, Value, json};
 
 pub use store::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
-    Restored, SessionDeleted, SessionInfo, SessionStore, SummaryRecord,
+    Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
 };
 
 use crate::compact::live::TriggerPolicy;
@@ -731,6 +732,23 @@ pub fn encode_view(view: &[ViewMessage]) -> Value {
             })
             .collect(),
     )
+}
+
+/// Everything `session_id` owns, for export.
+pub fn export_session(
+    store: &dyn SessionStore,
+    session_id: &str,
+) -> Result<SessionDump, MemoryError> {
+    let info = store
+        .session(session_id)?
+        .ok_or_else(|| store::no_session(session_id))?;
+    Ok(SessionDump {
+        messages: store.session_log(session_id, 0, true)?,
+        compactions: store.compactions(session_id, true)?,
+        summaries: store.summaries(session_id)?,
+        checkpoints: store.checkpoints(session_id)?,
+        info,
+    })
 }
 
 /// What sleep-time compaction did across sessions.

@@ -220,6 +220,21 @@ pub struct SessionDeleted {
     pub memory_entries: usize,
 }
 
+/// Everything a session owns, for export and import.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDump {
+    /// The session.
+    pub info: SessionInfo,
+    /// Its whole log, abandoned messages included.
+    pub messages: Vec<LoggedMessage>,
+    /// Its compactions, abandoned ones included.
+    pub compactions: Vec<CompactionRecord>,
+    /// The summaries of its active compactions.
+    pub summaries: Vec<SummaryRecord>,
+    /// Its checkpoints.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
 /// A session backend. Every method is atomic: it changes everything it says or nothing.
 /// Errors use [`MemoryError`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
 /// a duplicate id or name and for a compaction computed before a restore.
@@ -276,6 +291,9 @@ pub trait SessionStore: Send + Sync {
     /// Returns the session to a checkpoint: later messages, compactions and checkpoints are
     /// marked abandoned (never deleted) and the epoch moves on.
     fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError>;
+    /// Stores an exported session as it was (a session with its id is a conflict; compaction
+    /// ids are assigned anew and the summaries and checkpoints follow them).
+    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError>;
     /// Deletes a session with everything it owns, including memory entries with its id.
     fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError>;
 }

@@ -1,0 +1,128 @@
+//! `engram export` and `engram import`: the whole store, or one session, as JSON Lines.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use engram::memory::{MemoryStore, NewEntry, now};
+use engram::session::dump::{SessionReader, memory_line, session_lines};
+use engram::session::{SessionStore, export_session};
+use engram_store::SqliteStore;
+use serde_json::Value;
+
+use crate::cli::GlobalArgs;
+use crate::{input, memory, user_error};
+
+pub(crate) fn export(
+    global: &GlobalArgs,
+    session: Option<&str>,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    let store = SqliteStore::open(&memory::db_path(global)?)?;
+    let sink: Box<dyn Write> = match output {
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .map_err(|e| user_error!("cannot write {}: {e}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut out = std::io::BufWriter::new(sink);
+    let ids: Vec<String> = match session {
+        Some(id) => {
+            if store.session(id)?.is_none() {
+                return Err(engram::session::store::no_session(id).into());
+            }
+            vec![id.to_owned()]
+        }
+        None => store.sessions()?.into_iter().map(|s| s.id).collect(),
+    };
+    let (mut sessions, mut entries) = (0, 0);
+    for id in &ids {
+        for line in session_lines(&export_session(&store, id)?) {
+            serde_json::to_writer(&mut out, &line)?;
+            writeln!(out)?;
+        }
+        sessions += 1;
+    }
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.entries(session, after.as_deref(), 10_000)?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        for e in &page {
+            serde_json::to_writer(&mut out, &memory_line(e))?;
+            writeln!(out)?;
+            entries += 1;
+        }
+    }
+    out.flush()?;
+    if let Some(path) = output {
+        eprintln!(
+            "engram: exported {sessions} sessions and {entries} memory entries to {}",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn import(global: &GlobalArgs, file: &PathBuf) -> anyhow::Result<()> {
+    let path = memory::db_path(global)?;
+    let bytes = input::read_bytes(Some(file))?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        user_error!(
+            "{}: invalid UTF-8 at byte {}",
+            file.display(),
+            e.valid_up_to()
+        )
+    })?;
+    // Every line is read and checked before anything is stored.
+    let default_time = now();
+    let mut reader = SessionReader::default();
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |message: String| user_error!("{}: line {}: {message}", file.display(), i + 1);
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
+        let Value::Object(map) = &value else {
+            return Err(at("expected an object".into()));
+        };
+        match map.get("type").and_then(Value::as_str) {
+            None | Some("memory") => {
+                entries.push(NewEntry::from_json(&value, default_time).map_err(
+                    |(field, message)| {
+                        if field.is_empty() {
+                            at(message)
+                        } else {
+                            at(format!("field `{field}`: {message}"))
+                        }
+                    },
+                )?);
+            }
+            Some(kind) => reader.push(kind, map).map_err(at)?,
+        }
+    }
+    let store = SqliteStore::open(&path)?;
+    for dump in &reader.sessions {
+        if store.session(&dump.info.id)?.is_some() {
+            return Err(user_error!(
+                "session {:?} exists already in {}; nothing was imported (delete it first with `engram session delete`)",
+                dump.info.id,
+                path.display()
+            ));
+        }
+    }
+    for dump in &reader.sessions {
+        store.import_session(dump)?;
+    }
+    let inserted = store.insert(&entries)?;
+    println!(
+        "imported {} sessions and {} memory entries ({} skipped: already stored) into {}",
+        reader.sessions.len(),
+        inserted.inserted,
+        inserted.skipped,
+        path.display()
+    );
+    Ok(())
+}
