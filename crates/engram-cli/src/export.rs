@@ -1,7 +1,7 @@
 //! `engram export` and `engram import`: the whole store, or one session, as JSON Lines.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use engram::memory::{MemoryStore, NewEntry, now};
 use engram::session::dump::{SessionReader, memory_line, session_lines};
@@ -64,7 +64,7 @@ pub(crate) fn export(
     Ok(())
 }
 
-pub(crate) fn import(global: &GlobalArgs, file: &PathBuf) -> anyhow::Result<()> {
+pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
     let path = memory::db_path(global)?;
     let bytes = input::read_bytes(Some(file))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
