@@ -173,3 +173,74 @@ fn best_of(repeat: usize, mut f: impl FnMut() -> usize) -> (usize, Duration) {
     }
     (result, best)
 }
+
+/// Peak resident memory of this process, in MiB (Linux: VmHWM), when known.
+pub(crate) fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+pub(crate) fn run_search(
+    global: &crate::cli::GlobalArgs,
+    args: &crate::cli::BenchSearchArgs,
+) -> anyhow::Result<()> {
+    use engram::memory::{MemoryStore, SearchQuery, Tier};
+    let text = std::fs::read_to_string(&args.queries)
+        .map_err(|e| user_error!("cannot read {}: {e}", args.queries.display()))?;
+    let queries: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if queries.is_empty() {
+        bail!(crate::UserError(format!("{} has no queries", args.queries.display())));
+    }
+    let tiers = args
+        .tier
+        .iter()
+        .map(|t| Tier::parse(t).ok_or_else(|| user_error!("unknown tier {t:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let path = crate::memory::db_path(global)?;
+    let store = engram_store::SqliteStore::open(&path)?;
+    let entries = store.stats()?;
+    let query = |q: &str| SearchQuery {
+        tiers: tiers.clone(),
+        ..SearchQuery::new(q, args.limit)
+    };
+    // Warm-up: the page cache, as in a running agent.
+    for q in &queries {
+        store.search(&query(q))?;
+    }
+    let mut times = Vec::with_capacity(queries.len());
+    let mut hits = 0;
+    for q in &queries {
+        let started = Instant::now();
+        hits += store.search(&query(q))?.len();
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+    let doc = serde_json::json!({
+        "queries": queries.len(),
+        "entries": entries,
+        "mean_hits": hits as f64 / queries.len() as f64,
+        "median_ms": at(0.5),
+        "p90_ms": at(0.9),
+        "p99_ms": at(0.99),
+        "max_ms": at(1.0),
+        "peak_rss_mib": peak_rss_mib(),
+    });
+    if args.json {
+        println!("{doc}");
+    } else {
+        println!(
+            "{} queries over {} entries: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; peak memory {:.0} MiB",
+            queries.len(),
+            entries.working + entries.episodic + entries.archive + entries.learnings + entries.journal,
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0),
+            peak_rss_mib().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}

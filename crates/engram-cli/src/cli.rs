@@ -193,8 +193,26 @@ pub(crate) struct ModelsArgs {
     pub(crate) toml: bool,
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct BenchSearchArgs {
+    /// Queries, one per line.
+    pub(crate) queries: PathBuf,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) limit: usize,
+    /// Tiers to search (default working and episodic).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) tier: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum BenchCommand {
+    /// Memory search latency on the store (--db): each query once, in process, after one
+    /// warm-up pass; median, p90, p99 and max, and the process's peak memory.
+    Search(BenchSearchArgs),
     /// Token-counting throughput on a text file, on one thread and on several.
     Count(BenchCountArgs),
     /// Compaction time in process (parsing excluded), and the cost of rebuilding the context

@@ -32,6 +32,22 @@ pub(crate) fn read_bytes(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// A line reader over `file` (`-`: standard input), for inputs too large to hold at once.
+pub(crate) fn open_lines(file: &Path) -> anyhow::Result<Box<dyn std::io::BufRead>> {
+    if file == Path::new("-") {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            return Err(user_error!(
+                "no input: pass a file, or pipe JSONL into standard input"
+            ));
+        }
+        return Ok(Box::new(std::io::BufReader::new(stdin)));
+    }
+    let f = std::fs::File::open(file)
+        .map_err(|e| user_error!("cannot read {}: {e}", file.display()))?;
+    Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, f)))
+}
+
 /// Parses a conversation, detecting Anthropic requests when asked to.
 pub(crate) fn parse(bytes: &[u8], format: InputFormatArg) -> Result<Conversation, InputError> {
     let anthropic = match format {

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         Command::Import { file } => export::import(&cli.global, file),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
         Command::Bench(BenchCommand::Compact(args)) => bench::run_compact(args),
+        Command::Bench(BenchCommand::Search(args)) => bench::run_search(&cli.global, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -96,6 +97,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<engram::memory::MemoryError>() {
             return match e {
                 engram::memory::MemoryError::Foreign(_)
+                | engram::memory::MemoryError::Rejected(_)
                 | engram::memory::MemoryError::NotFound(_)
                 | engram::memory::MemoryError::Conflict(_) => 2,
                 _ => 1,

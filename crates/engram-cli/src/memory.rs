@@ -1,11 +1,11 @@
 //! `engram memory …`: the fixed memory CLI contract (DESIGN.md).
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use engram::memory::{
-    Forget, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
+    Forget, MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
 };
 use engram::worker::sleep_tick;
 use engram_store::SqliteStore;
@@ -33,44 +33,39 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
     match command {
         MemoryCommand::Import { file } => {
             let started = Instant::now();
-            let bytes = crate::input::read_bytes(Some(file))?;
-            let text = std::str::from_utf8(&bytes).map_err(|e| {
-                user_error!(
-                    "{}: invalid UTF-8 at byte {}",
-                    file.display(),
-                    e.valid_up_to()
-                )
-            })?;
+            let reader = crate::input::open_lines(file)?;
             let default_time = now();
-            // Every line is checked before anything is stored.
-            let mut entries = Vec::new();
-            for (i, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let value: Value = serde_json::from_str(line).map_err(|e| {
-                    user_error!(
-                        "{}: line {}, column {}: invalid JSON: {e}",
-                        file.display(),
-                        i + 1,
-                        e.column()
-                    )
-                })?;
-                let entry =
-                    NewEntry::from_json(&value, default_time).map_err(|(field, message)| {
-                        if field.is_empty() {
-                            user_error!("{}: line {}: {message}", file.display(), i + 1)
-                        } else {
-                            user_error!(
-                                "{}: line {}, field `{field}`: {message}",
-                                file.display(),
+            // One transaction, streamed: a bad line rolls back everything before it, so
+            // nothing is stored unless every line is good.
+            let name = file.display().to_string();
+            let mut lines = reader.lines().enumerate();
+            let mut entries = std::iter::from_fn(|| {
+                let (i, line) = loop {
+                    let (i, line) = lines.next()?;
+                    match line {
+                        Ok(l) if l.trim().is_empty() => continue,
+                        Ok(l) => break (i, l),
+                        Err(e) => {
+                            return Some(Err(MemoryError::Rejected(format!(
+                                "{name}: line {}: {e}",
                                 i + 1
-                            )
+                            ))));
                         }
-                    })?;
-                entries.push(entry);
-            }
-            let result = store.insert(&entries)?;
+                    }
+                };
+                let reject = |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
+                Some(match serde_json::from_str::<Value>(&line) {
+                    Err(e) => Err(reject(format!(", column {}: invalid JSON: {e}", e.column()))),
+                    Ok(value) => NewEntry::from_json(&value, default_time).map_err(|(field, m)| {
+                        if field.is_empty() {
+                            reject(format!(": {m}"))
+                        } else {
+                            reject(format!(", field `{field}`: {m}"))
+                        }
+                    }),
+                })
+            });
+            let result = store.insert_stream(&mut entries)?;
             crate::config::auto_sleep(&store, &config)?;
             writeln!(
                 out,

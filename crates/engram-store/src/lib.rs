@@ -223,7 +223,7 @@ impl SqliteStore {
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(backend)?;
         conn.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;",
         )
         .map_err(backend)?;
         // Migrations, each in its own transaction: a crash leaves the previous version.
@@ -314,6 +314,26 @@ impl MemoryStore for SqliteStore {
         for e in entries {
             let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
             match insert_one(&tx, &id, e, None).map_err(backend)? {
+                0 => out.skipped += 1,
+                _ => out.inserted += 1,
+            }
+        }
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn insert_stream(
+        &self,
+        entries: &mut dyn Iterator<Item = Result<engram::memory::NewEntry, MemoryError>>,
+    ) -> Result<Inserted, MemoryError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let mut out = Inserted::default();
+        for e in entries {
+            // An error returns before the commit: the transaction rolls back.
+            let e = e?;
+            let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
+            match insert_one(&tx, &id, &e, None).map_err(backend)? {
                 0 => out.skipped += 1,
                 _ => out.inserted += 1,
             }
@@ -441,60 +461,33 @@ impl MemoryStore for SqliteStore {
     fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(backend)?;
-        let mut not_working = Vec::new();
-        {
-            let mut check = tx
-                .prepare_cached("SELECT tier FROM memory WHERE id = ?1")
-                .map_err(backend)?;
-            for id in &c.ids {
-                let tier: Option<String> = check
-                    .query_row([id], |r| r.get(0))
-                    .optional()
-                    .map_err(backend)?;
-                if tier.as_deref() != Some("working") {
-                    not_working.push(id.clone());
-                }
-            }
-        }
-        if !not_working.is_empty() {
-            return Err(MemoryError::NotWorking(not_working));
-        }
-        let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
-        if insert_one(&tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)? == 0 {
-            return Err(backend(format!(
-                "a memory entry with id {summary_id} exists already"
-            )));
-        }
-        {
-            let mut archive = tx
-                .prepare_cached("UPDATE memory SET tier = 'archive' WHERE id = ?1")
-                .map_err(backend)?;
-            for id in &c.ids {
-                archive.execute([id]).map_err(backend)?;
-            }
-        }
-        let mut record = c.record.clone();
-        record.ids_out = vec![summary_id];
-        tx.execute(
-            "INSERT INTO consolidation_log (session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                record.session_id,
-                record.source,
-                record.items_consolidated as i64,
-                record.summary_preview,
-                record.created_at,
-                record.strategy,
-                record.model,
-                record.duration_ms,
-                serde_json::to_string(&record.ids_in).unwrap_or_default(),
-                serde_json::to_string(&record.ids_out).unwrap_or_default(),
-            ],
-        )
-        .map_err(backend)?;
-        record.id = tx.last_insert_rowid();
+        let record = consolidate_in(&tx, c)?;
         tx.commit().map_err(backend)?;
         Ok(record)
+    }
+
+    fn consolidate_many(
+        &self,
+        consolidations: &[Consolidation],
+    ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+        let mut conn = self.conn();
+        let mut tx = conn.transaction().map_err(backend)?;
+        let mut out = Vec::with_capacity(consolidations.len());
+        for c in consolidations {
+            // Each group in a savepoint: a group another process consolidated meanwhile is
+            // skipped whole.
+            let sp = tx.savepoint().map_err(backend)?;
+            match consolidate_in(&sp, c) {
+                Ok(record) => {
+                    sp.commit().map_err(backend)?;
+                    out.push(record);
+                }
+                Err(MemoryError::NotWorking(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        tx.commit().map_err(backend)?;
+        Ok(out)
     }
 
     fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
@@ -651,6 +644,63 @@ pub(crate) fn forget_where(
         entries,
         summaries_updated,
     })
+}
+
+/// One group's consolidation inside the caller's transaction.
+fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
+    let mut not_working = Vec::new();
+    {
+        let mut check = tx
+            .prepare_cached("SELECT tier FROM memory WHERE id = ?1")
+            .map_err(backend)?;
+        for id in &c.ids {
+            let tier: Option<String> = check
+                .query_row([id], |r| r.get(0))
+                .optional()
+                .map_err(backend)?;
+            if tier.as_deref() != Some("working") {
+                not_working.push(id.clone());
+            }
+        }
+    }
+    if !not_working.is_empty() {
+        return Err(MemoryError::NotWorking(not_working));
+    }
+    let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
+    if insert_one(&tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)? == 0 {
+        return Err(backend(format!(
+            "a memory entry with id {summary_id} exists already"
+        )));
+    }
+    {
+        let mut archive = tx
+            .prepare_cached("UPDATE memory SET tier = 'archive' WHERE id = ?1")
+            .map_err(backend)?;
+        for id in &c.ids {
+            archive.execute([id]).map_err(backend)?;
+        }
+    }
+    let mut record = c.record.clone();
+    record.ids_out = vec![summary_id];
+    tx.execute(
+        "INSERT INTO consolidation_log (session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            record.session_id,
+            record.source,
+            record.items_consolidated as i64,
+            record.summary_preview,
+            record.created_at,
+            record.strategy,
+            record.model,
+            record.duration_ms,
+            serde_json::to_string(&record.ids_in).unwrap_or_default(),
+            serde_json::to_string(&record.ids_out).unwrap_or_default(),
+        ],
+    )
+    .map_err(backend)?;
+    record.id = tx.last_insert_rowid();
+    Ok(record)
 }
 
 mod sessions;

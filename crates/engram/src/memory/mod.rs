@@ -377,6 +377,9 @@ pub enum MemoryError {
     /// The file is not an engram database.
     #[error("{0}")]
     Foreign(String),
+    /// The input is wrong (the message names the place); nothing was changed.
+    #[error("{0}")]
+    Rejected(String),
     /// What was asked for does not exist (a session, a checkpoint).
     #[error("{0}")]
     NotFound(String),
@@ -428,6 +431,15 @@ pub struct Forgotten {
 pub trait MemoryStore: Send + Sync {
     /// Inserts entries; ids already stored are skipped.
     fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError>;
+    /// Inserts a stream of entries in one transaction, without holding them all in memory:
+    /// the first `Err` (a bad line, say) rolls everything back and is returned.
+    fn insert_stream(
+        &self,
+        entries: &mut dyn Iterator<Item = Result<NewEntry, MemoryError>>,
+    ) -> Result<Inserted, MemoryError> {
+        let all = entries.collect::<Result<Vec<_>, _>>()?;
+        self.insert(&all)
+    }
     /// Full-text search with filters, best first.
     fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError>;
     /// An entry by id, in whatever tier.
@@ -448,6 +460,24 @@ pub trait MemoryStore: Send + Sync {
         &self,
         consolidation: &Consolidation,
     ) -> Result<ConsolidationRecord, MemoryError>;
+    /// Applies several groups' consolidations in one transaction (fewer commits for a big
+    /// sleep); each group stays atomic. A group whose entries are no longer all in working
+    /// memory (another process consolidated them) is skipped; the records of those applied
+    /// are returned.
+    fn consolidate_many(
+        &self,
+        consolidations: &[Consolidation],
+    ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+        let mut out = Vec::with_capacity(consolidations.len());
+        for c in consolidations {
+            match self.consolidate(c) {
+                Ok(record) => out.push(record),
+                Err(MemoryError::NotWorking(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
     /// The consolidation log, newest first.
     fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError>;
     /// Deletes the entries `what` selects (an empty filter is refused) and removes their ids

@@ -35,6 +35,9 @@ pub struct SleepPolicy {
     pub batch: usize,
     /// The longest summary, in characters.
     pub summary_chars: usize,
+    /// Groups are applied together, each atomically, in transactions of about this many
+    /// entries: few commits, and no transaction long enough to keep writers waiting.
+    pub entries_per_transaction: usize,
 }
 
 impl Default for SleepPolicy {
@@ -45,6 +48,7 @@ impl Default for SleepPolicy {
             group_chunk: 200,
             batch: 20_000,
             summary_chars: 1_200,
+            entries_per_transaction: 2_000,
         }
     }
 }
@@ -126,6 +130,8 @@ fn consolidate_batch(
             .or_default()
             .push(entry);
     }
+    let mut pending = Vec::new();
+    let mut pending_entries = 0;
     for ((source, session_id), entries) in groups {
         report.groups += 1;
         for chunk in entries.chunks(policy.group_chunk.max(1)) {
@@ -176,11 +182,31 @@ fn consolidate_batch(
                 },
                 ids,
             };
-            store.consolidate(&consolidation)?;
-            report.items_consolidated += chunk.len();
-            report.summaries_created += 1;
+            pending_entries += chunk.len();
+            pending.push(consolidation);
+            if pending_entries >= policy.entries_per_transaction {
+                flush(store, &mut pending, report)?;
+                pending_entries = 0;
+            }
         }
     }
+    flush(store, &mut pending, report)
+}
+
+/// Applies the pending groups in one transaction.
+fn flush(
+    store: &dyn MemoryStore,
+    pending: &mut Vec<Consolidation>,
+    report: &mut SleepReport,
+) -> Result<(), MemoryError> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    for record in store.consolidate_many(pending)? {
+        report.items_consolidated += record.items_consolidated;
+        report.summaries_created += 1;
+    }
+    pending.clear();
     Ok(())
 }
 

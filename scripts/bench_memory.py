@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Memory benchmark: engram against mnemosyne-memory, side by side, on the same entries.
+
+Working-memory entries are built from the dev data (../shared/data/dev): every message's text,
+cut into pieces of at most 600 characters, becomes one entry whose source is the dataset and the
+role (or tool), whose session is the conversation, and whose time is spread over the 48 hours
+before now. For more entries than the data has, the data is cycled with new ids and sessions.
+Queries are the LoCoMo and LongMemEval questions.
+
+    python3 scripts/bench_memory.py --entries 10000 --peer        # engram and mnemosyne
+    python3 scripts/bench_memory.py --entries 1000000             # engram alone, at scale
+
+engram: `engram memory import` (one process, timed end to end), `engram memory sleep` (with
+--now after every entry's TTL/2, so everything is consolidated, as mnemosyne's force=True), and
+`engram bench search` (each query in process, after a warm-up pass). Peak memory is each
+process's maximum resident set (from wait4). mnemosyne: Mnemosyne(db_path=...).remember() per
+entry, sleep(force=True), recall(q, top_k=10) per query, in this Python process.
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT.parent / "shared" / "data" / "dev"
+
+
+def texts(dev):
+    """(dataset, conversation id, role or tool, text) for every message of the dev data."""
+    for path in sorted(dev.glob("*.jsonl")):
+        dataset = path.stem.split("_")[0]
+        for line in path.open():
+            conv = json.loads(line)
+            names = {}
+            for m in conv["messages"]:
+                for call in m.get("tool_calls") or []:
+                    names[call.get("id")] = call.get("function", {}).get("name", "tool")
+                content = m.get("content") or ""
+                if isinstance(content, list):
+                    content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+                role = m.get("role", "user")
+                if role == "tool":
+                    role = names.get(m.get("tool_call_id"), "tool")
+                if content.strip():
+                    yield dataset, conv["id"], role, content
+
+
+def pieces(text, size=600):
+    text = " ".join(text.split())
+    for i in range(0, len(text), size):
+        yield text[i : i + size]
+
+
+def build_entries(dev, n, out):
+    base = [(d, c, r, p) for d, c, r, t in texts(dev) for p in pieces(t)]
+    # Every dataset in any prefix of the entries.
+    random.Random(11).shuffle(base)
+    now = datetime.now(timezone.utc)
+    rng = random.Random(7)
+    with out.open("w") as f:
+        for i in range(n):
+            d, c, r, p = base[i % len(base)]
+            cycle = i // len(base)
+            at = now - timedelta(seconds=rng.uniform(0, 48 * 3600))
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"e{i}",
+                        "content": p,
+                        "source": f"{d}:{r}",
+                        "session_id": f"{c}#{cycle}",
+                        "created_at": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                        "importance": 0.5,
+                    }
+                )
+                + "\n"
+            )
+    return len(base)
+
+
+def build_queries(dev, out, limit=200):
+    qs = []
+    for name in ["locomo.jsonl", "longmemeval_oracle.jsonl", "longmemeval_s_sample.jsonl"]:
+        for line in (dev / name).open():
+            for q in json.loads(line).get("questions", []):
+                text = q.get("question") if isinstance(q, dict) else q
+                if text:
+                    qs.append(" ".join(str(text).split()))
+    random.Random(3).shuffle(qs)
+    qs = qs[:limit]
+    out.write_text("\n".join(qs) + "\n")
+    return qs
+
+
+def run(cmd, env=None):
+    """Runs a command; returns (seconds, peak RSS MiB, stdout)."""
+    started = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out = p.stdout.read()
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    seconds = time.perf_counter() - started
+    if status != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {err.decode()}")
+    return seconds, usage.ru_maxrss / 1024, out.decode()
+
+
+def bench_engram(binary, entries, queries, workdir):
+    db = workdir / "engram.db"
+    for suffix in ["", "-wal", "-shm"]:
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    result = {}
+    secs, rss, _ = run([binary, "--db", str(db), "memory", "import", str(entries)], env)
+    result["import_s"], result["import_rss_mib"] = secs, rss
+    secs, rss, out = run([binary, "--db", str(db), "bench", "search", str(queries), "--json"], env)
+    search = json.loads(out)
+    result["search_median_ms"] = search["median_ms"]
+    result["search_p99_ms"] = search["p99_ms"]
+    result["search_rss_mib"] = rss
+    later = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    secs, rss, out = run(
+        [binary, "--db", str(db), "memory", "sleep", "--now", later, "--max-working", "100000000", "--json"],
+        env,
+    )
+    slept = json.loads(out)
+    result["sleep_s"], result["sleep_rss_mib"] = secs, rss
+    result["consolidated"] = slept["items_consolidated"]
+    result["summaries"] = slept["summaries_created"]
+    result["db_mib"] = sum(
+        Path(str(db) + s).stat().st_size for s in ["", "-wal"] if Path(str(db) + s).exists()
+    ) / (1 << 20)
+    return result
+
+
+def bench_mnemosyne(entries, queries, workdir):
+    os.environ.setdefault("MNEMOSYNE_DATA_DIR", str(workdir / "mnemosyne-home"))
+    from mnemosyne import Mnemosyne  # noqa: E402
+
+    rows = [json.loads(l) for l in entries.open()]
+    db = workdir / "mnemosyne.db"
+    db.unlink(missing_ok=True)
+    mem = Mnemosyne(session_id="bench", db_path=db)
+    started = time.perf_counter()
+    for r in rows:
+        mem.remember(r["content"], source=r["source"], importance=r["importance"])
+    result = {"import_s": time.perf_counter() - started}
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        mem.recall(q, top_k=10)
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    result["search_median_ms"] = statistics.median(times)
+    result["search_p99_ms"] = times[round((len(times) - 1) * 0.99)]
+    started = time.perf_counter()
+    slept = mem.sleep(force=True)
+    result["sleep_s"] = time.perf_counter() - started
+    result["sleep_report"] = {k: v for k, v in slept.items() if isinstance(v, (int, float, str))}
+    import resource
+
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--entries", type=int, default=10_000)
+    ap.add_argument("--peer", action="store_true", help="also run mnemosyne-memory")
+    ap.add_argument("--engram-bin", default=str(ROOT / "target" / "release" / "engram"))
+    ap.add_argument("--data", default=str(DEV))
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args()
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="engram-bench-memory-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    entries, queries_file = workdir / "entries.jsonl", workdir / "queries.txt"
+    distinct = build_entries(Path(args.data), args.entries, entries)
+    queries = build_queries(Path(args.data), queries_file)
+    print(f"{args.entries} entries ({distinct} distinct pieces of the dev data), {len(queries)} queries; {workdir}")
+    results = {"entries": args.entries, "engram": bench_engram(args.engram_bin, entries, queries_file, workdir)}
+    e = results["engram"]
+    print(
+        f"engram:    import {e['import_s']:.2f} s ({e['import_rss_mib']:.0f} MiB), "
+        f"sleep {e['sleep_s']:.2f} s ({e['sleep_rss_mib']:.0f} MiB, {e['consolidated']} -> {e['summaries']}), "
+        f"search median {e['search_median_ms']:.2f} ms p99 {e['search_p99_ms']:.2f} ms ({e['search_rss_mib']:.0f} MiB), "
+        f"database {e['db_mib']:.0f} MiB"
+    )
+    if args.peer:
+        m = bench_mnemosyne(entries, queries, workdir)
+        results["mnemosyne"] = m
+        print(
+            f"mnemosyne: import {m['import_s']:.2f} s, sleep {m['sleep_s']:.2f} s, "
+            f"search median {m['search_median_ms']:.2f} ms p99 {m['search_p99_ms']:.2f} ms, peak {m['peak_rss_mib']:.0f} MiB"
+        )
+        print(
+            f"ratios (mnemosyne / engram): import {m['import_s'] / e['import_s']:.0f}x, "
+            f"sleep {m['sleep_s'] / e['sleep_s']:.0f}x, "
+            f"search median {m['search_median_ms'] / e['search_median_ms']:.1f}x"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
