@@ -191,7 +191,10 @@ pub(crate) fn run_search(
         .map_err(|e| user_error!("cannot read {}: {e}", args.queries.display()))?;
     let queries: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if queries.is_empty() {
-        bail!(crate::UserError(format!("{} has no queries", args.queries.display())));
+        bail!(crate::UserError(format!(
+            "{} has no queries",
+            args.queries.display()
+        )));
     }
     let tiers = args
         .tier
@@ -234,7 +237,11 @@ pub(crate) fn run_search(
         println!(
             "{} queries over {} entries: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; peak memory {:.0} MiB",
             queries.len(),
-            entries.working + entries.episodic + entries.archive + entries.learnings + entries.journal,
+            entries.working
+                + entries.episodic
+                + entries.archive
+                + entries.learnings
+                + entries.journal,
             at(0.5),
             at(0.9),
             at(0.99),

@@ -53,9 +53,13 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                         }
                     }
                 };
-                let reject = |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
+                let reject =
+                    |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
                 Some(match serde_json::from_str::<Value>(&line) {
-                    Err(e) => Err(reject(format!(", column {}: invalid JSON: {e}", e.column()))),
+                    Err(e) => Err(reject(format!(
+                        ", column {}: invalid JSON: {e}",
+                        e.column()
+                    ))),
                     Ok(value) => NewEntry::from_json(&value, default_time).map_err(|(field, m)| {
                         if field.is_empty() {
                             reject(format!(": {m}"))

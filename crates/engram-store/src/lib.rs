@@ -155,6 +155,14 @@ fn backend(e: impl std::fmt::Display) -> MemoryError {
     MemoryError::Backend(e.to_string())
 }
 
+/// A write transaction, begun IMMEDIATE: it waits (up to the busy timeout) for the write lock
+/// up front, instead of starting as a reader and failing with "database is locked" when
+/// another connection wrote first.
+pub(crate) fn write_tx(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, MemoryError> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(backend)
+}
+
 impl SqliteStore {
     /// Opens (or creates) the database at `path`, refusing files that are not engram's.
     pub fn open(path: &Path) -> Result<Self, MemoryError> {
@@ -196,20 +204,26 @@ impl SqliteStore {
     }
 
     fn setup(conn: Connection, name: &str) -> Result<Self, MemoryError> {
-        // Read-only checks first: nothing is written to a file that is not ours.
-        let app: i32 = conn
+        // Read-only checks first: nothing is written to a file that is not ours. They read one
+        // snapshot (another process may be creating the schema right now), and wait for a
+        // writer rather than mistaking its lock for a damaged file.
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(backend)?;
+        let snapshot = conn.unchecked_transaction().map_err(backend)?;
+        let app: i32 = snapshot
             .query_row("PRAGMA application_id", [], |r| r.get(0))
             .map_err(|e| {
                 MemoryError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
             })?;
-        let version: i32 = conn
+        let version: i32 = snapshot
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(backend)?;
-        let tables: i64 = conn
+        let tables: i64 = snapshot
             .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
             .map_err(|e| {
                 MemoryError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
             })?;
+        snapshot.finish().map_err(backend)?;
         if app != APPLICATION_ID && (app != 0 || tables > 0) {
             return Err(MemoryError::Foreign(format!(
                 "{name} is a SQLite database, but not engram's; engram leaves it alone (use another --db)"
@@ -220,23 +234,50 @@ impl SqliteStore {
                 "{name} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})"
             )));
         }
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(backend)?;
+        // Switching a new file to WAL needs an exclusive lock, and SQLite does not wait for
+        // it: another process opening the same new file at this moment makes it fail at once.
+        // Retry for as long as the busy timeout would have waited.
+        let started = std::time::Instant::now();
+        loop {
+            match conn.execute_batch("PRAGMA journal_mode=WAL;") {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && started.elapsed() < std::time::Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
         conn.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;",
         )
         .map_err(backend)?;
-        // Migrations, each in its own transaction: a crash leaves the previous version.
-        for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2)] {
-            if version < to {
-                let tx = conn.unchecked_transaction().map_err(backend)?;
-                tx.execute_batch(schema).map_err(backend)?;
-                tx.execute_batch(&format!(
-                    "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {to};"
-                ))
+        // Migrations, each in its own transaction: a crash leaves the previous version. The
+        // version is read again under the write lock, so two processes opening a new database
+        // at once migrate it once.
+        if version < SCHEMA_VERSION {
+            let mut conn = conn;
+            let tx = write_tx(&mut conn)?;
+            let current: i32 = tx
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
                 .map_err(backend)?;
-                tx.commit().map_err(backend)?;
+            for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2)] {
+                if current < to {
+                    tx.execute_batch(schema).map_err(backend)?;
+                    tx.execute_batch(&format!(
+                        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {to};"
+                    ))
+                    .map_err(backend)?;
+                }
             }
+            tx.commit().map_err(backend)?;
+            return Ok(SqliteStore {
+                conn: Mutex::new(conn),
+            });
         }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
@@ -309,7 +350,7 @@ fn insert_one(
 impl MemoryStore for SqliteStore {
     fn insert(&self, entries: &[engram::memory::NewEntry]) -> Result<Inserted, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let mut out = Inserted::default();
         for e in entries {
             let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
@@ -327,7 +368,7 @@ impl MemoryStore for SqliteStore {
         entries: &mut dyn Iterator<Item = Result<engram::memory::NewEntry, MemoryError>>,
     ) -> Result<Inserted, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let mut out = Inserted::default();
         for e in entries {
             // An error returns before the commit: the transaction rolls back.
@@ -460,7 +501,7 @@ impl MemoryStore for SqliteStore {
 
     fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let record = consolidate_in(&tx, c)?;
         tx.commit().map_err(backend)?;
         Ok(record)
@@ -471,7 +512,7 @@ impl MemoryStore for SqliteStore {
         consolidations: &[Consolidation],
     ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
         let mut conn = self.conn();
-        let mut tx = conn.transaction().map_err(backend)?;
+        let mut tx = write_tx(&mut conn)?;
         let mut out = Vec::with_capacity(consolidations.len());
         for c in consolidations {
             // Each group in a savepoint: a group another process consolidated meanwhile is
@@ -525,7 +566,7 @@ impl MemoryStore for SqliteStore {
             return Err(empty_forget());
         }
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let out = forget_where(
             &tx,
             "(?1 IS NULL OR id = ?1) AND (?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR source = ?3)",
@@ -537,7 +578,7 @@ impl MemoryStore for SqliteStore {
 
     fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let out = forget_where(&tx, "tier = 'archive' AND created_at < ?1", &[&before])?;
         tx.commit().map_err(backend)?;
         Ok(out)
@@ -545,9 +586,7 @@ impl MemoryStore for SqliteStore {
 
     fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let last: Option<String> = tx
             .query_row(
                 "SELECT value FROM meta WHERE key = 'last_sleep_at'",
@@ -572,7 +611,7 @@ impl MemoryStore for SqliteStore {
 
     fn forget_all(&self) -> Result<Forgotten, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let entries = tx.execute("DELETE FROM memory", []).map_err(backend)?;
         tx.execute("DELETE FROM consolidation_log", [])
             .map_err(backend)?;
@@ -667,7 +706,7 @@ fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRec
         return Err(MemoryError::NotWorking(not_working));
     }
     let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
-    if insert_one(&tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)? == 0 {
+    if insert_one(tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)? == 0 {
         return Err(backend(format!(
             "a memory entry with id {summary_id} exists already"
         )));
@@ -746,6 +785,46 @@ mod tests {
                 .len(),
             1
         );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_its_entries() {
+        let dir = std::env::temp_dir().join(format!("engram-store-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("old.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(SCHEMA_V1).expect("v1 schema");
+            conn.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+                 INSERT INTO memory (id, tier, content, source, created_at, importance)
+                 VALUES ('old1', 'working', 'written by version 1', 'test', 0, 0.5);"
+            ))
+            .expect("v1 row");
+        }
+        let store = SqliteStore::open(&path).expect("migrates");
+        assert_eq!(
+            store.get("old1").expect("get").expect("kept").content,
+            "written by version 1"
+        );
+        use engram::session::SessionStore;
+        let session = store
+            .create_session(&engram::session::NewSession {
+                model: "m".into(),
+                tokenizer: "chars4".into(),
+                token_factor: 1.0,
+                window: 100,
+                ..Default::default()
+            })
+            .expect("sessions work after the migration");
+        assert_eq!(session.messages, 0);
+        let version: i32 = store
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
         std::fs::remove_dir_all(&dir).ok();
     }
 

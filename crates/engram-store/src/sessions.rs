@@ -12,7 +12,7 @@ use engram::session::{
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
-use crate::{SqliteStore, backend, insert_one};
+use crate::{SqliteStore, backend, insert_one, write_tx};
 
 const SESSION_COLUMNS: &str = "id, name, model, tokenizer, token_factor, window, metadata, created_at, updated_at, messages, next_seq, epoch";
 
@@ -134,7 +134,7 @@ fn row_to_checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
 impl SessionStore for SqliteStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
         let inserted = tx
             .execute(
@@ -187,7 +187,7 @@ impl SessionStore for SqliteStore {
         messages: &[NewLogMessage],
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, session_id)?;
         let mut seq = info.next_seq;
         let mut out = Vec::with_capacity(messages.len());
@@ -297,7 +297,7 @@ impl SessionStore for SqliteStore {
 
     fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, &c.session_id)?;
         check_compaction(&info, c)?;
         let summary_ids: Vec<String> = c.summaries.iter().map(|s| s.id.clone()).collect();
@@ -430,7 +430,7 @@ impl SessionStore for SqliteStore {
         at: Timestamp,
     ) -> Result<Checkpoint, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, session_id)?;
         let compaction_id: Option<i64> = tx
             .query_row(
@@ -487,7 +487,7 @@ impl SessionStore for SqliteStore {
 
     fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
         let found: Option<(i64, Checkpoint)> = tx
             .query_row(
@@ -553,7 +553,7 @@ impl SessionStore for SqliteStore {
 
     fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         let info = &dump.info;
         let inserted = tx
             .execute(
@@ -667,7 +667,7 @@ impl SessionStore for SqliteStore {
 
     fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(backend)?;
+        let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
         let count = |table: &str| -> Result<usize, MemoryError> {
             tx.query_row(

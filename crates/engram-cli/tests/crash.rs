@@ -1,0 +1,181 @@
+//! SIGKILL at random moments during `memory import` and `memory sleep`, many times: after
+//! each kill the store opens, every acknowledged entry is there in exactly one tier, and every
+//! summary's lineage resolves (no half-done group).
+#![cfg(unix)]
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use engram::memory::{MemoryStore, Tier};
+use engram_store::SqliteStore;
+
+const ENTRIES: usize = 6_000;
+
+/// A small deterministic generator (xorshift), seeded from the clock; the seed is printed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+fn engram(db: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+    c.arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("ENGRAM_AUTO_SLEEP")
+        .env_remove("ENGRAM_CONFIG")
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("engram-cli-tests-no-config"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Runs a command to completion and returns how long it took.
+fn timed(mut c: Command) -> Duration {
+    let started = Instant::now();
+    let out = c.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    started.elapsed()
+}
+
+/// Starts a command and kills it with SIGKILL after `after`; true when it was killed (it had
+/// not finished yet).
+fn kill_after(mut c: Command, after: Duration) -> bool {
+    let mut child = c.spawn().expect("spawns");
+    std::thread::sleep(after);
+    let killed = matches!(child.try_wait(), Ok(None));
+    child.kill().ok(); // SIGKILL on Unix
+    child.wait().ok();
+    killed
+}
+
+/// The invariants after a crash: the store opens; each id is in exactly one tier (ids are
+/// unique by construction, so: the originals are all present in working or archive, or none
+/// of an unacknowledged import is); every summary's `summary_of` resolves to archived
+/// originals, and every archived original is in exactly one summary.
+fn check(db: &Path, imported: bool, round: &str) {
+    let store = SqliteStore::open(db).unwrap_or_else(|e| panic!("{round}: reopen: {e}"));
+    let stats = store.stats().expect("stats");
+    let originals = stats.working + stats.archive;
+    if imported {
+        assert_eq!(
+            originals, ENTRIES,
+            "{round}: every acknowledged entry is there"
+        );
+    } else {
+        assert!(
+            originals == 0 || originals == ENTRIES,
+            "{round}: an import is all or nothing, found {originals}"
+        );
+    }
+    let all = store.entries(None, None, usize::MAX).expect("entries");
+    let mut covered = HashSet::new();
+    for e in all.iter().filter(|e| e.tier == Tier::Episodic) {
+        assert!(
+            !e.summary_of.is_empty(),
+            "{round}: summary {} covers nothing",
+            e.id
+        );
+        for id in &e.summary_of {
+            let original = store
+                .get(id)
+                .expect("get")
+                .unwrap_or_else(|| panic!("{round}: {} names {id}, which is missing", e.id));
+            assert_eq!(original.tier, Tier::Archive, "{round}: {id}");
+            assert!(
+                covered.insert(id.clone()),
+                "{round}: {id} is in two summaries"
+            );
+        }
+    }
+    assert_eq!(
+        covered.len(),
+        stats.archive,
+        "{round}: every archived original is in a summary (no half-done group)"
+    );
+    let log = store.log(usize::MAX).expect("log");
+    assert_eq!(
+        log.len(),
+        stats.episodic,
+        "{round}: one log record per summary"
+    );
+}
+
+#[test]
+fn sigkill_during_import_and_sleep_loses_nothing() {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    eprintln!("crash test seed {seed}");
+    let mut rng = Rng(seed);
+    let dir = std::env::temp_dir().join(format!("engram-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("entries.jsonl");
+    let mut lines = String::new();
+    for i in 0..ENTRIES {
+        lines.push_str(&format!(
+            "{{\"id\": \"e{i}\", \"content\": \"step {i}: edited src/module_{}.rs and ran the tests, error E{} fixed\", \"source\": \"agent{}\", \"session_id\": \"s{}\", \"created_at\": \"2026-01-01T00:00:00Z\"}}\n",
+            i % 97,
+            i % 13,
+            i % 5,
+            i % 11
+        ));
+    }
+    std::fs::write(&file, lines).expect("write");
+    let file = file.to_str().expect("utf8");
+
+    // How long each operation takes uninterrupted, to kill somewhere inside it.
+    let probe = dir.join("probe.db");
+    let import_time = timed(engram(&probe, &["memory", "import", file]));
+    let sleep_args = [
+        "memory",
+        "sleep",
+        "--now",
+        "2026-02-01T00:00:00Z",
+        "--max-working",
+        "100000",
+    ];
+    let sleep_time = timed(engram(&probe, &sleep_args));
+
+    let db = dir.join("crash.db");
+    let mut kills = 0;
+    for round in 0..8 {
+        let after = Duration::from_micros(rng.below(import_time.as_micros() as u64 + 1));
+        kills += usize::from(kill_after(engram(&db, &["memory", "import", file]), after));
+        check(&db, false, &format!("import round {round} ({after:?})"));
+    }
+    // Acknowledged: the import runs to completion (entries already there are skipped).
+    timed(engram(&db, &["memory", "import", file]));
+    check(&db, true, "after the acknowledged import");
+    for round in 0..10 {
+        let after = Duration::from_micros(rng.below(sleep_time.as_micros() as u64 + 1));
+        kills += usize::from(kill_after(engram(&db, &sleep_args), after));
+        check(&db, true, &format!("sleep round {round} ({after:?})"));
+    }
+    timed(engram(&db, &sleep_args));
+    check(&db, true, "after a full sleep");
+    let store = SqliteStore::open(&db).expect("open");
+    assert_eq!(store.stats().expect("stats").working, 0);
+    assert!(
+        kills >= 5,
+        "most rounds killed a running process ({kills} of 18)"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
