@@ -70,6 +70,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 })
             });
             let result = store.insert_stream(&mut entries)?;
+            // Index now, so that the first search does not pay for the whole import.
+            store.sync_index()?;
             crate::config::auto_sleep(&store, &config)?;
             writeln!(
                 out,
@@ -179,6 +181,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 settings.policy.max_working = *max;
             }
             let tick = sleep_tick(&store, at, &settings)?;
+            store.sync_index()?;
             let report = tick.memory;
             if *json {
                 let mut doc = serde_json::to_value(report)?;

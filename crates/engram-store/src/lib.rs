@@ -15,7 +15,7 @@
 //! A file that is not engram's (another SQLite database, or not SQLite at all) is refused with
 //! a clear error and left untouched: the checks run before anything is written.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use engram::memory::{
@@ -28,7 +28,7 @@ use serde_json::Value;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -145,13 +145,38 @@ CREATE INDEX memory_source ON memory(source);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ";
 
+/// Version 3: full-text search moves from FTS5 to a tantivy index beside the database, fed
+/// by a queue of changes written in the same transactions as the rows.
+const SCHEMA_V3: &str = "
+DROP TRIGGER memory_ai;
+DROP TRIGGER memory_ad;
+DROP TRIGGER memory_au;
+DROP TABLE memory_fts;
+CREATE TABLE index_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    rowid INTEGER NOT NULL,
+    op INTEGER NOT NULL
+);
+CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+    INSERT INTO index_queue (rowid, op) VALUES (new.rowid, 1);
+END;
+CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+    INSERT INTO index_queue (rowid, op) VALUES (old.rowid, 0);
+END;
+CREATE TRIGGER memory_au AFTER UPDATE OF content, session_id, source, created_at ON memory BEGIN
+    INSERT INTO index_queue (rowid, op) VALUES (new.rowid, 2);
+END;
+INSERT OR REPLACE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));
+";
+
 /// A SQLite-backed store.
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    index: search::TextIndex,
 }
 
-fn backend(e: impl std::fmt::Display) -> MemoryError {
+pub(crate) fn backend(e: impl std::fmt::Display) -> MemoryError {
     MemoryError::Backend(e.to_string())
 }
 
@@ -195,15 +220,21 @@ impl SqliteStore {
         }
         let conn = Connection::open(path)
             .map_err(|e| backend(format!("cannot open {}: {e}", path.display())))?;
-        Self::setup(conn, &path.display().to_string())
+        let mut index_dir = path.as_os_str().to_owned();
+        index_dir.push("-index");
+        Self::setup(conn, &path.display().to_string(), Some(PathBuf::from(index_dir)))
     }
 
     /// A private database in memory (for tests and one-off runs).
     pub fn open_in_memory() -> Result<Self, MemoryError> {
-        Self::setup(Connection::open_in_memory().map_err(backend)?, ":memory:")
+        Self::setup(Connection::open_in_memory().map_err(backend)?, ":memory:", None)
     }
 
-    fn setup(conn: Connection, name: &str) -> Result<Self, MemoryError> {
+    fn setup(
+        conn: Connection,
+        name: &str,
+        index_dir: Option<PathBuf>,
+    ) -> Result<Self, MemoryError> {
         // Read-only checks first: nothing is written to a file that is not ours. They read one
         // snapshot (another process may be creating the schema right now), and wait for a
         // writer rather than mistaking its lock for a damaged file.
@@ -253,7 +284,7 @@ impl SqliteStore {
             }
         }
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384;",
         )
         .map_err(backend)?;
         // Migrations, each in its own transaction: a crash leaves the previous version. The
@@ -265,7 +296,7 @@ impl SqliteStore {
             let current: i32 = tx
                 .query_row("PRAGMA user_version", [], |r| r.get(0))
                 .map_err(backend)?;
-            for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2)] {
+            for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)] {
                 if current < to {
                     tx.execute_batch(schema).map_err(backend)?;
                     tx.execute_batch(&format!(
@@ -275,13 +306,29 @@ impl SqliteStore {
                 }
             }
             tx.commit().map_err(backend)?;
-            return Ok(SqliteStore {
-                conn: Mutex::new(conn),
-            });
+            return Self::with_index(conn, index_dir);
         }
+        Self::with_index(conn, index_dir)
+    }
+
+    /// Opens the search index (in `dir`, or in memory) and brings it in step with the database.
+    fn with_index(mut conn: Connection, dir: Option<PathBuf>) -> Result<Self, MemoryError> {
+        let index = match &dir {
+            Some(dir) => search::TextIndex::open(dir)?,
+            None => search::TextIndex::in_ram()?,
+        };
+        index.reconcile(&mut conn)?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
+            index,
         })
+    }
+
+    /// Brings the search index up to date now (a search does it anyway; bulk writers call this
+    /// so that the next search is fast). Returns the changes applied.
+    pub fn sync_index(&self) -> Result<usize, MemoryError> {
+        let mut conn = self.conn();
+        self.index.catch_up(&mut conn)
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -289,10 +336,10 @@ impl SqliteStore {
     }
 }
 
-const COLUMNS: &str =
+pub(crate) const COLUMNS: &str =
     "id, tier, content, source, session_id, created_at, importance, metadata, summary_of";
 
-fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEntry> {
+pub(crate) fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEntry> {
     let tier: String = row.get(1)?;
     let metadata: Option<String> = row.get(7)?;
     let summary_of: Option<String> = row.get(8)?;
@@ -311,16 +358,6 @@ fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEntry> {
             .and_then(|s| serde_json::from_str(&s).ok())
             .unwrap_or_default(),
     })
-}
-
-/// An FTS5 query matching any of the text's words (each quoted, so that no character is syntax).
-fn fts_query(text: &str) -> Option<String> {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{w}\""))
-        .collect();
-    (!words.is_empty()).then(|| words.join(" OR "))
 }
 
 fn insert_one(
@@ -384,59 +421,9 @@ impl MemoryStore for SqliteStore {
     }
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
-        let Some(fts) = fts_query(&query.text) else {
-            return Ok(Vec::new());
-        };
-        let tiers = format!(
-            ",{},",
-            query
-                .tiers()
-                .iter()
-                .map(|t| t.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {}, bm25(memory_fts) AS rank
-                 FROM memory_fts JOIN memory m ON m.rowid = memory_fts.rowid
-                 WHERE memory_fts MATCH ?1
-                   AND instr(?2, ',' || m.tier || ',') > 0
-                   AND (?3 IS NULL OR m.session_id = ?3)
-                   AND (?4 IS NULL OR m.source = ?4)
-                   AND (?5 IS NULL OR m.created_at >= ?5)
-                   AND (?6 IS NULL OR m.created_at < ?6)
-                 ORDER BY rank, m.created_at DESC
-                 LIMIT ?7",
-                COLUMNS
-                    .split(", ")
-                    .map(|c| format!("m.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(
-                params![
-                    fts,
-                    tiers,
-                    query.session_id,
-                    query.source,
-                    query.since,
-                    query.until,
-                    query.limit as i64
-                ],
-                |row| {
-                    let rank: f64 = row.get(9)?;
-                    Ok(SearchHit {
-                        entry: row_to_entry(row)?,
-                        score: -rank,
-                    })
-                },
-            )
-            .map_err(backend)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        let mut conn = self.conn();
+        self.index.catch_up(&mut conn)?;
+        self.index.search(&conn, query)
     }
 
     fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
@@ -685,19 +672,16 @@ pub(crate) fn forget_where(
     })
 }
 
-/// One group's consolidation inside the caller's transaction.
+/// One group's consolidation inside the caller's transaction (which the caller rolls back on
+/// an error: the archive updates come first and are undone with it).
 fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
     let mut not_working = Vec::new();
     {
-        let mut check = tx
-            .prepare_cached("SELECT tier FROM memory WHERE id = ?1")
+        let mut archive = tx
+            .prepare_cached("UPDATE memory SET tier = 'archive' WHERE id = ?1 AND tier = 'working'")
             .map_err(backend)?;
         for id in &c.ids {
-            let tier: Option<String> = check
-                .query_row([id], |r| r.get(0))
-                .optional()
-                .map_err(backend)?;
-            if tier.as_deref() != Some("working") {
+            if archive.execute([id]).map_err(backend)? == 0 {
                 not_working.push(id.clone());
             }
         }
@@ -710,14 +694,6 @@ fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRec
         return Err(backend(format!(
             "a memory entry with id {summary_id} exists already"
         )));
-    }
-    {
-        let mut archive = tx
-            .prepare_cached("UPDATE memory SET tier = 'archive' WHERE id = ?1")
-            .map_err(backend)?;
-        for id in &c.ids {
-            archive.execute([id]).map_err(backend)?;
-        }
     }
     let mut record = c.record.clone();
     record.ids_out = vec![summary_id];
@@ -742,6 +718,7 @@ fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRec
     Ok(record)
 }
 
+mod search;
 mod sessions;
 
 #[cfg(test)]
