@@ -117,6 +117,9 @@ def bench_engram(binary, entries, queries, workdir):
     db = workdir / "engram.db"
     for suffix in ["", "-wal", "-shm"]:
         Path(str(db) + suffix).unlink(missing_ok=True)
+    import shutil
+
+    shutil.rmtree(str(db) + "-index", ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     result = {}
     secs, rss, _ = run([binary, "--db", str(db), "memory", "import", str(entries)], env)
@@ -135,8 +138,11 @@ def bench_engram(binary, entries, queries, workdir):
     result["sleep_s"], result["sleep_rss_mib"] = secs, rss
     result["consolidated"] = slept["items_consolidated"]
     result["summaries"] = slept["summaries_created"]
-    result["db_mib"] = sum(
-        Path(str(db) + s).stat().st_size for s in ["", "-wal"] if Path(str(db) + s).exists()
+    result["sleep_in_process_s"] = slept["duration_ms"] / 1e3
+    index = Path(str(db) + "-index")
+    result["db_mib"] = (
+        sum(Path(str(db) + s).stat().st_size for s in ["", "-wal"] if Path(str(db) + s).exists())
+        + sum(f.stat().st_size for f in index.glob("*") if f.is_file())
     ) / (1 << 20)
     return result
 

@@ -570,7 +570,7 @@ fn memory_cli_contract() {
             db,
             "memory",
             "search",
-            "deployment",
+            "blue-green deployment",
             "--limit",
             "10",
             "--json",
@@ -578,7 +578,8 @@ fn memory_cli_contract() {
         None,
     ));
     let results = found["results"].as_array().expect("results");
-    assert_eq!(results.len(), 1);
+    assert_eq!(results.len(), 2, "stemming: deployment finds Deployed too");
+    assert_eq!(results[1]["id"], "a1");
     for key in [
         "id",
         "tier",
@@ -635,7 +636,14 @@ fn memory_cli_contract() {
     }
     let archived = json(&engram(
         &[
-            "--db", db, "memory", "search", "deployed", "--tier", "archive", "--json",
+            "--db",
+            db,
+            "memory",
+            "search",
+            "deployed 47 files",
+            "--tier",
+            "archive",
+            "--json",
         ],
         None,
     ));

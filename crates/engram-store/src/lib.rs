@@ -222,12 +222,20 @@ impl SqliteStore {
             .map_err(|e| backend(format!("cannot open {}: {e}", path.display())))?;
         let mut index_dir = path.as_os_str().to_owned();
         index_dir.push("-index");
-        Self::setup(conn, &path.display().to_string(), Some(PathBuf::from(index_dir)))
+        Self::setup(
+            conn,
+            &path.display().to_string(),
+            Some(PathBuf::from(index_dir)),
+        )
     }
 
     /// A private database in memory (for tests and one-off runs).
     pub fn open_in_memory() -> Result<Self, MemoryError> {
-        Self::setup(Connection::open_in_memory().map_err(backend)?, ":memory:", None)
+        Self::setup(
+            Connection::open_in_memory().map_err(backend)?,
+            ":memory:",
+            None,
+        )
     }
 
     fn setup(

@@ -27,7 +27,6 @@ use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, RangeQuery, Te
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::{COLUMNS, backend, row_to_entry, write_tx};
@@ -46,11 +45,138 @@ struct Fields {
     created_at: Field,
 }
 
+/// The name the tokenizer is registered under.
+const TOKENIZER: &str = "engram";
+/// Words longer than this are not indexed (tantivy's default: base64, hashes).
+const MAX_WORD: usize = 40;
+
+/// Words, lowercased and stemmed (English Porter2), with a cache of stems: stemming was a
+/// third of indexing time, and text repeats its words.
+#[derive(Clone)]
+struct StemmingTokenizer {
+    stemmer: std::sync::Arc<rust_stemmers::Stemmer>,
+    cache: rustc_hash::FxHashMap<String, String>,
+    tokens: Vec<tantivy::tokenizer::Token>,
+    /// Tokens of the last text (the vector keeps more, for reuse).
+    len: usize,
+}
+
+impl Default for StemmingTokenizer {
+    fn default() -> Self {
+        StemmingTokenizer {
+            stemmer: std::sync::Arc::new(rust_stemmers::Stemmer::create(
+                rust_stemmers::Algorithm::English,
+            )),
+            cache: rustc_hash::FxHashMap::default(),
+            tokens: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl StemmingTokenizer {
+    /// Splits `text` into stemmed words with their offsets (token strings are reused).
+    fn analyze(&mut self, text: &str) {
+        let mut n = 0;
+        let mut lower = String::new();
+        for (from, word) in words(text) {
+            if word.len() > MAX_WORD {
+                continue;
+            }
+            lower.clear();
+            if word.is_ascii() {
+                lower.push_str(word);
+                lower.make_ascii_lowercase();
+            } else {
+                lower.extend(word.chars().flat_map(char::to_lowercase));
+            }
+            if self.cache.len() > 200_000 {
+                self.cache.clear();
+            }
+            if n == self.tokens.len() {
+                self.tokens.push(tantivy::tokenizer::Token::default());
+            }
+            let token = &mut self.tokens[n];
+            token.text.clear();
+            match self.cache.get(lower.as_str()) {
+                Some(stem) => token.text.push_str(stem),
+                None => {
+                    let stem = self.stemmer.stem(&lower).into_owned();
+                    token.text.push_str(&stem);
+                    self.cache.insert(lower.clone(), stem);
+                }
+            }
+            token.offset_from = from;
+            token.offset_to = from + word.len();
+            token.position = n;
+            token.position_length = 1;
+            n += 1;
+        }
+        self.len = n;
+    }
+}
+
+/// Runs of alphanumeric characters with their byte offsets (tantivy's simple tokenizer's rule).
+fn words(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut rest = text.char_indices().peekable();
+    std::iter::from_fn(move || {
+        while rest.next_if(|(_, c)| !c.is_alphanumeric()).is_some() {}
+        let (start, _) = *rest.peek()?;
+        let mut end = start;
+        while let Some((i, c)) = rest.next_if(|(_, c)| c.is_alphanumeric()) {
+            end = i + c.len_utf8();
+        }
+        Some((start, &text[start..end]))
+    })
+}
+
+struct TokensOf<'a> {
+    tokens: &'a mut [tantivy::tokenizer::Token],
+    next: usize,
+}
+
+impl tantivy::tokenizer::TokenStream for TokensOf<'_> {
+    fn advance(&mut self) -> bool {
+        self.next += 1;
+        self.next <= self.tokens.len()
+    }
+    fn token(&self) -> &tantivy::tokenizer::Token {
+        &self.tokens[self.next - 1]
+    }
+    fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
+        &mut self.tokens[self.next - 1]
+    }
+}
+
+impl tantivy::tokenizer::Tokenizer for StemmingTokenizer {
+    type TokenStream<'a> = TokensOf<'a>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> TokensOf<'a> {
+        self.analyze(text);
+        TokensOf {
+            tokens: &mut self.tokens[..self.len],
+            next: 0,
+        }
+    }
+}
+
+/// Words a question is mostly made of, which say little about what it asks for; left out of
+/// queries that have other words (BM25 gives them little weight anyway, but they match most
+/// entries, which is what makes a query slow).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+    "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
+    "from", "had", "has", "have", "having", "he", "her", "hers", "him", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "some",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+    "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will",
+    "with", "would", "you", "your",
+];
+
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
-            .set_tokenizer("en_stem")
+            .set_tokenizer(TOKENIZER)
             .set_index_option(IndexRecordOption::WithFreqs),
     );
     let fields = Fields {
@@ -72,7 +198,7 @@ pub(crate) struct TextIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
-    analyzer: Mutex<TextAnalyzer>,
+    analyzer: Mutex<StemmingTokenizer>,
     /// Serialises catching up within this process.
     sync: Mutex<()>,
     /// The database's id (`meta.store_id`), written into every commit.
@@ -85,20 +211,42 @@ impl std::fmt::Debug for TextIndex {
     }
 }
 
+/// True when the index in `dir` was written with another schema than `schema`.
+fn schema_differs(dir: &Path, schema: &Schema) -> bool {
+    let Ok(directory) = tantivy::directory::MmapDirectory::open(dir) else {
+        return false;
+    };
+    Index::open(directory).is_ok_and(|index| index.schema() != *schema)
+}
+
 impl TextIndex {
     /// Opens (or creates) the index in `dir`.
     pub(crate) fn open(dir: &Path) -> Result<Self, MemoryError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            index_error(format!("cannot create {}: {e}", dir.display()))
-        })?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| index_error(format!("cannot create {}: {e}", dir.display())))?;
         let (schema, fields) = schema();
-        let directory = tantivy::directory::MmapDirectory::open(dir).map_err(index_error)?;
-        let index = Index::open_or_create(directory, schema).map_err(|e| {
-            index_error(format!(
-                "{} cannot be opened ({e}); delete that directory and engram rebuilds it from the database",
-                dir.display()
-            ))
-        })?;
+        let open = || {
+            let directory = tantivy::directory::MmapDirectory::open(dir).map_err(index_error)?;
+            Index::open_or_create(directory, schema.clone()).map_err(|e| (e, ()))
+                .map_err(|(e, ())| {
+                    index_error(format!(
+                        "{} cannot be opened ({e}); delete that directory and engram rebuilds it from the database",
+                        dir.display()
+                    ))
+                })
+        };
+        let index = match open() {
+            Ok(index) => index,
+            // An index written by another version of engram: it is derived data, so it is
+            // rebuilt from the database rather than refused.
+            Err(_) if dir.join("meta.json").is_file() && schema_differs(dir, &schema) => {
+                std::fs::remove_dir_all(dir)
+                    .and_then(|()| std::fs::create_dir_all(dir))
+                    .map_err(|e| index_error(format!("cannot rebuild {}: {e}", dir.display())))?;
+                open()?
+            }
+            Err(e) => return Err(e),
+        };
         Self::with_index(index, fields)
     }
 
@@ -109,20 +257,19 @@ impl TextIndex {
     }
 
     fn with_index(index: Index, fields: Fields) -> Result<Self, MemoryError> {
+        index
+            .tokenizers()
+            .register(TOKENIZER, StemmingTokenizer::default());
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .map_err(index_error)?;
-        let analyzer = index
-            .tokenizers()
-            .get("en_stem")
-            .ok_or_else(|| index_error("the en_stem tokenizer is missing"))?;
         Ok(TextIndex {
             index,
             reader,
             fields,
-            analyzer: Mutex::new(analyzer),
+            analyzer: Mutex::new(StemmingTokenizer::default()),
             sync: Mutex::new(()),
             store_id: Mutex::new(String::new()),
         })
@@ -146,7 +293,9 @@ impl TextIndex {
     /// file was replaced, say) is emptied and rebuilt from the rows.
     pub(crate) fn reconcile(&self, conn: &mut Connection) -> Result<(), MemoryError> {
         let store_id: String = conn
-            .query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
+                r.get(0)
+            })
             .map_err(backend)?;
         let state = self.commit_state()?;
         if state.as_ref().is_some_and(|(id, _)| *id == store_id) {
@@ -157,7 +306,9 @@ impl TextIndex {
         writer.delete_all_documents().map_err(index_error)?;
         let tx = write_tx(conn)?;
         let newest: i64 = tx
-            .query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| r.get(0))
+            .query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| {
+                r.get(0)
+            })
             .map_err(backend)?;
         // Queue every row again, after the position the emptied index starts from.
         tx.execute(
@@ -202,7 +353,9 @@ impl TextIndex {
     pub(crate) fn catch_up(&self, conn: &mut Connection) -> Result<usize, MemoryError> {
         let _guard = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         let newest: i64 = conn
-            .query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| r.get(0))
+            .query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| {
+                r.get(0)
+            })
             .map_err(backend)?;
         let mut applied = self.applied()?;
         if newest <= applied {
@@ -255,7 +408,11 @@ impl TextIndex {
             }
         }
         let mut commit = writer.prepare_commit().map_err(index_error)?;
-        let store_id = self.store_id.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let store_id = self
+            .store_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         commit.set_payload(&format!("{store_id}:{applied}"));
         commit.commit().map_err(index_error)?;
         writer.wait_merging_threads().map_err(index_error)?;
@@ -268,15 +425,24 @@ impl TextIndex {
         Ok(done)
     }
 
-    /// The query's words as the index spells them (lowercased, stemmed).
+    /// The query's words as the index spells them (lowercased, stemmed), without the
+    /// stopwords unless nothing else is left.
     fn terms(&self, text: &str) -> Vec<String> {
+        let kept: Vec<&str> = words(text)
+            .map(|(_, w)| w)
+            .filter(|w| !STOPWORDS.contains(&w.to_lowercase().as_str()))
+            .collect();
+        let text = if kept.is_empty() {
+            text.to_owned()
+        } else {
+            kept.join(" ")
+        };
         let mut analyzer = self.analyzer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut stream = analyzer.token_stream(text);
+        analyzer.analyze(&text);
         let mut out: Vec<String> = Vec::new();
-        while stream.advance() {
-            let t = &stream.token().text;
-            if !out.contains(t) {
-                out.push(t.clone());
+        for t in &analyzer.tokens[..analyzer.len] {
+            if !out.contains(&t.text) {
+                out.push(t.text.clone());
             }
         }
         out
@@ -318,12 +484,12 @@ impl TextIndex {
         }
         if query.since.is_some() || query.until.is_some() {
             filters.push(Box::new(RangeQuery::new(
-                query
-                    .since
-                    .map_or(Bound::Unbounded, |t| Bound::Included(Term::from_field_i64(f.created_at, t))),
-                query
-                    .until
-                    .map_or(Bound::Unbounded, |t| Bound::Excluded(Term::from_field_i64(f.created_at, t))),
+                query.since.map_or(Bound::Unbounded, |t| {
+                    Bound::Included(Term::from_field_i64(f.created_at, t))
+                }),
+                query.until.map_or(Bound::Unbounded, |t| {
+                    Bound::Excluded(Term::from_field_i64(f.created_at, t))
+                }),
             )));
         }
         let query_tree: Box<dyn Query> = if filters.is_empty() {
@@ -340,7 +506,7 @@ impl TextIndex {
 
         let searcher = self.reader.searcher();
         let tiers = query.tiers();
-        let mut fetch = (query.limit * 4).max(32);
+        let mut fetch = (query.limit * 2).max(16);
         let mut get = conn
             .prepare_cached(&format!("SELECT {COLUMNS} FROM memory WHERE rowid = ?1"))
             .map_err(backend)?;

@@ -36,7 +36,8 @@ pub struct SleepPolicy {
     /// The longest summary, in characters.
     pub summary_chars: usize,
     /// Groups are applied together, each atomically, in transactions of about this many
-    /// entries: few commits, and no transaction long enough to keep writers waiting.
+    /// entries (a fraction of a second): few commits, and no transaction long enough to keep
+    /// writers waiting.
     pub entries_per_transaction: usize,
 }
 
@@ -48,7 +49,7 @@ impl Default for SleepPolicy {
             group_chunk: 200,
             batch: 20_000,
             summary_chars: 1_200,
-            entries_per_transaction: 2_000,
+            entries_per_transaction: 20_000,
         }
     }
 }
