@@ -341,6 +341,11 @@ pub(crate) enum SessionCommand {
         /// Print only the messages, ready for an API.
         #[arg(long)]
         plain: bool,
+        /// Add long-term memory (seed 001): the working and episodic entries that best match the
+        /// query (or the newest user message) under "## Relevant Memory", and up to 5 matching
+        /// learnings under "## Past Learnings", within 15% and 5% of the budget.
+        #[arg(long)]
+        memory: bool,
     },
     /// Compact now and record it (what an agent's `compact_history` tool does).
     Compact {
@@ -397,11 +402,15 @@ pub(crate) enum MemoryCommand {
         /// The JSONL file (`-` for standard input).
         file: PathBuf,
     },
-    /// Add one working-memory entry.
+    /// Add one entry: working memory by default, or a lesson for later runs (--tier learning,
+    /// injected into session contexts under "## Past Learnings").
     Add {
         /// Where it came from.
         #[arg(long)]
         source: String,
+        /// working or learning.
+        #[arg(long, default_value = "working", value_parser = ["working", "learning"])]
+        tier: String,
         /// The session it belongs to.
         #[arg(long)]
         session: Option<String>,

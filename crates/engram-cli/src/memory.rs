@@ -84,6 +84,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
         }
         MemoryCommand::Add {
             source,
+            tier,
             session,
             importance,
             text,
@@ -99,6 +100,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 id: Some(id.clone()),
                 session_id: session.clone(),
                 importance: *importance,
+                tier: Tier::parse(tier).unwrap_or(Tier::Working),
                 ..NewEntry::working(text.clone(), source.clone())
             }])?;
             writeln!(out, "{id}")?;

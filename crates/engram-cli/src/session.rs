@@ -2,10 +2,11 @@
 
 use std::io::Write;
 
-use engram::Message;
 use engram::compact::{Strategy, render};
+use engram::memory::{MemoryEntry, MemoryStore, SearchQuery, Tier};
 use engram::memory::{format_time, now};
 use engram::session::{Session, SessionStore, Trigger, new_session};
+use engram::{Message, Role};
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
@@ -210,13 +211,41 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             budget,
             query,
             plain,
+            memory,
         } => {
             if *budget == Some(0) {
                 return Err(user_error!("--budget must be positive"));
             }
             let session = open(id)?;
             let query = query.as_deref().filter(|q| !q.trim().is_empty());
-            let compacted = session.context(*budget, query)?;
+            let compacted = if *memory {
+                // What memory should serve: the query, else the newest user message.
+                let topic = match query {
+                    Some(q) => q.to_owned(),
+                    None => session
+                        .log()?
+                        .iter()
+                        .rev()
+                        .find(|m| m.message.role == Role::User)
+                        .map(|m| m.message.text().into_owned())
+                        .unwrap_or_default(),
+                };
+                let hits = |tiers: Vec<Tier>, limit: usize| -> anyhow::Result<Vec<MemoryEntry>> {
+                    Ok(store
+                        .search(&SearchQuery {
+                            tiers,
+                            ..SearchQuery::new(topic.clone(), limit)
+                        })?
+                        .into_iter()
+                        .map(|h| h.entry)
+                        .collect())
+                };
+                let relevant = hits(vec![Tier::Working, Tier::Episodic], 10)?;
+                let learnings = hits(vec![Tier::Learning], 5)?;
+                session.context_with_memory(*budget, query, &relevant, &learnings)?
+            } else {
+                session.context(*budget, query)?
+            };
             let mut doc = serde_json::Map::new();
             if !plain {
                 doc.insert("schema_version".into(), json!(1));

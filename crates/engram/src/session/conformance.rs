@@ -300,6 +300,68 @@ fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn Store) {
             .any(|v| v.message.text().contains("module_3")),
         "the focus is served"
     );
+    // Long-term memory joins the context, within its share and the budget.
+    let memory: Vec<crate::memory::MemoryEntry> = (0..30)
+        .map(|i| crate::memory::MemoryEntry {
+            id: format!("mem{i}"),
+            tier: Tier::Episodic,
+            content: format!("Earlier run {i}: module_{i} needed the empty-case fix too"),
+            source: "agent".into(),
+            session_id: None,
+            created_at: 0,
+            importance: 0.5,
+            metadata: serde_json::Value::Null,
+            summary_of: Vec::new(),
+        })
+        .collect();
+    let learnings = vec![crate::memory::MemoryEntry {
+        id: "lesson1".into(),
+        tier: Tier::Learning,
+        content: "Run the whole test suite before declaring a fix done.".into(),
+        ..memory[0].clone()
+    }];
+    let with = s
+        .context_with_memory(Some(2_000), Some("module_3"), &memory, &learnings)
+        .expect("context with memory");
+    assert!(
+        with.report.tokens_after <= 2_000,
+        "{}",
+        with.report.tokens_after
+    );
+    let recount = s
+        .counter()
+        .count_messages(
+            &with
+                .messages
+                .iter()
+                .map(|v| v.message.clone())
+                .collect::<Vec<_>>(),
+        )
+        .total();
+    assert_eq!(
+        recount, with.report.tokens_after,
+        "the report's count is exact"
+    );
+    assert_eq!(
+        with.messages[0].message.text(),
+        "You are a coding agent. Never push to main."
+    );
+    let note = &with.messages[1];
+    assert_eq!(note.kind, Kind::Recalled);
+    let text = note.message.text();
+    assert!(
+        text.starts_with("## Relevant Memory\n- Earlier run 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("## Past Learnings\n- Run the whole test suite"),
+        "{text}"
+    );
+    assert!(
+        s.counter().count_message(&note.message).total() <= 2_000 * 20 / 100,
+        "memory and learnings stay within their shares"
+    );
+    assert!(note.source_ids.contains(&"lesson1".to_owned()));
     // A stateless context for a tighter budget changes nothing.
     let before = store.compactions("t", false).expect("records").len();
     let tight = s.context(Some(800), Some("module_7")).expect("context");

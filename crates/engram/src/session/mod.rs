@@ -430,6 +430,103 @@ impl<'s> Session<'s> {
         )?)
     }
 
+    /// A context with long-term memory (seed 001): a "## Relevant Memory" section (within 15% of
+    /// the budget) and a "## Past Learnings" section (at most 5, within 5%) in a system message
+    /// after the session's own system prompt, and the log compacted into what is left. Sections
+    /// that do not fit are left out; the budget (default: the target share of the window, as
+    /// the view would be) is never exceeded.
+    pub fn context_with_memory(
+        &self,
+        budget: Option<usize>,
+        query: Option<&str>,
+        memory: &[crate::memory::MemoryEntry],
+        learnings: &[crate::memory::MemoryEntry],
+    ) -> Result<Compacted, SessionError> {
+        let budget = budget.unwrap_or(self.info.window);
+        // Seed 001's shares (15% and 5%), of the whole budget: the session's own system prompt
+        // and history take the rest.
+        let shares = crate::assembly::TokenBudget::for_window(budget, 0);
+        let memory_share = (budget as f64 * shares.memory_fraction) as usize;
+        let learnings_share = (budget as f64 * shares.learnings_fraction) as usize;
+        let section = |title: &str,
+                       entries: &mut dyn Iterator<Item = &crate::memory::MemoryEntry>,
+                       limit: usize|
+         -> (String, Vec<String>) {
+            let mut text = String::new();
+            let mut ids = Vec::new();
+            let mut used = self.counter.count_text(title) + 2;
+            for e in entries {
+                let line = format!("- {}", e.content.trim().replace('\n', " "));
+                let cost = self.counter.count_text(&line) + 1;
+                if used + cost > limit {
+                    continue;
+                }
+                used += cost;
+                text.push_str(&line);
+                text.push('\n');
+                ids.push(e.id.clone());
+            }
+            if ids.is_empty() {
+                (String::new(), ids)
+            } else {
+                (format!("{title}\n{text}"), ids)
+            }
+        };
+        let (memory_text, mut ids) =
+            section("## Relevant Memory", &mut memory.iter(), memory_share);
+        let (learning_text, learning_ids) = section(
+            "## Past Learnings",
+            &mut learnings.iter().take(5),
+            learnings_share,
+        );
+        ids.extend(learning_ids);
+        let text = [memory_text, learning_text]
+            .into_iter()
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let note = (!text.is_empty()).then(|| Message::system(text.trim_end().to_owned()));
+        let note_tokens = note
+            .as_ref()
+            .map_or(0, |m| self.counter.count_message(m).total());
+        let log = self.log()?;
+        let conversation = Conversation::new(log.into_iter().map(|m| m.message).collect());
+        let mut options = self.options.clone();
+        options.query = query.map(str::to_owned);
+        options.budget = budget.saturating_sub(note_tokens).max(1);
+        let mut out = match crate::compact::compact(&conversation, &self.counter, &options) {
+            Err(CompactError::CannotFit { .. }) if note.is_some() => {
+                // What must be kept leaves no room for memory: send it without.
+                options.budget = budget;
+                return Ok(crate::compact::compact(
+                    &conversation,
+                    &self.counter,
+                    &options,
+                )?);
+            }
+            other => other?,
+        };
+        if let Some(note) = note {
+            let at = out
+                .messages
+                .iter()
+                .take_while(|v| v.message.role.is_instruction() && v.kind == Kind::Original)
+                .count();
+            out.messages.insert(
+                at,
+                ViewMessage {
+                    message: note,
+                    kind: Kind::Recalled,
+                    source_ids: ids,
+                },
+            );
+            out.report.tokens_after += note_tokens;
+            out.report.messages_after += 1;
+        }
+        out.report.budget = budget;
+        Ok(out)
+    }
+
     /// Compacts the active log to `target` tokens and records it. The window is the limit
     /// when the target cannot be met. The session is unchanged when anything fails.
     pub fn compact(
