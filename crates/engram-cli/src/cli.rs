@@ -437,6 +437,12 @@ pub(crate) enum MemoryCommand {
         /// Only this source.
         #[arg(long)]
         source: Option<String>,
+        /// Only entries written at or after this time (RFC 3339).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only entries written before this time (RFC 3339).
+        #[arg(long)]
+        until: Option<String>,
         /// Print {"results": [{"id", "tier", "content", "source", "session_id", "created_at", "score"}]}.
         #[arg(long)]
         json: bool,

@@ -112,8 +112,17 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             tier,
             session,
             source,
+            since,
+            until,
             json,
         } => {
+            let time = |name: &str, value: &Option<String>| {
+                value
+                    .as_deref()
+                    .map(|v| parse_time(v).map_err(|e| user_error!("--{name}: {e}")))
+                    .transpose()
+            };
+            let (since, until) = (time("since", since)?, time("until", until)?);
             let tiers = tier
                 .iter()
                 .map(|t| Tier::parse(t).ok_or_else(|| user_error!("unknown tier {t:?}; expected working, episodic, archive, learning or journal")))
@@ -122,6 +131,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 tiers,
                 session_id: session.clone(),
                 source: source.clone(),
+                since,
+                until,
                 ..SearchQuery::new(query.clone(), *limit)
             })?;
             if *json {

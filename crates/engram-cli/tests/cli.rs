@@ -634,6 +634,30 @@ fn memory_cli_contract() {
     ] {
         assert!(records[0].get(key).is_some(), "{key}");
     }
+    let window = json(&engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "search",
+            "deployed files blue-green",
+            "--tier",
+            "archive",
+            "--since",
+            "2026-11-19T08:30:00Z",
+            "--until",
+            "2026-11-20T00:00:00Z",
+            "--json",
+        ],
+        None,
+    ));
+    let ids: Vec<&str> = window["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["a2"], "the time range filters");
     let archived = json(&engram(
         &[
             "--db",
