@@ -65,6 +65,13 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A fresh directory for one test and the path of a database in it.
+fn temp_db(name: &str) -> (PathBuf, String) {
+    let dir = temp_dir(name);
+    let db = dir.join("engram.db").to_str().expect("utf8").to_owned();
+    (dir, db)
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -525,9 +532,8 @@ fn compact_every_strategy_fits_the_budget() {
 
 #[test]
 fn memory_cli_contract() {
-    let dir = temp_dir("memory");
-    let db = dir.join("engram.db");
-    let db = db.to_str().expect("utf8");
+    let (dir, db) = temp_db("memory");
+    let db = db.as_str();
     let jsonl = dir.join("entries.jsonl");
     std::fs::write(
         &jsonl,
@@ -680,9 +686,8 @@ fn memory_cli_contract() {
 
 #[test]
 fn memory_cli_refuses_bad_input_and_foreign_files() {
-    let dir = temp_dir("memory-bad");
-    let db = dir.join("engram.db");
-    let db = db.to_str().expect("utf8");
+    let (dir, db) = temp_db("memory-bad");
+    let db = db.as_str();
     let bad = dir.join("bad.jsonl");
     std::fs::write(
         &bad,
@@ -769,9 +774,8 @@ fn turns(from: usize, to: usize) -> String {
 
 #[test]
 fn session_cli_drives_a_whole_agent_session() {
-    let dir = temp_dir("session");
-    let db = dir.join("engram.db");
-    let db = db.to_str().expect("utf8");
+    let (dir, db) = temp_db("session");
+    let db = db.as_str();
     let out = ok(engram(
         &[
             "--db",
@@ -951,9 +955,8 @@ fn session_cli_drives_a_whole_agent_session() {
 
 #[test]
 fn session_append_refuses_bad_input_and_changes_nothing() {
-    let dir = temp_dir("session-bad");
-    let db = dir.join("engram.db");
-    let db = db.to_str().expect("utf8");
+    let (dir, db) = temp_db("session-bad");
+    let db = db.as_str();
     ok(engram(&["--db", db, "session", "new", "--id", "b"], None));
     let out = engram(
         &["--db", db, "session", "append", "b"],
@@ -981,9 +984,8 @@ fn session_append_refuses_bad_input_and_changes_nothing() {
 
 #[test]
 fn memory_forget_export_and_config() {
-    let dir = temp_dir("forget");
-    let db = dir.join("engram.db");
-    let db = db.to_str().expect("utf8");
+    let (dir, db) = temp_db("forget");
+    let db = db.as_str();
     let jsonl = dir.join("entries.jsonl");
     let mut lines = String::new();
     for i in 0..6 {
@@ -1120,9 +1122,8 @@ fn memory_forget_export_and_config() {
 
 #[test]
 fn auto_sleep_runs_when_due_on_use() {
-    let dir = temp_dir("auto-sleep");
-    let db = dir.join("engram.db");
-    let db = db.to_str().expect("utf8");
+    let (dir, db) = temp_db("auto-sleep");
+    let db = db.as_str();
     let jsonl = dir.join("old.jsonl");
     std::fs::write(
         &jsonl,

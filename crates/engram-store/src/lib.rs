@@ -814,6 +814,54 @@ mod tests {
     }
 
     #[test]
+    fn the_search_index_is_rebuilt_when_deleted_or_left_by_another_database() {
+        let dir = std::env::temp_dir().join(format!("engram-store-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("engram.db");
+        let index = dir.join("engram.db-index");
+        let hits = |store: &SqliteStore, q: &str| {
+            store
+                .search(&SearchQuery::new(q, 10))
+                .expect("search")
+                .into_iter()
+                .map(|h| h.entry.content)
+                .collect::<Vec<_>>()
+        };
+        {
+            let store = SqliteStore::open(&path).expect("create");
+            store
+                .insert(&[engram::memory::NewEntry::working(
+                    "the zebra escaped",
+                    "zoo",
+                )])
+                .expect("insert");
+            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+        }
+        // The index is deleted: the next open rebuilds it from the rows.
+        std::fs::remove_dir_all(&index).expect("remove index");
+        {
+            let store = SqliteStore::open(&path).expect("reopen");
+            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+        }
+        // The database is replaced, the old index left behind: it is not trusted.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        {
+            let store = SqliteStore::open(&path).expect("new database");
+            assert!(
+                hits(&store, "zebra").is_empty(),
+                "nothing of the old database"
+            );
+            store
+                .insert(&[engram::memory::NewEntry::working("a new zebra", "zoo")])
+                .expect("insert");
+            assert_eq!(hits(&store, "zebra"), ["a new zebra"]);
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn foreign_files_are_refused_and_left_untouched() {
         let dir = std::env::temp_dir().join(format!("engram-store-foreign-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");

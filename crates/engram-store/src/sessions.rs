@@ -131,6 +131,34 @@ fn row_to_checkpoint(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
     })
 }
 
+fn insert_summary(
+    tx: &Connection,
+    session_id: &str,
+    compaction_id: i64,
+    s: &SummaryRecord,
+) -> Result<(), MemoryError> {
+    tx.prepare_cached(
+        "INSERT INTO session_summary (id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .map_err(backend)?
+    .execute(params![
+        s.id,
+        session_id,
+        compaction_id,
+        s.depth,
+        to_json(&s.covers),
+        to_json(&s.covers_summaries),
+        s.from,
+        s.to,
+        s.text,
+        s.tokens as i64,
+        s.created_at,
+    ])
+    .map_err(backend)?;
+    Ok(())
+}
+
 impl SessionStore for SqliteStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
         let mut conn = self.conn();
@@ -319,30 +347,8 @@ impl SessionStore for SqliteStore {
         )
         .map_err(backend)?;
         let id = tx.last_insert_rowid();
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO session_summary (id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                )
-                .map_err(backend)?;
-            for s in &c.summaries {
-                insert
-                    .execute(params![
-                        s.id,
-                        c.session_id,
-                        id,
-                        s.depth,
-                        to_json(&s.covers),
-                        to_json(&s.covers_summaries),
-                        s.from,
-                        s.to,
-                        s.text,
-                        s.tokens as i64,
-                        s.created_at,
-                    ])
-                    .map_err(backend)?;
-            }
+        for s in &c.summaries {
+            insert_summary(&tx, &c.session_id, id, s)?;
         }
         for e in &c.journal {
             let entry_id = e.id.clone().unwrap_or_else(|| new_id("jrn"));
@@ -626,24 +632,7 @@ impl SessionStore for SqliteStore {
         }
         let remap = |id: i64| ids.get(&id).copied().unwrap_or(id);
         for s in &dump.summaries {
-            tx.execute(
-                "INSERT INTO session_summary (id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    s.id,
-                    info.id,
-                    remap(s.compaction_id),
-                    s.depth,
-                    to_json(&s.covers),
-                    to_json(&s.covers_summaries),
-                    s.from,
-                    s.to,
-                    s.text,
-                    s.tokens as i64,
-                    s.created_at,
-                ],
-            )
-            .map_err(backend)?;
+            insert_summary(&tx, &info.id, remap(s.compaction_id), s)?;
         }
         for c in &dump.checkpoints {
             tx.execute(

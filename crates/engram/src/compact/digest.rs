@@ -18,19 +18,7 @@ use super::salient::{message_lines_text, salient_tokens};
 use crate::count::TokenCounter;
 use crate::message::{Content, Message, Role};
 
-/// Seed 000's fact keywords.
-const FACT_KEYWORDS: &[&str] = &[
-    "result:",
-    "decided:",
-    "found:",
-    "error:",
-    "success:",
-    "created:",
-    "updated:",
-    "deleted:",
-    "confirmed:",
-    "output:",
-];
+use crate::session::facts::FACT_KEYWORDS;
 
 /// The digest's first line (seed 000).
 pub(crate) const HEADER: &str = "[Session context consolidated]";

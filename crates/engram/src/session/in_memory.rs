@@ -22,6 +22,16 @@ impl SessionState {
     }
 }
 
+fn session_of<'s>(
+    state: &'s crate::memory::State,
+    session_id: &str,
+) -> Result<&'s SessionState, MemoryError> {
+    state
+        .sessions
+        .get(session_id)
+        .ok_or_else(|| no_session(session_id))
+}
+
 impl SessionStore for InMemoryStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
         let mut state = self.lock();
@@ -119,10 +129,7 @@ impl SessionStore for InMemoryStore {
         include_abandoned: bool,
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
         let state = self.lock();
-        let s = state
-            .sessions
-            .get(session_id)
-            .ok_or_else(|| no_session(session_id))?;
+        let s = session_of(&state, session_id)?;
         Ok(s.log
             .iter()
             .filter(|m| m.seq >= from_seq && (include_abandoned || !m.abandoned))
@@ -137,10 +144,7 @@ impl SessionStore for InMemoryStore {
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
         let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         let state = self.lock();
-        let s = state
-            .sessions
-            .get(session_id)
-            .ok_or_else(|| no_session(session_id))?;
+        let s = session_of(&state, session_id)?;
         Ok(s.log
             .iter()
             .filter(|m| !m.abandoned && wanted.contains(m.id.as_str()))
@@ -193,10 +197,7 @@ impl SessionStore for InMemoryStore {
         include_abandoned: bool,
     ) -> Result<Vec<CompactionRecord>, MemoryError> {
         let state = self.lock();
-        let s = state
-            .sessions
-            .get(session_id)
-            .ok_or_else(|| no_session(session_id))?;
+        let s = session_of(&state, session_id)?;
         Ok(s.compactions
             .iter()
             .filter(|c| include_abandoned || !c.abandoned)
@@ -210,10 +211,7 @@ impl SessionStore for InMemoryStore {
 
     fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {
         let state = self.lock();
-        let s = state
-            .sessions
-            .get(session_id)
-            .ok_or_else(|| no_session(session_id))?;
+        let s = session_of(&state, session_id)?;
         Ok(s.summaries
             .iter()
             .filter(|x| {
@@ -261,10 +259,7 @@ impl SessionStore for InMemoryStore {
 
     fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError> {
         let state = self.lock();
-        let s = state
-            .sessions
-            .get(session_id)
-            .ok_or_else(|| no_session(session_id))?;
+        let s = session_of(&state, session_id)?;
         Ok(s.checkpoints.clone())
     }
 
