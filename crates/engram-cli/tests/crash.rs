@@ -137,6 +137,21 @@ fn check(db: &Path, imported: bool, round: &str) {
         stats.episodic,
         "{round}: one log record per summary"
     );
+    // The search index agrees with the rows: each original once, none missing.
+    let hits = store
+        .search(&SearchQuery {
+            tiers: vec![Tier::Working, Tier::Archive],
+            ..SearchQuery::new("E7", 100_000)
+        })
+        .expect("search");
+    let ids: HashSet<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
+    assert_eq!(ids.len(), hits.len(), "{round}: a hit appears twice");
+    let expected = if originals == 0 {
+        0
+    } else {
+        (0..ENTRIES).filter(|i| i % 13 == 7).count()
+    };
+    assert_eq!(hits.len(), expected, "{round}: the index misses entries");
 }
 
 #[test]
