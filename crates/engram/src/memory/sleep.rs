@@ -268,13 +268,17 @@ pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
     let mut lines: Vec<(usize, usize, String)> = Vec::new(); // (order, weight, line)
     let mut seen = std::collections::HashSet::new();
     for (i, e) in entries.iter().enumerate() {
-        let best = e
-            .content
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .max_by_key(|l| (salient_tokens(l).count(), std::cmp::Reverse(l.len() / 40)))
-            .unwrap_or("");
+        let mut candidates = e.content.lines().map(str::trim).filter(|l| !l.is_empty());
+        let first = candidates.next().unwrap_or("");
+        // Most entries are one line: no need to score it against nothing.
+        let best = match candidates.next() {
+            None => first,
+            Some(second) => [first, second]
+                .into_iter()
+                .chain(candidates)
+                .max_by_key(|l| (salient_tokens(l).count(), std::cmp::Reverse(l.len() / 40)))
+                .unwrap_or(""),
+        };
         let line: String = best.chars().take(240).collect();
         if !line.is_empty() && seen.insert(line.clone()) {
             lines.push((i, salient_tokens(&line).count(), line));
