@@ -302,7 +302,7 @@ impl TextIndex {
             *self.store_id.lock().unwrap_or_else(|p| p.into_inner()) = store_id;
             return Ok(());
         }
-        let mut writer = self.writer()?;
+        let mut writer = self.writer(0)?;
         writer.delete_all_documents().map_err(index_error)?;
         let tx = write_tx(conn)?;
         let newest: i64 = tx
@@ -328,14 +328,23 @@ impl TextIndex {
         Ok(())
     }
 
-    fn writer(&self) -> Result<IndexWriter, MemoryError> {
+    /// A writer sized for `pending` changes: one thread and a small arena for a few, every core
+    /// for a bulk import.
+    fn writer(&self, pending: i64) -> Result<IndexWriter, MemoryError> {
         // Another process may be writing: wait for its lock as SQLite waits for its own.
         let started = Instant::now();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let (threads, heap) = if pending < 20_000 {
+            (1, 20 << 20)
+        } else {
+            (
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+                WRITER_HEAP,
+            )
+        };
         loop {
             match self
                 .index
-                .writer_with_num_threads::<TantivyDocument>(threads, WRITER_HEAP)
+                .writer_with_num_threads::<TantivyDocument>(threads, heap)
             {
                 Ok(w) => return Ok(w),
                 Err(tantivy::TantivyError::LockFailure(..))
@@ -361,7 +370,7 @@ impl TextIndex {
         if newest <= applied {
             return Ok(0);
         }
-        let mut writer = self.writer()?;
+        let mut writer = self.writer(newest - applied)?;
         // Read again under the writer lock: another process may have caught up meanwhile.
         applied = self.applied()?;
         let f = self.fields;
