@@ -30,6 +30,13 @@ step "the core builds without its default features (the fuzz build uses this)"
 cargo check -p engram --no-default-features --locked
 done_step
 
+if [ -n "${CI:-}" ] || [ -n "${ENGRAM_REAL_LLM:-}" ]; then
+  # CI never skips the real-model test; locally it is skipped (and says so) unless asked for.
+  step "a real model for the end-to-end tests (llama-server + SmolLM2; built once, cached)"
+  eval "$(bash scripts/llama_server.sh)"
+  done_step
+fi
+
 step "tests (all features)"
 cargo test --workspace --all-features --locked
 done_step

@@ -179,6 +179,30 @@ pub(crate) struct CompactArgs {
     /// The input's format.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub(crate) format: InputFormatArg,
+    #[command(flatten)]
+    pub(crate) summarizer: SummarizerArgs,
+}
+
+/// A model that writes summaries (otherwise the extractive digest does).
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct SummarizerArgs {
+    /// Summarise with a model: openai (any OpenAI-compatible server: OpenAI, vLLM, llama.cpp,
+    /// LM Studio, OpenRouter, Ollama's /v1), anthropic, or ollama (its native API). A reply
+    /// that is not a usable summary is retried once, then the extractive digest is used and
+    /// the report says why.
+    #[arg(long, value_parser = ["openai", "anthropic", "ollama"], value_name = "API")]
+    pub(crate) summarizer: Option<String>,
+    /// The model the server knows (required with --summarizer).
+    #[arg(long, value_name = "M", requires = "summarizer")]
+    pub(crate) summarizer_model: Option<String>,
+    /// The base URL as the provider's SDK takes it (http://127.0.0.1:8080/v1 for an
+    /// OpenAI-compatible server). Default: the provider's public API.
+    #[arg(long, value_name = "URL", requires = "summarizer")]
+    pub(crate) base_url: Option<String>,
+    /// The environment variable holding the API key (default OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY; a local OpenAI-compatible server needs none).
+    #[arg(long, value_name = "VAR", requires = "summarizer")]
+    pub(crate) api_key_env: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 //! `engram compact`: the fixed contract the evaluation harness calls.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use engram::compact::{CompactOptions, Strategy, compact};
 use engram::{TokenCounter, Tokenizer};
@@ -64,6 +65,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     }
     options.digest_share = args.digest_share;
     options.recall_share = args.recall_share;
+    let summarizer = crate::summarizer::from_args(&registry, &args.summarizer)?;
+    if let Some(s) = &summarizer {
+        options.summarizer = Some(Arc::clone(s) as Arc<dyn engram::compact::summarize::Summarizer>);
+    }
     let compacted = compact(&conversation, &counter, &options)?;
 
     let messages: Vec<Value> = compacted
@@ -89,6 +94,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
         if let Value::Object(map) = &mut report {
             map.insert("tokenizer".into(), json!(counter.tokenizer().id()));
             map.insert("exact".into(), json!(counter.tokenizer().is_exact()));
+            if let Some(s) = &summarizer {
+                map.insert(
+                    "summarizer_usage".into(),
+                    crate::summarizer::usage_report(&registry, s),
+                );
+            }
         }
         doc.insert("report".into(), report);
     }

@@ -15,6 +15,7 @@ mod memory;
 mod models;
 mod registry;
 mod session;
+mod summarizer;
 
 use std::process::ExitCode;
 

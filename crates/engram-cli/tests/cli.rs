@@ -1158,3 +1158,62 @@ fn auto_sleep_runs_when_due_on_use() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn compact_with_an_unreachable_summarizer_falls_back_and_says_why() {
+    let out = engram(
+        &[
+            "compact",
+            "--budget",
+            "900",
+            "--strategy",
+            "summarize",
+            "--summarizer",
+            "openai",
+            "--summarizer-model",
+            "local-model",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            &example(),
+        ],
+        None,
+    );
+    let doc = json(&out);
+    let report = &doc["report"];
+    assert!(report["tokens_after"].as_u64().expect("tokens") <= 900);
+    let why = report["summary_fallback"]
+        .as_str()
+        .expect("a fallback reason");
+    assert!(why.contains("127.0.0.1:9"), "{why}");
+    assert_eq!(
+        report["summarizer_usage"]["calls"], 4,
+        "one call and three retries"
+    );
+    // A hosted API without its key: exit 2, naming the variable to set.
+    let out = engram_env(
+        &[
+            "compact",
+            "--summarizer",
+            "anthropic",
+            "--summarizer-model",
+            "claude-haiku-4-5",
+            "--api-key-env",
+            "ENGRAM_TEST_NO_SUCH_KEY",
+            &example(),
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ENGRAM_TEST_NO_SUCH_KEY"),
+        "{}",
+        stderr(&out)
+    );
+    let out = engram(&["compact", "--summarizer-model", "x", &example()], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--summarizer-model needs --summarizer"
+    );
+}

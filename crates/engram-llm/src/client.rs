@@ -77,6 +77,8 @@ pub struct ProviderConfig {
     pub retry_base: Duration,
     /// Sampling temperature (seed 004: 0.3).
     pub temperature: f64,
+    /// The most tokens a summary may have, whatever the pipeline allows.
+    pub max_summary_tokens: usize,
 }
 
 impl ProviderConfig {
@@ -91,6 +93,7 @@ impl ProviderConfig {
             max_retries: 3,
             retry_base: Duration::from_millis(500),
             temperature: 0.3,
+            max_summary_tokens: 2_048,
         }
     }
 

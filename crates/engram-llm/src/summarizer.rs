@@ -173,7 +173,10 @@ impl Summarizer for LlmSummarizer {
         {
             return Ok(hit.clone());
         }
-        let max_tokens = request.max_tokens.max(64);
+        let max_tokens = request
+            .max_tokens
+            .min(self.client.config().max_summary_tokens)
+            .max(64);
         let summary = if history.len() <= self.max_input_chars {
             self.summarize_text(&instructions, &history, max_tokens, default_prompt)
         } else {
