@@ -388,6 +388,30 @@ pub(crate) enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Seed 004's status update for the session (token usage of the window, the suggestion to
+    /// compact above 70%), as the system message to insert.
+    Status {
+        /// The session.
+        id: String,
+        /// Print the message as JSON (OpenAI format).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the agent's `compact_history` tool call on the session and print the tool result.
+    /// ARGUMENTS is the call's arguments, as the model sent them
+    /// (`{"preserveRecentMessages": 10, "customPrompt": "..."}`); `--schema openai|anthropic`
+    /// prints the tool's definition to give the model instead.
+    CompactHistory {
+        /// The session (not needed with --schema).
+        #[arg(required_unless_present = "schema")]
+        id: Option<String>,
+        /// The tool call's arguments (JSON); default: none.
+        #[arg(allow_hyphen_values = true)]
+        arguments: Option<String>,
+        /// Print the tool definition in this format instead.
+        #[arg(long, value_parser = ["openai", "anthropic"])]
+        schema: Option<String>,
+    },
     /// Name the session's current state.
     Checkpoint {
         /// The session.

@@ -319,6 +319,38 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 )?;
             }
         }
+        SessionCommand::Status { id, json } => {
+            let status = open(id)?.status(0.0)?.to_message();
+            if *json {
+                serde_json::to_writer(&mut out, &status.to_value())?;
+                writeln!(out)?;
+            } else {
+                writeln!(out, "{}", status.text())?;
+            }
+        }
+        SessionCommand::CompactHistory {
+            id,
+            arguments,
+            schema,
+        } => {
+            if let Some(format) = schema {
+                let tool = if format == "anthropic" {
+                    engram::agent::compact_history_tool_anthropic()
+                } else {
+                    engram::agent::compact_history_tool_openai()
+                };
+                serde_json::to_writer_pretty(&mut out, &tool)?;
+                writeln!(out)?;
+            } else {
+                let id = id.as_deref().unwrap_or_default();
+                let args = engram::agent::CompactHistoryArgs::parse(&Value::String(
+                    arguments.clone().unwrap_or_default(),
+                ))
+                .map_err(|e| user_error!("compact_history arguments: {e}"))?;
+                let mut session = open(id)?;
+                writeln!(out, "{}", session.compact_history(&args)?)?;
+            }
+        }
         SessionCommand::Checkpoint { id, name } => {
             let session = open(id)?;
             let cp = session.checkpoint(name)?;

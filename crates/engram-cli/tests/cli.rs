@@ -946,6 +946,59 @@ fn session_cli_drives_a_whole_agent_session() {
         stderr(&out)
     );
 
+    // Seed 004: the status update and the agent's compact_history tool.
+    let status = ok(engram(&["--db", db, "session", "status", "s1"], None));
+    assert!(
+        stdout(&status).starts_with("--- STATUS UPDATE ---\nToken Usage: "),
+        "{}",
+        stdout(&status)
+    );
+    let schema = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "compact-history",
+            "--schema",
+            "anthropic",
+        ],
+        None,
+    ));
+    assert_eq!(schema["name"], "compact_history");
+    let out = ok(engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "compact-history",
+            "s1",
+            "{\"preserveRecentMessages\": 5}",
+        ],
+        None,
+    ));
+    assert!(
+        stdout(&out).starts_with("Successfully compacted "),
+        "{}",
+        stdout(&out)
+    );
+    let out = engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "compact-history",
+            "s1",
+            "{\"preserveRecentMessages\": 99}",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("preserveRecentMessages"),
+        "{}",
+        stderr(&out)
+    );
+
     let out = ok(engram(&["--db", db, "session", "delete", "s1"], None));
     assert!(stdout(&out).contains("deleted session s1"));
     let out = engram(&["--db", db, "session", "show", "s1"], None);

@@ -29,6 +29,7 @@
 //! - [`message`]: OpenAI-format messages that keep every unknown field verbatim.
 //! - [`input`]: reading `{"messages": [...]}`, a bare array or JSONL, with errors that name the
 //!   line, message index and field.
+//! - [`agent`]: seed 004's status updates and the `compact_history` tool.
 //! - [`anthropic`]: conversion to and from the Anthropic Messages format.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
 //! - [`count`]: message-level accounting with a per-message cache.
@@ -39,6 +40,7 @@
 //! - [`session`]: append-only session logs, views, compaction records, checkpoints.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod agent;
 pub mod anthropic;
 pub mod assembly;
 pub mod compact;

@@ -56,6 +56,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn Store>) {
     a_compaction_from_before_a_restore_is_refused(make().as_ref());
     sleep_compaction_extracts_facts_first(make().as_ref());
     deleting_a_session_removes_what_it_owns(make().as_ref());
+    the_agents_compact_history_tool(make().as_ref());
     export_and_import_round_trip(make().as_ref(), make().as_ref());
 }
 
@@ -538,4 +539,62 @@ fn deleting_a_session_removes_what_it_owns(store: &dyn Store) {
         store.delete_session("d"),
         Err(MemoryError::NotFound(_))
     ));
+}
+
+fn the_agents_compact_history_tool(store: &dyn Store) {
+    use crate::agent::{CompactHistoryArgs, compact_history_tool_openai};
+    let mut s = Session::create(store, &new_session("h", 50_000)).expect("create");
+    s.append(vec![Message::system("You are a coding agent.")])
+        .expect("append");
+    s.append(turn(0)).expect("append");
+    let args = CompactHistoryArgs::parse(&json!("{\"preserveRecentMessages\": 10}")).expect("args");
+    assert_eq!(
+        s.compact_history(&args).expect("too few"),
+        "Not enough messages to compact. No changes made."
+    );
+    assert!(store.compactions("h", false).expect("records").is_empty());
+    for i in 1..12 {
+        s.append(turn(i)).expect("append");
+    }
+    let status = s.status(0.0).expect("status");
+    assert_eq!(status.max_tokens, 50_000);
+    assert!(status.to_message().text().contains("Token Usage: "));
+    let before = s.view().expect("view");
+    let text = s.compact_history(&args).expect("compacted");
+    // 48 messages after the system prompt; at least the 10 newest stay (whole tool units).
+    let compacted: usize = text
+        .strip_prefix("Successfully compacted ")
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((35..=38).contains(&compacted), "{text}");
+    assert!(
+        text.contains(
+            "preserving the 10 most recent messages. Reduced message history size by approximately "
+        ),
+        "{text}"
+    );
+    let after = s.view().expect("view");
+    assert!(after.tokens < before.tokens);
+    let tail: Vec<&Message> = after
+        .messages
+        .iter()
+        .rev()
+        .take(10)
+        .map(|v| &v.message)
+        .collect();
+    let expected: Vec<&Message> = before
+        .messages
+        .iter()
+        .rev()
+        .take(10)
+        .map(|v| &v.message)
+        .collect();
+    assert_eq!(tail, expected, "the 10 most recent messages are unchanged");
+    assert_eq!(after.messages[0].message.text(), "You are a coding agent.");
+    assert_eq!(s.log().expect("log").len(), 49, "the log keeps everything");
+    assert_eq!(
+        compact_history_tool_openai()["function"]["name"],
+        "compact_history"
+    );
 }

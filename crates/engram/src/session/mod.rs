@@ -704,6 +704,57 @@ impl<'s> Session<'s> {
         Ok((record, facts_extracted))
     }
 
+    /// The agent's `compact_history` tool (seed 004): everything but the last
+    /// `preserveRecentMessages` messages is summarised (by the configured summarizer, else
+    /// extractively), with the agent's own prompt if it gave one; the compaction is recorded
+    /// and the tool result reports the measured reduction. The log keeps every message.
+    pub fn compact_history(
+        &mut self,
+        args: &crate::agent::CompactHistoryArgs,
+    ) -> Result<String, SessionError> {
+        let active = self.log()?.len();
+        let keep = args.preserve_recent_messages;
+        if active <= keep + 1 {
+            return Ok(crate::agent::compact_history_result(0, keep, 0, 0));
+        }
+        let saved = self.options.clone();
+        self.options.strategy = if self.options.summarizer.is_some() {
+            crate::compact::Strategy::Summarize
+        } else {
+            crate::compact::Strategy::Extractive
+        };
+        self.options.keep_recent = keep;
+        self.options.preserve_window = false;
+        if let Some(prompt) = &args.custom_prompt {
+            self.options.prompt = Some(prompt.clone());
+        }
+        // The agent asked: compact even when the view fits (one token under its size is
+        // enough to make the pipeline act), but never above the usual target.
+        let target = ((self.policy.trigger.target * self.info.window as f64) as usize)
+            .min(self.view_tokens()?.saturating_sub(1))
+            .max(1);
+        let result = self.compact(Trigger::Manual, target, None);
+        self.options = saved;
+        let record = result?;
+        let removed = record.report["messages_removed"].as_u64().unwrap_or(0) as usize;
+        Ok(crate::agent::compact_history_result(
+            removed,
+            keep,
+            record.tokens_before,
+            record.tokens_after,
+        ))
+    }
+
+    /// Seed 004's status update for this session now: the view's tokens of the window.
+    pub fn status(&self, cost_usd: f64) -> Result<crate::agent::Status, SessionError> {
+        Ok(crate::agent::Status {
+            total_tokens: self.view_tokens()?,
+            max_tokens: self.info.window,
+            cost_usd,
+            activities: Vec::new(),
+        })
+    }
+
     /// Sleep-time compaction (seed 002 phase 1): when the view is above the sleep threshold
     /// (0.5 of the window), the key facts of what leaves the view are written to working
     /// memory, then the log is compacted down to the sleep target (0.3).
