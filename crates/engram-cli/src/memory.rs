@@ -34,6 +34,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
         MemoryCommand::Import { file } => {
             let started = Instant::now();
             let reader = crate::input::open_lines(file)?;
+            let redacted = std::cell::Cell::new(0usize);
             let default_time = now();
             // One transaction, streamed: a bad line rolls back everything before it, so
             // nothing is stored unless every line is good.
@@ -55,7 +56,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 };
                 let reject =
                     |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
-                Some(match serde_json::from_str::<Value>(&line) {
+                let entry = match serde_json::from_str::<Value>(&line) {
                     Err(e) => Err(reject(format!(
                         ", column {}: invalid JSON: {e}",
                         e.column()
@@ -67,7 +68,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                             reject(format!(", field `{field}`: {m}"))
                         }
                     }),
-                })
+                };
+                Some(entry.map(|mut e| {
+                    if config.memory.redact {
+                        let (text, n) = engram::redact::redact(&e.content);
+                        e.content = text;
+                        redacted.set(redacted.get() + n);
+                    }
+                    e
+                }))
             });
             let result = store.insert_stream(&mut entries)?;
             // Index now, so that the first search does not pay for the whole import.
@@ -75,11 +84,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             crate::config::auto_sleep(&store, &config)?;
             writeln!(
                 out,
-                "imported {} entries ({} skipped: already stored) into {} in {:.0} ms",
+                "imported {} entries ({} skipped: already stored) into {} in {:.0} ms{}",
                 result.inserted,
                 result.skipped,
                 path.display(),
-                started.elapsed().as_secs_f64() * 1e3
+                started.elapsed().as_secs_f64() * 1e3,
+                match redacted.get() {
+                    0 => String::new(),
+                    n => format!("; {n} secrets replaced by placeholders"),
+                }
             )?;
         }
         MemoryCommand::Add {
@@ -96,12 +109,20 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 return Err(user_error!("the text is empty"));
             }
             let id = engram::memory::new_id("mem");
+            let (text, redacted) = if config.memory.redact {
+                engram::redact::redact(text)
+            } else {
+                (text.clone(), 0)
+            };
+            if redacted > 0 {
+                eprintln!("engram: {redacted} secrets replaced by placeholders before storing");
+            }
             store.insert(&[NewEntry {
                 id: Some(id.clone()),
                 session_id: session.clone(),
                 importance: *importance,
                 tier: Tier::parse(tier).unwrap_or(Tier::Working),
-                ..NewEntry::working(text.clone(), source.clone())
+                ..NewEntry::working(text, source.clone())
             }])?;
             writeln!(out, "{id}")?;
             crate::config::auto_sleep(&store, &config)?;

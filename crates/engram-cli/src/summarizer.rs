@@ -50,5 +50,6 @@ pub(crate) fn usage_report(registry: &ModelRegistry, summarizer: &LlmSummarizer)
         "output_tokens": usage.output_tokens,
         "cached_tokens": usage.cached_tokens,
         "cost_usd": usage.cost(&model.spec),
+        "secrets_redacted": summarizer.redacted(),
     })
 }

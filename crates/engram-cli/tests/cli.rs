@@ -1270,3 +1270,67 @@ fn compact_with_an_unreachable_summarizer_falls_back_and_says_why() {
         "--summarizer-model needs --summarizer"
     );
 }
+
+#[test]
+fn secrets_are_redacted_before_they_enter_memory() {
+    let (dir, db) = temp_db("redact");
+    let db = db.as_str();
+    let out = ok(engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "add",
+            "--source",
+            "shell",
+            "deploy with OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123 and password: hunter22",
+        ],
+        None,
+    ));
+    assert!(
+        stderr(&out).contains("2 secrets replaced"),
+        "{}",
+        stderr(&out)
+    );
+    let found = json(&engram(
+        &["--db", db, "memory", "search", "deploy", "--json"],
+        None,
+    ));
+    let content = found["results"][0]["content"].as_str().expect("content");
+    assert!(
+        !content.contains("sk-proj") && !content.contains("hunter22"),
+        "{content}"
+    );
+    assert!(
+        content.contains("[REDACTED:api_key]") && content.contains("password: [REDACTED:password]"),
+        "{content}"
+    );
+    // Configurable: off in the config file, stored as given.
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "[memory]\nredact = false\n").expect("write");
+    ok(engram(
+        &[
+            "--db",
+            db,
+            "--config",
+            config.to_str().expect("utf8"),
+            "memory",
+            "add",
+            "--source",
+            "shell",
+            "kept password: swordfish1",
+        ],
+        None,
+    ));
+    let found = json(&engram(
+        &["--db", db, "memory", "search", "kept", "--json"],
+        None,
+    ));
+    assert!(
+        found["results"][0]["content"]
+            .as_str()
+            .expect("content")
+            .contains("swordfish1")
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

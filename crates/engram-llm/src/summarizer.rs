@@ -38,6 +38,8 @@ pub struct LlmSummarizer {
     /// window, less room for the instructions and the answer).
     max_input_chars: usize,
     cache: Mutex<HashMap<u128, String>>,
+    /// Secrets replaced before text left for the model.
+    redacted: std::sync::atomic::AtomicUsize,
 }
 
 impl LlmSummarizer {
@@ -49,7 +51,14 @@ impl LlmSummarizer {
             name,
             max_input_chars: (window.saturating_sub(1_500) as f64 * 3.5 * 0.6) as usize,
             cache: Mutex::new(HashMap::new()),
+            redacted: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// Secrets replaced by placeholders before text was sent (API keys, tokens, passwords,
+    /// private keys).
+    pub fn redacted(&self) -> usize {
+        self.redacted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Tokens used so far, as the server reported them.
@@ -162,7 +171,16 @@ impl Summarizer for LlmSummarizer {
         };
         let instructions = request.instructions();
         let default_prompt = request.prompt == DEFAULT_PROMPT;
-        let parts = transcript(request.messages);
+        // Secrets never leave for the model.
+        let parts: Vec<String> = transcript(request.messages)
+            .into_iter()
+            .map(|p| {
+                let (text, n) = engram::redact::redact(&p);
+                self.redacted
+                    .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                text
+            })
+            .collect();
         let history: String = parts.concat();
         let key = xxhash_rust::xxh3::xxh3_128(format!("{instructions}\u{0}{history}").as_bytes());
         if let Some(hit) = self

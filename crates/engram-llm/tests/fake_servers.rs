@@ -452,3 +452,27 @@ fn long_histories_are_summarised_in_chunks_then_merged() {
             .contains("characters of output left out")
     );
 }
+
+#[test]
+fn secrets_never_leave_for_the_model() {
+    let fake = serve(
+        "/v1/chat/completions",
+        Arc::new(|_, _, _| openai_reply(GOOD)),
+    );
+    let client = Client::new(config(Api::OpenAi, &format!("{}/v1", fake.base))).expect("client");
+    let summarizer = LlmSummarizer::new(client, 8_192);
+    let mut messages = history();
+    messages.push(Message::tool(
+        "c1",
+        "export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz\nconnected with password=hunter22",
+    ));
+    let refs: Vec<&Message> = messages.iter().collect();
+    summarizer.summarize(&request(&refs)).expect("summary");
+    let sent = fake.bodies.lock().expect("lock")[0].to_string();
+    assert!(
+        !sent.contains("sk-ant-api03") && !sent.contains("hunter22"),
+        "{sent}"
+    );
+    assert!(sent.contains("[REDACTED:api_key]"));
+    assert_eq!(summarizer.redacted(), 2);
+}

@@ -11,6 +11,7 @@
 //! auto_sleep = false            # ENGRAM_AUTO_SLEEP: consolidate in the background / on use
 //! auto_sleep_interval_minutes = 30   # ENGRAM_AUTO_SLEEP_INTERVAL_MINUTES
 //! archive_retention_days = 0    # 0 keeps archived originals forever (the default)
+//! redact = true                 # secrets become placeholders before they are stored
 //!
 //! [session]
 //! model = "gpt-4o"              # the model new sessions talk to
@@ -53,6 +54,9 @@ pub struct MemoryConfig {
     /// Archived originals older than this many days are deleted by sleep; 0 keeps them (the
     /// default: nothing is lost unless you say so).
     pub archive_retention_days: f64,
+    /// Replace secrets (API keys, tokens, passwords, private keys) with placeholders in what
+    /// enters memory (on by default).
+    pub redact: bool,
 }
 
 impl Default for MemoryConfig {
@@ -63,6 +67,7 @@ impl Default for MemoryConfig {
             auto_sleep: false,
             auto_sleep_interval_minutes: 30.0,
             archive_retention_days: 0.0,
+            redact: true,
         }
     }
 }

@@ -35,6 +35,7 @@
 //! - [`count`]: message-level accounting with a per-message cache.
 //! - [`compact`]: the compaction pipeline (units, masking, digest, recall, summaries, live contexts).
 //! - [`assembly`]: budgeted context assembly (seed 001).
+//! - [`redact`]: secrets out of text that leaves for an LLM or enters memory.
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
 //! - [`memory`]: memory tiers, the [`memory::MemoryStore`] trait and sleep consolidation.
 //! - [`session`]: append-only session logs, views, compaction records, checkpoints.
@@ -50,6 +51,7 @@ pub mod error;
 pub mod input;
 pub mod memory;
 pub mod message;
+pub mod redact;
 pub mod registry;
 pub mod session;
 pub mod tokenize;
