@@ -387,6 +387,8 @@ pub(crate) enum SessionCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        summarizer: SummarizerArgs,
     },
     /// Seed 004's status update for the session (token usage of the window, the suggestion to
     /// compact above 70%), as the system message to insert.

@@ -281,6 +281,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             target,
             strategy,
             json,
+            summarizer,
         } => {
             let strategy = Strategy::parse(strategy)
                 .ok_or_else(|| user_error!("unknown strategy {strategy:?}"))?;
@@ -298,6 +299,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             };
             let mut options = engram::compact::CompactOptions::new(target);
             options.strategy = strategy;
+            let registry = registry::load(global)?;
+            if let Some(s) = crate::summarizer::from_args(&registry, summarizer)? {
+                options.summarizer =
+                    Some(s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);
+            }
             let mut session = session.with_options(options);
             let focus = focus.as_deref().filter(|f| !f.trim().is_empty());
             let record = session.compact(Trigger::Manual, target, focus)?;
