@@ -56,6 +56,25 @@ pub(crate) enum Command {
     /// the older messages that serve the query.
     #[command(after_help = COMPACT_AFTER_HELP)]
     Compact(CompactArgs),
+    /// Summarise a conversation as a handoff (seed 002's sections): with a model when one is
+    /// configured (--summarizer or the config file's [summarizer]), else without one; a model
+    /// reply that is not a usable summary falls back to the model-free summary, and stderr says why.
+    Summarize {
+        /// The conversation; `-` or nothing reads standard input.
+        #[arg(value_name = "FILE|-")]
+        file: Option<PathBuf>,
+        /// What the summary should focus on.
+        #[arg(long, allow_hyphen_values = true)]
+        focus: Option<String>,
+        /// The most tokens the summary may have.
+        #[arg(long, default_value_t = 1024)]
+        max_tokens: usize,
+        /// Print {"summary", "summarizer", "fallback", "usage"}.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        summarizer: SummarizerArgs,
+    },
     /// Long-term memory: import, add, search, consolidate (sleep), audit, forget, export.
     #[command(subcommand)]
     Memory(MemoryCommand),

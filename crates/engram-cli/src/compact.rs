@@ -65,7 +65,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     }
     options.digest_share = args.digest_share;
     options.recall_share = args.recall_share;
-    let summarizer = crate::summarizer::from_args(&registry, &args.summarizer)?;
+    let config = crate::config::load(global)?;
+    let summarizer = crate::summarizer::from_args(&registry, &args.summarizer, &config)?;
     if let Some(s) = &summarizer {
         options.summarizer = Some(Arc::clone(s) as Arc<dyn engram::compact::summarize::Summarizer>);
     }

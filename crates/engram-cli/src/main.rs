@@ -35,6 +35,20 @@ fn main() -> ExitCode {
             export::export(&cli.global, session.as_deref(), output.as_deref())
         }
         Command::Import { file } => export::import(&cli.global, file),
+        Command::Summarize {
+            file,
+            focus,
+            max_tokens,
+            json,
+            summarizer,
+        } => summarizer::run(
+            &cli.global,
+            file.as_deref(),
+            focus.as_deref(),
+            *max_tokens,
+            *json,
+            summarizer,
+        ),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
         Command::Bench(BenchCommand::Compact(args)) => bench::run_compact(args),
         Command::Bench(BenchCommand::Search(args)) => bench::run_search(&cli.global, args),

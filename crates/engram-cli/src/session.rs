@@ -300,7 +300,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             let mut options = engram::compact::CompactOptions::new(target);
             options.strategy = strategy;
             let registry = registry::load(global)?;
-            if let Some(s) = crate::summarizer::from_args(&registry, summarizer)? {
+            if let Some(s) = crate::summarizer::from_args(&registry, summarizer, &config)? {
                 options.summarizer =
                     Some(s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);
             }

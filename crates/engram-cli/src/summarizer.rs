@@ -10,11 +10,25 @@ use serde_json::{Value, json};
 use crate::cli::SummarizerArgs;
 use crate::user_error;
 
-/// The summarizer the arguments ask for, if any.
+/// The summarizer the arguments ask for, else the config file's `[summarizer]`, if any.
 pub(crate) fn from_args(
     registry: &ModelRegistry,
     args: &SummarizerArgs,
+    config: &engram::config::Config,
 ) -> anyhow::Result<Option<Arc<LlmSummarizer>>> {
+    let from_config;
+    let args = match (&args.summarizer, &config.summarizer) {
+        (None, Some(c)) => {
+            from_config = SummarizerArgs {
+                summarizer: Some(c.api.clone()),
+                summarizer_model: Some(c.model.clone()),
+                base_url: c.base_url.clone(),
+                api_key_env: c.api_key_env.clone(),
+            };
+            &from_config
+        }
+        _ => args,
+    };
     let Some(api) = &args.summarizer else {
         return Ok(None);
     };
@@ -52,4 +66,72 @@ pub(crate) fn usage_report(registry: &ModelRegistry, summarizer: &LlmSummarizer)
         "cost_usd": usage.cost(&model.spec),
         "secrets_redacted": summarizer.redacted(),
     })
+}
+
+/// `engram summarize`.
+pub(crate) fn run(
+    global: &crate::cli::GlobalArgs,
+    file: Option<&std::path::Path>,
+    focus: Option<&str>,
+    max_tokens: usize,
+    json_out: bool,
+    args: &SummarizerArgs,
+) -> anyhow::Result<()> {
+    use engram::compact::summarize::{DEFAULT_PROMPT, DeterministicSummarizer, SummaryRequest};
+    if max_tokens == 0 {
+        return Err(user_error!("--max-tokens must be positive"));
+    }
+    let registry = crate::registry::load(global)?;
+    let config = crate::config::load(global)?;
+    let bytes = crate::input::read_bytes(file)?;
+    let conversation = crate::input::parse(&bytes, crate::cli::InputFormatArg::Auto)?;
+    let messages: Vec<&engram::Message> = conversation
+        .messages
+        .iter()
+        .skip_while(|m| m.role.is_instruction())
+        .collect();
+    if messages.is_empty() {
+        return Err(user_error!(
+            "nothing to summarise: the conversation has no messages after its system prompt"
+        ));
+    }
+    let request = SummaryRequest {
+        messages: &messages,
+        prompt: DEFAULT_PROMPT,
+        focus: focus.filter(|f| !f.trim().is_empty()),
+        max_tokens,
+    };
+    let model = from_args(&registry, args, &config)?;
+    let (summary, name, fallback) = match &model {
+        Some(s) => match s.summarize(&request) {
+            Ok(text) => (text, s.name().to_owned(), None),
+            Err(e) => (
+                DeterministicSummarizer.summarize(&request)?,
+                DeterministicSummarizer.name().to_owned(),
+                Some(e.to_string()),
+            ),
+        },
+        None => (
+            DeterministicSummarizer.summarize(&request)?,
+            DeterministicSummarizer.name().to_owned(),
+            None,
+        ),
+    };
+    if json_out {
+        let doc = json!({
+            "summary": summary,
+            "summarizer": name,
+            "fallback": fallback,
+            "usage": model.as_ref().map(|s| usage_report(&registry, s)),
+        });
+        println!("{doc}");
+    } else {
+        if let Some(why) = &fallback {
+            eprintln!(
+                "engram: the model's summary was not used ({why}); this is the model-free one"
+            );
+        }
+        println!("{summary}");
+    }
+    Ok(())
 }

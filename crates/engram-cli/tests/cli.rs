@@ -1334,3 +1334,56 @@ fn secrets_are_redacted_before_they_enter_memory() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn summarize_a_file_with_or_without_a_model() {
+    let out = ok(engram(&["summarize", &example()], None));
+    let text = stdout(&out);
+    for section in [
+        "## Completed work",
+        "## In-progress tasks",
+        "## Critical context",
+    ] {
+        assert!(text.contains(section), "{section}: {text}");
+    }
+    // A model from the config file, unreachable: the model-free summary, and the reason.
+    let dir = temp_dir("summarize");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        "[summarizer]\napi = \"openai\"\nmodel = \"local\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .expect("write");
+    let doc = json(&engram(
+        &[
+            "--config",
+            config.to_str().expect("utf8"),
+            "summarize",
+            "--json",
+            &example(),
+        ],
+        None,
+    ));
+    assert_eq!(doc["summarizer"], "deterministic");
+    assert!(
+        doc["fallback"]
+            .as_str()
+            .expect("reason")
+            .contains("127.0.0.1:9"),
+        "{doc}"
+    );
+    assert_eq!(doc["usage"]["calls"], 4);
+    std::fs::write(&config, "[summarizer]\napi = \"gemini\"\nmodel = \"x\"\n").expect("write");
+    let out = engram(
+        &[
+            "--config",
+            config.to_str().expect("utf8"),
+            "summarize",
+            &example(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("summarizer.api"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -13,6 +13,12 @@
 //! archive_retention_days = 0    # 0 keeps archived originals forever (the default)
 //! redact = true                 # secrets become placeholders before they are stored
 //!
+//! [summarizer]                  # optional: a model writes summaries (else the extractive digest)
+//! api = "openai"                # openai (any OpenAI-compatible server), anthropic, ollama
+//! model = "gpt-4o-mini"
+//! base_url = "http://127.0.0.1:8080/v1"
+//! api_key_env = "OPENAI_API_KEY"
+//!
 //! [session]
 //! model = "gpt-4o"              # the model new sessions talk to
 //! threshold = 0.8               # emergency compaction at this share of the window ...
@@ -37,6 +43,22 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// Sessions.
     pub session: SessionConfig,
+    /// A model that writes summaries (command-line flags override it).
+    pub summarizer: Option<SummarizerConfig>,
+}
+
+/// `[summarizer]`: the config-file equivalent of `--summarizer`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizerConfig {
+    /// `openai` (any OpenAI-compatible server), `anthropic` or `ollama`.
+    pub api: String,
+    /// The model the server knows.
+    pub model: String,
+    /// The base URL as the provider's SDK takes it.
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key.
+    pub api_key_env: Option<String>,
 }
 
 /// `[memory]`.
@@ -207,6 +229,14 @@ impl Config {
             return Err(ConfigError(format!(
                 "{origin}: a compaction's target must be below its threshold (target {} / threshold {}, sleep_target {} / sleep_threshold {})",
                 s.target, s.threshold, s.sleep_target, s.sleep_threshold
+            )));
+        }
+        if let Some(sum) = &self.summarizer
+            && !["openai", "anthropic", "ollama"].contains(&sum.api.as_str())
+        {
+            return Err(ConfigError(format!(
+                "{origin}: summarizer.api must be openai, anthropic or ollama, not {:?}",
+                sum.api
             )));
         }
         if s.sleep_threshold >= s.threshold {
