@@ -384,16 +384,38 @@ impl SessionStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
 
-    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError> {
+    fn recent_compactions(
+        &self,
+        session_id: &str,
+        n: usize,
+    ) -> Result<Vec<CompactionRecord>, MemoryError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
-        conn.prepare_cached(&format!(
-            "SELECT {COMPACTION_COLUMNS} FROM session_compaction
-             WHERE session_id = ?1 AND abandoned = 0 ORDER BY id DESC LIMIT 1"
-        ))
-        .map_err(backend)?
-        .query_row([session_id], row_to_compaction)
-        .optional()
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COMPACTION_COLUMNS} FROM session_compaction
+                 WHERE session_id = ?1 AND abandoned = 0 ORDER BY id DESC LIMIT ?2"
+            ))
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(
+                params![session_id, n.min(i64::MAX as usize) as i64],
+                row_to_compaction,
+            )
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, MemoryError> {
+        let conn = self.conn();
+        session_in(&conn, session_id)?;
+        conn.query_row(
+            "SELECT coalesce(sum(tokens), 0) FROM session_message
+             WHERE session_id = ?1 AND seq >= ?2 AND abandoned = 0",
+            params![session_id, from_seq as i64],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n as usize)
         .map_err(backend)
     }
 
@@ -497,23 +519,10 @@ impl SessionStore for SqliteStore {
         session_in(&tx, session_id)?;
         let found: Option<(i64, Checkpoint)> = tx
             .query_row(
-                "SELECT rowid, session_id, name, log_end, compaction_id, messages, created_at, abandoned
+                "SELECT session_id, name, log_end, compaction_id, messages, created_at, abandoned, rowid
                  FROM session_checkpoint WHERE session_id = ?1 AND name = ?2",
                 params![session_id, name],
-                |r| {
-                    Ok((
-                        r.get(0)?,
-                        Checkpoint {
-                            session_id: r.get(1)?,
-                            name: r.get(2)?,
-                            log_end: r.get::<_, i64>(3)? as u64,
-                            compaction_id: r.get(4)?,
-                            messages: r.get::<_, i64>(5)? as usize,
-                            created_at: r.get(6)?,
-                            abandoned: r.get::<_, i64>(7)? != 0,
-                        },
-                    ))
-                },
+                |r| Ok((r.get(7)?, row_to_checkpoint(r)?)),
             )
             .optional()
             .map_err(backend)?;

@@ -205,8 +205,20 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError> {
-        Ok(self.compactions(session_id, false)?.pop())
+    fn recent_compactions(
+        &self,
+        session_id: &str,
+        n: usize,
+    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+        let state = self.lock();
+        let s = session_of(&state, session_id)?;
+        Ok(s.compactions
+            .iter()
+            .rev()
+            .filter(|c| !c.abandoned)
+            .take(n)
+            .cloned()
+            .collect())
     }
 
     fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {

@@ -332,8 +332,7 @@ impl<'s> Session<'s> {
             return Ok(false);
         }
         let threshold = self.policy.trigger.threshold * self.info.window as f64;
-        let records = self.store.compactions(&self.info.id, false)?;
-        let recent: Vec<&CompactionRecord> = records.iter().rev().take(n).collect();
+        let recent = self.store.recent_compactions(&self.info.id, n)?;
         Ok(recent.len() == n
             && recent
                 .iter()
@@ -347,13 +346,7 @@ impl<'s> Session<'s> {
             Some(c) => (c.tokens_after, c.log_end),
             None => (self.counter.accounting().per_conversation, 0),
         };
-        let tail: usize = self
-            .store
-            .session_log(&self.info.id, from, false)?
-            .iter()
-            .map(|m| m.tokens)
-            .sum();
-        Ok(base + tail)
+        Ok(base + self.store.tail_tokens(&self.info.id, from)?)
     }
 
     /// The current view: the latest compaction's view, then every message appended since.

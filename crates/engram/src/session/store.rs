@@ -275,8 +275,25 @@ pub trait SessionStore: Send + Sync {
         session_id: &str,
         include_abandoned: bool,
     ) -> Result<Vec<CompactionRecord>, MemoryError>;
+    /// The `n` latest active compactions, newest first.
+    fn recent_compactions(
+        &self,
+        session_id: &str,
+        n: usize,
+    ) -> Result<Vec<CompactionRecord>, MemoryError>;
     /// The latest active compaction.
-    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError>;
+    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError> {
+        Ok(self.recent_compactions(session_id, 1)?.pop())
+    }
+    /// The tokens of the active messages from `from_seq` on (what was appended since a
+    /// compaction), without reading the messages.
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, MemoryError> {
+        Ok(self
+            .session_log(session_id, from_seq, false)?
+            .iter()
+            .map(|m| m.tokens)
+            .sum())
+    }
     /// The summaries of the session's active compactions, oldest first.
     fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError>;
     /// Names the session's current state; an existing name is a conflict.
