@@ -100,6 +100,7 @@ pub(crate) fn run(
         prompt: DEFAULT_PROMPT,
         focus: focus.filter(|f| !f.trim().is_empty()),
         max_tokens,
+        previous: None,
     };
     let model = from_args(&registry, args, &config)?;
     let (summary, name, fallback) = match &model {

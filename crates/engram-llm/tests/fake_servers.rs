@@ -105,6 +105,7 @@ fn request<'a>(messages: &'a [&'a Message]) -> SummaryRequest<'a> {
         prompt: DEFAULT_PROMPT,
         focus: None,
         max_tokens: 400,
+        previous: None,
     }
 }
 
@@ -147,6 +148,46 @@ fn openai_success_sends_the_history_as_data_and_counts_usage() {
     // The same history again comes from the cache: no second call.
     summarizer.summarize(&request(&refs)).expect("cached");
     assert_eq!(fake.requests.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_previous_summary_is_sent_to_be_merged_not_summarised_again() {
+    let fake = serve(
+        "/v1/chat/completions",
+        Arc::new(|_, _, _| openai_reply(GOOD)),
+    );
+    let client = Client::new(config(Api::OpenAi, &format!("{}/v1", fake.base))).expect("client");
+    let summarizer = LlmSummarizer::new(client, 8_192);
+    let messages = history();
+    let refs: Vec<&Message> = messages.iter().collect();
+    let previous = format!("{GOOD}\n- token sk-abcdefghijklmnopqrstuvwxyz123456 was used");
+    let merge = SummaryRequest {
+        previous: Some(&previous),
+        ..request(&refs)
+    };
+    summarizer.summarize(&merge).expect("summary");
+    let sent = fake.bodies.lock().expect("lock")[0].clone();
+    let system = sent["messages"][0]["content"].as_str().expect("system");
+    assert!(system.contains("<previous_summary>"), "{system}");
+    assert!(system.contains("Write one updated summary"), "{system}");
+    let user = sent["messages"][1]["content"].as_str().expect("user");
+    assert!(
+        user.starts_with("<previous_summary>\n## Completed work"),
+        "{user}"
+    );
+    assert!(
+        user.contains("</previous_summary>\n<history>\nuser: Fix the failing test"),
+        "{user}"
+    );
+    // The previous summary passes the redactor too.
+    assert!(
+        !user.contains("sk-abcdefghijklmnopqrstuvwxyz123456"),
+        "{user}"
+    );
+    assert_eq!(summarizer.redacted(), 1);
+    // Another previous summary is another request: not served from the cache.
+    summarizer.summarize(&request(&refs)).expect("alone");
+    assert_eq!(fake.requests.load(Ordering::SeqCst), 2);
 }
 
 #[test]

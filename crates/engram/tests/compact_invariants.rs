@@ -451,3 +451,82 @@ fn summaries_fall_back_to_the_digest_when_the_summarizer_fails_or_overruns() {
     );
     assert!(out.report.steps.contains(&"summarize"));
 }
+
+#[test]
+fn a_previous_summary_is_merged_reused_or_left_alone() {
+    use engram::compact::summarize::{DeterministicSummarizer, PreviousSummary};
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let mut messages = vec![
+        Message::system("You are an agent."),
+        Message::user("Fix src/parser.rs"),
+    ];
+    for i in 0..40 {
+        messages.push(Message::assistant(format!(
+            "Looked at src/module_{i}.rs: error: E{i:04} in parse_{i}"
+        )));
+        messages.push(Message::user(format!("ok, continue with step {i}")));
+    }
+    let mut options = CompactOptions::new(600);
+    options.strategy = Steps::Summarize;
+    options.summarizer = Some(std::sync::Arc::new(DeterministicSummarizer));
+    let first = compact(&Conversation::new(messages.clone()), &counter, &options).expect("first");
+    let summary = first
+        .messages
+        .iter()
+        .find(|v| v.kind == Kind::Summary)
+        .expect("summary");
+    assert_eq!(first.report.summary_previous, None);
+    let text = summary
+        .message
+        .text()
+        .trim_start_matches("[CONTEXT SUMMARY]\n")
+        .to_owned();
+    let previous = PreviousSummary {
+        text: text.clone(),
+        covers: summary.source_ids.clone(),
+    };
+
+    // Nothing new dropped: the previous summary stands, and no summarizer is called.
+    options.previous_summary = Some(previous.clone());
+    options.summarizer = Some(std::sync::Arc::new(Faulty { fail: true }));
+    let again = compact(&Conversation::new(messages.clone()), &counter, &options).expect("again");
+    assert_eq!(again.report.summary_previous, Some("reused"));
+    assert_eq!(again.report.summary_fallback, None);
+    let reused = again
+        .messages
+        .iter()
+        .find(|v| v.kind == Kind::Summary)
+        .expect("summary");
+    assert_eq!(reused.message.text(), summary.message.text());
+
+    // A previous summary that covers a message still in the view is not merged.
+    let mut stale = previous.clone();
+    stale.covers.push((messages.len() - 1).to_string());
+    options.previous_summary = Some(stale);
+    options.summarizer = Some(std::sync::Arc::new(DeterministicSummarizer));
+    let out = compact(&Conversation::new(messages.clone()), &counter, &options).expect("stale");
+    assert_eq!(out.report.summary_previous, None);
+
+    // More history: the new messages are merged into the previous summary.
+    for i in 40..60 {
+        messages.push(Message::assistant(format!(
+            "Looked at src/module_{i}.rs: error: E{i:04} in parse_{i}"
+        )));
+        messages.push(Message::user(format!("ok, continue with step {i}")));
+    }
+    options.previous_summary = Some(previous.clone());
+    let merged = compact(&Conversation::new(messages), &counter, &options).expect("merged");
+    assert_eq!(merged.report.summary_previous, Some("merged"));
+    let new = merged
+        .messages
+        .iter()
+        .find(|v| v.kind == Kind::Summary)
+        .expect("summary");
+    assert!(previous.covers.iter().all(|id| new.source_ids.contains(id)));
+    assert!(
+        new.message.text().contains("\"Fix src/parser.rs\""),
+        "{}",
+        new.message.text()
+    );
+    assert!(merged.report.tokens_after <= 600);
+}

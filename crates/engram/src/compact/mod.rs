@@ -202,6 +202,9 @@ pub struct CompactOptions {
     pub prompt: Option<String>,
     /// What a summary should focus on.
     pub focus: Option<String>,
+    /// An earlier summary of this conversation: when every message it covers is dropped again,
+    /// the summarizer merges the newly dropped messages into it (incremental summaries).
+    pub previous_summary: Option<summarize::PreviousSummary>,
     /// Ids (or index strings) of messages kept verbatim whatever happens, like the leading
     /// system messages. A message with `"pinned": true` is pinned too.
     pub pinned_ids: Vec<String>,
@@ -222,6 +225,7 @@ impl CompactOptions {
             summarizer: None,
             prompt: None,
             focus: None,
+            previous_summary: None,
             pinned_ids: Vec::new(),
         }
     }
@@ -262,6 +266,10 @@ pub struct CompactReport {
     pub summarizer: Option<String>,
     /// Why the summarizer's summary was not used (the extractive digest was), when it was not.
     pub summary_fallback: Option<String>,
+    /// How the previous summary was used: `merged` (the summarizer was given it with the
+    /// messages dropped since) or `reused` (nothing new was dropped: no call was made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_previous: Option<&'static str>,
     /// Orphan tool results turned into user messages, and calls given a "no result" note.
     pub repaired: usize,
     /// Wall time in milliseconds.
@@ -434,6 +442,7 @@ pub fn compact(
             summary_tokens: 0,
             summarizer: None,
             summary_fallback: None,
+            summary_previous: None,
             repaired: repairs.orphan_results.len() + repairs.unanswered_calls.len(),
             duration_ms: 0.0,
         },
@@ -763,7 +772,13 @@ impl Planner<'_> {
             }
             sources.reverse();
             let budget = free.saturating_sub(used);
-            let built = match self.summary(&sources, budget) {
+            let dropped_ids: HashSet<&str> = dropped
+                .iter()
+                .flat_map(|u| self.items[u.start..u.end].iter())
+                .map(|i| i.source_id.as_str())
+                .filter(|s| !s.is_empty())
+                .collect();
+            let built = match self.summary(&sources, budget, &dropped_ids) {
                 Some(built) => Some(("summarize", built)),
                 None => digest::build(&sources, &visible, self.counter, budget)
                     .map(|built| ("extractive", built)),
@@ -822,7 +837,12 @@ impl Planner<'_> {
 
     /// A summary by the configured summarizer, when there is one and its summary fits;
     /// otherwise `None`, with the reason in the report.
-    fn summary(&mut self, sources: &[&Item<'_>], budget: usize) -> Option<digest::Built> {
+    fn summary(
+        &mut self,
+        sources: &[&Item<'_>],
+        budget: usize,
+        dropped_ids: &HashSet<&str>,
+    ) -> Option<digest::Built> {
         let Some(summarizer) = self.options.summarizer.as_ref() else {
             if self.options.strategy == Strategy::Summarize {
                 self.report.summary_fallback =
@@ -837,7 +857,20 @@ impl Planner<'_> {
             .counter
             .count_message(&Message::system(format!("{}\n", summarize::SUMMARY_HEADER)))
             .total();
-        let messages: Vec<&Message> = sources.iter().map(|i| i.message.as_ref()).collect();
+        // Incremental: an earlier summary whose messages all leave the view again is merged
+        // with what was dropped since, not summarised again from the messages.
+        let previous = self.options.previous_summary.as_ref().filter(|p| {
+            !p.covers.is_empty() && p.covers.iter().all(|id| dropped_ids.contains(id.as_str()))
+        });
+        let covered: HashSet<&str> = previous
+            .map(|p| p.covers.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let fresh: Vec<&Item<'_>> = sources
+            .iter()
+            .copied()
+            .filter(|i| !covered.contains(i.source_id.as_str()))
+            .collect();
+        let messages: Vec<&Message> = fresh.iter().map(|i| i.message.as_ref()).collect();
         let request = summarize::SummaryRequest {
             messages: &messages,
             prompt: self
@@ -847,20 +880,24 @@ impl Planner<'_> {
                 .unwrap_or(summarize::DEFAULT_PROMPT),
             focus: self.options.focus.as_deref(),
             max_tokens: budget.saturating_sub(header_tokens),
+            previous: previous.map(|p| p.text.as_str()),
         };
         let fallback = |report: &mut CompactReport, reason: String| {
             report.summary_fallback = Some(reason);
             None
         };
-        let text = match summarizer.summarize(&request) {
-            Ok(text) if !text.trim().is_empty() => text,
-            Ok(_) => {
-                return fallback(
-                    &mut self.report,
-                    format!("{} returned an empty summary", summarizer.name()),
-                );
-            }
-            Err(e) => return fallback(&mut self.report, e.to_string()),
+        let text = match previous {
+            Some(p) if messages.is_empty() => p.text.clone(),
+            _ => match summarizer.summarize(&request) {
+                Ok(text) if !text.trim().is_empty() => text,
+                Ok(_) => {
+                    return fallback(
+                        &mut self.report,
+                        format!("{} returned an empty summary", summarizer.name()),
+                    );
+                }
+                Err(e) => return fallback(&mut self.report, e.to_string()),
+            },
         };
         let message = Message::system(format!("{}\n{}", summarize::SUMMARY_HEADER, text.trim()));
         let tokens = self.counter.count_message(&message).total();
@@ -874,14 +911,24 @@ impl Planner<'_> {
             );
         }
         self.report.summarizer = Some(summarizer.name().to_owned());
+        self.report.summary_previous = previous.map(|_| {
+            if messages.is_empty() {
+                "reused"
+            } else {
+                "merged"
+            }
+        });
+        let mut source_ids: Vec<String> = previous.map(|p| p.covers.clone()).unwrap_or_default();
+        source_ids.extend(
+            fresh
+                .iter()
+                .map(|i| i.source_id.clone())
+                .filter(|s| !s.is_empty()),
+        );
         Some(digest::Built {
             message,
             tokens,
-            source_ids: sources
-                .iter()
-                .map(|i| i.source_id.clone())
-                .filter(|s| !s.is_empty())
-                .collect(),
+            source_ids,
         })
     }
 

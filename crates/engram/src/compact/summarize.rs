@@ -49,15 +49,49 @@ pub struct SummaryRequest<'a> {
     pub focus: Option<&'a str>,
     /// The most tokens the summary may have.
     pub max_tokens: usize,
+    /// An earlier summary of the history before `messages`: the summarizer merges the new
+    /// messages into it rather than summarising everything again.
+    pub previous: Option<&'a str>,
 }
 
-impl SummaryRequest<'_> {
-    /// The instructions with the focus appended.
-    pub fn instructions(&self) -> String {
-        match self.focus {
-            Some(focus) => format!("{}\nFocus on: {focus}", self.prompt),
-            None => self.prompt.to_owned(),
+/// An earlier summary of part of a conversation, offered to the next compaction so that it
+/// merges the newly dropped messages into it (see [`SummaryRequest::previous`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousSummary {
+    /// Its text, without [`SUMMARY_HEADER`].
+    pub text: String,
+    /// The ids of the messages it covers.
+    pub covers: Vec<String>,
+}
+
+/// The instructions added when a previous summary is merged.
+pub const MERGE_NOTE: &str = "A summary of the earlier history is given first, in <previous_summary>; the history after it follows, in <history>. Write one updated summary of both: keep what still holds, add what the new history adds, move finished tasks to completed work, and drop only what the new history shows is no longer true.";
+
+impl<'a> SummaryRequest<'a> {
+    /// A request with the default prompt and no focus and no previous summary.
+    pub fn new(messages: &'a [&'a Message], max_tokens: usize) -> Self {
+        SummaryRequest {
+            messages,
+            prompt: DEFAULT_PROMPT,
+            focus: None,
+            max_tokens,
+            previous: None,
         }
+    }
+
+    /// The instructions with the merge note (when there is a previous summary) and the focus
+    /// appended.
+    pub fn instructions(&self) -> String {
+        let mut out = self.prompt.to_owned();
+        if self.previous.is_some() {
+            out.push('\n');
+            out.push_str(MERGE_NOTE);
+        }
+        if let Some(focus) = self.focus {
+            out.push_str("\nFocus on: ");
+            out.push_str(focus);
+        }
+        out
     }
 
     /// The history rendered as data (one `role: text` block per message, tool calls shown with
@@ -154,22 +188,36 @@ impl Summarizer for DeterministicSummarizer {
             Some((last, earlier)) => (vec![last.clone()], earlier.to_vec()),
             None => (Vec::new(), Vec::new()),
         };
+        let mut sections: [Vec<String>; 6] = [earlier, calls, last, Vec::new(), Vec::new(), facts];
+        if let Some(previous) = request.previous {
+            // Merged: the earlier summary's lines first, its task finished when a newer one came.
+            let mut before = parse_sections(previous);
+            if !sections[2].is_empty() {
+                let finished = std::mem::take(&mut before[2]);
+                before[0].extend(finished);
+            }
+            for (section, mut old) in sections.iter_mut().zip(before) {
+                old.retain(|l| !section.contains(l));
+                old.append(section);
+                *section = old;
+            }
+        }
         let mut out = String::new();
-        let sections: [(&str, &[String]); 6] = [
-            (SECTIONS[0], &earlier),
-            (SECTIONS[1], &calls),
-            (SECTIONS[2], &last),
-            (SECTIONS[3], &[]),
-            (SECTIONS[4], &[]),
-            (SECTIONS[5], &facts),
-        ];
-        for (heading, lines) in sections {
+        for (heading, lines) in SECTIONS.iter().zip(&sections) {
             out.push_str(heading);
             out.push('\n');
             if lines.is_empty() {
                 out.push_str("- (none recorded)\n");
             }
-            for line in lines.iter().rev().take(8).rev() {
+            // The newest eight lines; of the requests, the first (the task) and the newest seven.
+            let kept: Vec<&String> = if heading == &SECTIONS[0] && lines.len() > 8 {
+                std::iter::once(&lines[0])
+                    .chain(&lines[lines.len() - 7..])
+                    .collect()
+            } else {
+                lines[lines.len().saturating_sub(8)..].iter().collect()
+            };
+            for line in kept {
                 out.push_str(line);
                 out.push('\n');
             }
@@ -185,6 +233,27 @@ impl Summarizer for DeterministicSummarizer {
         }
         Ok(out)
     }
+}
+
+/// The bullet lines under each of [`SECTIONS`] in a summary (placeholders left out).
+fn parse_sections(summary: &str) -> [Vec<String>; 6] {
+    let mut out: [Vec<String>; 6] = Default::default();
+    let mut at: Option<usize> = None;
+    for line in summary.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') {
+            let name = trimmed.trim_start_matches('#').trim().to_lowercase();
+            at = SECTIONS
+                .iter()
+                .position(|s| s.trim_start_matches("## ").to_lowercase() == name);
+        } else if let Some(i) = at
+            && trimmed.starts_with("- ")
+            && trimmed != "- (none recorded)"
+        {
+            out[i].push(trimmed.to_owned());
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -210,6 +279,7 @@ mod tests {
             prompt: DEFAULT_PROMPT,
             focus: Some("the parser"),
             max_tokens: 500,
+            previous: None,
         };
         let text = DeterministicSummarizer
             .summarize(&request)

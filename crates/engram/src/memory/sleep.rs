@@ -229,6 +229,7 @@ fn summarize_with(
             prompt: MEMORY_PROMPT,
             focus: None,
             max_tokens: (max_chars / 4).max(16),
+            previous: None,
         })
         .map_err(|e| e.to_string())?;
     let text = text.trim();

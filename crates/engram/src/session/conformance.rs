@@ -57,7 +57,103 @@ pub fn run(make: &dyn Fn() -> Box<dyn Store>) {
     sleep_compaction_extracts_facts_first(make().as_ref());
     deleting_a_session_removes_what_it_owns(make().as_ref());
     the_agents_compact_history_tool(make().as_ref());
+    summaries_are_incremental(make().as_ref());
     export_and_import_round_trip(make().as_ref(), make().as_ref());
+}
+
+/// Records what each summary request carried, and answers as the deterministic summarizer.
+#[derive(Debug, Default)]
+struct Recording {
+    /// (previous summary, messages' texts) per request.
+    requests: std::sync::Mutex<Vec<(Option<String>, Vec<String>)>>,
+}
+
+impl crate::compact::summarize::Summarizer for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+
+    fn summarize(
+        &self,
+        request: &crate::compact::summarize::SummaryRequest<'_>,
+    ) -> Result<String, crate::compact::summarize::SummarizeError> {
+        self.requests.lock().expect("lock").push((
+            request.previous.map(str::to_owned),
+            request
+                .messages
+                .iter()
+                .map(|m| m.text().into_owned())
+                .collect(),
+        ));
+        crate::compact::summarize::DeterministicSummarizer.summarize(request)
+    }
+}
+
+fn summaries_are_incremental(store: &dyn Store) {
+    let recording = std::sync::Arc::new(Recording::default());
+    let mut options = CompactOptions::new(0);
+    options.summarizer = Some(recording.clone());
+    let mut s = Session::create(store, &new_session("inc", 3_000))
+        .expect("create")
+        .with_options(options);
+    s.append(vec![Message::system("You are a coding agent.")])
+        .expect("system");
+    let mut compactions = 0;
+    for i in 0..40 {
+        if s.append(turn(i)).expect("append").compaction.is_some() {
+            compactions += 1;
+        }
+    }
+    assert!(compactions >= 3, "{compactions} compactions");
+    let requests = recording.requests.lock().expect("lock").clone();
+    assert_eq!(
+        requests[0].0, None,
+        "the first summary has nothing to merge"
+    );
+    let summaries = store.summaries("inc").expect("summaries");
+    assert!(summaries.len() >= 3, "{} summaries", summaries.len());
+    for (n, pair) in summaries.windows(2).enumerate() {
+        let (before, after) = (&pair[0], &pair[1]);
+        // The earlier summary was given to the summarizer, not its messages again.
+        let (previous, messages) = &requests[n + 1];
+        let previous = previous.as_deref().expect("a previous summary was merged");
+        assert!(
+            before.text.contains(previous),
+            "request {}: the previous summary is the last one written",
+            n + 1
+        );
+        let log = store.session_log("inc", 0, false).expect("log");
+        for id in &before.covers {
+            let text = log
+                .iter()
+                .find(|m| &m.id == id)
+                .expect("covered message")
+                .message
+                .text()
+                .into_owned();
+            assert!(
+                !messages.contains(&text) || text.is_empty(),
+                "request {}: message {id} was summarised again",
+                n + 1
+            );
+        }
+        // Lineage: the merged summary covers what the earlier one did and supersedes it.
+        assert!(before.covers.iter().all(|id| after.covers.contains(id)));
+        assert!(after.covers_summaries.contains(&before.id));
+        assert!(after.depth > before.depth);
+        // Merged, not lost: the first request is still in the latest summary.
+    }
+    let last = summaries.last().expect("summaries");
+    assert!(
+        last.text.contains("Step 0: fix the failing test"),
+        "the merged summary keeps the first request: {}",
+        last.text
+    );
+    let record = store.compactions("inc", false).expect("compactions");
+    assert_eq!(
+        record.last().expect("a compaction").report["summary_previous"],
+        "merged"
+    );
 }
 
 fn export_and_import_round_trip(store: &dyn Store, other: &dyn Store) {

@@ -547,8 +547,19 @@ impl<'s> Session<'s> {
         let log_end = log.last().map_or(0, |m| m.seq + 1);
         let tokens_before = self.view_tokens()?;
         let conversation = Conversation::new(log.iter().map(|m| m.message.clone()).collect());
+        let earlier = self.store.summaries(&self.info.id)?;
         let mut options = self.options.clone();
         options.query = focus.map(str::to_owned).or(options.query);
+        // Incremental: the last model-written summary is merged with what leaves the view since.
+        options.previous_summary = earlier.last().and_then(|s| {
+            let text = s
+                .text
+                .strip_prefix(crate::compact::summarize::SUMMARY_HEADER)?;
+            Some(crate::compact::summarize::PreviousSummary {
+                text: text.trim().to_owned(),
+                covers: s.covers.clone(),
+            })
+        });
         // Room for the summaries' headers, added after compaction.
         const HEADER_ROOM: usize = 40;
         options.budget = target.saturating_sub(HEADER_ROOM).max(1);
@@ -562,7 +573,6 @@ impl<'s> Session<'s> {
 
         let at: HashMap<&str, Timestamp> =
             log.iter().map(|m| (m.id.as_str(), m.created_at)).collect();
-        let earlier = self.store.summaries(&self.info.id)?;
         let now = crate::memory::now();
         let mut view = compacted.messages;
         let mut summaries = Vec::new();
