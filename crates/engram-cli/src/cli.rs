@@ -337,7 +337,9 @@ pub(crate) enum SessionCommand {
         json: bool,
     },
     /// Append messages (from a file or standard input, or one given with --user, --assistant or
-    /// --system); compacts when the view passes the threshold. Prints the new ids.
+    /// --system); compacts when the view passes the threshold. Prints the new ids. Every 5
+    /// user turns, and when the view crosses 50/70/80/90% of the window, seed 004's status
+    /// update is due: printed on standard error (`"status"` in --json) for the agent to insert.
     Append {
         /// The session.
         id: String,
@@ -409,8 +411,9 @@ pub(crate) enum SessionCommand {
         #[command(flatten)]
         summarizer: SummarizerArgs,
     },
-    /// Seed 004's status update for the session (token usage of the window, the suggestion to
-    /// compact above 70%), as the system message to insert.
+    /// Seed 004's status update for the session (token usage of the window, the cost so far at
+    /// the model's prices, from the replies' `usage` where they carry one and estimated
+    /// otherwise, and the suggestion to compact above 70%), as the system message to insert.
     Status {
         /// The session.
         id: String,

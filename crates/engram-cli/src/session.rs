@@ -20,7 +20,14 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let policy = config.session_policy();
-    let open = |id: &str| Session::open(&store, id).map(|s| s.with_policy(policy));
+    let registry = registry::load(global)?;
+    // The model's prices, for the cost in status updates.
+    let open = |id: &str| {
+        Session::open(&store, id).map(|s| {
+            let price = registry.resolve(&s.info().model).spec.price;
+            s.with_policy(policy).with_price(price)
+        })
+    };
     match command {
         SessionCommand::New {
             id,
@@ -29,7 +36,6 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             window,
             json,
         } => {
-            let registry = registry::load(global)?;
             let model = model
                 .clone()
                 .or_else(|| config.session.model.clone())
@@ -98,6 +104,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                         c.tokens_before,
                         c.tokens_after
                     );
+                }
+                if let Some(status) = &appended.status {
+                    // Due: for the caller to insert before the next model call.
+                    eprintln!("{}", status.text());
                 }
                 if appended.breaker_open {
                     eprintln!(
@@ -299,7 +309,6 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             };
             let mut options = engram::compact::CompactOptions::new(target);
             options.strategy = strategy;
-            let registry = registry::load(global)?;
             if let Some(s) = crate::summarizer::from_args(&registry, summarizer, &config)? {
                 options.summarizer =
                     Some(s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);
@@ -326,7 +335,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             }
         }
         SessionCommand::Status { id, json } => {
-            let status = open(id)?.status(0.0)?.to_message();
+            let status = open(id)?.status()?.to_message();
             if *json {
                 serde_json::to_writer(&mut out, &status.to_value())?;
                 writeln!(out)?;

@@ -419,6 +419,19 @@ impl SessionStore for SqliteStore {
         .map_err(backend)
     }
 
+    fn user_turns(&self, session_id: &str) -> Result<usize, MemoryError> {
+        let conn = self.conn();
+        session_in(&conn, session_id)?;
+        conn.query_row(
+            "SELECT count(*) FROM session_message
+             WHERE session_id = ?1 AND abandoned = 0 AND json_extract(message, '$.role') = 'user'",
+            [session_id],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n as usize)
+        .map_err(backend)
+    }
+
     fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;

@@ -224,6 +224,31 @@ impl Default for StatusSchedule {
 }
 
 impl StatusSchedule {
+    /// The same rule for a stored session, without state: true when `added` user turns took
+    /// the session to `turns` past a multiple of `every`, or the context went from
+    /// `tokens_before` to `tokens_after` across one of the thresholds.
+    pub fn due_between(
+        &self,
+        turns: usize,
+        added: usize,
+        tokens_before: usize,
+        tokens_after: usize,
+        max_tokens: usize,
+    ) -> bool {
+        let every = self.every.max(1);
+        if added > 0 && turns / every > turns.saturating_sub(added) / every {
+            return true;
+        }
+        if max_tokens == 0 {
+            return false;
+        }
+        let (before, after) = (
+            tokens_before as f64 / max_tokens as f64,
+            tokens_after as f64 / max_tokens as f64,
+        );
+        self.thresholds.iter().any(|&t| before < t && after >= t)
+    }
+
     /// Call once per turn with the context's size; true when an update is due now.
     pub fn due(&mut self, total_tokens: usize, max_tokens: usize) -> bool {
         self.turns += 1;

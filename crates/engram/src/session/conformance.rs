@@ -58,6 +58,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn Store>) {
     deleting_a_session_removes_what_it_owns(make().as_ref());
     the_agents_compact_history_tool(make().as_ref());
     summaries_are_incremental(make().as_ref());
+    status_updates_come_on_schedule_with_the_cost(make().as_ref());
     export_and_import_round_trip(make().as_ref(), make().as_ref());
 }
 
@@ -153,6 +154,80 @@ fn summaries_are_incremental(store: &dyn Store) {
     assert_eq!(
         record.last().expect("a compaction").report["summary_previous"],
         "merged"
+    );
+}
+
+fn status_updates_come_on_schedule_with_the_cost(store: &dyn Store) {
+    let price = crate::registry::Pricing {
+        input: 1_000.0,
+        output: 2_000.0,
+        cached_input: Some(100.0),
+    };
+    let mut s = Session::create(store, &new_session("st", 10_000))
+        .expect("create")
+        .with_price(price);
+    assert!(
+        s.append(vec![Message::system("sys")])
+            .expect("system")
+            .status
+            .is_none()
+    );
+    let mut due = Vec::new();
+    for turn in 1..=12 {
+        let out = s
+            .append(vec![
+                Message::user(format!("request {turn}")),
+                Message::assistant(format!("answer {turn}")),
+            ])
+            .expect("append");
+        if let Some(status) = out.status {
+            assert!(
+                status.text().starts_with("--- STATUS UPDATE ---"),
+                "{}",
+                status.text()
+            );
+            due.push(turn);
+        }
+    }
+    assert_eq!(due, [5, 10], "every 5 user turns");
+    // An assistant message alone is not a turn; crossing 50% of the window is due at once.
+    assert!(
+        s.append(vec![Message::assistant("more")])
+            .expect("append")
+            .status
+            .is_none()
+    );
+    let big = s
+        .append(vec![Message::assistant("word ".repeat(4_500))])
+        .expect("append");
+    let status = big.status.expect("crossing 50% sends a status update");
+    assert!(status.text().contains("/10000 ("), "{}", status.text());
+
+    // Cost: estimated for calls without usage, exact for a reply that reports its usage.
+    let before = s.usage().expect("usage");
+    assert_eq!(before.calls, 14);
+    assert_eq!(before.estimated_calls, 14);
+    assert!(before.cost_usd > 0.0);
+    let mut reply = Message::assistant("with usage");
+    reply.extra.insert(
+        "usage".into(),
+        json!({"prompt_tokens": 1_000, "completion_tokens": 100, "prompt_tokens_details": {"cached_tokens": 600}}),
+    );
+    s.append(vec![reply]).expect("append");
+    let after = s.usage().expect("usage");
+    assert_eq!(after.calls, 15);
+    assert_eq!(after.estimated_calls, 14);
+    assert_eq!(after.input_tokens - before.input_tokens, 1_000);
+    assert_eq!(after.cached_tokens - before.cached_tokens, 600);
+    let added = after.cost_usd - before.cost_usd;
+    let expected = (400.0 * 1_000.0 + 600.0 * 100.0 + 100.0 * 2_000.0) / 1e6;
+    assert!((added - expected).abs() < 1e-9, "{added} != {expected}");
+    assert!(
+        s.status()
+            .expect("status")
+            .to_message()
+            .text()
+            .contains(&format!("Cost So Far: ${:.4}", after.cost_usd))
     );
 }
 
@@ -652,7 +727,7 @@ fn the_agents_compact_history_tool(store: &dyn Store) {
     for i in 1..12 {
         s.append(turn(i)).expect("append");
     }
-    let status = s.status(0.0).expect("status");
+    let status = s.status().expect("status");
     assert_eq!(status.max_tokens, 50_000);
     assert!(status.to_message().text().contains("Token Usage: "));
     let before = s.view().expect("view");

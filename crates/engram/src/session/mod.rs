@@ -34,7 +34,7 @@ use crate::compact::{CompactError, CompactOptions, CompactReport, Compacted, Kin
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::memory::{MemoryError, MemoryStore, NewEntry, Tier, Timestamp, format_time, new_id};
-use crate::message::{Content, Message};
+use crate::message::{Content, Message, Role};
 use crate::registry::ModelRegistry;
 use crate::tokenize::Tokenizer;
 
@@ -118,6 +118,54 @@ pub struct Appended {
     /// True when the view is over the threshold but automatic compaction gave up (the
     /// circuit breaker is open); a manual compaction still works.
     pub breaker_open: bool,
+    /// Seed 004's status update, when one is due (every few user turns, or the view crossed
+    /// one of the schedule's shares of the window): a system message for the caller to insert
+    /// before the next model call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Message>,
+}
+
+/// What a session's model calls have used and cost so far. Each assistant message in the log
+/// is one call: with a `usage` object (OpenAI's `prompt_tokens`/`completion_tokens`, or
+/// Anthropic's `input_tokens`/`output_tokens`, with cached tokens) its numbers are used;
+/// without one the call is estimated to have read the view as it stood before the message and
+/// written the message.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct SessionUsage {
+    /// Model calls (assistant messages).
+    pub calls: usize,
+    /// Input tokens, cached ones included.
+    pub input_tokens: usize,
+    /// Input tokens read from the provider's cache.
+    pub cached_tokens: usize,
+    /// Output tokens.
+    pub output_tokens: usize,
+    /// The cost in USD at the model's prices.
+    pub cost_usd: f64,
+    /// Calls whose usage was estimated (no `usage` on the message).
+    pub estimated_calls: usize,
+}
+
+/// A reply's usage object: (input incl. cached, cached, output).
+fn reported_usage(message: &Message) -> Option<(usize, usize, usize)> {
+    let usage = message.extra.get("usage")?;
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).map(|n| n as usize);
+    if let Some(prompt) = n(usage.get("prompt_tokens")) {
+        let cached = n(usage.pointer("/prompt_tokens_details/cached_tokens")).unwrap_or(0);
+        return Some((
+            prompt,
+            cached,
+            n(usage.get("completion_tokens")).unwrap_or(0),
+        ));
+    }
+    let input = n(usage.get("input_tokens"))?;
+    let cached = n(usage.get("cache_read_input_tokens")).unwrap_or(0);
+    let created = n(usage.get("cache_creation_input_tokens")).unwrap_or(0);
+    Some((
+        input + cached + created,
+        cached,
+        n(usage.get("output_tokens")).unwrap_or(0),
+    ))
 }
 
 /// A compaction in brief.
@@ -168,6 +216,8 @@ pub struct Session<'s> {
     counter: TokenCounter,
     policy: SessionPolicy,
     options: CompactOptions,
+    price: crate::registry::Pricing,
+    schedule: crate::agent::StatusSchedule,
 }
 
 impl std::fmt::Debug for Session<'_> {
@@ -231,6 +281,8 @@ impl<'s> Session<'s> {
             counter: TokenCounter::new(tokenizer),
             policy: SessionPolicy::default(),
             options: CompactOptions::new(window),
+            price: crate::registry::Pricing::default(),
+            schedule: crate::agent::StatusSchedule::default(),
         })
     }
 
@@ -246,6 +298,22 @@ impl<'s> Session<'s> {
     #[must_use]
     pub fn with_options(mut self, options: CompactOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// The same session with the model's prices, for the cost in status updates (the
+    /// registry's `price` for the session's model; without it costs are zero).
+    #[must_use]
+    pub fn with_price(mut self, price: crate::registry::Pricing) -> Self {
+        self.price = price;
+        self
+    }
+
+    /// The same session with another schedule for status updates (default: every 5 user
+    /// turns and when the view crosses 50, 70, 80 or 90% of the window).
+    #[must_use]
+    pub fn with_status_schedule(mut self, schedule: crate::agent::StatusSchedule) -> Self {
+        self.schedule = schedule;
         self
     }
 
@@ -297,9 +365,18 @@ impl<'s> Session<'s> {
                 created_at: now,
             });
         }
+        let user_turns = rows.iter().filter(|r| r.message.role == Role::User).count();
+        let tokens_before = self.view_tokens()?;
         let logged = self.store.append(&self.info.id, &rows)?;
         self.refresh()?;
         let mut view_tokens = self.view_tokens()?;
+        let status_due = self.schedule.due_between(
+            self.store.user_turns(&self.info.id)?,
+            user_turns,
+            tokens_before,
+            view_tokens,
+            self.info.window,
+        );
         let threshold = self.policy.trigger.threshold * self.info.window as f64;
         let mut compaction = None;
         let mut breaker_open = false;
@@ -313,6 +390,11 @@ impl<'s> Session<'s> {
                 compaction = Some(CompactionSummary::of(&record, 0));
             }
         }
+        let status = if status_due {
+            Some(self.status()?.to_message())
+        } else {
+            None
+        };
         Ok(Appended {
             ids: logged.iter().map(|m| m.id.clone()).collect(),
             seqs: logged.iter().map(|m| m.seq).collect(),
@@ -320,6 +402,7 @@ impl<'s> Session<'s> {
             window: self.info.window,
             compaction,
             breaker_open,
+            status,
         })
     }
 
@@ -748,14 +831,45 @@ impl<'s> Session<'s> {
         ))
     }
 
-    /// Seed 004's status update for this session now: the view's tokens of the window.
-    pub fn status(&self, cost_usd: f64) -> Result<crate::agent::Status, SessionError> {
+    /// Seed 004's status update for this session now: the view's tokens of the window, and
+    /// the cost so far (see [`Session::usage`]).
+    pub fn status(&self) -> Result<crate::agent::Status, SessionError> {
         Ok(crate::agent::Status {
             total_tokens: self.view_tokens()?,
             max_tokens: self.info.window,
-            cost_usd,
+            cost_usd: self.usage()?.cost_usd,
             activities: Vec::new(),
         })
+    }
+
+    /// What the session's model calls have used and cost so far (see [`SessionUsage`]).
+    pub fn usage(&self) -> Result<SessionUsage, SessionError> {
+        let log = self.log()?;
+        let mut compactions = self.store.compactions(&self.info.id, false)?;
+        compactions.sort_by_key(|c| (c.log_end, c.id));
+        let mut compactions = compactions.into_iter().peekable();
+        let mut usage = SessionUsage::default();
+        // The view's size before each message: what the last compaction before it left, plus
+        // the messages since.
+        let mut view: i64 = 0;
+        for m in &log {
+            while let Some(c) = compactions.next_if(|c| c.log_end <= m.seq) {
+                view = c.tokens_after as i64;
+            }
+            if m.message.role == Role::Assistant {
+                let (input, cached, output) = reported_usage(&m.message).unwrap_or_else(|| {
+                    usage.estimated_calls += 1;
+                    (view.max(0) as usize, 0, m.tokens)
+                });
+                usage.calls += 1;
+                usage.input_tokens += input;
+                usage.cached_tokens += cached;
+                usage.output_tokens += output;
+                usage.cost_usd += self.price.cost(input - cached.min(input), cached, output);
+            }
+            view += m.tokens as i64;
+        }
+        Ok(usage)
     }
 
     /// Sleep-time compaction (seed 002 phase 1): when the view is above the sleep threshold

@@ -294,6 +294,14 @@ pub trait SessionStore: Send + Sync {
             .map(|m| m.tokens)
             .sum())
     }
+    /// The user messages in the active log (the turns status updates are scheduled by).
+    fn user_turns(&self, session_id: &str) -> Result<usize, MemoryError> {
+        Ok(self
+            .session_log(session_id, 0, false)?
+            .iter()
+            .filter(|m| m.message.role == crate::message::Role::User)
+            .count())
+    }
     /// The summaries of the session's active compactions, oldest first.
     fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError>;
     /// Names the session's current state; an existing name is a conflict.
