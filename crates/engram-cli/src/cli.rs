@@ -536,6 +536,11 @@ pub(crate) enum MemoryCommand {
         /// Print {"items_consolidated", "summaries_created", "groups", "duration_ms"}.
         #[arg(long)]
         json: bool,
+        /// A model writes the summaries (of memory groups, and of sessions compacted during
+        /// sleep); a group it fails on gets the extractive summary, and the log says so.
+        /// Default: the config file's [summarizer], else the extractive summary.
+        #[command(flatten)]
+        summarizer: SummarizerArgs,
     },
     /// The consolidation log, newest first.
     Log {

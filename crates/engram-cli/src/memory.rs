@@ -196,6 +196,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             ttl_hours,
             max_working,
             json,
+            summarizer,
         } => {
             let at = match at {
                 Some(s) => parse_time(s).map_err(|e| user_error!("--now: {e}"))?,
@@ -214,6 +215,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 }
                 settings.policy.max_working = *max;
             }
+            let registry = crate::registry::load(global)?;
+            let model = crate::summarizer::from_args(&registry, summarizer, &config)?;
+            if let Some(model) = &model {
+                settings.summarizer = Some(model.clone());
+                settings.compact.summarizer = Some(model.clone());
+            }
             let tick = sleep_tick(&store, at, &settings)?;
             store.sync_index()?;
             let report = tick.memory;
@@ -221,6 +228,9 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 let mut doc = serde_json::to_value(report)?;
                 doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
                 doc["archive_deleted"] = json!(tick.archive_deleted);
+                if let Some(model) = &model {
+                    doc["summarizer_usage"] = crate::summarizer::usage_report(&registry, model);
+                }
                 serde_json::to_writer_pretty(&mut out, &doc)?;
                 writeln!(out)?;
             } else {
@@ -254,6 +264,18 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                     },
                     report.duration_ms
                 )?;
+                if let Some(model) = &model {
+                    let usage = model.usage();
+                    writeln!(
+                        out,
+                        "summaries by {} ({} calls, {} tokens in, {} out); {} groups fell back to the extractive summary",
+                        engram::compact::summarize::Summarizer::name(model.as_ref()),
+                        usage.calls,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        report.fallbacks
+                    )?;
+                }
             }
         }
         MemoryCommand::Log { limit, json } => {

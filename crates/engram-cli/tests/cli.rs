@@ -1387,3 +1387,54 @@ fn summarize_a_file_with_or_without_a_model() {
     assert!(stderr(&out).contains("summarizer.api"), "{}", stderr(&out));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn sleep_with_an_unreachable_summarizer_consolidates_extractively_and_says_so() {
+    let (dir, db) = temp_db("sleep-llm");
+    let db = db.as_str();
+    let jsonl = dir.join("entries.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"id\": \"b1\", \"content\": \"decided: ship on Friday\", \"source\": \"chat\", \"created_at\": \"2026-11-19T08:00:00Z\"}\n",
+    )
+    .expect("write");
+    let out = engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "import",
+            jsonl.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let slept = json(&engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "sleep",
+            "--now",
+            "2026-11-21T08:00:00Z",
+            "--json",
+            "--summarizer",
+            "openai",
+            "--summarizer-model",
+            "local-model",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        None,
+    ));
+    assert_eq!(slept["items_consolidated"], 1);
+    assert_eq!(slept["fallbacks"], 1, "{slept}");
+    assert_eq!(slept["summarizer_usage"]["calls"], 4, "{slept}");
+    let log = json(&engram(&["--db", db, "memory", "log", "--json"], None));
+    let strategy = log["log"][0]["strategy"].as_str().expect("strategy");
+    assert!(
+        strategy.starts_with("extractive (fallback: summarizer openai:local-model: "),
+        "{strategy}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -199,4 +199,139 @@ fn a_real_model_summarises_or_falls_back_cleanly_through_both_apis() {
             "{api}: {usage:?}"
         );
     }
+
+    let summarizer = Arc::new(LlmSummarizer::new(
+        Client::new(smollm2(port)).expect("client"),
+        4_096,
+    ));
+    a_real_session_merges_summaries(&messages, summarizer.clone());
+    a_real_sleep_keeps_lineage(summarizer.as_ref());
+}
+
+fn smollm2(port: u16) -> ProviderConfig {
+    let mut config = ProviderConfig::new(Api::OpenAi, "SmolLM2-135M-Instruct");
+    config.base_url = format!("http://127.0.0.1:{port}/v1");
+    config.api_key_env = None;
+    config.max_summary_tokens = 256;
+    config.timeout = Duration::from_secs(120);
+    config
+}
+
+/// A session fed the trajectory turn by turn compacts at its threshold with the model; a
+/// model-written summary is merged into the next one, and the invariants hold throughout.
+fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSummarizer>) {
+    use engram::memory::InMemoryStore;
+    use engram::session::{NewSession, Session, SessionStore};
+    let store = InMemoryStore::new();
+    let mut options = CompactOptions::new(0);
+    options.summarizer = Some(summarizer);
+    let mut session = Session::create(
+        &store,
+        &NewSession {
+            id: Some("real".into()),
+            name: None,
+            model: "SmolLM2-135M-Instruct".into(),
+            tokenizer: "cl100k".into(),
+            token_factor: 1.0,
+            window: 6_000,
+            metadata: Value::Null,
+            created_at: 0,
+        },
+    )
+    .expect("session")
+    .with_options(options);
+    let mut merged = 0;
+    let mut model_written_before = false;
+    for (i, m) in messages.iter().enumerate() {
+        let out = session.append(vec![m.clone()]).expect("append");
+        assert!(
+            out.view_tokens <= 6_000,
+            "message {i}: {} tokens",
+            out.view_tokens
+        );
+        let view = session.view().expect("view");
+        assert_eq!(
+            view.messages[0].message, messages[0],
+            "the system prompt stays first"
+        );
+        assert_eq!(
+            view.messages.last().map(|v| &v.message),
+            Some(m),
+            "the newest message stays"
+        );
+        if out.compaction.is_some() {
+            let record = store
+                .compactions("real", false)
+                .expect("records")
+                .pop()
+                .expect("record");
+            let previous = record.report["summary_previous"].as_str();
+            if model_written_before && record.report["summarizer"].is_string() {
+                assert!(
+                    matches!(previous, Some("merged" | "reused")),
+                    "message {i}: a model-written summary was there to merge: {}",
+                    record.report
+                );
+            }
+            merged += usize::from(previous == Some("merged"));
+            model_written_before = store
+                .summaries("real")
+                .expect("summaries")
+                .last()
+                .is_some_and(|s| s.text.starts_with("[CONTEXT SUMMARY]"));
+        }
+    }
+    let summaries = store.summaries("real").expect("summaries");
+    assert!(!summaries.is_empty(), "the trajectory passed the threshold");
+    eprintln!(
+        "session: {} summaries, {merged} merged into the previous one",
+        summaries.len()
+    );
+}
+
+/// Sleep with the model: each group gets the model's summary or the extractive one, and the
+/// lineage holds either way.
+fn a_real_sleep_keeps_lineage(summarizer: &LlmSummarizer) {
+    use engram::memory::sleep::{SleepPolicy, sleep_with};
+    use engram::memory::{InMemoryStore, MemoryStore, NewEntry, Tier};
+    let store = InMemoryStore::new();
+    let now = engram::memory::parse_time("2026-05-01T00:00:00Z").expect("time");
+    let entries: Vec<NewEntry> = [
+        "User asked to rename src/parser.rs to src/lexer.rs",
+        "decided: keep the public API of parse_expr unchanged",
+        "error: tests/lexer.rs:12 expected Token::Comma, found Token::Semi",
+        "Fixed the comma handling in src/lexer.rs line 88",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, text)| NewEntry {
+        created_at: now - 20 * 3600 * 1000 + i as i64,
+        ..NewEntry::working(*text, "chat")
+    })
+    .collect();
+    store.insert(&entries).expect("insert");
+    let report = sleep_with(&store, now, &SleepPolicy::default(), Some(summarizer)).expect("sleep");
+    assert_eq!(
+        (report.items_consolidated, report.summaries_created),
+        (4, 1)
+    );
+    let record = store.log(1).expect("log").remove(0);
+    assert!(
+        record.strategy == "summarizer" || record.strategy.starts_with("extractive (fallback: "),
+        "{}",
+        record.strategy
+    );
+    let summary = store
+        .get(&record.ids_out[0])
+        .expect("get")
+        .expect("summary");
+    assert_eq!(summary.tier, Tier::Episodic);
+    assert_eq!(summary.summary_of.len(), 4);
+    for id in &summary.summary_of {
+        assert_eq!(
+            store.get(id).expect("get").expect("original").tier,
+            Tier::Archive
+        );
+    }
+    eprintln!("sleep: {}", record.strategy);
 }

@@ -98,22 +98,50 @@ pub fn sleep_with(
     let started = Instant::now();
     let mut report = SleepReport::default();
     let cutoff = now - policy.ttl_ms / 2;
+    let mut breaker = Breaker::default();
     loop {
         let batch = store.working_before(cutoff, policy.batch.max(1))?;
         if batch.is_empty() {
             break;
         }
-        consolidate_batch(store, batch, now, policy, summarizer, &mut report)?;
+        consolidate_batch(
+            store,
+            batch,
+            now,
+            policy,
+            summarizer,
+            &mut breaker,
+            &mut report,
+        )?;
     }
     // The cap: consolidate the oldest overflow early, never delete it.
     let working = store.stats()?.working;
     if working > policy.max_working {
         let overflow = store.oldest_working(working - policy.max_working)?;
         report.over_cap = overflow.len();
-        consolidate_batch(store, overflow, now, policy, summarizer, &mut report)?;
+        consolidate_batch(
+            store,
+            overflow,
+            now,
+            policy,
+            summarizer,
+            &mut breaker,
+            &mut report,
+        )?;
     }
     report.duration_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(report)
+}
+
+/// After this many failures in a row the summarizer is not called again in the same sleep (a
+/// server that is down would otherwise cost its retries on every group).
+const SUMMARIZER_FAILURES: usize = 3;
+
+/// Consecutive summarizer failures in one sleep, and the last reason.
+#[derive(Debug, Default)]
+struct Breaker {
+    failures: usize,
+    last: String,
 }
 
 fn consolidate_batch(
@@ -122,6 +150,7 @@ fn consolidate_batch(
     now: Timestamp,
     policy: &SleepPolicy,
     summarizer: Option<&dyn Summarizer>,
+    breaker: &mut Breaker,
     report: &mut SleepReport,
 ) -> Result<(), MemoryError> {
     let mut groups: BTreeMap<(String, Option<String>), Vec<MemoryEntry>> = BTreeMap::new();
@@ -138,9 +167,26 @@ fn consolidate_batch(
         for chunk in entries.chunks(policy.group_chunk.max(1)) {
             let started = Instant::now();
             let (content, strategy, model) = match summarizer {
+                Some(s) if breaker.failures >= SUMMARIZER_FAILURES => {
+                    report.fallbacks += 1;
+                    (
+                        summarize(chunk, policy.summary_chars),
+                        format!(
+                            "extractive (fallback: {} failed {SUMMARIZER_FAILURES} times in a row, not called again in this sleep; last: {})",
+                            s.name(),
+                            breaker.last
+                        ),
+                        Some(s.name().to_owned()),
+                    )
+                }
                 Some(s) => match summarize_with(s, chunk, policy.summary_chars) {
-                    Ok(text) => (text, "summarizer".to_owned(), Some(s.name().to_owned())),
+                    Ok(text) => {
+                        breaker.failures = 0;
+                        (text, "summarizer".to_owned(), Some(s.name().to_owned()))
+                    }
                     Err(reason) => {
+                        breaker.failures += 1;
+                        breaker.last.clone_from(&reason);
                         report.fallbacks += 1;
                         (
                             summarize(chunk, policy.summary_chars),
@@ -402,5 +448,48 @@ mod tests {
                 summary.content
             );
         }
+    }
+
+    #[derive(Debug, Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Summarizer for Counting {
+        fn name(&self) -> &str {
+            "down"
+        }
+        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(SummarizeError {
+                summarizer: "down".into(),
+                reason: "connection refused".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_summarizer_that_keeps_failing_is_not_called_for_every_group() {
+        let store = InMemoryStore::new();
+        let now = crate::memory::parse_time("2026-05-01T00:00:00Z").expect("time");
+        let entries: Vec<NewEntry> = (0..10)
+            .map(|i| NewEntry {
+                created_at: now - 20 * 3600 * 1000 + i,
+                ..NewEntry::working(format!("note {i}"), format!("source{i}"))
+            })
+            .collect();
+        store.insert(&entries).expect("insert");
+        let down = Counting::default();
+        let report = sleep_with(&store, now, &SleepPolicy::default(), Some(&down)).expect("sleep");
+        assert_eq!((report.groups, report.fallbacks), (10, 10));
+        assert_eq!(
+            down.0.load(std::sync::atomic::Ordering::SeqCst),
+            SUMMARIZER_FAILURES
+        );
+        let log = store.log(10).expect("log");
+        assert!(
+            log.iter().any(|r| r.strategy.contains(
+                "not called again in this sleep; last: summarizer down: connection refused"
+            )),
+            "{log:?}"
+        );
     }
 }
