@@ -222,6 +222,11 @@ pub(crate) struct SummarizerArgs {
     /// ANTHROPIC_API_KEY; a local OpenAI-compatible server needs none).
     #[arg(long, value_name = "VAR", requires = "summarizer")]
     pub(crate) api_key_env: Option<String>,
+    /// The summarizer's instructions, read from FILE, instead of the structured handoff (seed
+    /// 002's sections). Replies are then checked for being non-empty and shorter, not for the
+    /// handoff's sections.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) summary_prompt: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -67,6 +67,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     options.recall_share = args.recall_share;
     let config = crate::config::load(global)?;
     let summarizer = crate::summarizer::from_args(&registry, &args.summarizer, &config)?;
+    options.prompt = crate::summarizer::prompt(&args.summarizer)?;
     if let Some(s) = &summarizer {
         options.summarizer = Some(Arc::clone(s) as Arc<dyn engram::compact::summarize::Summarizer>);
     }

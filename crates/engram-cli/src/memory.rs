@@ -215,6 +215,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 }
                 settings.policy.max_working = *max;
             }
+            if summarizer.summary_prompt.is_some() {
+                return Err(user_error!(
+                    "--summary-prompt applies to conversations (compact, summarize); memory groups are summarised with engram's memory prompt"
+                ));
+            }
             let registry = crate::registry::load(global)?;
             let model = crate::summarizer::from_args(&registry, summarizer, &config)?;
             if let Some(model) = &model {

@@ -309,6 +309,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             };
             let mut options = engram::compact::CompactOptions::new(target);
             options.strategy = strategy;
+            options.prompt = crate::summarizer::prompt(summarizer)?;
             if let Some(s) = crate::summarizer::from_args(&registry, summarizer, &config)? {
                 options.summarizer =
                     Some(s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);

@@ -10,6 +10,22 @@ use serde_json::{Value, json};
 use crate::cli::SummarizerArgs;
 use crate::user_error;
 
+/// The instructions `--summary-prompt FILE` gives, if any.
+pub(crate) fn prompt(args: &SummarizerArgs) -> anyhow::Result<Option<String>> {
+    let Some(path) = &args.summary_prompt else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| user_error!("--summary-prompt {}: {e}", path.display()))?;
+    if text.trim().is_empty() {
+        return Err(user_error!(
+            "--summary-prompt {}: the file is empty",
+            path.display()
+        ));
+    }
+    Ok(Some(text.trim().to_owned()))
+}
+
 /// The summarizer the arguments ask for, else the config file's `[summarizer]`, if any.
 pub(crate) fn from_args(
     registry: &ModelRegistry,
@@ -24,6 +40,7 @@ pub(crate) fn from_args(
                 summarizer_model: Some(c.model.clone()),
                 base_url: c.base_url.clone(),
                 api_key_env: c.api_key_env.clone(),
+                summary_prompt: args.summary_prompt.clone(),
             };
             &from_config
         }
@@ -95,9 +112,10 @@ pub(crate) fn run(
             "nothing to summarise: the conversation has no messages after its system prompt"
         ));
     }
+    let custom = prompt(args)?;
     let request = SummaryRequest {
         messages: &messages,
-        prompt: DEFAULT_PROMPT,
+        prompt: custom.as_deref().unwrap_or(DEFAULT_PROMPT),
         focus: focus.filter(|f| !f.trim().is_empty()),
         max_tokens,
         previous: None,

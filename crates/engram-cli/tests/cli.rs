@@ -1438,3 +1438,105 @@ fn sleep_with_an_unreachable_summarizer_consolidates_extractively_and_says_so() 
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A one-request OpenAI-compatible server on a thread: answers `reply` and hands back the
+/// request body it received.
+fn one_reply_server(reply: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream);
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("header");
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().expect("length");
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).expect("body");
+        let answer = serde_json::json!({
+            "choices": [{"message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        })
+        .to_string();
+        let mut stream = reader.into_inner();
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        )
+        .expect("write");
+        String::from_utf8(body).expect("utf8")
+    });
+    (base, handle)
+}
+
+#[test]
+fn a_custom_summary_prompt_is_sent_and_checked() {
+    let dir = temp_dir("summary-prompt");
+    let prompt = dir.join("prompt.txt");
+    std::fs::write(&prompt, "List the files touched, one per line.\n").expect("write");
+    let (base, server) = one_reply_server("src/lib.rs");
+    let doc = json(&engram(
+        &[
+            "summarize",
+            "--json",
+            "--summarizer",
+            "openai",
+            "--summarizer-model",
+            "local",
+            "--base-url",
+            &base,
+            "--summary-prompt",
+            prompt.to_str().expect("utf8"),
+            &example(),
+        ],
+        None,
+    ));
+    let sent: Value = serde_json::from_str(&server.join().expect("server")).expect("json");
+    let system = sent["messages"][0]["content"].as_str().expect("system");
+    assert!(
+        system.starts_with("List the files touched, one per line."),
+        "{system}"
+    );
+    assert_eq!(doc["summary"], "src/lib.rs", "{doc}");
+    // An empty prompt file, or the flag on memory sleep, is refused with the reason.
+    std::fs::write(&prompt, "  \n").expect("write");
+    let out = engram(
+        &[
+            "summarize",
+            "--summary-prompt",
+            prompt.to_str().expect("utf8"),
+            &example(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the file is empty"),
+        "{}",
+        stderr(&out)
+    );
+    let db = dir.join("m.db");
+    let out = engram(
+        &[
+            "--db",
+            db.to_str().expect("utf8"),
+            "memory",
+            "sleep",
+            "--summary-prompt",
+            prompt.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("memory prompt"), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).ok();
+}
