@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use engram::registry::CallUsage;
 use serde_json::{Value, json};
 
 /// The API a server speaks.
@@ -123,6 +124,16 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// One call's usage.
+    fn of_call(call: CallUsage) -> Self {
+        Usage {
+            input_tokens: call.input_tokens,
+            output_tokens: call.output_tokens,
+            cached_tokens: call.cached_tokens,
+            calls: 1,
+        }
+    }
+
     fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
@@ -293,15 +304,9 @@ impl Client {
                     .pointer("/message/content")
                     .and_then(Value::as_str)
                     .ok_or_else(|| malformed("no `choices[0].message.content` text"))?;
-                let usage = value.get("usage").cloned().unwrap_or(Value::Null);
                 Ok(Reply {
                     text: text.to_owned(),
-                    usage: Usage {
-                        input_tokens: n(&usage["prompt_tokens"]),
-                        output_tokens: n(&usage["completion_tokens"]),
-                        cached_tokens: n(&usage["prompt_tokens_details"]["cached_tokens"]),
-                        calls: 1,
-                    },
+                    usage: Usage::of_call(CallUsage::openai(&value["usage"])),
                     truncated: choice["finish_reason"] == "length",
                 })
             }
@@ -315,17 +320,9 @@ impl Client {
                     .filter(|b| b["type"] == "text")
                     .filter_map(|b| b["text"].as_str())
                     .collect();
-                let usage = &value["usage"];
                 Ok(Reply {
                     text: text.join(""),
-                    usage: Usage {
-                        input_tokens: n(&usage["input_tokens"])
-                            + n(&usage["cache_read_input_tokens"])
-                            + n(&usage["cache_creation_input_tokens"]),
-                        output_tokens: n(&usage["output_tokens"]),
-                        cached_tokens: n(&usage["cache_read_input_tokens"]),
-                        calls: 1,
-                    },
+                    usage: Usage::of_call(CallUsage::anthropic(&value["usage"])),
                     truncated: value["stop_reason"] == "max_tokens",
                 })
             }

@@ -146,28 +146,6 @@ pub struct SessionUsage {
     pub estimated_calls: usize,
 }
 
-/// A reply's usage object: (input incl. cached, cached, output).
-fn reported_usage(message: &Message) -> Option<(usize, usize, usize)> {
-    let usage = message.extra.get("usage")?;
-    let n = |v: Option<&Value>| v.and_then(Value::as_u64).map(|n| n as usize);
-    if let Some(prompt) = n(usage.get("prompt_tokens")) {
-        let cached = n(usage.pointer("/prompt_tokens_details/cached_tokens")).unwrap_or(0);
-        return Some((
-            prompt,
-            cached,
-            n(usage.get("completion_tokens")).unwrap_or(0),
-        ));
-    }
-    let input = n(usage.get("input_tokens"))?;
-    let cached = n(usage.get("cache_read_input_tokens")).unwrap_or(0);
-    let created = n(usage.get("cache_creation_input_tokens")).unwrap_or(0);
-    Some((
-        input + cached + created,
-        cached,
-        n(usage.get("output_tokens")).unwrap_or(0),
-    ))
-}
-
 /// A compaction in brief.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompactionSummary {
@@ -366,14 +344,20 @@ impl<'s> Session<'s> {
             });
         }
         let user_turns = rows.iter().filter(|r| r.message.role == Role::User).count();
-        let tokens_before = self.view_tokens()?;
+        let added: usize = rows.iter().map(|r| r.tokens).sum();
         let logged = self.store.append(&self.info.id, &rows)?;
         self.refresh()?;
         let mut view_tokens = self.view_tokens()?;
+        // The appended messages join the view's tail: before them it had `added` fewer tokens.
+        let turns = if user_turns > 0 {
+            self.store.user_turns(&self.info.id)?
+        } else {
+            0
+        };
         let status_due = self.schedule.due_between(
-            self.store.user_turns(&self.info.id)?,
+            turns,
             user_turns,
-            tokens_before,
+            view_tokens.saturating_sub(added),
             view_tokens,
             self.info.window,
         );
@@ -857,15 +841,24 @@ impl<'s> Session<'s> {
                 view = c.tokens_after as i64;
             }
             if m.message.role == Role::Assistant {
-                let (input, cached, output) = reported_usage(&m.message).unwrap_or_else(|| {
-                    usage.estimated_calls += 1;
-                    (view.max(0) as usize, 0, m.tokens)
-                });
+                let call = m
+                    .message
+                    .extra
+                    .get("usage")
+                    .and_then(crate::registry::CallUsage::detect)
+                    .unwrap_or_else(|| {
+                        usage.estimated_calls += 1;
+                        crate::registry::CallUsage {
+                            input_tokens: view.max(0) as usize,
+                            cached_tokens: 0,
+                            output_tokens: m.tokens,
+                        }
+                    });
                 usage.calls += 1;
-                usage.input_tokens += input;
-                usage.cached_tokens += cached;
-                usage.output_tokens += output;
-                usage.cost_usd += self.price.cost(input - cached.min(input), cached, output);
+                usage.input_tokens += call.input_tokens;
+                usage.cached_tokens += call.cached_tokens;
+                usage.output_tokens += call.output_tokens;
+                usage.cost_usd += call.cost(&self.price);
             }
             view += m.tokens as i64;
         }
