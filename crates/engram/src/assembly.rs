@@ -142,6 +142,7 @@ pub struct AssemblyError {
 pub struct ContextBuilder<'c> {
     counter: &'c TokenCounter,
     budget: TokenBudget,
+    tail_regardless: bool,
 }
 
 /// The parts of a request, as seed 001's `build_messages` takes them.
@@ -166,7 +167,19 @@ pub struct Parts<'a> {
 impl<'c> ContextBuilder<'c> {
     /// A builder counting with `counter`.
     pub fn new(counter: &'c TokenCounter, budget: TokenBudget) -> Self {
-        ContextBuilder { counter, budget }
+        ContextBuilder {
+            counter,
+            budget,
+            tail_regardless: false,
+        }
+    }
+
+    /// Seed 001's own rule: the fresh tail is kept whole "regardless of budget", so the context
+    /// may exceed the budget (the report's `tokens` says by how much). Off by default: engram
+    /// never exceeds the budget. The seed-compatible Python layer turns it on.
+    pub fn fresh_tail_regardless_of_budget(mut self, on: bool) -> Self {
+        self.tail_regardless = on;
+        self
     }
 
     /// Assembles the context: the enriched system prompt, the summaries that fit, the evictable
@@ -250,10 +263,10 @@ impl<'c> ContextBuilder<'c> {
         let mut kept_tail = 0;
         for u in all_units[tail_start_unit..].iter().rev() {
             let t = unit_tokens(u);
-            if t > room {
+            if t > room && !self.tail_regardless {
                 break;
             }
-            room -= t;
+            room = room.saturating_sub(t);
             kept_tail += 1;
         }
         let tail_units = &all_units[all_units.len() - kept_tail..];
@@ -304,7 +317,7 @@ impl<'c> ContextBuilder<'c> {
         out.extend(parts.new_message.cloned());
         report.tokens = self.counter.count_messages(&out).total()
             + self.counter.count_tools(parts.tool_definitions);
-        debug_assert!(report.tokens <= budget);
+        debug_assert!(self.tail_regardless || report.tokens <= budget);
         Ok((out, report))
     }
 }
@@ -441,5 +454,39 @@ mod tests {
         })
         .expect_err("too small");
         assert!(err.to_string().contains("need"));
+    }
+
+    #[test]
+    fn the_seed_mode_keeps_the_whole_tail_over_budget_and_drops_the_prefix() {
+        let counter = counter();
+        let history: Vec<Message> = (0..20)
+            .map(|i| Message::user(format!("m{i} {}", "y".repeat(400))))
+            .collect();
+        let budget = TokenBudget {
+            total: 700,
+            system_reserve: 0,
+            tool_definitions_reserve: 0,
+            ..TokenBudget::default()
+        };
+        let parts = Parts {
+            system: "s",
+            history: &history,
+            ..Parts::default()
+        };
+        let (_, strict) = ContextBuilder::new(&counter, budget)
+            .build(&parts)
+            .expect("fits");
+        assert!(strict.tokens <= 700 && strict.fresh_tail_dropped > 0);
+        let (out, seed) = ContextBuilder::new(&counter, budget)
+            .fresh_tail_regardless_of_budget(true)
+            .build(&parts)
+            .expect("fits");
+        assert_eq!(
+            seed.history_kept, 16,
+            "the tail whole, nothing of the prefix"
+        );
+        assert_eq!(seed.fresh_tail_dropped, 0);
+        assert!(seed.tokens > 700, "over the budget, as the seed allows");
+        assert_eq!(out[1], history[4]);
     }
 }

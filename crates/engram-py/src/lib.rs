@@ -1,0 +1,1211 @@
+//! `engram._engram`: the native half of the `engram` Python package.
+//!
+//! Structured values cross the boundary as JSON text (the Python half turns dicts into JSON with
+//! the standard library's C encoder and back): one conversion each way, no per-field glue, and
+//! the Rust core's own parser gives its errors with the message index and field. Long work
+//! (counting batches, compaction, sleep, model calls) runs with the interpreter released.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use engram::agent::{CompactHistoryArgs, Status};
+use engram::assembly::{ContextBuilder, Parts, StoredSummary, TokenBudget};
+use engram::compact::summarize::{
+    DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
+};
+use engram::compact::{CompactOptions, Strategy, compact};
+use engram::config::Config;
+use engram::memory::{
+    Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
+};
+use engram::session::{LoggedMessage, Session, SessionStore, Trigger, new_session};
+use engram::worker::{SleepSettings, sleep_tick};
+use engram::{Message, ModelRegistry, TokenCounter, Tokenizer};
+use engram_llm::{Api, Client, ProviderConfig};
+use engram_store::SqliteStore;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use serde_json::{Value, json};
+
+create_exception!(
+    _engram,
+    EngramError,
+    PyException,
+    "An error from engram's core; the message says what and where (message index, field, line)."
+);
+
+type Res<T> = PyResult<T>;
+
+fn err(message: impl std::fmt::Display) -> PyErr {
+    EngramError::new_err(message.to_string())
+}
+
+fn parse_json(text: &str, what: &str) -> Res<Value> {
+    serde_json::from_str(text).map_err(|e| err(format!("{what}: invalid JSON: {e}")))
+}
+
+fn to_json(value: &impl serde::Serialize) -> Res<String> {
+    serde_json::to_string(value).map_err(err)
+}
+
+/// The messages of `{"messages": [...]}` or a bare array, with the core's errors.
+fn conversation(text: &str) -> Res<engram::Conversation> {
+    engram::parse_conversation(text.as_bytes()).map_err(err)
+}
+
+fn messages(text: &str) -> Res<Vec<Message>> {
+    Ok(conversation(text)?.messages)
+}
+
+fn registry() -> &'static ModelRegistry {
+    static REGISTRY: std::sync::OnceLock<ModelRegistry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(ModelRegistry::builtin)
+}
+
+fn config() -> Res<Config> {
+    Config::default()
+        .with_env(|k| std::env::var(k).ok())
+        .map_err(err)
+}
+
+fn opt_str<'a>(options: &'a Value, key: &str) -> Res<Option<&'a str>> {
+    match options.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(err(format!("`{key}` must be a string, not {other}"))),
+    }
+}
+
+fn opt_usize(options: &Value, key: &str) -> Res<Option<usize>> {
+    match options.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(|n| Some(n as usize))
+            .ok_or_else(|| err(format!("`{key}` must be a non-negative integer, not {v}"))),
+    }
+}
+
+fn opt_f64(options: &Value, key: &str) -> Res<Option<f64>> {
+    match options.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| err(format!("`{key}` must be a number, not {v}"))),
+    }
+}
+
+fn opt_bool(options: &Value, key: &str) -> Res<Option<bool>> {
+    match options.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(err(format!("`{key}` must be true or false, not {v}"))),
+    }
+}
+
+fn positive(value: Option<usize>, key: &str) -> Res<Option<usize>> {
+    if value == Some(0) {
+        return Err(err(format!("`{key}` must be positive")));
+    }
+    Ok(value)
+}
+
+fn share(options: &Value, key: &str) -> Res<Option<f64>> {
+    let value = opt_f64(options, key)?;
+    if let Some(v) = value
+        && !(0.0..=1.0).contains(&v)
+    {
+        return Err(err(format!("`{key}` must be between 0 and 1, not {v}")));
+    }
+    Ok(value)
+}
+
+/// A token counter for one model (or one tokenizer), with the model's window from the registry.
+#[pyclass(frozen, module = "engram._engram")]
+struct Counter {
+    counter: TokenCounter,
+    model: String,
+    window: usize,
+    max_output_tokens: usize,
+    warning: Option<String>,
+}
+
+impl Counter {
+    fn build(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
+        let registry = registry();
+        let name = model.unwrap_or_else(|| registry.default_model());
+        let resolved = registry.resolve(name);
+        let tokenizer = match tokenizer {
+            Some(t) => Tokenizer::from_name(t).map_err(err)?,
+            None => resolved.spec.tokenizer().map_err(err)?,
+        };
+        Ok(Counter {
+            counter: TokenCounter::new(tokenizer),
+            model: name.to_owned(),
+            window: resolved.spec.context_window,
+            max_output_tokens: resolved.spec.max_output_tokens,
+            warning: resolved.warning(),
+        })
+    }
+
+    /// The budget a compaction gets when none is given: the window less the reply's share.
+    fn default_budget(&self) -> usize {
+        self.window - self.max_output_tokens.min(self.window / 4)
+    }
+}
+
+#[pymethods]
+impl Counter {
+    #[new]
+    #[pyo3(signature = (model=None, tokenizer=None))]
+    fn new(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
+        Counter::build(model, tokenizer)
+    }
+
+    /// Tokens of one text.
+    fn count(&self, text: &str) -> usize {
+        self.counter.count_text(text)
+    }
+
+    /// Tokens of each text, counted with the interpreter released.
+    fn count_batch(&self, py: Python<'_>, texts: Vec<String>) -> Vec<usize> {
+        py.detach(|| texts.iter().map(|t| self.counter.count_text(t)).collect())
+    }
+
+    /// A conversation's count as JSON: total, per message, tools.
+    #[pyo3(signature = (messages_json, tools_json=None))]
+    fn count_messages(&self, messages_json: &str, tools_json: Option<&str>) -> Res<String> {
+        let mut conversation = conversation(messages_json)?;
+        if let Some(tools) = tools_json {
+            match parse_json(tools, "tools")? {
+                Value::Array(t) => conversation.tools = t,
+                Value::Null => {}
+                _ => return Err(err("tools must be a list of tool definitions")),
+            }
+        }
+        let count = self.counter.count_conversation(&conversation);
+        let tools = self.counter.count_tools(&conversation.tools);
+        to_json(&json!({
+            "total": count.total(),
+            "content_tokens": count.content_tokens(),
+            "messages": count.messages.iter().map(|m| m.total()).collect::<Vec<_>>(),
+            "tools": tools,
+            "estimated": count.estimated(),
+            "tokenizer": self.counter.tokenizer().id(),
+            "model": self.model,
+            "window": self.window,
+        }))
+    }
+
+    /// The model name asked for.
+    #[getter]
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The model's context window (the registry's; the fallback's for an unknown model).
+    #[getter]
+    fn window(&self) -> usize {
+        self.window
+    }
+
+    /// The model's output limit.
+    #[getter]
+    fn max_output_tokens(&self) -> usize {
+        self.max_output_tokens
+    }
+
+    /// The tokenizer's id (`o200k_base`, `chars/4`, ...).
+    #[getter]
+    fn tokenizer(&self) -> String {
+        self.counter.tokenizer().id().to_string()
+    }
+
+    /// True when counts are exact for the model (not an estimate).
+    #[getter]
+    fn exact(&self) -> bool {
+        self.counter.tokenizer().is_exact()
+    }
+
+    /// Why the model's numbers are a guess, when the registry does not know it.
+    #[getter]
+    fn warning(&self) -> Option<String> {
+        self.warning.clone()
+    }
+}
+
+/// An LLM that writes summaries (OpenAI-compatible, Anthropic or Ollama), with its cache and
+/// usage kept for the object's life.
+#[pyclass(frozen, module = "engram._engram")]
+struct LlmSummarizer {
+    inner: Arc<engram_llm::LlmSummarizer>,
+    model: String,
+}
+
+#[pymethods]
+impl LlmSummarizer {
+    #[new]
+    #[pyo3(signature = (api, model, base_url=None, api_key_env=None, timeout_seconds=None, max_retries=None))]
+    fn new(
+        api: &str,
+        model: &str,
+        base_url: Option<&str>,
+        api_key_env: Option<&str>,
+        timeout_seconds: Option<f64>,
+        max_retries: Option<u32>,
+    ) -> Res<Self> {
+        let api = Api::parse(api).ok_or_else(|| {
+            err(format!(
+                "unknown summarizer API {api:?}; expected openai, anthropic or ollama"
+            ))
+        })?;
+        let mut config = ProviderConfig::new(api, model);
+        if let Some(url) = base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(err(format!(
+                    "base_url {url:?} must start with http:// or https://"
+                )));
+            }
+            config.base_url = url.to_owned();
+        }
+        if let Some(var) = api_key_env {
+            config.api_key_env = Some(var.to_owned());
+        }
+        if let Some(t) = timeout_seconds {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(err("timeout_seconds must be positive"));
+            }
+            config.timeout = std::time::Duration::from_secs_f64(t);
+        }
+        if let Some(r) = max_retries {
+            config.max_retries = r;
+        }
+        let client = Client::new(config).map_err(err)?;
+        let window = registry().resolve(model).spec.context_window;
+        Ok(LlmSummarizer {
+            inner: Arc::new(engram_llm::LlmSummarizer::new(client, window)),
+            model: model.to_owned(),
+        })
+    }
+
+    /// `api:model`.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name().to_owned()
+    }
+
+    /// Calls, tokens and cost so far, as JSON.
+    fn usage_json(&self) -> Res<String> {
+        let usage = self.inner.usage();
+        let spec = registry().resolve(&self.model).spec;
+        to_json(&json!({
+            "calls": usage.calls,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "cost_usd": usage.cost(&spec),
+            "secrets_redacted": self.inner.redacted(),
+        }))
+    }
+}
+
+fn summarizer_of(s: Option<&Bound<'_, LlmSummarizer>>) -> Option<Arc<dyn Summarizer>> {
+    s.map(|s| Arc::clone(&s.get().inner) as Arc<dyn Summarizer>)
+}
+
+/// The registry's models as JSON.
+#[pyfunction]
+fn models_json() -> Res<String> {
+    let models: Vec<Value> = registry()
+        .models()
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "provider": m.provider,
+                "aliases": m.aliases,
+                "context_window": m.context_window,
+                "max_output_tokens": m.max_output_tokens,
+                "tokenizer": m.tokenizer,
+                "exact": m.counts_are_exact(),
+                "price": {
+                    "input_per_mtok": m.price.input,
+                    "cached_input_per_mtok": m.price.cached_input,
+                    "output_per_mtok": m.price.output,
+                },
+            })
+        })
+        .collect();
+    to_json(&models)
+}
+
+/// Compacts a conversation (`{"messages", "tools"?, ...}`) to a budget. Options as JSON:
+/// budget, model, tokenizer, strategy, query, keep_recent, keep_tool_outputs, preserve_window,
+/// digest_share, recall_share, summary_prompt. Returns `{"messages", "report"}` (plus the
+/// request's other keys, so an OpenAI request body stays one).
+#[pyfunction]
+#[pyo3(signature = (conversation_json, options_json, summarizer=None))]
+fn compact_json(
+    py: Python<'_>,
+    conversation_json: &str,
+    options_json: &str,
+    summarizer: Option<&Bound<'_, LlmSummarizer>>,
+) -> Res<String> {
+    let conversation = conversation(conversation_json)?;
+    let o = parse_json(options_json, "options")?;
+    let model = opt_str(&o, "model")?.or_else(|| conversation.model());
+    let counter = Counter::build(model, opt_str(&o, "tokenizer")?)?;
+    let strategy_name = opt_str(&o, "strategy")?.unwrap_or("auto");
+    let strategy = Strategy::parse(strategy_name).ok_or_else(|| {
+        err(format!(
+            "unknown strategy {strategy_name:?}; expected one of auto, mask, extractive, digest, recall, summarize, truncate"
+        ))
+    })?;
+    let budget = positive(opt_usize(&o, "budget")?, "budget")?.unwrap_or(counter.default_budget());
+    let mut options = CompactOptions::new(budget);
+    options.strategy = strategy;
+    options.query = opt_str(&o, "query")?
+        .filter(|q| !q.trim().is_empty())
+        .map(str::to_owned);
+    if let Some(n) = opt_usize(&o, "keep_tool_outputs")? {
+        options.mask_keep_last = n;
+    }
+    if let Some(n) = opt_usize(&o, "keep_recent")? {
+        options.keep_recent = n.max(1);
+    }
+    if let Some(b) = opt_bool(&o, "preserve_window")? {
+        options.preserve_window = b;
+    }
+    if let Some(s) = share(&o, "digest_share")? {
+        options.digest_share = s;
+    }
+    if let Some(s) = share(&o, "recall_share")? {
+        options.recall_share = s;
+    }
+    options.prompt = opt_str(&o, "summary_prompt")?
+        .filter(|p| !p.trim().is_empty())
+        .map(str::to_owned);
+    options.summarizer = summarizer_of(summarizer);
+    let compacted = py
+        .detach(|| compact(&conversation, &counter.counter, &options))
+        .map_err(err)?;
+    let mut doc = serde_json::Map::new();
+    for (key, value) in &conversation.extra {
+        doc.insert(key.clone(), value.clone());
+    }
+    let plain = opt_bool(&o, "plain")?.unwrap_or(true);
+    doc.insert(
+        "messages".into(),
+        Value::Array(
+            compacted
+                .messages
+                .iter()
+                .map(|m| m.to_value(plain))
+                .collect(),
+        ),
+    );
+    if !conversation.tools.is_empty() {
+        doc.insert("tools".into(), Value::Array(conversation.tools.clone()));
+    }
+    let mut report = serde_json::to_value(&compacted.report).map_err(err)?;
+    if let Value::Object(map) = &mut report {
+        map.insert("tokenizer".into(), json!(counter.counter.tokenizer().id()));
+        map.insert(
+            "exact".into(),
+            json!(counter.counter.tokenizer().is_exact()),
+        );
+    }
+    doc.insert("report".into(), report);
+    to_json(&doc)
+}
+
+/// Seed 001's budgeted assembly. `parts_json`: system, new_message?, history, memory_results,
+/// learnings, tool_definitions, summaries (`{depth, messages, from, to, text}`). `budget_json`:
+/// the `TokenBudget` fields. With `seed` the fresh tail is kept regardless of the budget (the
+/// seed's rule) and counts are the seed's characters/4 unless a model or tokenizer is named.
+#[pyfunction]
+#[pyo3(signature = (parts_json, budget_json, model=None, tokenizer=None, seed=false))]
+fn build_context_json(
+    parts_json: &str,
+    budget_json: &str,
+    model: Option<&str>,
+    tokenizer: Option<&str>,
+    seed: bool,
+) -> Res<String> {
+    let p = parse_json(parts_json, "parts")?;
+    let b = parse_json(budget_json, "budget")?;
+    let tokenizer = match (tokenizer, seed && model.is_none()) {
+        (Some(t), _) => Some(t),
+        (None, true) => Some("chars/4"),
+        (None, false) => None,
+    };
+    let counter = Counter::build(model, tokenizer)?;
+    let mut budget = TokenBudget::for_window(counter.window, 0);
+    if seed {
+        budget = TokenBudget::default();
+    }
+    if let Some(v) = positive(opt_usize(&b, "total")?, "total")? {
+        budget.total = v;
+    }
+    if let Some(v) = opt_usize(&b, "system_reserve")? {
+        budget.system_reserve = v;
+    }
+    if let Some(v) = opt_usize(&b, "tool_definitions_reserve")? {
+        budget.tool_definitions_reserve = v;
+    }
+    if let Some(v) = share(&b, "memory_fraction")? {
+        budget.memory_fraction = v;
+    }
+    if let Some(v) = share(&b, "learnings_fraction")? {
+        budget.learnings_fraction = v;
+    }
+    if let Some(v) = opt_usize(&b, "fresh_tail_count")? {
+        budget.fresh_tail_count = v;
+    }
+    if let Some(v) = opt_usize(&b, "reply_reserve")? {
+        budget.reply_reserve = v;
+    }
+    let system = opt_str(&p, "system")?.unwrap_or("");
+    let new_message = match p.get("new_message") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(Message::user(s.clone())),
+        Some(v) => {
+            Some(Message::from_value(v.clone()).map_err(|e| err(format!("new_message: {e}")))?)
+        }
+    };
+    let history = match p.get("history") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => messages(&v.to_string()).map_err(|e| err(format!("history: {e}")))?,
+    };
+    let strings = |key: &str| -> Res<Vec<String>> {
+        match p.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Object(m) => m
+                        .get("content")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .ok_or_else(|| {
+                            err(format!(
+                                "{key}[{i}]: expected a string or an object with `content`"
+                            ))
+                        }),
+                    _ => Err(err(format!("{key}[{i}]: expected a string"))),
+                })
+                .collect(),
+            Some(_) => Err(err(format!("{key} must be a list"))),
+        }
+    };
+    let memory_results = strings("memory_results")?;
+    let learnings = strings("learnings")?;
+    let tools = match p.get("tool_definitions") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(t)) => t.clone(),
+        Some(_) => return Err(err("tool_definitions must be a list")),
+    };
+    let summaries = match p.get("summaries") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(text) => Ok(StoredSummary {
+                    depth: 1,
+                    messages: 0,
+                    from: String::new(),
+                    to: String::new(),
+                    text: text.clone(),
+                }),
+                Value::Object(m) => {
+                    let field = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                    let number = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
+                    let text = m
+                        .get("text")
+                        .or_else(|| m.get("content"))
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| err(format!("summaries[{i}]: needs `text`")))?;
+                    Ok(StoredSummary {
+                        depth: (number("depth").max(1)) as u32,
+                        messages: number("messages"),
+                        from: field("from"),
+                        to: field("to"),
+                        text: text.to_owned(),
+                    })
+                }
+                _ => Err(err(format!(
+                    "summaries[{i}]: expected a string or an object"
+                ))),
+            })
+            .collect::<Res<Vec<_>>>()?,
+        Some(_) => return Err(err("summaries must be a list")),
+    };
+    let (out, report) = ContextBuilder::new(&counter.counter, budget)
+        .fresh_tail_regardless_of_budget(seed)
+        .build(&Parts {
+            system,
+            new_message: new_message.as_ref(),
+            history: &history,
+            memory_results: &memory_results,
+            learnings: &learnings,
+            tool_definitions: &tools,
+            summaries: &summaries,
+        })
+        .map_err(err)?;
+    to_json(&json!({
+        "messages": out.iter().map(Message::to_value).collect::<Vec<_>>(),
+        "report": report,
+    }))
+}
+
+/// A summary of a conversation's messages after its system prompt: `{"summary", "summarizer",
+/// "fallback"}` (the model-free summary, with the reason, when the model's could not be used).
+#[pyfunction]
+#[pyo3(signature = (messages_json, focus=None, max_tokens=2000, prompt=None, summarizer=None))]
+fn summarize_json(
+    py: Python<'_>,
+    messages_json: &str,
+    focus: Option<&str>,
+    max_tokens: usize,
+    prompt: Option<&str>,
+    summarizer: Option<&Bound<'_, LlmSummarizer>>,
+) -> Res<String> {
+    if max_tokens == 0 {
+        return Err(err("max_tokens must be positive"));
+    }
+    let all = messages(messages_json)?;
+    let selected: Vec<&Message> = all.iter().skip_while(|m| m.role.is_instruction()).collect();
+    if selected.is_empty() {
+        return Err(err(
+            "nothing to summarise: the conversation has no messages after its system prompt",
+        ));
+    }
+    let request = SummaryRequest {
+        messages: &selected,
+        prompt: prompt
+            .filter(|p| !p.trim().is_empty())
+            .unwrap_or(DEFAULT_PROMPT),
+        focus: focus.filter(|f| !f.trim().is_empty()),
+        max_tokens,
+        previous: None,
+    };
+    let model = summarizer_of(summarizer);
+    let (summary, name, fallback) = py.detach(|| -> Res<_> {
+        Ok(match &model {
+            Some(s) => match s.summarize(&request) {
+                Ok(text) => (text, s.name().to_owned(), None),
+                Err(e) => (
+                    DeterministicSummarizer.summarize(&request).map_err(err)?,
+                    DeterministicSummarizer.name().to_owned(),
+                    Some(e.to_string()),
+                ),
+            },
+            None => (
+                DeterministicSummarizer.summarize(&request).map_err(err)?,
+                DeterministicSummarizer.name().to_owned(),
+                None,
+            ),
+        })
+    })?;
+    to_json(&json!({"summary": summary, "summarizer": name, "fallback": fallback}))
+}
+
+/// Seed 000's key facts of a list of messages, in order, each once.
+#[pyfunction]
+fn extract_key_facts_json(messages_json: &str) -> Res<String> {
+    let log: Vec<LoggedMessage> = messages(messages_json)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, message)| LoggedMessage {
+            seq: i as u64,
+            id: format!("m{i}"),
+            created_at: 0,
+            tokens: 0,
+            message,
+            abandoned: false,
+        })
+        .collect();
+    let refs: Vec<&LoggedMessage> = log.iter().collect();
+    let facts: Vec<String> = engram::session::facts::extract(&log, &refs)
+        .into_iter()
+        .map(|(_, _, fact)| fact)
+        .collect();
+    to_json(&facts)
+}
+
+/// The `compact_history` tool's definition, for OpenAI (`"openai"`) or Anthropic.
+#[pyfunction]
+#[pyo3(signature = (format="openai"))]
+fn compact_history_tool_json(format: &str) -> Res<String> {
+    let tool = match format {
+        "openai" => engram::agent::compact_history_tool_openai(),
+        "anthropic" => engram::agent::compact_history_tool_anthropic(),
+        other => {
+            return Err(err(format!(
+                "unknown tool format {other:?}; expected openai or anthropic"
+            )));
+        }
+    };
+    to_json(&tool)
+}
+
+/// Seed 004's status update (a system message) as JSON.
+#[pyfunction]
+#[pyo3(signature = (total_tokens, max_tokens, cost_usd=0.0, activities_json=None))]
+fn status_message_json(
+    total_tokens: usize,
+    max_tokens: usize,
+    cost_usd: f64,
+    activities_json: Option<&str>,
+) -> Res<String> {
+    let mut activities = Vec::new();
+    if let Some(text) = activities_json {
+        let Value::Object(sections) = parse_json(text, "activities")? else {
+            return Err(err(
+                "activities must map a section name to a list of {id, description}",
+            ));
+        };
+        for (name, items) in sections {
+            let Value::Array(items) = items else {
+                return Err(err(format!("activities[{name:?}] must be a list")));
+            };
+            let items = items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let field = |k: &str| {
+                        v.get(k)
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                            .ok_or_else(|| {
+                                err(format!("activities[{name:?}][{i}]: needs a string `{k}`"))
+                            })
+                    };
+                    Ok(engram::agent::Activity {
+                        id: field("id")?,
+                        description: field("description")?,
+                    })
+                })
+                .collect::<Res<Vec<_>>>()?;
+            activities.push((name, items));
+        }
+    }
+    let status = Status {
+        total_tokens,
+        max_tokens,
+        cost_usd,
+        activities,
+    };
+    to_json(&status.to_message().to_value())
+}
+
+fn default_db_path() -> Res<PathBuf> {
+    if let Ok(p) = std::env::var("ENGRAM_DB")
+        && !p.is_empty()
+    {
+        return Ok(PathBuf::from(p));
+    }
+    dirs::data_dir()
+        .map(|d| d.join("engram").join("engram.db"))
+        .ok_or_else(|| err("no data directory on this system: pass a path"))
+}
+
+fn parse_tiers(o: &Value) -> Res<Vec<Tier>> {
+    let names: Vec<String> = match o.get("tiers") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| err("tiers must be names"))
+            })
+            .collect::<Res<_>>()?,
+        Some(_) => return Err(err("tiers must be a name or a list of names")),
+    };
+    names
+        .iter()
+        .map(|t| {
+            Tier::parse(t).ok_or_else(|| {
+                err(format!(
+                    "unknown tier {t:?}; expected working, episodic, archive, learning or journal"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn time_opt(o: &Value, key: &str) -> Res<Option<i64>> {
+    opt_str(o, key)?
+        .map(|s| parse_time(s).map_err(|e| err(format!("`{key}`: {e}"))))
+        .transpose()
+}
+
+fn entry_json(e: &MemoryEntry) -> Value {
+    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+    v["created_at"] = json!(format_time(e.created_at));
+    v
+}
+
+/// The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
+/// compactions and checkpoints.
+#[pyclass(frozen, module = "engram._engram")]
+struct Store {
+    store: SqliteStore,
+    path: String,
+}
+
+impl Store {
+    fn open_session(&self, id: &str) -> Res<Session<'_>> {
+        let config = config()?;
+        let session = Session::open(&self.store, id).map_err(err)?;
+        let price = registry().resolve(&session.info().model).spec.price;
+        Ok(session
+            .with_policy(config.session_policy())
+            .with_price(price))
+    }
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (path=None))]
+    fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
+        let path = match path {
+            Some(p) => p,
+            None => default_db_path()?,
+        };
+        let store = if path.as_os_str() == ":memory:" {
+            py.detach(SqliteStore::open_in_memory)
+        } else {
+            py.detach(|| SqliteStore::open(&path))
+        }
+        .map_err(err)?;
+        Ok(Store {
+            store,
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Where the database is.
+    #[getter]
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Adds one entry; returns its id. `entry_json`: content, source, tier?, session_id?,
+    /// importance?, metadata?, created_at? (RFC 3339), id?.
+    fn add(&self, py: Python<'_>, entry_json: &str) -> Res<String> {
+        let value = parse_json(entry_json, "entry")?;
+        let mut entry = NewEntry::from_json(&value, now()).map_err(|(field, m)| {
+            if field.is_empty() {
+                err(m)
+            } else {
+                err(format!("field `{field}`: {m}"))
+            }
+        })?;
+        if entry.content.trim().is_empty() {
+            return Err(err("field `content`: the text is empty"));
+        }
+        if config()?.memory.redact {
+            entry.content = engram::redact::redact(&entry.content).0;
+        }
+        let id = entry
+            .id
+            .clone()
+            .unwrap_or_else(|| engram::memory::new_id("mem"));
+        entry.id = Some(id.clone());
+        py.detach(|| {
+            self.store.insert(&[entry])?;
+            self.store.sync_index()
+        })
+        .map_err(err)?;
+        Ok(id)
+    }
+
+    /// Adds many entries (a list of entry objects) in one transaction; returns
+    /// `{"inserted", "skipped"}`. An invalid entry is reported by its index and nothing is stored.
+    fn add_many(&self, py: Python<'_>, entries_json: &str) -> Res<String> {
+        let Value::Array(items) = parse_json(entries_json, "entries")? else {
+            return Err(err("entries must be a list"));
+        };
+        let at = now();
+        let redact = config()?.memory.redact;
+        let entries = items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut e = NewEntry::from_json(v, at).map_err(|(field, m)| {
+                    if field.is_empty() {
+                        err(format!("entries[{i}]: {m}"))
+                    } else {
+                        err(format!("entries[{i}], field `{field}`: {m}"))
+                    }
+                })?;
+                if redact {
+                    e.content = engram::redact::redact(&e.content).0;
+                }
+                Ok(e)
+            })
+            .collect::<Res<Vec<_>>>()?;
+        let inserted = py
+            .detach(|| {
+                let mut it = entries.into_iter().map(Ok);
+                let r = self.store.insert_stream(&mut it)?;
+                self.store.sync_index()?;
+                Ok::<_, engram::memory::MemoryError>(r)
+            })
+            .map_err(err)?;
+        to_json(&json!({"inserted": inserted.inserted, "skipped": inserted.skipped}))
+    }
+
+    /// Full-text search (BM25). Options: limit, tiers, session_id, source, since, until.
+    fn search(&self, py: Python<'_>, text: &str, options_json: &str) -> Res<String> {
+        let o = parse_json(options_json, "options")?;
+        let query = SearchQuery {
+            tiers: parse_tiers(&o)?,
+            session_id: opt_str(&o, "session_id")?.map(str::to_owned),
+            source: opt_str(&o, "source")?.map(str::to_owned),
+            since: time_opt(&o, "since")?,
+            until: time_opt(&o, "until")?,
+            ..SearchQuery::new(text, opt_usize(&o, "limit")?.unwrap_or(10))
+        };
+        let hits = py.detach(|| self.store.search(&query)).map_err(err)?;
+        let results: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                let mut v = entry_json(&h.entry);
+                v["score"] = json!(h.score);
+                v
+            })
+            .collect();
+        to_json(&results)
+    }
+
+    /// One sleep: consolidation of working memory and sleep-time compaction of sessions.
+    /// Options: now (RFC 3339), ttl_hours, max_working.
+    #[pyo3(signature = (options_json, summarizer=None))]
+    fn sleep(
+        &self,
+        py: Python<'_>,
+        options_json: &str,
+        summarizer: Option<&Bound<'_, LlmSummarizer>>,
+    ) -> Res<String> {
+        let o = parse_json(options_json, "options")?;
+        let config = config()?;
+        let at = time_opt(&o, "now")?.unwrap_or_else(now);
+        let mut settings = SleepSettings {
+            policy: config.sleep_policy(),
+            sessions: config.session_policy(),
+            archive_retention_ms: config.archive_retention_ms(),
+            ..SleepSettings::default()
+        };
+        if let Some(h) = opt_f64(&o, "ttl_hours")? {
+            if !(h.is_finite() && h > 0.0) {
+                return Err(err("ttl_hours must be positive"));
+            }
+            settings.policy.ttl_ms = (h * 3600.0 * 1000.0) as i64;
+        }
+        if let Some(m) = positive(opt_usize(&o, "max_working")?, "max_working")? {
+            settings.policy.max_working = m;
+        }
+        if let Some(s) = summarizer_of(summarizer) {
+            settings.summarizer = Some(Arc::clone(&s));
+            settings.compact.summarizer = Some(s);
+        }
+        let tick = py
+            .detach(|| {
+                let tick = sleep_tick(&self.store, at, &settings)?;
+                self.store.sync_index()?;
+                Ok::<_, engram::memory::MemoryError>(tick)
+            })
+            .map_err(err)?;
+        let mut doc = serde_json::to_value(&tick.memory).map_err(err)?;
+        doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
+        doc["archive_deleted"] = json!(tick.archive_deleted);
+        to_json(&doc)
+    }
+
+    /// The consolidation log, newest first.
+    fn log(&self, limit: usize) -> Res<String> {
+        let log = self.store.log(limit).map_err(err)?;
+        let records: Vec<Value> = log
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+                v["created_at"] = json!(format_time(r.created_at));
+                v
+            })
+            .collect();
+        to_json(&records)
+    }
+
+    /// Entries per tier.
+    fn stats(&self) -> Res<String> {
+        to_json(&self.store.stats().map_err(err)?)
+    }
+
+    /// One entry by id, or None.
+    fn get(&self, id: &str) -> Res<Option<String>> {
+        let found = self.store.get(id).map_err(err)?;
+        found.map(|e| to_json(&entry_json(&e))).transpose()
+    }
+
+    /// Forgets an entry, a session's entries or a source's (their search rows too; summaries'
+    /// lineage is updated). Returns `{"entries", "summaries_updated"}`.
+    #[pyo3(signature = (id=None, session_id=None, source=None))]
+    fn forget(
+        &self,
+        id: Option<String>,
+        session_id: Option<String>,
+        source: Option<String>,
+    ) -> Res<String> {
+        let what = Forget {
+            id,
+            session_id,
+            source,
+        };
+        if what.is_empty() {
+            return Err(err("say what to forget: id, session_id or source"));
+        }
+        let f = self.store.forget(&what).map_err(err)?;
+        to_json(&json!({"entries": f.entries, "summaries_updated": f.summaries_updated}))
+    }
+
+    /// Creates a session; returns its info. Options: model, window, id, name.
+    fn session_new(&self, options_json: &str) -> Res<String> {
+        let o = parse_json(options_json, "options")?;
+        let config = config()?;
+        let model = opt_str(&o, "model")?
+            .map(str::to_owned)
+            .or(config.session.model.clone())
+            .unwrap_or_else(|| registry().default_model().to_owned());
+        let window = positive(opt_usize(&o, "window")?, "window")?;
+        let mut new = new_session(registry(), &model, window, now());
+        new.id = opt_str(&o, "id")?.map(str::to_owned);
+        if new.id.as_deref().is_some_and(|i| i.trim().is_empty()) {
+            return Err(err("`id` is empty"));
+        }
+        new.name = opt_str(&o, "name")?.map(str::to_owned);
+        let session = Session::create(&self.store, &new).map_err(err)?;
+        to_json(session.info())
+    }
+
+    /// Every session, newest first.
+    fn sessions(&self) -> Res<String> {
+        to_json(&self.store.sessions().map_err(err)?)
+    }
+
+    /// A session's info, view, compactions, summaries and checkpoints.
+    fn session_show(&self, id: &str) -> Res<String> {
+        let session = self.open_session(id)?;
+        let view = session.view().map_err(err)?;
+        to_json(&json!({
+            "session": session.info(),
+            "view": {
+                "tokens": view.tokens,
+                "compaction_id": view.compaction_id,
+                "messages": view.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
+            },
+            "compactions": self.store.compactions(id, false).map_err(err)?,
+            "summaries": self.store.summaries(id).map_err(err)?,
+            "checkpoints": self.store.checkpoints(id).map_err(err)?,
+        }))
+    }
+
+    /// The full log (every message ever appended and still active), oldest first.
+    fn session_log(&self, id: &str) -> Res<String> {
+        let session = self.open_session(id)?;
+        let log = session.log().map_err(err)?;
+        to_json(&log.iter().map(|m| m.message.to_value()).collect::<Vec<_>>())
+    }
+
+    /// Appends messages; returns `{"ids", "view_tokens", "window", "compaction"?, "status"?, ...}`.
+    fn session_append(&self, py: Python<'_>, id: &str, messages_json: &str) -> Res<String> {
+        let messages = messages(messages_json)?;
+        if messages.is_empty() {
+            return Err(err("no messages to append"));
+        }
+        let mut session = self.open_session(id)?;
+        let appended = py.detach(|| session.append(messages)).map_err(err)?;
+        to_json(&appended)
+    }
+
+    /// The context to send now: the view, or (with a budget or a query) the log compacted for
+    /// them; with `memory`, relevant memory and learnings in a system section.
+    #[pyo3(signature = (id, budget=None, query=None, memory=false))]
+    fn session_context(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        budget: Option<usize>,
+        query: Option<&str>,
+        memory: bool,
+    ) -> Res<String> {
+        positive(budget, "budget")?;
+        let session = self.open_session(id)?;
+        let query = query.filter(|q| !q.trim().is_empty());
+        let compacted = py
+            .detach(|| -> Result<_, String> {
+                if !memory {
+                    return session.context(budget, query).map_err(|e| e.to_string());
+                }
+                let topic = match query {
+                    Some(q) => q.to_owned(),
+                    None => session
+                        .log()
+                        .map_err(|e| e.to_string())?
+                        .iter()
+                        .rev()
+                        .find(|m| m.message.role == engram::Role::User)
+                        .map(|m| m.message.text().into_owned())
+                        .unwrap_or_default(),
+                };
+                let hits = |tiers: Vec<Tier>, limit: usize| -> Result<Vec<MemoryEntry>, String> {
+                    Ok(self
+                        .store
+                        .search(&SearchQuery {
+                            tiers,
+                            ..SearchQuery::new(topic.clone(), limit)
+                        })
+                        .map_err(|e| e.to_string())?
+                        .into_iter()
+                        .map(|h| h.entry)
+                        .collect())
+                };
+                let relevant = hits(vec![Tier::Working, Tier::Episodic], 10)?;
+                let learnings = hits(vec![Tier::Learning], 5)?;
+                session
+                    .context_with_memory(budget, query, &relevant, &learnings)
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(err)?;
+        let mut report = serde_json::to_value(&compacted.report).map_err(err)?;
+        report["session_id"] = json!(id);
+        report["window"] = json!(session.info().window);
+        to_json(&json!({
+            "messages": compacted.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
+            "report": report,
+        }))
+    }
+
+    /// Compacts the session now (recorded; the log keeps every message). Options: target,
+    /// focus, strategy, summary_prompt.
+    #[pyo3(signature = (id, options_json, summarizer=None))]
+    fn session_compact(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        options_json: &str,
+        summarizer: Option<&Bound<'_, LlmSummarizer>>,
+    ) -> Res<String> {
+        let o = parse_json(options_json, "options")?;
+        let strategy_name = opt_str(&o, "strategy")?.unwrap_or("auto");
+        let strategy = Strategy::parse(strategy_name)
+            .ok_or_else(|| err(format!("unknown strategy {strategy_name:?}")))?;
+        let session = self.open_session(id)?;
+        let window = session.info().window;
+        let policy = config()?.session_policy();
+        let target = match positive(opt_usize(&o, "target")?, "target")? {
+            Some(t) if t > window => {
+                return Err(err(format!(
+                    "target {t} is larger than the session's window ({window} tokens)"
+                )));
+            }
+            Some(t) => t,
+            None => (policy.trigger.target * window as f64) as usize,
+        };
+        let mut options = CompactOptions::new(target);
+        options.strategy = strategy;
+        options.prompt = opt_str(&o, "summary_prompt")?
+            .filter(|p| !p.trim().is_empty())
+            .map(str::to_owned);
+        options.summarizer = summarizer_of(summarizer);
+        let mut session = session.with_options(options);
+        let focus = opt_str(&o, "focus")?
+            .filter(|f| !f.trim().is_empty())
+            .map(str::to_owned);
+        let record = py
+            .detach(|| session.compact(Trigger::Manual, target, focus.as_deref()))
+            .map_err(err)?;
+        to_json(&record)
+    }
+
+    /// Seed 004's status update for the session now, as a system message.
+    fn session_status(&self, id: &str) -> Res<String> {
+        let status = self.open_session(id)?.status().map_err(err)?;
+        to_json(&json!({
+            "message": status.to_message().to_value(),
+            "total_tokens": status.total_tokens,
+            "max_tokens": status.max_tokens,
+            "percent": status.percent(),
+            "cost_usd": status.cost_usd,
+        }))
+    }
+
+    /// Runs the agent's `compact_history` tool call (its arguments as the model sent them, a
+    /// JSON string or an object); returns the tool result text.
+    #[pyo3(signature = (id, arguments_json, summarizer=None))]
+    fn session_compact_history(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        arguments_json: &str,
+        summarizer: Option<&Bound<'_, LlmSummarizer>>,
+    ) -> Res<String> {
+        let args = CompactHistoryArgs::parse(&parse_json(arguments_json, "arguments")?)
+            .map_err(|e| err(format!("compact_history arguments: {e}")))?;
+        let mut session = self.open_session(id)?;
+        if let Some(s) = summarizer_of(summarizer) {
+            let mut options = CompactOptions::new(1);
+            options.summarizer = Some(s);
+            session = session.with_options(options);
+        }
+        py.detach(|| session.compact_history(&args)).map_err(err)
+    }
+
+    /// Saves a named checkpoint; returns `{"name", "messages", ...}`.
+    fn session_checkpoint(&self, id: &str, name: &str) -> Res<String> {
+        to_json(&self.open_session(id)?.checkpoint(name).map_err(err)?)
+    }
+
+    /// Returns the session to a checkpoint (later messages are kept, set aside).
+    fn session_restore(&self, id: &str, name: &str) -> Res<String> {
+        to_json(&self.open_session(id)?.restore(name).map_err(err)?)
+    }
+
+    /// Deletes a session with its log, compactions, summaries, checkpoints and memory entries.
+    fn session_delete(&self, id: &str) -> Res<String> {
+        let d = self.store.delete_session(id).map_err(err)?;
+        to_json(&json!({
+            "messages": d.messages,
+            "compactions": d.compactions,
+            "summaries": d.summaries,
+            "checkpoints": d.checkpoints,
+            "memory_entries": d.memory_entries,
+        }))
+    }
+}
+
+/// The native module.
+#[pymodule]
+fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("EngramError", m.py().get_type::<EngramError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Counter>()?;
+    m.add_class::<LlmSummarizer>()?;
+    m.add_class::<Store>()?;
+    m.add_function(wrap_pyfunction!(models_json, m)?)?;
+    m.add_function(wrap_pyfunction!(compact_json, m)?)?;
+    m.add_function(wrap_pyfunction!(build_context_json, m)?)?;
+    m.add_function(wrap_pyfunction!(summarize_json, m)?)?;
+    m.add_function(wrap_pyfunction!(extract_key_facts_json, m)?)?;
+    m.add_function(wrap_pyfunction!(compact_history_tool_json, m)?)?;
+    m.add_function(wrap_pyfunction!(status_message_json, m)?)?;
+    Ok(())
+}
