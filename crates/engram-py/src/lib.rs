@@ -359,7 +359,7 @@ fn compact_json(
     let strategy_name = opt_str(&o, "strategy")?.unwrap_or("auto");
     let strategy = Strategy::parse(strategy_name).ok_or_else(|| {
         err(format!(
-            "unknown strategy {strategy_name:?}; expected one of auto, mask, extractive, digest, recall, summarize, truncate"
+            "unknown strategy {strategy_name:?}; expected one of auto, truncate, dedupe, mask, extractive, summarize"
         ))
     })?;
     let budget = positive(opt_usize(&o, "budget")?, "budget")?.unwrap_or(counter.default_budget());
@@ -1106,8 +1106,11 @@ impl Store {
     ) -> Res<String> {
         let o = parse_json(options_json, "options")?;
         let strategy_name = opt_str(&o, "strategy")?.unwrap_or("auto");
-        let strategy = Strategy::parse(strategy_name)
-            .ok_or_else(|| err(format!("unknown strategy {strategy_name:?}")))?;
+        let strategy = Strategy::parse(strategy_name).ok_or_else(|| {
+            err(format!(
+                "unknown strategy {strategy_name:?}; expected one of auto, truncate, dedupe, mask, extractive, summarize"
+            ))
+        })?;
         let session = self.open_session(id)?;
         let window = session.info().window;
         let policy = config()?.session_policy();

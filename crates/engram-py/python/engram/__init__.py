@@ -202,11 +202,12 @@ def compact(
     annotate: bool = False,
 ) -> Compacted:
     """Compacts a conversation to ``budget`` tokens (default: the model's window less its reply
-    share). Strategies: ``auto`` (masking, then extractive digest and recall, then a summary),
-    ``mask``, ``extractive``, ``digest``, ``recall``, ``summarize`` (with ``summarizer``, else the
-    model-free summary) and ``truncate``. The system prompt and the pending request are kept; a
+    share). Strategies: ``auto`` (cheapest first: dedupe, mask, an extractive digest, recall
+    for ``query``, newest-first fill), ``truncate``, ``dedupe``, ``mask``, ``extractive`` (seed 000's
+    consolidation) and ``summarize`` (the digest written by ``summarizer``, else the model-free
+    summary). The system prompt and the pending request are kept; a
     tool call is never split from its result. ``annotate`` keeps engram's provenance fields
-    (``engram_source``...) on the messages."""
+    (an ``engram`` object with ``kind`` and ``source_ids``) on each message."""
     data, lc = _as_openai(messages)
     if not isinstance(data, dict):
         data = {"messages": data}

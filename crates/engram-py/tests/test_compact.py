@@ -1,0 +1,133 @@
+"""Compaction from Python: every strategy on a real trajectory, with the invariants; LangChain
+messages in and out; a model summarizer against a fake server, and its fallback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import engram
+from conftest import completion
+
+STRATEGIES = ["auto", "truncate", "dedupe", "mask", "extractive", "summarize"]
+
+GOOD_SUMMARY = (
+    "## Completed work\n- reproduced the bug in the test repo\n## Current state\n- the fix is"
+    " being written\n## In-progress tasks\n- editing the failing file\n## Next steps\n- run the"
+    " tests\n## Constraints\n- do not change the tests\n## Critical context\n- the error message"
+    " from the last run"
+)
+
+
+def tool_pairs_intact(messages: list[dict]) -> None:
+    calls = {}
+    for i, m in enumerate(messages):
+        for c in m.get("tool_calls") or []:
+            calls[c["id"]] = i
+    answered = set()
+    for i, m in enumerate(messages):
+        if m["role"] == "tool":
+            assert m["tool_call_id"] in calls, f"message {i}: a result without its call"
+            assert calls[m["tool_call_id"]] < i
+            answered.add(m["tool_call_id"])
+    # The newest message may be the agent's pending call: its result has not happened yet.
+    pending = {c["id"] for c in messages[-1].get("tool_calls") or []}
+    assert set(calls) - pending == answered - pending, "a call without its result"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_keeps_the_invariants_on_a_real_trajectory(trajectory, strategy):
+    total = engram.count_tokens(trajectory, model="gpt-4o")
+    budget = total // 3
+    out = engram.compact(trajectory, budget, model="gpt-4o", strategy=strategy)
+    after = engram.count_tokens(out.messages, model="gpt-4o")
+    assert after <= budget, f"{strategy}: {after} > {budget}"
+    assert out.report["tokens_after"] == after
+    assert out.messages[0] == trajectory[0], "the system prompt is kept verbatim"
+    assert out.messages[-1] == trajectory[-1], "the newest message is kept verbatim"
+    tool_pairs_intact(out.messages)
+    assert all("engram" not in m for m in out.messages), "plain OpenAI messages"
+    if strategy != "truncate":
+        assert out.report["messages_removed"] > 0
+
+
+def test_annotate_keeps_provenance_and_a_query_is_served(trajectory):
+    out = engram.compact(trajectory, 3000, model="gpt-4o", annotate=True, query="which file fails?")
+    assert all(m["engram"]["kind"] for m in out.messages), "each message says where it came from"
+    assert out.report["budget"] == 3000
+
+
+def test_langchain_messages_in_and_out(trajectory):
+    lc = pytest.importorskip("langchain_core.messages")
+    from engram.langchain import from_openai, to_openai
+
+    messages = from_openai(trajectory)
+    assert isinstance(messages[0], lc.SystemMessage)
+    assert to_openai(messages)[0]["content"] == trajectory[0]["content"]
+    budget = engram.count_tokens(trajectory, model="gpt-4o") // 2
+    out = engram.compact(messages, budget, model="gpt-4o")
+    assert all(isinstance(m, lc.BaseMessage) for m in out.messages)
+    assert isinstance(out.messages[0], lc.SystemMessage)
+    assert engram.count_tokens(out.messages, model="gpt-4o") <= budget
+    # Tool calls survive the round trip with their ids.
+    for m in out.messages:
+        if isinstance(m, lc.ToolMessage):
+            assert any(isinstance(a, lc.AIMessage) and any(c["id"] == m.tool_call_id for c in a.tool_calls)
+                       for a in out.messages)
+
+
+def test_a_request_body_passes_through_with_its_other_keys(trajectory):
+    body = {"model": "gpt-4o", "temperature": 0.2, "messages": trajectory,
+            "tools": [engram.compact_history_tool()]}
+    out = engram.compact(body, 4000)
+    assert out.report["budget"] == 4000
+    assert engram.count_tokens(out.messages, model="gpt-4o", tools=body["tools"]) <= 4000
+
+
+def test_an_llm_summarizer_writes_the_summary(trajectory, fake_openai):
+    server = fake_openai(lambda req: completion(GOOD_SUMMARY))
+    model = engram.LlmSummarizer("openai", "fake-model", base_url=server.base_url,
+                                 api_key_env="ENGRAM_TEST_NO_KEY")
+    assert model.name == "openai:fake-model"
+    budget = engram.count_tokens(trajectory, model="gpt-4o") // 4
+    out = engram.compact(trajectory, budget, model="gpt-4o", strategy="summarize", summarizer=model)
+    assert server.requests, "the model was called"
+    sent = server.requests[0]["body"]
+    assert sent["model"] == "fake-model"
+    assert "<history>" in json.dumps(sent["messages"])
+    assert out.report["summarizer"] == "openai:fake-model", out.report
+    assert any("## Completed work" in (m.get("content") or "") for m in out.messages)
+    assert engram.count_tokens(out.messages, model="gpt-4o") <= budget
+    usage = json.loads(model.usage_json())
+    assert usage["calls"] >= 1 and usage["input_tokens"] >= 100
+    s = engram.summarize(trajectory, summarizer=model, focus="the failing test")
+    assert s["summarizer"] == "openai:fake-model" and s["fallback"] is None
+    assert s["summary"].startswith("## Completed work")
+
+
+def test_a_failing_model_falls_back_with_the_reason(trajectory, fake_openai):
+    server = fake_openai(lambda req: completion("I cannot summarise this."))
+    model = engram.LlmSummarizer("openai", "fake-model", base_url=server.base_url, max_retries=0)
+    s = engram.summarize(trajectory, summarizer=model)
+    assert s["fallback"] and s["summarizer"] != "openai:fake-model"
+    assert "## Completed work" in s["summary"]
+    dead = engram.LlmSummarizer("openai", "m", base_url="http://127.0.0.1:9/v1", max_retries=0,
+                                timeout_seconds=2)
+    budget = engram.count_tokens(trajectory, model="gpt-4o") // 4
+    out = engram.compact(trajectory, budget, model="gpt-4o", strategy="summarize", summarizer=dead)
+    assert engram.count_tokens(out.messages, model="gpt-4o") <= budget
+    assert out.report["summary_fallback"], out.report
+
+
+def test_bad_options_are_clear_errors(trajectory):
+    with pytest.raises(engram.EngramError, match="unknown strategy"):
+        engram.compact(trajectory, 1000, strategy="magic")
+    with pytest.raises(engram.EngramError, match="budget"):
+        engram.compact(trajectory, 0)
+    with pytest.raises(engram.EngramError, match="digest_share"):
+        engram.compact(trajectory, 1000, digest_share=2.0)
+    with pytest.raises(engram.EngramError, match="base_url"):
+        engram.LlmSummarizer("openai", "m", base_url="localhost:8080")
+    with pytest.raises(engram.EngramError, match="unknown summarizer API"):
+        engram.LlmSummarizer("gemini", "m")

@@ -1,0 +1,127 @@
+"""Memory and sessions through the Python API, on the embedded SQLite store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import engram
+from conftest import REPO, load_records
+
+
+def test_memory_add_search_sleep_log(store):
+    records = load_records("locomo.jsonl", 1)
+    turns = [m["content"] for m in records[0]["messages"] if isinstance(m.get("content"), str)][:200]
+    entries = [{"content": t, "source": "locomo", "session_id": "s1",
+                "created_at": "2026-01-01T00:00:00Z", "id": f"e{i}"} for i, t in enumerate(turns)]
+    assert store.add_many(entries) == {"inserted": len(entries), "skipped": 0}
+    assert store.add_many(entries[:5]) == {"inserted": 0, "skipped": 5}, "re-adding is safe"
+    one = store.add("decided: deploy with blue-green", "notes", importance=0.9, metadata={"k": 1},
+                    created_at="2026-01-01T12:00:00Z")
+    assert store.get(one)["metadata"] == {"k": 1}
+    hits = store.search("blue-green deploy", limit=3)
+    assert hits[0]["id"] == one and hits[0]["score"] > 0
+    assert store.search("blue-green", source="locomo") == [] or all(
+        h["source"] == "locomo" for h in store.search("blue-green", source="locomo"))
+    assert store.stats()["working"] == len(entries) + 1
+
+    report = store.sleep(now="2026-01-03T00:00:00Z")
+    assert report["items_consolidated"] == len(entries) + 1
+    stats = store.stats()
+    assert stats["working"] == 0 and stats["archive"] == len(entries) + 1 and stats["episodic"] >= 2
+    log = store.log()
+    assert {r["source"] for r in log} == {"locomo", "notes"}
+    assert all(r["summary_preview"] and r["items_consolidated"] > 0 for r in log)
+    # Episodic summaries are found, and their lineage resolves to archived originals.
+    summary = store.search(turns[0][:40], tiers=["episodic"], limit=1)[0]
+    assert summary["summary_of"] and store.get(summary["summary_of"][0])["tier"] == "archive"
+    assert store.forget(source="notes")["entries"] >= 1
+    assert store.search("blue-green deploy", tiers=["working", "episodic", "archive"]) == [] or all(
+        h["source"] != "notes" for h in store.search("blue-green deploy", tiers=["archive"]))
+
+
+def test_bad_memory_input_is_refused_and_stores_nothing(store):
+    with pytest.raises(engram.EngramError, match=r"entries\[1\], field `content`"):
+        store.add_many([{"content": "ok", "source": "a"}, {"source": "a"}])
+    assert store.stats()["working"] == 0
+    with pytest.raises(engram.EngramError, match="unknown tier"):
+        store.search("x", tiers=["nowhere"])
+    with pytest.raises(engram.EngramError, match="ttl_hours"):
+        store.sleep(ttl_hours=-1)
+
+
+def test_a_foreign_file_is_refused_unchanged(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"not a database at all" * 100)
+    before = path.read_bytes()
+    with pytest.raises(engram.EngramError):
+        engram.Store(str(path))
+    assert path.read_bytes() == before
+
+
+def test_a_session_end_to_end(store, trajectory):
+    session = store.new_session("gpt-4o", window=8_000, name="py")
+    assert session.info["window"] == 8_000 and session.info["name"] == "py"
+    statuses, compactions = [], 0
+    for m in trajectory:
+        r = session.append(m)
+        compactions += r["compaction"] is not None
+        if "status" in r:
+            statuses.append(r["status"])
+        assert r["view_tokens"] <= 8_000
+    assert compactions >= 1, "the view passed 80% of the window"
+    assert statuses and statuses[0]["content"].startswith("--- STATUS UPDATE ---")
+    assert len(session.log()) == len(trajectory), "the log keeps every message"
+    view = session.messages()
+    assert view[0] == trajectory[0]
+    assert engram.count_tokens(view, model="gpt-4o") <= 8_000
+
+    session.checkpoint("before")
+    session.append({"role": "user", "content": "try another approach"})
+    result = session.compact(focus="the failing test")
+    assert result["tokens_after"] <= result["tokens_before"]
+    restored = session.restore("before")
+    assert restored["messages_abandoned"] == 1
+    assert len(session.log()) == len(trajectory)
+
+    tight = session.context(budget=2_000, query="which file")
+    assert tight.report["tokens_after"] <= 2_000
+    status = session.status()
+    assert status["message"]["role"] == "system" and status["max_tokens"] == 8_000
+
+    text = session.compact_history(json.dumps({"preserveRecentMessages": 3}))
+    assert "compact" in text.lower() or "messages" in text.lower()
+    shown = session.show()
+    assert shown["compactions"] and shown["summaries"] is not None and shown["checkpoints"]
+    assert [s["id"] for s in store.sessions()] == [session.id]
+    with pytest.raises(engram.EngramError):
+        store.session("no-such-session")
+    with pytest.raises(engram.EngramError, match="message 0, field `role`"):
+        session.append({"role": "robot", "content": "x"})
+
+
+def test_the_cli_reads_what_python_wrote(tmp_path, trajectory):
+    import shutil
+
+    exe = shutil.which("engram") or str(REPO / "target" / "release" / "engram")
+    import os
+    for candidate in (os.environ.get("ENGRAM_BIN"), exe,
+                      os.path.join(os.environ.get("CARGO_TARGET_DIR", ""), "debug", "engram")):
+        if candidate and os.path.isfile(candidate):
+            exe = candidate
+            break
+    else:
+        pytest.skip("no engram binary built (set ENGRAM_BIN)")
+    db = tmp_path / "shared.db"
+    store = engram.Store(str(db))
+    store.add("python wrote this note about the migration", "py")
+    session = store.new_session("gpt-4o", id="shared")
+    session.append(trajectory[:3])
+    out = subprocess.run([exe, "--db", str(db), "memory", "search", "migration", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["results"][0]["source"] == "py"
+    out = subprocess.run([exe, "--db", str(db), "session", "show", "shared", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["session"]["messages"] == 3
