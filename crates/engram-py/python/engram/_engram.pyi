@@ -1,15 +1,30 @@
 """Type stubs for the native module. Structured values cross as JSON text; use the ``engram``
 package's functions, which take and return Python objects."""
 
-from typing import Optional
+from typing import Optional, final
 
 __version__: str
+__all__ = [
+    "Counter",
+    "EngramError",
+    "LlmSummarizer",
+    "Store",
+    "__version__",
+    "build_context_json",
+    "compact_history_tool_json",
+    "compact_json",
+    "extract_key_facts_json",
+    "models_json",
+    "status_message_json",
+    "summarize_json",
+]
 
 class EngramError(Exception):
     """An error from engram's core; the message says what and where."""
 
+@final
 class Counter:
-    def __init__(self, model: Optional[str] = None, tokenizer: Optional[str] = None) -> None: ...
+    def __new__(cls, model: Optional[str] = None, tokenizer: Optional[str] = None) -> "Counter": ...
     def count(self, text: str) -> int: ...
     def count_batch(self, texts: list[str]) -> list[int]: ...
     def count_messages(self, messages_json: str, tools_json: Optional[str] = None) -> str: ...
@@ -26,26 +41,28 @@ class Counter:
     @property
     def warning(self) -> Optional[str]: ...
 
+@final
 class LlmSummarizer:
     """A model that writes summaries: ``api`` is ``openai`` (any OpenAI-compatible server,
     llama.cpp, vLLM...), ``anthropic`` or ``ollama``; the key is read from the environment
     variable ``api_key_env`` (``OPENAI_API_KEY``/``ANTHROPIC_API_KEY`` by default), never stored."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         api: str,
         model: str,
         base_url: Optional[str] = None,
         api_key_env: Optional[str] = None,
         timeout_seconds: Optional[float] = None,
         max_retries: Optional[int] = None,
-    ) -> None: ...
+    ) -> "LlmSummarizer": ...
     @property
     def name(self) -> str: ...
     def usage_json(self) -> str: ...
 
+@final
 class Store:
-    def __init__(self, path: Optional[str] = None) -> None: ...
+    def __new__(cls, path: Optional[str] = None) -> "Store": ...
     @property
     def path(self) -> str: ...
     def add(self, entry_json: str) -> str: ...
