@@ -977,6 +977,39 @@ impl Store {
         to_json(&json!({"entries": f.entries, "summaries_updated": f.summaries_updated}))
     }
 
+    /// Memory entries as `memory export` writes them (every tier, lineage kept), optionally only
+    /// a session's; `add_many` reads them back.
+    #[pyo3(signature = (session_id=None))]
+    fn export_memory(&self, py: Python<'_>, session_id: Option<&str>) -> Res<String> {
+        let lines = py
+            .detach(|| {
+                let mut out = Vec::new();
+                let mut after: Option<String> = None;
+                loop {
+                    let page = self.store.entries(session_id, after.as_deref(), 10_000)?;
+                    let Some(last) = page.last() else { break };
+                    after = Some(last.id.clone());
+                    for e in &page {
+                        let mut line = engram::session::dump::memory_line(e);
+                        if let Value::Object(map) = &mut line {
+                            map.remove("type");
+                        }
+                        out.push(line);
+                    }
+                }
+                Ok::<_, engram::memory::MemoryError>(out)
+            })
+            .map_err(err)?;
+        to_json(&lines)
+    }
+
+    /// A session as `session export` writes it: its info, every message, compactions,
+    /// summaries and checkpoints, as JSON lines' values.
+    fn export_session(&self, id: &str) -> Res<String> {
+        let dump = engram::session::export_session(&self.store, id).map_err(err)?;
+        to_json(&engram::session::dump::session_lines(&dump))
+    }
+
     /// Creates a session; returns its info. Options: model, window, id, name.
     fn session_new(&self, options_json: &str) -> Res<String> {
         let o = parse_json(options_json, "options")?;

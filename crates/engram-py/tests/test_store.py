@@ -127,3 +127,44 @@ def test_the_cli_reads_what_python_wrote(tmp_path, trajectory):
     out = subprocess.run([exe, "--db", str(db), "session", "show", "shared", "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["session"]["messages"] == 3
+
+
+def test_export_and_import_back(store, tmp_path):
+    store.add_many([{"content": f"note {i} about the release", "source": "notes",
+                     "created_at": "2026-01-01T00:00:00Z"} for i in range(20)])
+    store.sleep(now="2026-01-03T00:00:00Z")
+    exported = store.export()
+    assert len(exported) == store.stats()["archive"] + store.stats()["episodic"]
+    other = engram.Store(str(tmp_path / "other.db"))
+    assert other.add_many(exported)["inserted"] == len(exported)
+    assert other.stats() == store.stats()
+    summary = next(e for e in other.export() if e["tier"] == "episodic")
+    assert all(other.get(i)["tier"] == "archive" for i in summary["summary_of"])
+
+
+def test_threads_share_a_store_without_errors(store):
+    import threading
+
+    sessions = [store.new_session("gpt-4o", window=4_000) for _ in range(4)]
+    errors, ids = [], []
+
+    def work(session, k):
+        try:
+            for i in range(40):
+                session.append({"role": "user", "content": f"thread {k} turn {i} " + "words " * 60})
+                ids.append(store.add(f"thread {k} fact {i}", f"t{k}"))
+                store.search("fact", limit=3)
+        except Exception as e:  # noqa: BLE001 - any error fails the test below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s, k)) for k, s in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    sleeper = threading.Thread(target=lambda: [store.sleep(ttl_hours=0.0001) for _ in range(5)])
+    sleeper.start()
+    for t in threads + [sleeper]:
+        t.join()
+    assert not errors, errors
+    assert all(len(s.log()) == 40 for s in sessions)
+    assert len(ids) == 160
+    assert all(store.get(i)["tier"] in ("working", "archive") for i in ids), "each entry in one tier"

@@ -428,6 +428,11 @@ class Store:
         """Deletes an entry, a session's entries or a source's, with their search rows."""
         return json.loads(self._native.forget(id, session_id, source))
 
+    def export(self, session_id: Optional[str] = None) -> list[dict]:
+        """Every memory entry (all tiers, with ``summary_of`` lineage), or a session's, as
+        ``engram memory export`` writes them; :meth:`add_many` reads them back."""
+        return json.loads(self._native.export_memory(session_id))
+
     # Sessions.
     def new_session(self, model: Optional[str] = None, *, window: Optional[int] = None,
                     id: Optional[str] = None, name: Optional[str] = None) -> "Session":
@@ -535,6 +540,11 @@ class Session:
     def restore(self, name: str) -> dict:
         """Returns to a checkpoint; later messages and compactions are kept, set aside."""
         return json.loads(self._n.session_restore(self.id, name))
+
+    def export(self) -> list[dict]:
+        """The session as ``engram session export`` writes it (info, every message, compactions,
+        summaries, checkpoints), one dict per JSON line."""
+        return json.loads(self._n.export_session(self.id))
 
     def delete(self) -> dict:
         """Deletes the session with everything it owns."""
