@@ -1,0 +1,734 @@
+//! Routes, authentication, errors.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use engram::compact::{CompactOptions, Strategy};
+use engram::memory::{
+    MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
+};
+use engram::session::{Session, SessionError, SessionStore, Trigger, new_session};
+use engram::{Message, worker::sleep_tick};
+use serde_json::{Value, json};
+
+use crate::{App, LOCAL_TENANT, TenantStore};
+
+/// An error as the API reports it: `{"error": {"message", "field"?}}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+    field: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    fn field(field: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("`{field}`: {}", message.into()),
+            field: Some(field.to_owned()),
+        }
+    }
+
+    /// A 500 whose detail goes to the log, never to the client.
+    fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(%detail, "internal error");
+        eprintln!("engram serve: internal error: {detail}");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"message": self.message});
+        if let Some(f) = self.field {
+            error["field"] = json!(f);
+        }
+        (self.status, axum::Json(json!({ "error": error }))).into_response()
+    }
+}
+
+impl From<MemoryError> for ApiError {
+    fn from(e: MemoryError) -> Self {
+        match e {
+            MemoryError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, m),
+            MemoryError::Rejected(m) => ApiError::bad(m),
+            MemoryError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Store(m) => m.into(),
+            SessionError::Invalid(m) => ApiError::bad(m),
+            SessionError::Compact(c) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, c.to_string())
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn ok(value: Value) -> ApiResult {
+    Ok(axum::Json(value).into_response())
+}
+
+/// The tenant a request was authenticated as.
+#[derive(Clone)]
+struct Tenant(String);
+
+pub(crate) fn router(app: Arc<App>) -> Router {
+    let limit = app.config.max_body_bytes;
+    let v1 = Router::new()
+        .route("/v1/sessions", post(create_session).get(list_sessions))
+        .route("/v1/sessions/{id}", get(show_session))
+        .route("/v1/sessions/{id}/messages", post(append).get(messages))
+        .route("/v1/sessions/{id}/context", post(context))
+        .route("/v1/sessions/{id}/compact", post(compact))
+        .route("/v1/sessions/{id}/status", get(status))
+        .route("/v1/sessions/{id}/checkpoints", post(checkpoint))
+        .route(
+            "/v1/sessions/{id}/checkpoints/{name}/restore",
+            post(restore),
+        )
+        .route("/v1/memory", post(add_memory))
+        .route("/v1/memory/search", get(search))
+        .route("/v1/memory/sleep", post(sleep))
+        .route("/v1/memory/log", get(log))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            authenticate,
+        ));
+    Router::new()
+        .merge(v1)
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "no such route (GET /openapi.json lists them)",
+            )
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), measure))
+        .with_state(app)
+}
+
+async fn measure(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().as_str().to_owned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    let mut response = response;
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_none_or(|v| v != "application/json")
+    {
+        response = ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} bytes",
+                app.config.max_body_bytes
+            ),
+        )
+        .into_response();
+    }
+    app.metrics.request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+async fn authenticate(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let tenant = match &app.config.api_keys {
+        None => LOCAL_TENANT.to_owned(),
+        Some(keys) => {
+            let key = bearer(request.headers());
+            match key.and_then(|k| keys.tenant(k)) {
+                Some(t) => t.to_owned(),
+                None => {
+                    let mut r = ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        if key.is_none() {
+                            "missing API key: send Authorization: Bearer <key>"
+                        } else {
+                            "unknown API key"
+                        },
+                    )
+                    .into_response();
+                    r.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                    return r;
+                }
+            }
+        }
+    };
+    request.extensions_mut().insert(Tenant(tenant));
+    next.run(request).await
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, key) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
+}
+
+/// Runs `work` with the tenant's store on the blocking pool.
+async fn with_store<F>(app: &Arc<App>, tenant: &Tenant, work: F) -> ApiResult
+where
+    F: FnOnce(&App, &TenantStore) -> ApiResult + Send + 'static,
+{
+    let app = Arc::clone(app);
+    let tenant = tenant.0.clone();
+    tokio::task::spawn_blocking(move || {
+        let store = app.tenant_store(&tenant).map_err(ApiError::internal)?;
+        work(&app, &store)
+    })
+    .await
+    .map_err(ApiError::internal)?
+}
+
+fn body(bytes: &Bytes) -> Result<Value, ApiError> {
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad(format!(
+            "invalid JSON at line {}, column {}: {e}",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad("the body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+fn opt_str<'a>(v: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::field(key, "must be a string")),
+    }
+}
+
+fn opt_usize(v: &Value, key: &str) -> Result<Option<usize>, ApiError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(n) => match n.as_u64() {
+            Some(0) => Err(ApiError::field(key, "must be positive")),
+            Some(n) => Ok(Some(n as usize)),
+            None => Err(ApiError::field(key, "must be a positive integer")),
+        },
+    }
+}
+
+fn open<'s>(app: &App, store: &'s TenantStore, id: &str) -> Result<Session<'s>, ApiError> {
+    let session = Session::open(store.store.as_ref(), id)?;
+    let price = app
+        .config
+        .registry
+        .resolve(&session.info().model)
+        .spec
+        .price;
+    Ok(session.with_policy(app.config.policy).with_price(price))
+}
+
+async fn create_session(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let model = opt_str(&b, "model")?.map(str::to_owned);
+    let window = opt_usize(&b, "window")?;
+    let id = opt_str(&b, "id")?.map(str::to_owned);
+    if id.as_deref().is_some_and(|i| i.trim().is_empty()) {
+        return Err(ApiError::field("id", "is empty"));
+    }
+    let name = opt_str(&b, "name")?.map(str::to_owned);
+    with_store(&app, &tenant, move |app, store| {
+        let model = model.unwrap_or_else(|| app.config.registry.default_model().to_owned());
+        let mut new = new_session(&app.config.registry, &model, window, now());
+        new.id = id;
+        new.name = name;
+        let session = Session::create(store.store.as_ref(), &new)?;
+        let mut r = axum::Json(serde_json::to_value(session.info()).map_err(ApiError::internal)?)
+            .into_response();
+        *r.status_mut() = StatusCode::CREATED;
+        Ok(r)
+    })
+    .await
+}
+
+async fn list_sessions(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+) -> ApiResult {
+    with_store(&app, &tenant, |_, store| {
+        ok(json!({ "sessions": store.store.sessions()? }))
+    })
+    .await
+}
+
+async fn show_session(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        let session = open(app, store, &id)?;
+        let view_tokens = session.view_tokens()?;
+        ok(json!({
+            "session": session.info(),
+            "view_tokens": view_tokens,
+            "compactions": store.store.compactions(&id, false)?,
+            "summaries": store.store.summaries(&id)?,
+            "checkpoints": store.store.checkpoints(&id)?,
+        }))
+    })
+    .await
+}
+
+async fn append(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let Some(list) = b.get("messages") else {
+        return Err(ApiError::field(
+            "messages",
+            "is required (a list of messages)",
+        ));
+    };
+    let Value::Array(items) = list else {
+        return Err(ApiError::field("messages", "must be a list of messages"));
+    };
+    if items.is_empty() {
+        return Err(ApiError::field("messages", "is empty"));
+    }
+    let limit = app.config.max_message_bytes;
+    let mut messages = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if item.to_string().len() > limit {
+            return Err(ApiError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!("`messages[{i}]` is larger than {limit} bytes"),
+                field: Some(format!("messages[{i}]")),
+            });
+        }
+        let m = Message::from_value(item.clone()).map_err(|e| ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("`messages[{i}]`: {e}"),
+            field: Some(format!("messages[{i}]")),
+        })?;
+        messages.push(m);
+    }
+    with_store(&app, &tenant, move |app, store| {
+        let mut session = open(app, store, &id)?;
+        let appended = session.append(messages)?;
+        if let Some(c) = &appended.compaction {
+            app.metrics.compaction(c.tokens_before, c.tokens_after);
+        }
+        ok(serde_json::to_value(&appended).map_err(ApiError::internal)?)
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+struct Page {
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+async fn messages(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    let Query(page) = page.map_err(|e| ApiError::bad(e.body_text()))?;
+    let limit = page.limit.unwrap_or(100).clamp(1, 1000);
+    with_store(&app, &tenant, move |_, store| {
+        if store.store.session(&id)?.is_none() {
+            return Err(engram::session::store::no_session(&id).into());
+        }
+        let from = page.after.map_or(0, |a| a + 1);
+        let log = store.store.session_log(&id, from, false)?;
+        let more = log.len() > limit;
+        let items: Vec<Value> = log
+            .iter()
+            .take(limit)
+            .map(|m| {
+                json!({
+                    "seq": m.seq,
+                    "id": m.id,
+                    "created_at": format_time(m.created_at),
+                    "tokens": m.tokens,
+                    "message": m.message.to_value(),
+                })
+            })
+            .collect();
+        let next = if more {
+            log.get(limit - 1).map(|m| m.seq)
+        } else {
+            None
+        };
+        ok(json!({ "messages": items, "next_after": next }))
+    })
+    .await
+}
+
+async fn context(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let mut budget = opt_usize(&b, "budget")?;
+    let model = opt_str(&b, "model")?.map(str::to_owned);
+    let query = opt_str(&b, "query")?
+        .filter(|q| !q.trim().is_empty())
+        .map(str::to_owned);
+    with_store(&app, &tenant, move |app, store| {
+        let session = open(app, store, &id)?;
+        if budget.is_none()
+            && let Some(m) = &model
+        {
+            let spec = app.config.registry.resolve(m).spec;
+            budget =
+                Some(spec.context_window - spec.max_output_tokens.min(spec.context_window / 4));
+        }
+        let out = session.context(budget, query.as_deref())?;
+        let mut report = serde_json::to_value(&out.report).map_err(ApiError::internal)?;
+        report["session_id"] = json!(id);
+        report["window"] = json!(session.info().window);
+        ok(json!({
+            "messages": out.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
+            "report": report,
+        }))
+    })
+    .await
+}
+
+async fn compact(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let name = opt_str(&b, "strategy")?.unwrap_or("auto");
+    let strategy = Strategy::parse(name).ok_or_else(|| {
+        ApiError::field(
+            "strategy",
+            format!("unknown strategy {name:?}; expected auto, truncate, dedupe, mask, extractive or summarize"),
+        )
+    })?;
+    let focus = opt_str(&b, "focus")?
+        .filter(|f| !f.trim().is_empty())
+        .map(str::to_owned);
+    let target = opt_usize(&b, "target")?;
+    with_store(&app, &tenant, move |app, store| {
+        let session = open(app, store, &id)?;
+        let window = session.info().window;
+        let target = match target {
+            Some(t) if t > window => {
+                return Err(ApiError::field(
+                    "target",
+                    format!("{t} is larger than the session's window ({window})"),
+                ));
+            }
+            Some(t) => t,
+            None => (app.config.policy.trigger.target * window as f64) as usize,
+        };
+        let mut options = CompactOptions::new(target);
+        options.strategy = strategy;
+        let mut session = session.with_options(options);
+        let record = session.compact(Trigger::Manual, target, focus.as_deref())?;
+        app.metrics
+            .compaction(record.tokens_before, record.tokens_after);
+        ok(serde_json::to_value(&record).map_err(ApiError::internal)?)
+    })
+    .await
+}
+
+async fn status(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        let status = open(app, store, &id)?.status()?;
+        ok(json!({
+            "message": status.to_message().to_value(),
+            "total_tokens": status.total_tokens,
+            "max_tokens": status.max_tokens,
+            "percent": status.percent(),
+            "cost_usd": status.cost_usd,
+        }))
+    })
+    .await
+}
+
+async fn checkpoint(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let name = opt_str(&b, "name")?
+        .filter(|n| !n.trim().is_empty())
+        .ok_or_else(|| ApiError::field("name", "is required"))?
+        .to_owned();
+    with_store(&app, &tenant, move |app, store| {
+        let cp = open(app, store, &id)?.checkpoint(&name)?;
+        let mut r =
+            axum::Json(serde_json::to_value(&cp).map_err(ApiError::internal)?).into_response();
+        *r.status_mut() = StatusCode::CREATED;
+        Ok(r)
+    })
+    .await
+}
+
+async fn restore(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path((id, name)): Path<(String, String)>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        let restored = open(app, store, &id)?.restore(&name)?;
+        ok(serde_json::to_value(&restored).map_err(ApiError::internal)?)
+    })
+    .await
+}
+
+async fn add_memory(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let at = now();
+    let items: Vec<(String, Value)> = match b.get("entries") {
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("entries[{i}]"), v.clone()))
+            .collect(),
+        Some(_) => return Err(ApiError::field("entries", "must be a list of entries")),
+        None => vec![(String::new(), b.clone())],
+    };
+    let mut entries = Vec::with_capacity(items.len());
+    for (place, v) in items {
+        let mut e = NewEntry::from_json(&v, at).map_err(|(field, m)| {
+            let field = match (place.is_empty(), field.is_empty()) {
+                (true, _) => field,
+                (false, true) => place.clone(),
+                (false, false) => format!("{place}.{field}"),
+            };
+            ApiError {
+                status: StatusCode::BAD_REQUEST,
+                message: if field.is_empty() {
+                    m
+                } else {
+                    format!("`{field}`: {m}")
+                },
+                field: (!field.is_empty()).then_some(field),
+            }
+        })?;
+        if e.content.trim().is_empty() {
+            return Err(ApiError::field("content", "is empty"));
+        }
+        let id =
+            e.id.clone()
+                .unwrap_or_else(|| engram::memory::new_id("mem"));
+        e.id = Some(id);
+        entries.push(e);
+    }
+    let ids: Vec<String> = entries.iter().filter_map(|e| e.id.clone()).collect();
+    with_store(&app, &tenant, move |_, store| {
+        let inserted = store.store.insert(&entries)?;
+        store.store.sync_index()?;
+        let mut r = axum::Json(json!({
+            "ids": ids,
+            "inserted": inserted.inserted,
+            "skipped": inserted.skipped,
+        }))
+        .into_response();
+        *r.status_mut() = StatusCode::CREATED;
+        Ok(r)
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+struct SearchParams {
+    q: Option<String>,
+    limit: Option<usize>,
+    tier: Option<String>,
+    session_id: Option<String>,
+    source: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+async fn search(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    params: Result<Query<SearchParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    let Query(p) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    let text =
+        p.q.filter(|q| !q.trim().is_empty())
+            .ok_or_else(|| ApiError::field("q", "is required"))?;
+    let tiers = match &p.tier {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|t| {
+                Tier::parse(t.trim()).ok_or_else(|| {
+                    ApiError::field(
+                        "tier",
+                        format!("unknown tier {t:?}; expected working, episodic, archive, learning or journal"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let time = |name: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(|s| parse_time(s).map_err(|e| ApiError::field(name, e)))
+            .transpose()
+    };
+    let query = SearchQuery {
+        tiers,
+        session_id: p.session_id,
+        source: p.source,
+        since: time("since", &p.since)?,
+        until: time("until", &p.until)?,
+        ..SearchQuery::new(text, p.limit.unwrap_or(10).clamp(1, 1000))
+    };
+    with_store(&app, &tenant, move |_, store| {
+        let hits = store.store.search(&query)?;
+        let results: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                let mut v = serde_json::to_value(&h.entry).unwrap_or(Value::Null);
+                v["created_at"] = json!(format_time(h.entry.created_at));
+                v["score"] = json!(h.score);
+                v
+            })
+            .collect();
+        ok(json!({ "results": results }))
+    })
+    .await
+}
+
+async fn sleep(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult {
+    let b = body(&bytes)?;
+    let at = opt_str(&b, "now")?
+        .map(|s| parse_time(s).map_err(|e| ApiError::field("now", e)))
+        .transpose()?
+        .unwrap_or_else(now);
+    with_store(&app, &tenant, move |app, store| {
+        let tick = sleep_tick(store.store.as_ref(), at, &app.config.sleep)?;
+        store.store.sync_index()?;
+        for (_, c) in &tick.sessions.compacted {
+            app.metrics.compaction(c.tokens_before, c.tokens_after);
+        }
+        let mut doc = serde_json::to_value(&tick.memory).map_err(ApiError::internal)?;
+        doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
+        doc["archive_deleted"] = json!(tick.archive_deleted);
+        ok(doc)
+    })
+    .await
+}
+
+#[derive(serde::Deserialize)]
+struct LogParams {
+    limit: Option<usize>,
+}
+
+async fn log(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    params: Result<Query<LogParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    let Query(p) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    let limit = p.limit.unwrap_or(20).clamp(1, 1000);
+    with_store(&app, &tenant, move |_, store| {
+        let records: Vec<Value> = store
+            .store
+            .log(limit)?
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+                v["created_at"] = json!(format_time(r.created_at));
+                v
+            })
+            .collect();
+        ok(json!({ "log": records }))
+    })
+    .await
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("../openapi.json"),
+    )
+        .into_response()
+}

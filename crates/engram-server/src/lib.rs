@@ -1,0 +1,308 @@
+//! `engram serve`: engram as an HTTP service.
+//!
+//! JSON over HTTP (axum): sessions with their logs, contexts, compactions, status updates and
+//! checkpoints; memory add, search, sleep and log; `/healthz`, Prometheus `/metrics` and the
+//! OpenAPI description at `/openapi.json`. Tenants are isolated by construction: each has its
+//! own database, chosen from the API key the request carries (keys are kept only as SHA-256
+//! hashes), so no query can reach another tenant's rows; an id from another tenant is simply
+//! not found (404). Without API keys the server has one local tenant and binds to loopback only.
+//!
+//! The stores are synchronous (SQLite); handlers run them on tokio's blocking pool. Each
+//! tenant's store has the auto-sleep worker when configured; on SIGTERM (or Ctrl-C) the server
+//! stops accepting, drains the requests in flight, runs the shutdown consolidation and exits.
+
+mod api;
+mod auth;
+mod metrics;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use engram::ModelRegistry;
+use engram::session::SessionPolicy;
+use engram::worker::{AutoSleep, SleepSettings, sleep_tick};
+use engram_store::SqliteStore;
+
+pub use auth::ApiKeys;
+
+/// Default listen address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
+/// Default limit on a request body.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+/// Default limit on one message (its JSON).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The local tenant's name (no API keys).
+pub const LOCAL_TENANT: &str = "local";
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The SQLite database of the local tenant; other tenants' databases sit beside it.
+    pub store: PathBuf,
+    /// Tenants and their keys; `None`: one local tenant, loopback only.
+    pub api_keys: Option<ApiKeys>,
+    /// The auto-sleep worker's interval; `None`: no worker (sleep on request and at shutdown).
+    pub auto_sleep: Option<Duration>,
+    /// What a sleep does (TTL, cap, sessions' thresholds).
+    pub sleep: SleepSettings,
+    /// When sessions compact.
+    pub policy: SessionPolicy,
+    /// The model registry (windows and prices).
+    pub registry: ModelRegistry,
+    /// The largest request body accepted.
+    pub max_body_bytes: usize,
+    /// The largest message accepted.
+    pub max_message_bytes: usize,
+}
+
+impl ServeConfig {
+    /// The defaults for a store path.
+    pub fn new(store: PathBuf) -> Self {
+        ServeConfig {
+            listen: DEFAULT_LISTEN.parse().expect("a valid default address"),
+            store,
+            api_keys: None,
+            auto_sleep: None,
+            sleep: SleepSettings::default(),
+            policy: SessionPolicy::default(),
+            registry: ModelRegistry::builtin(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+/// The database path a `--store` URL names: `sqlite:///ABS/PATH`, `sqlite://REL/PATH` or a
+/// plain path. PostgreSQL is not supported yet and says so.
+pub fn parse_store_url(url: &str) -> Result<PathBuf, String> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err(
+            "--store postgres://...: the PostgreSQL backend is not built yet; use sqlite:///PATH"
+                .into(),
+        );
+    }
+    let path = match url.strip_prefix("sqlite://") {
+        Some(rest) => rest,
+        None if url.contains("://") => {
+            return Err(format!(
+                "--store {url:?}: unknown scheme; expected sqlite:///PATH"
+            ));
+        }
+        None => url,
+    };
+    if path.is_empty() {
+        return Err(format!("--store {url:?}: no path"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// One tenant's store and its auto-sleep worker.
+pub(crate) struct TenantStore {
+    pub(crate) store: Arc<SqliteStore>,
+    worker: Mutex<Option<AutoSleep>>,
+}
+
+/// The shared state of the server.
+pub struct App {
+    pub(crate) config: ServeConfig,
+    stores: Mutex<HashMap<String, Arc<TenantStore>>>,
+    pub(crate) metrics: metrics::Metrics,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("store", &self.config.store)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl App {
+    /// The server's state; the local tenant's database is opened now, so that a bad path or a
+    /// foreign file is reported at start-up.
+    pub fn new(config: ServeConfig) -> Result<Arc<App>, String> {
+        let app = Arc::new(App {
+            config,
+            stores: Mutex::new(HashMap::new()),
+            metrics: metrics::Metrics::default(),
+        });
+        if app.config.api_keys.is_none() {
+            app.tenant_store(LOCAL_TENANT)
+                .map_err(|e| format!("{}: {e}", app.config.store.display()))?;
+        }
+        Ok(app)
+    }
+
+    /// Where a tenant's database is: the configured path for the local tenant, and
+    /// `NAME.tenant-TENANT.db` beside it for the others.
+    pub fn tenant_path(&self, tenant: &str) -> PathBuf {
+        tenant_path(&self.config.store, tenant)
+    }
+
+    pub(crate) fn tenant_store(&self, tenant: &str) -> Result<Arc<TenantStore>, String> {
+        let mut stores = lock(&self.stores);
+        if let Some(s) = stores.get(tenant) {
+            return Ok(Arc::clone(s));
+        }
+        let path = self.tenant_path(tenant);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let store = Arc::new(SqliteStore::open(&path).map_err(|e| e.to_string())?);
+        let worker = self.config.auto_sleep.map(|interval| {
+            AutoSleep::start(
+                Arc::clone(&store) as Arc<dyn engram::session::Store>,
+                interval,
+                self.config.sleep.clone(),
+            )
+        });
+        let t = Arc::new(TenantStore {
+            store,
+            worker: Mutex::new(worker),
+        });
+        stores.insert(tenant.to_owned(), Arc::clone(&t));
+        Ok(t)
+    }
+
+    /// The shutdown consolidation: stops the workers and runs one last sleep on every open
+    /// store. Returns the entries consolidated.
+    pub fn shutdown(&self) -> usize {
+        let stores: Vec<(String, Arc<TenantStore>)> = lock(&self.stores)
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect();
+        let mut consolidated = 0;
+        for (tenant, t) in stores {
+            let worker = lock(&t.worker).take();
+            let tick = match worker {
+                Some(w) => w.shutdown(),
+                None => sleep_tick(t.store.as_ref(), engram::memory::now(), &self.config.sleep),
+            };
+            match tick {
+                Ok(tick) => consolidated += tick.memory.items_consolidated,
+                Err(e) => {
+                    tracing::error!(tenant, error = %e, "shutdown consolidation failed");
+                    eprintln!("engram serve: tenant {tenant}: shutdown consolidation failed: {e}");
+                }
+            }
+            if let Err(e) = t.store.sync_index() {
+                eprintln!("engram serve: tenant {tenant}: search index: {e}");
+            }
+        }
+        consolidated
+    }
+}
+
+fn tenant_path(base: &Path, tenant: &str) -> PathBuf {
+    if tenant == LOCAL_TENANT {
+        return base.to_path_buf();
+    }
+    let stem = base
+        .file_stem()
+        .map_or_else(|| "engram".into(), |s| s.to_string_lossy().into_owned());
+    base.with_file_name(format!("{stem}.tenant-{tenant}.db"))
+}
+
+/// The router (for tests and embedding).
+pub fn router(app: Arc<App>) -> axum::Router {
+    api::router(app)
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then drains, consolidates and returns.
+pub async fn serve(config: ServeConfig) -> Result<(), String> {
+    if config.api_keys.is_none() && !config.listen.ip().is_loopback() {
+        return Err(format!(
+            "refusing to serve {} without API keys: pass --api-keys FILE (one tenant:key per line), or listen on 127.0.0.1",
+            config.listen
+        ));
+    }
+    let listen = config.listen;
+    let app = App::new(config)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    match &app.config.api_keys {
+        None => eprintln!(
+            "engram serve: listening on http://{local} (no --api-keys: one local tenant, loopback only); store {}",
+            app.config.store.display()
+        ),
+        Some(keys) => eprintln!(
+            "engram serve: listening on http://{local}; {} tenants ({} keys); stores beside {}",
+            keys.tenants().len(),
+            keys.len(),
+            app.config.store.display()
+        ),
+    }
+    let router = router(Arc::clone(&app));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| format!("server: {e}"))?;
+    eprintln!("engram serve: draining done; running the shutdown consolidation");
+    let app2 = Arc::clone(&app);
+    let consolidated = tokio::task::spawn_blocking(move || app2.shutdown())
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!("engram serve: consolidated {consolidated} working entries; bye");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        tokio::signal::ctrl_c().await.ok();
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_urls() {
+        assert_eq!(
+            parse_store_url("sqlite:///var/lib/engram.db"),
+            Ok(PathBuf::from("/var/lib/engram.db"))
+        );
+        assert_eq!(parse_store_url("data/e.db"), Ok(PathBuf::from("data/e.db")));
+        assert!(
+            parse_store_url("postgres://localhost/engram")
+                .unwrap_err()
+                .contains("not built yet")
+        );
+        assert!(parse_store_url("mysql://x").is_err());
+        assert_eq!(
+            tenant_path(Path::new("/d/engram.db"), "acme"),
+            PathBuf::from("/d/engram.tenant-acme.db")
+        );
+        assert_eq!(
+            tenant_path(Path::new("/d/engram.db"), LOCAL_TENANT),
+            PathBuf::from("/d/engram.db")
+        );
+    }
+}

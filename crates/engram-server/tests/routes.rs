@@ -1,0 +1,468 @@
+//! The REST routes, in process (`oneshot`), and tenant isolation on every route.
+
+use std::path::PathBuf;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use engram_server::{ApiKeys, App, ServeConfig, router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const ACME: &str = "acme-0123456789abcdef";
+const BETA: &str = "beta-0123456789abcdef";
+
+fn temp_db(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "engram-server-{name}-{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join("engram.db")
+}
+
+fn app(name: &str, keys: bool) -> axum::Router {
+    let mut config = ServeConfig::new(temp_db(name));
+    if keys {
+        config.api_keys =
+            Some(ApiKeys::parse(&format!("acme:{ACME}\nbeta:{BETA}\n"), "test").expect("keys"));
+    }
+    router(App::new(config).expect("app"))
+}
+
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(k) = key {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    let body = match body {
+        Some(v) => {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+            Body::from(v.to_string())
+        }
+        None => Body::empty(),
+    };
+    let response = app
+        .clone()
+        .oneshot(req.body(body).expect("request"))
+        .await
+        .expect("response");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 64 << 20)
+        .await
+        .expect("body");
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, value)
+}
+
+fn trajectory() -> Vec<Value> {
+    let dir = std::env::var_os("ENGRAM_DEV_DATA").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/dev"),
+        PathBuf::from,
+    );
+    let text = std::fs::read_to_string(dir.join("sweagent_demos.jsonl")).expect("dev data");
+    // The longest demo trajectory: system prompt, task, tool calls with their results.
+    let longest = text.lines().max_by_key(|l| l.len()).expect("a line");
+    let record: Value = serde_json::from_str(longest).expect("json");
+    record["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m.as_object_mut().expect("object").remove("id");
+            m
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_session_through_every_route() {
+    let app = app("every", false);
+    let (s, info) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"model": "gpt-4o", "window": 8000, "id": "s1", "name": "demo"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{info}");
+    assert_eq!(info["window"], 8000);
+    let messages = trajectory();
+    let mut compactions = 0;
+    for chunk in messages.chunks(3) {
+        let (s, r) = call(
+            &app,
+            "POST",
+            "/v1/sessions/s1/messages",
+            None,
+            Some(json!({ "messages": chunk })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        assert!(r["view_tokens"].as_u64().expect("tokens") <= 8000);
+        compactions += usize::from(!r["compaction"].is_null());
+    }
+    assert!(compactions >= 1);
+
+    // The full log, paginated, in order.
+    let mut seen = Vec::new();
+    let mut after: Option<u64> = None;
+    loop {
+        let uri = match after {
+            Some(a) => format!("/v1/sessions/s1/messages?limit=7&after={a}"),
+            None => "/v1/sessions/s1/messages?limit=7".into(),
+        };
+        let (s, page) = call(&app, "GET", &uri, None, None).await;
+        assert_eq!(s, StatusCode::OK);
+        for m in page["messages"].as_array().expect("list") {
+            // The log gives each message its id (`m0`, ...); the rest is verbatim.
+            let mut message = m["message"].clone();
+            assert_eq!(message["id"], m["id"]);
+            message.as_object_mut().expect("object").remove("id");
+            seen.push(message);
+        }
+        match page["next_after"].as_u64() {
+            Some(a) => after = Some(a),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), messages.len());
+    assert!(seen == messages, "every message, verbatim, in order");
+
+    let (s, ctx) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s1/context",
+        None,
+        Some(json!({"budget": 3000, "query": "which test fails"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{ctx}");
+    assert!(ctx["report"]["tokens_after"].as_u64().expect("n") <= 3000);
+    assert_eq!(ctx["messages"][0], messages[0]);
+
+    let (s, cp) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s1/checkpoints",
+        None,
+        Some(json!({"name": "before"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{cp}");
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/s1/messages",
+        None,
+        Some(json!({"messages": [{"role": "user", "content": "a detour"}]})),
+    )
+    .await;
+    let (s, c) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s1/compact",
+        None,
+        Some(json!({"focus": "the failing test", "strategy": "extractive"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let (s, r) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s1/checkpoints/before/restore",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["messages_abandoned"], 1);
+
+    let (s, st) = call(&app, "GET", "/v1/sessions/s1/status", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        st["message"]["content"]
+            .as_str()
+            .expect("text")
+            .starts_with("--- STATUS UPDATE ---")
+    );
+    let (s, shown) = call(&app, "GET", "/v1/sessions/s1", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!shown["compactions"].as_array().expect("list").is_empty());
+    let (_, list) = call(&app, "GET", "/v1/sessions", None, None).await;
+    assert_eq!(list["sessions"][0]["id"], "s1");
+
+    // Memory.
+    let (s, added) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        None,
+        Some(json!({"entries": [
+            {"content": "decided: blue-green deploys", "source": "notes", "created_at": "2026-01-01T00:00:00Z"},
+            {"content": "the staging database is postgres 16", "source": "notes", "created_at": "2026-01-01T00:00:00Z"}
+        ]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{added}");
+    assert_eq!(added["inserted"], 2);
+    let (s, hits) = call(
+        &app,
+        "GET",
+        "/v1/memory/search?q=deploys&limit=5",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(hits["results"][0]["content"], "decided: blue-green deploys");
+    let (s, slept) = call(
+        &app,
+        "POST",
+        "/v1/memory/sleep",
+        None,
+        Some(json!({"now": "2026-01-03T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{slept}");
+    assert_eq!(slept["items_consolidated"], 2);
+    let (_, log) = call(&app, "GET", "/v1/memory/log", None, None).await;
+    assert_eq!(log["log"][0]["source"], "notes");
+
+    // Metrics saw it all.
+    let (s, metrics) = call(&app, "GET", "/metrics", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let text = metrics.as_str().expect("text");
+    assert!(text.contains(
+        "engram_http_requests_total{method=\"POST\",route=\"/v1/sessions/{id}/messages\",status=\"200\"}"
+    ));
+    assert!(text.contains("engram_compactions_total "));
+    assert!(!text.contains("engram_tokens_saved_total 0\n"));
+    let (s, spec) = call(&app, "GET", "/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(spec["paths"]["/v1/sessions/{id}/messages"]["post"].is_object());
+}
+
+#[tokio::test]
+async fn bad_requests_get_errors_that_name_the_field() {
+    let app = app("bad", false);
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    let cases = [
+        (
+            "POST",
+            "/v1/sessions/s/messages",
+            json!({"messages": [{"role": "user", "content": "ok"}, {"role": "robot"}]}),
+            StatusCode::BAD_REQUEST,
+            "messages[1]",
+        ),
+        (
+            "POST",
+            "/v1/sessions/s/messages",
+            json!({"messages": "hi"}),
+            StatusCode::BAD_REQUEST,
+            "messages",
+        ),
+        (
+            "POST",
+            "/v1/sessions/s/compact",
+            json!({"strategy": "magic"}),
+            StatusCode::BAD_REQUEST,
+            "strategy",
+        ),
+        (
+            "POST",
+            "/v1/sessions/s/context",
+            json!({"budget": 0}),
+            StatusCode::BAD_REQUEST,
+            "budget",
+        ),
+        (
+            "POST",
+            "/v1/sessions",
+            json!({"window": "big"}),
+            StatusCode::BAD_REQUEST,
+            "window",
+        ),
+        (
+            "POST",
+            "/v1/memory",
+            json!({"source": "x"}),
+            StatusCode::BAD_REQUEST,
+            "content",
+        ),
+    ];
+    for (method, uri, body, status, field) in cases {
+        let (s, e) = call(&app, method, uri, None, Some(body.clone())).await;
+        assert_eq!(s, status, "{uri} {body}: {e}");
+        assert_eq!(e["error"]["field"], field, "{e}");
+    }
+    let (s, e) = call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{e}");
+    let (s, e) = call(&app, "GET", "/v1/memory/search", None, None).await;
+    assert_eq!(
+        (s, &e["error"]["field"]),
+        (StatusCode::BAD_REQUEST, &json!("q"))
+    );
+    let (s, e) = call(&app, "GET", "/v1/sessions/nope/status", None, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    // Invalid JSON says where.
+    let response = app
+        .clone()
+        .oneshot(
+            Request::post("/v1/sessions")
+                .body(Body::from("{\"model\": "))
+                .expect("request"),
+        )
+        .await
+        .expect("response");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    // Too large: 413 with a JSON error; nothing stored.
+    let big = "x".repeat(9 << 20);
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/messages",
+        None,
+        Some(json!({"messages": [{"role": "user", "content": big}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    assert!(e["error"]["message"].is_string());
+    let (_, log) = call(&app, "GET", "/v1/sessions/s/messages", None, None).await;
+    assert_eq!(log["messages"], json!([]), "nothing was stored");
+}
+
+#[tokio::test]
+async fn tenants_cannot_see_each_other_on_any_route() {
+    let app = app("tenants", true);
+    // No key, a wrong key: 401 everywhere under /v1.
+    for (key, what) in [(None, "missing"), (Some("wrong-key-0123456789"), "unknown")] {
+        let (s, e) = call(&app, "GET", "/v1/sessions", key, None).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{what}");
+        assert!(e["error"]["message"].as_str().expect("m").contains(what));
+    }
+    let (s, _) = call(&app, "GET", "/healthz", None, None).await;
+    assert_eq!(s, StatusCode::OK, "health needs no key");
+
+    // acme's data.
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        Some(ACME),
+        Some(json!({"id": "acme-session"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/acme-session/messages",
+        Some(ACME),
+        Some(json!({"messages": [{"role": "user", "content": "acme's secret plan"}]})),
+    )
+    .await;
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/acme-session/checkpoints",
+        Some(ACME),
+        Some(json!({"name": "cp"})),
+    )
+    .await;
+    let (_, added) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        Some(ACME),
+        Some(json!({"content": "acme secret memory", "source": "acme", "created_at": "2026-01-01T00:00:00Z"})),
+    )
+    .await;
+    let memory_id = added["ids"][0].as_str().expect("id").to_owned();
+
+    // beta guesses every id: 404 (never 403, never data).
+    let session_routes = [
+        ("GET", "/v1/sessions/acme-session", None),
+        (
+            "POST",
+            "/v1/sessions/acme-session/messages",
+            Some(json!({"messages": [{"role": "user", "content": "x"}]})),
+        ),
+        ("GET", "/v1/sessions/acme-session/messages", None),
+        ("POST", "/v1/sessions/acme-session/context", Some(json!({}))),
+        ("POST", "/v1/sessions/acme-session/compact", Some(json!({}))),
+        ("GET", "/v1/sessions/acme-session/status", None),
+        (
+            "POST",
+            "/v1/sessions/acme-session/checkpoints",
+            Some(json!({"name": "x"})),
+        ),
+        (
+            "POST",
+            "/v1/sessions/acme-session/checkpoints/cp/restore",
+            None,
+        ),
+    ];
+    for (method, uri, body) in session_routes {
+        let (s, e) = call(&app, method, uri, Some(BETA), body).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{method} {uri}: {e}");
+        assert!(!e.to_string().contains("secret"));
+    }
+    let (_, list) = call(&app, "GET", "/v1/sessions", Some(BETA), None).await;
+    assert_eq!(list["sessions"], json!([]));
+    let (_, hits) = call(
+        &app,
+        "GET",
+        "/v1/memory/search?q=secret&tier=working,episodic,archive",
+        Some(BETA),
+        None,
+    )
+    .await;
+    assert_eq!(hits["results"], json!([]));
+    let (_, slept) = call(
+        &app,
+        "POST",
+        "/v1/memory/sleep",
+        Some(BETA),
+        Some(json!({"now": "2026-01-05T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(
+        slept["items_consolidated"], 0,
+        "beta's sleep never touches acme's memory"
+    );
+    let (_, log) = call(&app, "GET", "/v1/memory/log", Some(BETA), None).await;
+    assert_eq!(log["log"], json!([]));
+    // The same memory id written by beta is beta's own entry, not acme's.
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        Some(BETA),
+        Some(json!({"content": "beta note", "source": "beta", "id": memory_id})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // acme still sees exactly its own.
+    let (_, hits) = call(&app, "GET", "/v1/memory/search?q=secret", Some(ACME), None).await;
+    assert_eq!(hits["results"][0]["content"], "acme secret memory");
+    let (_, log) = call(
+        &app,
+        "GET",
+        "/v1/sessions/acme-session/messages",
+        Some(ACME),
+        None,
+    )
+    .await;
+    assert_eq!(log["messages"].as_array().expect("list").len(), 1);
+}
