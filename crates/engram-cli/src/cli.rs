@@ -46,6 +46,12 @@ pub(crate) struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Serve engram over HTTP: sessions, context, compaction, memory (REST, JSON; OpenAPI at
+    /// /openapi.json; Prometheus metrics at /metrics). Without --api-keys it serves one local
+    /// tenant on loopback only; with them, each key's tenant has its own database beside the
+    /// store's. SIGTERM or Ctrl-C drains requests, runs the shutdown consolidation and exits.
+    Serve(ServeArgs),
+
     /// Count a conversation's tokens: per message, in total, as a share of the model's window,
     /// and its estimated input cost.
     #[command(after_help = AFTER_HELP)]
@@ -588,4 +594,21 @@ pub(crate) enum MemoryCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `engram serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Where to listen. Default: ENGRAM_LISTEN, the config's [server] listen, else 127.0.0.1:8420.
+    #[arg(long, env = "ENGRAM_LISTEN", value_name = "ADDR")]
+    pub(crate) listen: Option<String>,
+    /// The store: sqlite:///PATH (PostgreSQL comes later). Default: ENGRAM_STORE, the config's
+    /// [server] store, else the memory database (--db).
+    #[arg(long, env = "ENGRAM_STORE", value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// A file of API keys, one `tenant:key` per line (keys of at least 16 characters; kept in
+    /// memory only as hashes). Default: ENGRAM_API_KEYS_FILE, the config's [server] api_keys;
+    /// the keys may also be given inline in ENGRAM_API_KEYS (`tenant:key,tenant:key`).
+    #[arg(long, env = "ENGRAM_API_KEYS_FILE", value_name = "FILE")]
+    pub(crate) api_keys: Option<PathBuf>,
 }

@@ -14,6 +14,7 @@ mod input;
 mod memory;
 mod models;
 mod registry;
+mod serve;
 mod session;
 mod summarizer;
 
@@ -26,6 +27,7 @@ use crate::cli::{BenchCommand, Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Serve(args) => serve::run(&cli.global, args),
         Command::Count(args) => count::run(&cli.global, args),
         Command::Compact(args) => compact::run(&cli.global, args),
         Command::Models(args) => models::run(&cli.global, args),

@@ -538,7 +538,7 @@ async fn restore(
 ) -> ApiResult {
     with_store(&app, &tenant, move |app, store| {
         let restored = open(app, store, &id)?.restore(&name)?;
-        ok(serde_json::to_value(&restored).map_err(ApiError::internal)?)
+        ok(serde_json::to_value(restored).map_err(ApiError::internal)?)
     })
     .await
 }
@@ -681,7 +681,7 @@ async fn sleep(
         for (_, c) in &tick.sessions.compacted {
             app.metrics.compaction(c.tokens_before, c.tokens_after);
         }
-        let mut doc = serde_json::to_value(&tick.memory).map_err(ApiError::internal)?;
+        let mut doc = serde_json::to_value(tick.memory).map_err(ApiError::internal)?;
         doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
         doc["archive_deleted"] = json!(tick.archive_deleted);
         ok(doc)

@@ -45,6 +45,20 @@ pub struct Config {
     pub session: SessionConfig,
     /// A model that writes summaries (command-line flags override it).
     pub summarizer: Option<SummarizerConfig>,
+    /// `engram serve` (command-line flags and environment variables override it).
+    pub server: ServerConfig,
+}
+
+/// `[server]`: `engram serve`'s settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Where to listen (`127.0.0.1:8420`).
+    pub listen: Option<String>,
+    /// The store, `sqlite:///PATH` (default: the memory database).
+    pub store: Option<String>,
+    /// A file of `tenant:key` lines.
+    pub api_keys: Option<String>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.

@@ -1,0 +1,66 @@
+//! `engram serve`: the HTTP service (crate engram-server) with the CLI's configuration.
+
+use std::time::Duration;
+
+use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_store_url};
+
+use crate::cli::{GlobalArgs, ServeArgs};
+use crate::user_error;
+
+pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
+    let config = crate::config::load(global)?;
+    let registry = crate::registry::load(global)?;
+    let listen = args
+        .listen
+        .clone()
+        .or_else(|| config.server.listen.clone())
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let listen = listen.parse().map_err(|e| {
+        user_error!("--listen {listen:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:8420)")
+    })?;
+    let store = match args.store.clone().or_else(|| config.server.store.clone()) {
+        Some(url) => parse_store_url(&url).map_err(|e| user_error!("{e}"))?,
+        None => crate::memory::db_path(global)?,
+    };
+    let keys_file = args
+        .api_keys
+        .clone()
+        .or_else(|| config.server.api_keys.clone().map(Into::into));
+    let api_keys = match (
+        keys_file,
+        std::env::var("ENGRAM_API_KEYS")
+            .ok()
+            .filter(|v| !v.trim().is_empty()),
+    ) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| user_error!("--api-keys {}: {e}", path.display()))?;
+            Some(
+                ApiKeys::parse(&text, &path.display().to_string())
+                    .map_err(|e| user_error!("{e}"))?,
+            )
+        }
+        (None, Some(inline)) => Some(
+            ApiKeys::parse(&inline.replace(',', "\n"), "ENGRAM_API_KEYS")
+                .map_err(|e| user_error!("{e}"))?,
+        ),
+        (None, None) => None,
+    };
+    let mut serve = ServeConfig::new(store);
+    serve.listen = listen;
+    serve.api_keys = api_keys;
+    serve.registry = registry;
+    serve.policy = config.session_policy();
+    serve.sleep = crate::config::sleep_settings(&config);
+    if config.memory.auto_sleep {
+        let ms = config.auto_sleep_interval_ms().max(1_000);
+        serve.auto_sleep = Some(Duration::from_millis(ms as u64));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(engram_server::serve(serve))
+        .map_err(|e| user_error!("{e}"))?;
+    Ok(())
+}

@@ -1,0 +1,288 @@
+//! `engram serve` over a real socket with a real HTTP client: start-up, the API with keys, the
+//! graceful shutdown on SIGTERM (drain, shutdown consolidation), and durability: SIGKILL in the
+//! middle of concurrent appends, restart, and every append that got a 2xx is there, in order.
+#![cfg(unix)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engram::memory::MemoryStore;
+use engram_store::SqliteStore;
+use serde_json::{Value, json};
+
+const KEY: &str = "team-a-0123456789abcdef";
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "engram-serve-{name}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    dir
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port()
+}
+
+fn start(db: &Path, keys: Option<&Path>, port: u16) -> Server {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
+    c.arg("--db")
+        .arg(db)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env_remove("ENGRAM_AUTO_SLEEP")
+        .env_remove("ENGRAM_CONFIG")
+        .env_remove("ENGRAM_API_KEYS")
+        .env_remove("ENGRAM_API_KEYS_FILE")
+        .env(
+            "XDG_CONFIG_HOME",
+            std::env::temp_dir().join("engram-cli-tests-no-config"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(k) = keys {
+        c.arg("--api-keys").arg(k);
+    }
+    let server = Server {
+        child: c.spawn().expect("engram serve starts"),
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    let http = reqwest::blocking::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if http
+            .get(format!("{}/healthz", server.base))
+            .send()
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "engram serve did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn post(http: &reqwest::blocking::Client, url: &str, body: Value) -> reqwest::blocking::Response {
+    http.post(url)
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .expect("request")
+}
+
+#[test]
+fn serves_with_keys_and_shuts_down_gracefully_on_sigterm() {
+    let dir = temp_dir("graceful");
+    let db = dir.join("engram.db");
+    let keys = dir.join("keys.txt");
+    std::fs::write(&keys, format!("team-a:{KEY}\n")).expect("keys");
+    let port = free_port();
+    let mut server = start(&db, Some(&keys), port);
+    let http = reqwest::blocking::Client::new();
+
+    let r = http
+        .get(format!("{}/v1/sessions", server.base))
+        .send()
+        .expect("request");
+    assert_eq!(r.status(), 401);
+    let r = post(
+        &http,
+        &format!("{}/v1/sessions", server.base),
+        json!({"id": "s"}),
+    );
+    assert_eq!(r.status(), 201);
+    let r = post(
+        &http,
+        &format!("{}/v1/sessions/s/messages", server.base),
+        json!({"messages": [{"role": "user", "content": "hello over a socket"}]}),
+    );
+    assert_eq!(r.status(), 200);
+    // Old working memory, for the shutdown consolidation to take.
+    let r = post(
+        &http,
+        &format!("{}/v1/memory", server.base),
+        json!({"content": "an old note", "source": "notes", "created_at": "2020-01-01T00:00:00Z"}),
+    );
+    assert_eq!(r.status(), 201);
+    let spec: Value = http
+        .get(format!("{}/openapi.json", server.base))
+        .send()
+        .expect("request")
+        .json()
+        .expect("json");
+    assert_eq!(spec["openapi"], "3.0.3");
+
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = server.child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(server.child.stderr.as_mut().expect("stderr"), &mut stderr)
+        .expect("read");
+    assert!(status.success(), "exit {status}: {stderr}");
+    assert!(
+        stderr.contains("consolidated 1 working entries"),
+        "{stderr}"
+    );
+    // The tenant's own database holds it; the archive has the original.
+    let store = SqliteStore::open(&dir.join("engram.tenant-team-a.db")).expect("tenant db");
+    let stats = store.stats().expect("stats");
+    assert_eq!((stats.working, stats.archive, stats.episodic), (0, 1, 1));
+}
+
+#[test]
+fn refuses_to_listen_beyond_loopback_without_keys() {
+    let dir = temp_dir("refuse");
+    let out = Command::new(env!("CARGO_BIN_EXE_engram"))
+        .arg("--db")
+        .arg(dir.join("e.db"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env_remove("ENGRAM_API_KEYS")
+        .env_remove("ENGRAM_API_KEYS_FILE")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without API keys"));
+    let out = Command::new(env!("CARGO_BIN_EXE_engram"))
+        .args(["serve", "--store", "postgres://localhost/x"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PostgreSQL"));
+}
+
+#[test]
+fn every_acknowledged_append_survives_sigkill_in_order() {
+    let dir = temp_dir("durable");
+    let db = dir.join("engram.db");
+    let keys = dir.join("keys.txt");
+    std::fs::write(&keys, format!("team-a:{KEY}\n")).expect("keys");
+    let port = free_port();
+    let server = start(&db, Some(&keys), port);
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    const CLIENTS: usize = 8;
+    for c in 0..CLIENTS {
+        let r = post(
+            &http,
+            &format!("{}/v1/sessions", server.base),
+            json!({"id": format!("s{c}")}),
+        );
+        assert_eq!(r.status(), 201);
+    }
+    // Each client appends numbered messages to its own session until the server dies.
+    let acked: Arc<Mutex<Vec<Vec<usize>>>> = Arc::new(Mutex::new(vec![Vec::new(); CLIENTS]));
+    let base = server.base.clone();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let acked = Arc::clone(&acked);
+            let http = http.clone();
+            let base = base.clone();
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    let r = http
+                        .post(format!("{base}/v1/sessions/s{c}/messages"))
+                        .bearer_auth(KEY)
+                        .json(&json!({"messages": [{"role": "user", "content": format!("client {c} message {i}")}]}))
+                        .send();
+                    match r {
+                        Ok(r) if r.status().is_success() => {
+                            acked.lock().expect("lock")[c].push(i);
+                        }
+                        Ok(r) => panic!("client {c}: status {}", r.status()),
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut server = server;
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().expect("wait");
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let acked = acked.lock().expect("lock").clone();
+    assert!(
+        acked.iter().all(|a| !a.is_empty()),
+        "every client got some appends through"
+    );
+
+    let server = start(&db, Some(&keys), free_port());
+    for (c, acked) in acked.iter().enumerate() {
+        let mut got = Vec::new();
+        let mut after: Option<u64> = None;
+        loop {
+            let url = match after {
+                Some(a) => format!(
+                    "{}/v1/sessions/s{c}/messages?limit=1000&after={a}",
+                    server.base
+                ),
+                None => format!("{}/v1/sessions/s{c}/messages?limit=1000", server.base),
+            };
+            let page: Value = http
+                .get(url)
+                .bearer_auth(KEY)
+                .send()
+                .expect("request")
+                .json()
+                .expect("json");
+            for m in page["messages"].as_array().expect("list") {
+                got.push(m["message"]["content"].as_str().expect("text").to_owned());
+            }
+            match page["next_after"].as_u64() {
+                Some(a) => after = Some(a),
+                None => break,
+            }
+        }
+        // Every acknowledged append is there, in order; at most one more (written, but killed
+        // before its reply) follows.
+        let want: Vec<String> = acked
+            .iter()
+            .map(|i| format!("client {c} message {i}"))
+            .collect();
+        assert!(
+            got.len() >= want.len() && got.len() <= want.len() + 1,
+            "client {c}: {} vs {}",
+            got.len(),
+            want.len()
+        );
+        assert_eq!(&got[..want.len()], &want[..], "client {c}");
+    }
+}
