@@ -223,6 +223,19 @@ where
     .map_err(ApiError::internal)?
 }
 
+/// Like [`with_store`], holding the session's write lock.
+async fn with_session_lock<F>(app: &Arc<App>, tenant: &Tenant, id: &str, work: F) -> ApiResult
+where
+    F: FnOnce(&App, &TenantStore) -> ApiResult + Send + 'static,
+{
+    let lock = app.session_lock(&tenant.0, id);
+    with_store(app, tenant, move |app, store| {
+        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        work(app, store)
+    })
+    .await
+}
+
 fn body(bytes: &Bytes) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Ok(json!({}));
@@ -362,7 +375,8 @@ async fn append(
         })?;
         messages.push(m);
     }
-    with_store(&app, &tenant, move |app, store| {
+    let key = id.clone();
+    with_session_lock(&app, &tenant, &key, move |app, store| {
         let mut session = open(app, store, &id)?;
         let appended = session.append(messages)?;
         if let Some(c) = &appended.compaction {
@@ -468,7 +482,8 @@ async fn compact(
         .filter(|f| !f.trim().is_empty())
         .map(str::to_owned);
     let target = opt_usize(&b, "target")?;
-    with_store(&app, &tenant, move |app, store| {
+    let key = id.clone();
+    with_session_lock(&app, &tenant, &key, move |app, store| {
         let session = open(app, store, &id)?;
         let window = session.info().window;
         let target = match target {
@@ -521,7 +536,8 @@ async fn checkpoint(
         .filter(|n| !n.trim().is_empty())
         .ok_or_else(|| ApiError::field("name", "is required"))?
         .to_owned();
-    with_store(&app, &tenant, move |app, store| {
+    let key = id.clone();
+    with_session_lock(&app, &tenant, &key, move |app, store| {
         let cp = open(app, store, &id)?.checkpoint(&name)?;
         let mut r =
             axum::Json(serde_json::to_value(&cp).map_err(ApiError::internal)?).into_response();
@@ -536,7 +552,8 @@ async fn restore(
     axum::Extension(tenant): axum::Extension<Tenant>,
     Path((id, name)): Path<(String, String)>,
 ) -> ApiResult {
-    with_store(&app, &tenant, move |app, store| {
+    let key = id.clone();
+    with_session_lock(&app, &tenant, &key, move |app, store| {
         let restored = open(app, store, &id)?.restore(&name)?;
         ok(serde_json::to_value(restored).map_err(ApiError::internal)?)
     })

@@ -112,6 +112,9 @@ pub(crate) struct TenantStore {
 pub struct App {
     pub(crate) config: ServeConfig,
     stores: Mutex<HashMap<String, Arc<TenantStore>>>,
+    /// One lock per (tenant, session) that writes: appends, compactions and restores of one
+    /// session run one at a time (the log's sequence numbers and ids are assigned in order).
+    session_locks: Mutex<HashMap<(String, String), Arc<Mutex<()>>>>,
     pub(crate) metrics: metrics::Metrics,
 }
 
@@ -134,6 +137,7 @@ impl App {
         let app = Arc::new(App {
             config,
             stores: Mutex::new(HashMap::new()),
+            session_locks: Mutex::new(HashMap::new()),
             metrics: metrics::Metrics::default(),
         });
         if app.config.api_keys.is_none() {
@@ -172,6 +176,20 @@ impl App {
         });
         stores.insert(tenant.to_owned(), Arc::clone(&t));
         Ok(t)
+    }
+
+    /// The write lock of one session.
+    pub(crate) fn session_lock(&self, tenant: &str, session: &str) -> Arc<Mutex<()>> {
+        let mut locks = lock(&self.session_locks);
+        if locks.len() > 100_000 {
+            // Forget idle locks (only this map holds them).
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        Arc::clone(
+            locks
+                .entry((tenant.to_owned(), session.to_owned()))
+                .or_default(),
+        )
     }
 
     /// The shutdown consolidation: stops the workers and runs one last sleep on every open

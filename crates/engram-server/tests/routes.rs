@@ -466,3 +466,56 @@ async fn tenants_cannot_see_each_other_on_any_route() {
     .await;
     assert_eq!(log["messages"].as_array().expect("list").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_to_one_session_all_succeed() {
+    let app = app("concurrent", false);
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    let tasks: Vec<_> = (0..48)
+        .map(|i| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                call(
+                    &app,
+                    "POST",
+                    "/v1/sessions/s/messages",
+                    None,
+                    Some(json!({"messages": [{"role": "user", "content": format!("m{i}")}]})),
+                )
+                .await
+            })
+        })
+        .collect();
+    for t in tasks {
+        let (s, r) = t.await.expect("task");
+        assert_eq!(s, StatusCode::OK, "{r}");
+    }
+    let (_, log) = call(
+        &app,
+        "GET",
+        "/v1/sessions/s/messages?limit=1000",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(log["messages"].as_array().expect("list").len(), 48);
+    // An empty session's context with a budget is empty, not an error.
+    call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"id": "empty"})),
+    )
+    .await;
+    let (s, ctx) = call(
+        &app,
+        "POST",
+        "/v1/sessions/empty/context",
+        None,
+        Some(json!({"budget": 100})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{ctx}");
+    assert_eq!(ctx["messages"], json!([]));
+}

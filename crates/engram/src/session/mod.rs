@@ -479,6 +479,17 @@ impl<'s> Session<'s> {
             });
         }
         let log = self.log()?;
+        if log.is_empty() {
+            // Nothing to compact: the (empty) context, not an error.
+            return Ok(Compacted {
+                messages: Vec::new(),
+                report: CompactReport {
+                    strategy: "view",
+                    budget: budget.unwrap_or(self.info.window),
+                    ..CompactReport::default()
+                },
+            });
+        }
         let conversation = Conversation::new(log.into_iter().map(|m| m.message).collect());
         let mut options = self.options.clone();
         options.budget = budget.unwrap_or(self.info.window);
