@@ -108,13 +108,16 @@ pub(crate) struct TenantStore {
     worker: Mutex<Option<AutoSleep>>,
 }
 
+/// A session of a tenant: `(tenant, session id)`.
+type SessionKey = (String, String);
+
 /// The shared state of the server.
 pub struct App {
     pub(crate) config: ServeConfig,
     stores: Mutex<HashMap<String, Arc<TenantStore>>>,
     /// One lock per (tenant, session) that writes: appends, compactions and restores of one
     /// session run one at a time (the log's sequence numbers and ids are assigned in order).
-    session_locks: Mutex<HashMap<(String, String), Arc<Mutex<()>>>>,
+    session_locks: Mutex<HashMap<SessionKey, Arc<Mutex<()>>>>,
     pub(crate) metrics: metrics::Metrics,
 }
 
