@@ -288,11 +288,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             if *json {
                 let records: Vec<Value> = log
                     .iter()
-                    .map(|r| {
-                        let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-                        v["created_at"] = json!(format_time(r.created_at));
-                        v
-                    })
+                    .map(engram::memory::ConsolidationRecord::to_json)
                     .collect();
                 serde_json::to_writer_pretty(&mut out, &json!({"log": records}))?;
                 writeln!(out)?;

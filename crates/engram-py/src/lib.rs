@@ -16,7 +16,8 @@ use engram::compact::summarize::{
 use engram::compact::{CompactOptions, Strategy, compact};
 use engram::config::Config;
 use engram::memory::{
-    Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
+    ConsolidationRecord, Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, Tier, now,
+    parse_time,
 };
 use engram::session::{LoggedMessage, Session, SessionStore, Trigger, new_session};
 use engram::worker::{SleepSettings, sleep_tick};
@@ -746,12 +747,6 @@ fn time_opt(o: &Value, key: &str) -> Res<Option<i64>> {
         .transpose()
 }
 
-fn entry_json(e: &MemoryEntry) -> Value {
-    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
-    v["created_at"] = json!(format_time(e.created_at));
-    v
-}
-
 /// The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
 /// compactions and checkpoints.
 #[pyclass(frozen, module = "engram._engram")]
@@ -879,7 +874,7 @@ impl Store {
         let results: Vec<Value> = hits
             .iter()
             .map(|h| {
-                let mut v = entry_json(&h.entry);
+                let mut v = h.entry.to_json();
                 v["score"] = json!(h.score);
                 v
             })
@@ -934,14 +929,7 @@ impl Store {
     /// The consolidation log, newest first.
     fn log(&self, limit: usize) -> Res<String> {
         let log = self.store.log(limit).map_err(err)?;
-        let records: Vec<Value> = log
-            .iter()
-            .map(|r| {
-                let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-                v["created_at"] = json!(format_time(r.created_at));
-                v
-            })
-            .collect();
+        let records: Vec<Value> = log.iter().map(ConsolidationRecord::to_json).collect();
         to_json(&records)
     }
 
@@ -953,7 +941,7 @@ impl Store {
     /// One entry by id, or None.
     fn get(&self, id: &str) -> Res<Option<String>> {
         let found = self.store.get(id).map_err(err)?;
-        found.map(|e| to_json(&entry_json(&e))).transpose()
+        found.map(|e| to_json(&e.to_json())).transpose()
     }
 
     /// Forgets an entry, a session's entries or a source's (their search rows too; summaries'

@@ -671,8 +671,7 @@ async fn search(
         let results: Vec<Value> = hits
             .iter()
             .map(|h| {
-                let mut v = serde_json::to_value(&h.entry).unwrap_or(Value::Null);
-                v["created_at"] = json!(format_time(h.entry.created_at));
+                let mut v = h.entry.to_json();
                 v["score"] = json!(h.score);
                 v
             })
@@ -723,11 +722,7 @@ async fn log(
             .store
             .log(limit)?
             .iter()
-            .map(|r| {
-                let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-                v["created_at"] = json!(format_time(r.created_at));
-                v
-            })
+            .map(engram::memory::ConsolidationRecord::to_json)
             .collect();
         ok(json!({ "log": records }))
     })

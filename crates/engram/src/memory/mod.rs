@@ -352,6 +352,26 @@ pub struct ConsolidationRecord {
     pub ids_out: Vec<String>,
 }
 
+impl ConsolidationRecord {
+    /// As JSON, with `created_at` as RFC 3339 (what the CLI, the server and Python return).
+    pub fn to_json(&self) -> Value {
+        with_time(serde_json::to_value(self), self.created_at)
+    }
+}
+
+impl MemoryEntry {
+    /// As JSON, with `created_at` as RFC 3339 (what the CLI, the server and Python return).
+    pub fn to_json(&self) -> Value {
+        with_time(serde_json::to_value(self), self.created_at)
+    }
+}
+
+fn with_time(value: serde_json::Result<Value>, created_at: Timestamp) -> Value {
+    let mut v = value.unwrap_or(Value::Null);
+    v["created_at"] = Value::String(format_time(created_at));
+    v
+}
+
 /// One group's consolidation, applied atomically by [`MemoryStore::consolidate`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Consolidation {
