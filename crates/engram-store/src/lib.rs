@@ -726,8 +726,13 @@ fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRec
     Ok(record)
 }
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod search;
 mod sessions;
+
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 
 #[cfg(test)]
 mod tests {

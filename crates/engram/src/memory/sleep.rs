@@ -104,6 +104,7 @@ pub fn sleep_with(
         if batch.is_empty() {
             break;
         }
+        let before = report.items_consolidated;
         consolidate_batch(
             store,
             batch,
@@ -113,6 +114,11 @@ pub fn sleep_with(
             &mut breaker,
             &mut report,
         )?;
+        if report.items_consolidated == before {
+            // Every group of the batch was taken by another process sharing the store (it
+            // holds them or consolidated them): they are its work, not ours to wait for.
+            break;
+        }
     }
     // The cap: consolidate the oldest overflow early, never delete it.
     let working = store.stats()?.working;

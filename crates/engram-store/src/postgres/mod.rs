@@ -1,0 +1,845 @@
+//! The PostgreSQL backend (feature `postgres`): the same [`MemoryStore`] and [`SessionStore`]
+//! as SQLite, for several `engram serve` processes sharing one database.
+//!
+//! Every table has a `tenant` column and every query is scoped to the store's tenant, so one
+//! database holds many tenants that cannot see each other. The tables are named `engram_*` and
+//! live in the connection's current schema (`?options=-c%20search_path%3DNAME` picks another).
+//!
+//! Safety with several servers:
+//! - sleep claims each group's entries with `SELECT ... FOR UPDATE SKIP LOCKED`: a group whose
+//!   entries another server holds or has consolidated already is skipped, so no group is
+//!   consolidated twice and no server waits on another;
+//! - the automatic sleep is claimed with one atomic upsert (`claim_sleep`);
+//! - appends, compactions, checkpoints and restores lock the session's row (`FOR UPDATE`), so
+//!   sequence numbers and epochs stay in order whichever server writes;
+//! - the schema is created and migrated under an advisory lock, once, however many servers
+//!   start together.
+//!
+//! Search uses PostgreSQL's full-text search (`english` configuration, a GIN index, `ts_rank`),
+//! any of the query's words, best first.
+//!
+//! [`SessionStore`]: engram::session::SessionStore
+
+mod pool;
+mod sessions;
+
+use std::sync::Arc;
+
+use engram::memory::{
+    Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryError,
+    MemoryStore, NewEntry, SearchHit, SearchQuery, Stats, Tier, Timestamp, empty_forget, new_id,
+};
+use postgres::Transaction;
+use postgres::error::SqlState;
+use postgres::types::ToSql;
+use serde_json::Value;
+
+pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The advisory lock that serialises schema changes ("ENGR").
+const SCHEMA_LOCK: i64 = 0x454e_4752;
+
+const SCHEMA_V1: &str = r#"
+CREATE TABLE engram_meta (
+    tenant TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (tenant, key)
+);
+CREATE TABLE engram_memory (
+    tenant TEXT NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    tier TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source TEXT NOT NULL,
+    session_id TEXT COLLATE "C",
+    created_at BIGINT NOT NULL,
+    importance DOUBLE PRECISION NOT NULL,
+    metadata TEXT,
+    summary_of JSONB,
+    tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX engram_memory_tier_time ON engram_memory (tenant, tier, created_at, id);
+CREATE INDEX engram_memory_session ON engram_memory (tenant, session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX engram_memory_source ON engram_memory (tenant, source);
+CREATE INDEX engram_memory_text ON engram_memory USING GIN (tsv);
+CREATE INDEX engram_memory_lineage ON engram_memory USING GIN (summary_of) WHERE summary_of IS NOT NULL;
+CREATE TABLE engram_consolidation_log (
+    id BIGSERIAL PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    session_id TEXT,
+    source TEXT NOT NULL,
+    items_consolidated BIGINT NOT NULL,
+    summary_preview TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    strategy TEXT NOT NULL,
+    model TEXT,
+    duration_ms DOUBLE PRECISION NOT NULL,
+    ids_in TEXT NOT NULL,
+    ids_out TEXT NOT NULL
+);
+CREATE INDEX engram_consolidation_log_tenant ON engram_consolidation_log (tenant, id);
+CREATE TABLE engram_session (
+    tenant TEXT NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    name TEXT,
+    model TEXT NOT NULL,
+    tokenizer TEXT NOT NULL,
+    token_factor DOUBLE PRECISION NOT NULL,
+    window_tokens BIGINT NOT NULL,
+    metadata TEXT,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    messages BIGINT NOT NULL DEFAULT 0,
+    next_seq BIGINT NOT NULL DEFAULT 0,
+    epoch BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX engram_session_updated ON engram_session (tenant, updated_at);
+CREATE TABLE engram_session_message (
+    tenant TEXT NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    created_at BIGINT NOT NULL,
+    tokens BIGINT NOT NULL,
+    role TEXT NOT NULL,
+    message TEXT NOT NULL,
+    abandoned BOOLEAN NOT NULL DEFAULT FALSE,
+    PRIMARY KEY (tenant, session_id, seq),
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
+CREATE UNIQUE INDEX engram_session_message_active_id
+    ON engram_session_message (tenant, session_id, id) WHERE NOT abandoned;
+CREATE TABLE engram_session_compaction (
+    id BIGSERIAL PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    trigger TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    log_end BIGINT NOT NULL,
+    tokens_before BIGINT NOT NULL,
+    tokens_after BIGINT NOT NULL,
+    view TEXT NOT NULL,
+    report TEXT NOT NULL,
+    summary_ids TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    abandoned BOOLEAN NOT NULL DEFAULT FALSE,
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
+CREATE INDEX engram_session_compaction_session ON engram_session_compaction (tenant, session_id, id);
+CREATE TABLE engram_session_summary (
+    ord BIGSERIAL PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    compaction_id BIGINT NOT NULL REFERENCES engram_session_compaction (id) ON DELETE CASCADE,
+    depth INTEGER NOT NULL,
+    covers TEXT NOT NULL,
+    covers_summaries TEXT NOT NULL,
+    from_at BIGINT NOT NULL,
+    to_at BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    UNIQUE (tenant, id),
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
+CREATE INDEX engram_session_summary_session ON engram_session_summary (tenant, session_id, compaction_id);
+CREATE TABLE engram_session_checkpoint (
+    ord BIGSERIAL PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    name TEXT NOT NULL,
+    log_end BIGINT NOT NULL,
+    compaction_id BIGINT,
+    messages BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    abandoned BOOLEAN NOT NULL DEFAULT FALSE,
+    UNIQUE (tenant, session_id, name),
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
+"#;
+
+/// One tenant's view of a PostgreSQL database.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: Arc<Pool>,
+    tenant: String,
+}
+
+pub(crate) fn pg(e: postgres::Error) -> MemoryError {
+    MemoryError::Backend(format!("PostgreSQL: {}", pool::describe(&e)))
+}
+
+pub(crate) fn is_unique_violation(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+impl PostgresStore {
+    /// Connects to `url` (at most `DEFAULT_MAX_CONNECTIONS` connections), creates or migrates
+    /// the schema, and returns `tenant`'s store. A database whose `engram_*` tables are not
+    /// engram's, or were written by a newer engram, is refused and left untouched.
+    pub fn connect(url: &str, tenant: &str) -> Result<Self, MemoryError> {
+        let pool = Pool::connect(url, DEFAULT_MAX_CONNECTIONS)?;
+        Self::with_pool(pool, tenant)
+    }
+
+    /// `tenant`'s store on an existing pool (the schema is checked, and created when missing).
+    pub fn with_pool(pool: Arc<Pool>, tenant: &str) -> Result<Self, MemoryError> {
+        if tenant.is_empty() {
+            return Err(MemoryError::Rejected(
+                "a tenant's name cannot be empty".into(),
+            ));
+        }
+        migrate(&pool)?;
+        Ok(PostgresStore {
+            pool,
+            tenant: tenant.to_owned(),
+        })
+    }
+
+    /// Another tenant's store on the same connections.
+    pub fn for_tenant(&self, tenant: &str) -> Result<Self, MemoryError> {
+        if tenant.is_empty() {
+            return Err(MemoryError::Rejected(
+                "a tenant's name cannot be empty".into(),
+            ));
+        }
+        Ok(PostgresStore {
+            pool: Arc::clone(&self.pool),
+            tenant: tenant.to_owned(),
+        })
+    }
+
+    /// The tenant this store reads and writes.
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// The connections (shared by every tenant's store made from this one).
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// Deletes everything of this tenant: memory, the consolidation log, sessions. Returns the
+    /// rows deleted.
+    pub fn delete_tenant(&self) -> Result<u64, MemoryError> {
+        let mut conn = self.pool.get()?;
+        let mut tx = conn.transaction().map_err(pg)?;
+        let mut rows = 0;
+        for table in [
+            "engram_memory",
+            "engram_consolidation_log",
+            "engram_session",
+            "engram_meta",
+        ] {
+            rows += tx
+                .execute(
+                    &format!("DELETE FROM {table} WHERE tenant = $1"),
+                    &[&self.tenant],
+                )
+                .map_err(pg)?;
+        }
+        tx.commit().map_err(pg)?;
+        Ok(rows)
+    }
+
+    fn tx<T>(
+        &self,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let mut conn = self.pool.get()?;
+        let mut tx = conn.transaction().map_err(pg)?;
+        // An error returns before the commit: dropping the transaction rolls it back.
+        let out = f(&mut tx)?;
+        tx.commit().map_err(pg)?;
+        Ok(out)
+    }
+}
+
+/// Creates the schema, or checks it, under an advisory lock (several servers may start at once).
+fn migrate(pool: &Pool) -> Result<(), MemoryError> {
+    let mut conn = pool.get()?;
+    // Read-only checks first: nothing is written to a database that is not ours.
+    let row = conn
+        .query_one(
+            "SELECT to_regclass('engram_schema') IS NOT NULL, to_regclass('engram_memory') IS NOT NULL",
+            &[],
+        )
+        .map_err(pg)?;
+    let (has_schema, has_memory): (bool, bool) = (row.get(0), row.get(1));
+    if has_memory && !has_schema {
+        return Err(MemoryError::Foreign(format!(
+            "{} has an engram_memory table that is not engram's (no engram_schema table); engram leaves it alone (use another database or schema)",
+            pool.display()
+        )));
+    }
+    if has_schema {
+        let version = schema_version(&mut conn)?;
+        check_version(pool, version)?;
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+    }
+    let mut tx = conn.transaction().map_err(pg)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .map_err(pg)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS engram_schema (version INTEGER NOT NULL)")
+        .map_err(pg)?;
+    let current = tx
+        .query_opt("SELECT max(version) FROM engram_schema", &[])
+        .map_err(pg)?
+        .and_then(|r| r.get::<_, Option<i32>>(0))
+        .unwrap_or(0);
+    check_version(pool, current)?;
+    for (to, schema) in [(1, SCHEMA_V1)] {
+        if current < to {
+            tx.batch_execute(schema).map_err(pg)?;
+            tx.execute("DELETE FROM engram_schema", &[]).map_err(pg)?;
+            tx.execute("INSERT INTO engram_schema (version) VALUES ($1)", &[&to])
+                .map_err(pg)?;
+        }
+    }
+    tx.commit().map_err(pg)?;
+    Ok(())
+}
+
+fn schema_version(conn: &mut postgres::Client) -> Result<i32, MemoryError> {
+    Ok(conn
+        .query_opt("SELECT max(version) FROM engram_schema", &[])
+        .map_err(pg)?
+        .and_then(|r| r.get::<_, Option<i32>>(0))
+        .unwrap_or(0))
+}
+
+fn check_version(pool: &Pool, version: i32) -> Result<(), MemoryError> {
+    if version > SCHEMA_VERSION {
+        return Err(MemoryError::Foreign(format!(
+            "{} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})",
+            pool.display()
+        )));
+    }
+    Ok(())
+}
+
+const COLUMNS: &str =
+    "id, tier, content, source, session_id, created_at, importance, metadata, summary_of::text";
+
+fn row_to_entry(row: &postgres::Row) -> MemoryEntry {
+    let tier: String = row.get(1);
+    let metadata: Option<String> = row.get(7);
+    let summary_of: Option<String> = row.get(8);
+    MemoryEntry {
+        id: row.get(0),
+        tier: Tier::parse(&tier).unwrap_or(Tier::Working),
+        content: row.get(2),
+        source: row.get(3),
+        session_id: row.get(4),
+        created_at: row.get(5),
+        importance: row.get(6),
+        metadata: metadata
+            .and_then(|m| serde_json::from_str(&m).ok())
+            .unwrap_or(Value::Null),
+        summary_of: summary_of
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
+    }
+}
+
+/// Entries per round trip when inserting.
+const INSERT_BATCH: usize = 1_000;
+
+/// Inserts entries (ids already stored are skipped) in the caller's transaction; returns how
+/// many were new. `summary_of` overrides the entries' own lineage (for a consolidation).
+fn insert_entries(
+    tx: &mut Transaction<'_>,
+    tenant: &str,
+    entries: &[&NewEntry],
+    ids: &[String],
+    summary_of: Option<&[String]>,
+) -> Result<u64, MemoryError> {
+    let mut inserted = 0;
+    let statement = tx
+        .prepare(
+            "INSERT INTO engram_memory (tenant, id, tier, content, source, session_id, created_at, importance, metadata, summary_of)
+             SELECT $1, u.id, u.tier, u.content, u.source, u.session_id, u.created_at, u.importance, u.metadata, u.summary_of::jsonb
+             FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::float8[], $9::text[], $10::text[])
+                 AS u(id, tier, content, source, session_id, created_at, importance, metadata, summary_of)
+             ON CONFLICT (tenant, id) DO NOTHING",
+        )
+        .map_err(pg)?;
+    for (chunk, chunk_ids) in entries.chunks(INSERT_BATCH).zip(ids.chunks(INSERT_BATCH)) {
+        let mut tier = Vec::with_capacity(chunk.len());
+        let mut content = Vec::with_capacity(chunk.len());
+        let mut source = Vec::with_capacity(chunk.len());
+        let mut session = Vec::with_capacity(chunk.len());
+        let mut created = Vec::with_capacity(chunk.len());
+        let mut importance = Vec::with_capacity(chunk.len());
+        let mut metadata = Vec::with_capacity(chunk.len());
+        let mut lineage = Vec::with_capacity(chunk.len());
+        for e in chunk {
+            tier.push(e.tier.as_str());
+            content.push(e.content.as_str());
+            source.push(e.source.as_str());
+            session.push(e.session_id.as_deref());
+            created.push(e.created_at);
+            importance.push(e.importance);
+            metadata.push((!e.metadata.is_null()).then(|| e.metadata.to_string()));
+            let of = summary_of.unwrap_or(&e.summary_of);
+            lineage.push((!of.is_empty()).then(|| serde_json::to_string(of).unwrap_or_default()));
+        }
+        inserted += tx
+            .execute(
+                &statement,
+                &[
+                    &tenant,
+                    &chunk_ids,
+                    &tier,
+                    &content,
+                    &source,
+                    &session,
+                    &created,
+                    &importance,
+                    &metadata,
+                    &lineage,
+                ],
+            )
+            .map_err(pg)?;
+    }
+    Ok(inserted)
+}
+
+/// PostgreSQL's text cannot hold NUL characters: such an entry is refused by its index.
+fn check_storable(index: usize, e: &NewEntry) -> Result<(), MemoryError> {
+    for (field, text) in [("content", &e.content), ("source", &e.source)] {
+        if text.contains('\0') {
+            return Err(MemoryError::Rejected(format!(
+                "entry {index}, field `{field}`: contains a NUL character, which PostgreSQL cannot store; nothing was inserted"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl PostgresStore {
+    fn insert_all(
+        &self,
+        entries: &mut dyn Iterator<Item = Result<NewEntry, MemoryError>>,
+    ) -> Result<Inserted, MemoryError> {
+        self.tx(|tx| {
+            let mut out = Inserted::default();
+            let mut batch: Vec<NewEntry> = Vec::with_capacity(INSERT_BATCH);
+            let mut flush =
+                |tx: &mut Transaction<'_>, batch: &mut Vec<NewEntry>| -> Result<(), MemoryError> {
+                    if batch.is_empty() {
+                        return Ok(());
+                    }
+                    let ids: Vec<String> = batch
+                        .iter()
+                        .map(|e| e.id.clone().unwrap_or_else(|| new_id("mem")))
+                        .collect();
+                    let refs: Vec<&NewEntry> = batch.iter().collect();
+                    let n = insert_entries(tx, &self.tenant, &refs, &ids, None)? as usize;
+                    out.inserted += n;
+                    out.skipped += batch.len() - n;
+                    batch.clear();
+                    Ok(())
+                };
+            for (index, e) in entries.enumerate() {
+                let e = e?;
+                check_storable(index, &e)?;
+                batch.push(e);
+                if batch.len() == INSERT_BATCH {
+                    flush(tx, &mut batch)?;
+                }
+            }
+            flush(tx, &mut batch)?;
+            Ok(out)
+        })
+    }
+}
+
+/// Words for an OR query: letters and digits only, so nothing in the text is query syntax.
+fn tsquery(text: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let word = word.to_lowercase();
+        if !words.contains(&word) {
+            words.push(word);
+        }
+        if words.len() == 64 {
+            break;
+        }
+    }
+    words.join(" | ")
+}
+
+impl MemoryStore for PostgresStore {
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError> {
+        self.insert_all(&mut entries.iter().cloned().map(Ok))
+    }
+
+    fn insert_stream(
+        &self,
+        entries: &mut dyn Iterator<Item = Result<NewEntry, MemoryError>>,
+    ) -> Result<Inserted, MemoryError> {
+        self.insert_all(entries)
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+        let words = tsquery(&query.text);
+        if words.is_empty() || query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let tiers: Vec<&str> = query.tiers().iter().map(|t| t.as_str()).collect();
+        let limit = query.limit.min(i64::MAX as usize) as i64;
+        let rows = self
+            .pool
+            .get()?
+            .query(
+                &format!(
+                    "SELECT {COLUMNS}, ts_rank(tsv, q)::float8 AS score
+                     FROM engram_memory, to_tsquery('english'::regconfig, $2) AS q
+                     WHERE tenant = $1 AND tsv @@ q AND tier = ANY($3)
+                       AND ($4::text IS NULL OR session_id = $4)
+                       AND ($5::text IS NULL OR source = $5)
+                       AND ($6::int8 IS NULL OR created_at >= $6)
+                       AND ($7::int8 IS NULL OR created_at < $7)
+                     ORDER BY score DESC, created_at DESC, id
+                     LIMIT $8"
+                ),
+                &[
+                    &self.tenant,
+                    &words,
+                    &tiers,
+                    &query.session_id,
+                    &query.source,
+                    &query.since,
+                    &query.until,
+                    &limit,
+                ],
+            )
+            .map_err(pg)?;
+        Ok(rows
+            .iter()
+            .map(|r| SearchHit {
+                entry: row_to_entry(r),
+                score: r.get(9),
+            })
+            .collect())
+    }
+
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
+        Ok(self
+            .pool
+            .get()?
+            .query_opt(
+                &format!("SELECT {COLUMNS} FROM engram_memory WHERE tenant = $1 AND id = $2"),
+                &[&self.tenant, &id],
+            )
+            .map_err(pg)?
+            .map(|r| row_to_entry(&r)))
+    }
+
+    fn stats(&self) -> Result<Stats, MemoryError> {
+        let rows = self
+            .pool
+            .get()?
+            .query(
+                "SELECT tier, count(*) FROM engram_memory WHERE tenant = $1 GROUP BY tier",
+                &[&self.tenant],
+            )
+            .map_err(pg)?;
+        let mut stats = Stats::default();
+        for r in rows {
+            let tier: String = r.get(0);
+            let n = r.get::<_, i64>(1) as usize;
+            match Tier::parse(&tier) {
+                Some(Tier::Working) => stats.working = n,
+                Some(Tier::Episodic) => stats.episodic = n,
+                Some(Tier::Archive) => stats.archive = n,
+                Some(Tier::Learning) => stats.learnings = n,
+                Some(Tier::Journal) => stats.journal = n,
+                None => {}
+            }
+        }
+        Ok(stats)
+    }
+
+    fn working_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = self
+            .pool
+            .get()?
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM engram_memory
+                     WHERE tenant = $1 AND tier = 'working' AND created_at < $2
+                     ORDER BY created_at, id LIMIT $3"
+                ),
+                &[&self.tenant, &before, &limit],
+            )
+            .map_err(pg)?;
+        Ok(rows.iter().map(row_to_entry).collect())
+    }
+
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
+        self.working_before(Timestamp::MAX, n)
+    }
+
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
+        self.tx(|tx| consolidate_in(tx, &self.tenant, c))
+    }
+
+    fn consolidate_many(
+        &self,
+        consolidations: &[Consolidation],
+    ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+        self.tx(|tx| {
+            let mut out = Vec::with_capacity(consolidations.len());
+            for c in consolidations {
+                // A group another server holds or has consolidated is skipped whole: the claim
+                // comes before any change, so nothing of it needs undoing.
+                match consolidate_in(tx, &self.tenant, c) {
+                    Ok(record) => out.push(record),
+                    Err(MemoryError::NotWorking(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = self
+            .pool
+            .get()?
+            .query(
+                "SELECT id, session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out
+                 FROM engram_consolidation_log WHERE tenant = $1 ORDER BY id DESC LIMIT $2",
+                &[&self.tenant, &limit],
+            )
+            .map_err(pg)?;
+        Ok(rows
+            .iter()
+            .map(|r| ConsolidationRecord {
+                id: r.get(0),
+                session_id: r.get(1),
+                source: r.get(2),
+                items_consolidated: r.get::<_, i64>(3) as usize,
+                summary_preview: r.get(4),
+                created_at: r.get(5),
+                strategy: r.get(6),
+                model: r.get(7),
+                duration_ms: r.get(8),
+                ids_in: serde_json::from_str(r.get(9)).unwrap_or_default(),
+                ids_out: serde_json::from_str(r.get(10)).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError> {
+        if what.is_empty() {
+            return Err(empty_forget());
+        }
+        self.tx(|tx| {
+            forget_where(
+                tx,
+                &self.tenant,
+                "($2::text IS NULL OR id = $2) AND ($3::text IS NULL OR session_id = $3) AND ($4::text IS NULL OR source = $4)",
+                &[&what.id, &what.session_id, &what.source],
+            )
+        })
+    }
+
+    fn forget_all(&self) -> Result<Forgotten, MemoryError> {
+        self.tx(|tx| {
+            let entries = tx
+                .execute(
+                    "DELETE FROM engram_memory WHERE tenant = $1",
+                    &[&self.tenant],
+                )
+                .map_err(pg)? as usize;
+            tx.execute(
+                "DELETE FROM engram_consolidation_log WHERE tenant = $1",
+                &[&self.tenant],
+            )
+            .map_err(pg)?;
+            Ok(Forgotten {
+                entries,
+                summaries_updated: 0,
+            })
+        })
+    }
+
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
+        self.tx(|tx| {
+            forget_where(
+                tx,
+                &self.tenant,
+                "tier = 'archive' AND created_at < $2",
+                &[&before],
+            )
+        })
+    }
+
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError> {
+        // One statement: the row lock makes concurrent claims wait, then see the new time.
+        let due_before = now.saturating_sub(interval_ms);
+        let claimed = self
+            .pool
+            .get()?
+            .query_opt(
+                "INSERT INTO engram_meta (tenant, key, value) VALUES ($1, 'last_sleep_at', $2)
+                 ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value
+                 WHERE engram_meta.value::int8 <= $3
+                 RETURNING 1",
+                &[&self.tenant, &now.to_string(), &due_before],
+            )
+            .map_err(pg)?;
+        Ok(claimed.is_some())
+    }
+
+    fn entries(
+        &self,
+        session_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let rows = self
+            .pool
+            .get()?
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM engram_memory
+                     WHERE tenant = $1 AND ($2::text IS NULL OR session_id = $2) AND ($3::text IS NULL OR id > $3)
+                     ORDER BY id LIMIT $4"
+                ),
+                &[&self.tenant, &session_id, &after, &limit],
+            )
+            .map_err(pg)?;
+        Ok(rows.iter().map(row_to_entry).collect())
+    }
+}
+
+/// Deletes the tenant's memory rows `condition` selects (its parameters from `$2`) and removes
+/// their ids from the remaining summaries' `summary_of`, in the caller's transaction.
+pub(crate) fn forget_where(
+    tx: &mut Transaction<'_>,
+    tenant: &str,
+    condition: &str,
+    args: &[&(dyn ToSql + Sync)],
+) -> Result<Forgotten, MemoryError> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant];
+    params.extend_from_slice(args);
+    let doomed: Vec<String> = tx
+        .query(
+            &format!("DELETE FROM engram_memory WHERE tenant = $1 AND {condition} RETURNING id"),
+            &params,
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if doomed.is_empty() {
+        return Ok(Forgotten::default());
+    }
+    let summaries_updated = tx
+        .execute(
+            "UPDATE engram_memory SET summary_of = summary_of - $2::text[]
+             WHERE tenant = $1 AND summary_of IS NOT NULL AND summary_of ?| $2::text[]",
+            &[&tenant, &doomed],
+        )
+        .map_err(pg)? as usize;
+    Ok(Forgotten {
+        entries: doomed.len(),
+        summaries_updated,
+    })
+}
+
+/// One group's consolidation in the caller's transaction. The group's working entries are
+/// claimed first (`FOR UPDATE SKIP LOCKED`): when any is missing (consolidated already) or held
+/// by another transaction (another server consolidating it now), nothing is changed and
+/// `NotWorking` names them.
+fn consolidate_in(
+    tx: &mut Transaction<'_>,
+    tenant: &str,
+    c: &Consolidation,
+) -> Result<ConsolidationRecord, MemoryError> {
+    let claimed: std::collections::HashSet<String> = tx
+        .query(
+            "SELECT id FROM engram_memory
+             WHERE tenant = $1 AND id = ANY($2) AND tier = 'working'
+             FOR UPDATE SKIP LOCKED",
+            &[&tenant, &c.ids],
+        )
+        .map_err(pg)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let missing: Vec<String> = c
+        .ids
+        .iter()
+        .filter(|id| !claimed.contains(*id))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        return Err(MemoryError::NotWorking(missing));
+    }
+    tx.execute(
+        "UPDATE engram_memory SET tier = 'archive' WHERE tenant = $1 AND id = ANY($2)",
+        &[&tenant, &c.ids],
+    )
+    .map_err(pg)?;
+    let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
+    check_storable(0, &c.summary)?;
+    if insert_entries(
+        tx,
+        tenant,
+        &[&c.summary],
+        std::slice::from_ref(&summary_id),
+        Some(&c.ids),
+    )? == 0
+    {
+        return Err(MemoryError::Backend(format!(
+            "a memory entry with id {summary_id} exists already"
+        )));
+    }
+    let mut record = c.record.clone();
+    record.ids_out = vec![summary_id];
+    let row = tx
+        .query_one(
+            "INSERT INTO engram_consolidation_log (tenant, session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
+            &[
+                &tenant,
+                &record.session_id,
+                &record.source,
+                &(record.items_consolidated as i64),
+                &record.summary_preview,
+                &record.created_at,
+                &record.strategy,
+                &record.model,
+                &record.duration_ms,
+                &serde_json::to_string(&record.ids_in).unwrap_or_default(),
+                &serde_json::to_string(&record.ids_out).unwrap_or_default(),
+            ],
+        )
+        .map_err(pg)?;
+    record.id = row.get(0);
+    Ok(record)
+}
