@@ -20,7 +20,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     })?;
     let store = match args.store.clone().or_else(|| config.server.store.clone()) {
         Some(url) => parse_store_url(&url).map_err(|e| user_error!("{e}"))?,
-        None => crate::memory::db_path(global)?,
+        None => engram_server::StoreLocation::Sqlite(crate::memory::db_path(global)?),
     };
     let keys_file = args
         .api_keys
@@ -46,7 +46,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         ),
         (None, None) => None,
     };
-    let mut serve = ServeConfig::new(store);
+    let mut serve = ServeConfig::with_store(store);
     serve.listen = listen;
     serve.api_keys = api_keys;
     serve.registry = registry;

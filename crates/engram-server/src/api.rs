@@ -11,10 +11,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engram::compact::{CompactOptions, Strategy};
-use engram::memory::{
-    MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
-};
-use engram::session::{Session, SessionError, SessionStore, Trigger, new_session};
+use engram::memory::{MemoryError, NewEntry, SearchQuery, Tier, format_time, now, parse_time};
+use engram::session::{Session, SessionError, Trigger, new_session};
 use engram::{Message, worker::sleep_tick};
 use serde_json::{Value, json};
 
@@ -606,7 +604,7 @@ async fn add_memory(
     let ids: Vec<String> = entries.iter().filter_map(|e| e.id.clone()).collect();
     with_store(&app, &tenant, move |_, store| {
         let inserted = store.store.insert(&entries)?;
-        store.store.sync_index()?;
+        store.sync_index()?;
         let mut r = axum::Json(json!({
             "ids": ids,
             "inserted": inserted.inserted,
@@ -693,7 +691,7 @@ async fn sleep(
         .unwrap_or_else(now);
     with_store(&app, &tenant, move |app, store| {
         let tick = sleep_tick(store.store.as_ref(), at, &app.config.sleep)?;
-        store.store.sync_index()?;
+        store.sync_index()?;
         for (_, c) in &tick.sessions.compacted {
             app.metrics.compaction(c.tokens_before, c.tokens_after);
         }

@@ -2,14 +2,17 @@
 //!
 //! JSON over HTTP (axum): sessions with their logs, contexts, compactions, status updates and
 //! checkpoints; memory add, search, sleep and log; `/healthz`, Prometheus `/metrics` and the
-//! OpenAPI description at `/openapi.json`. Tenants are isolated by construction: each has its
-//! own database, chosen from the API key the request carries (keys are kept only as SHA-256
-//! hashes), so no query can reach another tenant's rows; an id from another tenant is simply
-//! not found (404). Without API keys the server has one local tenant and binds to loopback only.
+//! OpenAPI description at `/openapi.json`. The tenant comes from the API key the request
+//! carries (keys are kept only as SHA-256 hashes) and every store call is scoped to it: with
+//! SQLite each tenant has its own database file (isolation by construction); with PostgreSQL
+//! every row carries its tenant and every query is scoped to it. An id from another tenant is
+//! simply not found (404). Without API keys the server has one local tenant and binds to
+//! loopback only.
 //!
-//! The stores are synchronous (SQLite); handlers run them on tokio's blocking pool. Each
-//! tenant's store has the auto-sleep worker when configured; on SIGTERM (or Ctrl-C) the server
-//! stops accepting, drains the requests in flight, runs the shutdown consolidation and exits.
+//! The stores are synchronous; handlers run them on tokio's blocking pool. Each tenant's store
+//! has the auto-sleep worker when configured (with PostgreSQL, servers sharing the database
+//! take turns through the store's sleep claim); on SIGTERM (or Ctrl-C) the server stops
+//! accepting, drains the requests in flight, runs the shutdown consolidation and exits.
 
 mod api;
 mod auth;
@@ -22,7 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engram::ModelRegistry;
+use engram::memory::MemoryError;
 use engram::session::SessionPolicy;
+use engram::session::Store;
 use engram::worker::{AutoSleep, SleepSettings, sleep_tick};
 use engram_store::SqliteStore;
 
@@ -43,8 +48,8 @@ pub const LOCAL_TENANT: &str = "local";
 pub struct ServeConfig {
     /// Where to listen.
     pub listen: SocketAddr,
-    /// The SQLite database of the local tenant; other tenants' databases sit beside it.
-    pub store: PathBuf,
+    /// Where the data lives.
+    pub store: StoreLocation,
     /// Tenants and their keys; `None`: one local tenant, loopback only.
     pub api_keys: Option<ApiKeys>,
     /// The auto-sleep worker's interval; `None`: no worker (sleep on request and at shutdown).
@@ -62,8 +67,13 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// The defaults for a store path.
+    /// The defaults for a SQLite database.
     pub fn new(store: PathBuf) -> Self {
+        ServeConfig::with_store(StoreLocation::Sqlite(store))
+    }
+
+    /// The defaults for a store.
+    pub fn with_store(store: StoreLocation) -> Self {
         ServeConfig {
             listen: DEFAULT_LISTEN.parse().expect("a valid default address"),
             store,
@@ -78,12 +88,48 @@ impl ServeConfig {
     }
 }
 
-/// The database path a `--store` URL names: `sqlite:///ABS/PATH`, `sqlite://REL/PATH` or a
-/// plain path. PostgreSQL is not supported yet and says so.
-pub fn parse_store_url(url: &str) -> Result<PathBuf, String> {
+/// Where the server keeps its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// The local tenant's SQLite database; other tenants' databases sit beside it.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared by every tenant (and by several servers).
+    Postgres(String),
+}
+
+impl std::fmt::Display for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::Sqlite(path) => write!(f, "{}", path.display()),
+            StoreLocation::Postgres(url) => write!(f, "{}", redact_url(url)),
+        }
+    }
+}
+
+/// The URL with its password hidden.
+fn redact_url(url: &str) -> String {
+    #[cfg(feature = "postgres")]
+    {
+        engram_store::postgres::redact_url(url)
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        url.split_once('@').map_or_else(
+            || url.to_owned(),
+            |(_, host)| format!("postgres://***@{host}"),
+        )
+    }
+}
+
+/// What a `--store` URL names: `sqlite:///ABS/PATH`, `sqlite://REL/PATH` or a plain path for
+/// SQLite; `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` for PostgreSQL.
+pub fn parse_store_url(url: &str) -> Result<StoreLocation, String> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        if cfg!(feature = "postgres") {
+            return Ok(StoreLocation::Postgres(url.to_owned()));
+        }
         return Err(
-            "--store postgres://...: the PostgreSQL backend is not built yet; use sqlite:///PATH"
+            "--store postgres://...: this engram was built without PostgreSQL (cargo feature `postgres`); rebuild with it or use sqlite:///PATH"
                 .into(),
         );
     }
@@ -91,7 +137,7 @@ pub fn parse_store_url(url: &str) -> Result<PathBuf, String> {
         Some(rest) => rest,
         None if url.contains("://") => {
             return Err(format!(
-                "--store {url:?}: unknown scheme; expected sqlite:///PATH"
+                "--store {url:?}: unknown scheme; expected sqlite:///PATH or postgres://USER@HOST/DATABASE"
             ));
         }
         None => url,
@@ -99,13 +145,26 @@ pub fn parse_store_url(url: &str) -> Result<PathBuf, String> {
     if path.is_empty() {
         return Err(format!("--store {url:?}: no path"));
     }
-    Ok(PathBuf::from(path))
+    Ok(StoreLocation::Sqlite(PathBuf::from(path)))
 }
 
 /// One tenant's store and its auto-sleep worker.
 pub(crate) struct TenantStore {
-    pub(crate) store: Arc<SqliteStore>,
+    pub(crate) store: Arc<dyn Store>,
+    /// The same store when it is SQLite (its search index is brought up to date after bulk
+    /// writes).
+    sqlite: Option<Arc<SqliteStore>>,
     worker: Mutex<Option<AutoSleep>>,
+}
+
+impl TenantStore {
+    /// Brings a SQLite store's search index up to date (PostgreSQL's is always).
+    pub(crate) fn sync_index(&self) -> Result<(), MemoryError> {
+        if let Some(s) = &self.sqlite {
+            s.sync_index()?;
+        }
+        Ok(())
+    }
 }
 
 /// A session of a tenant: `(tenant, session id)`.
@@ -115,6 +174,9 @@ type SessionKey = (String, String);
 pub struct App {
     pub(crate) config: ServeConfig,
     stores: Mutex<HashMap<String, Arc<TenantStore>>>,
+    /// The shared PostgreSQL connections (every tenant's store uses them).
+    #[cfg(feature = "postgres")]
+    postgres: Option<engram_store::PostgresStore>,
     /// One lock per (tenant, session) that writes: appends, compactions and restores of one
     /// session run one at a time (the log's sequence numbers and ids are assigned in order).
     session_locks: Mutex<HashMap<SessionKey, Arc<Mutex<()>>>>,
@@ -134,26 +196,68 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl App {
-    /// The server's state; the local tenant's database is opened now, so that a bad path or a
-    /// foreign file is reported at start-up.
+    /// The server's state; the local tenant's database (or the PostgreSQL server) is opened
+    /// now, so that a bad path, a foreign file or a wrong address is reported at start-up.
     pub fn new(config: ServeConfig) -> Result<Arc<App>, String> {
+        #[cfg(feature = "postgres")]
+        let postgres = match &config.store {
+            StoreLocation::Postgres(url) => Some(
+                engram_store::PostgresStore::connect(url, LOCAL_TENANT)
+                    .map_err(|e| e.to_string())?,
+            ),
+            StoreLocation::Sqlite(_) => None,
+        };
         let app = Arc::new(App {
             config,
             stores: Mutex::new(HashMap::new()),
+            #[cfg(feature = "postgres")]
+            postgres,
             session_locks: Mutex::new(HashMap::new()),
             metrics: metrics::Metrics::default(),
         });
         if app.config.api_keys.is_none() {
             app.tenant_store(LOCAL_TENANT)
-                .map_err(|e| format!("{}: {e}", app.config.store.display()))?;
+                .map_err(|e| format!("{}: {e}", app.config.store))?;
         }
         Ok(app)
     }
 
-    /// Where a tenant's database is: the configured path for the local tenant, and
-    /// `NAME.tenant-TENANT.db` beside it for the others.
-    pub fn tenant_path(&self, tenant: &str) -> PathBuf {
-        tenant_path(&self.config.store, tenant)
+    /// Where a SQLite tenant's database is: the configured path for the local tenant, and
+    /// `NAME.tenant-TENANT.db` beside it for the others (`None` with PostgreSQL).
+    pub fn tenant_path(&self, tenant: &str) -> Option<PathBuf> {
+        match &self.config.store {
+            StoreLocation::Sqlite(base) => Some(tenant_path(base, tenant)),
+            StoreLocation::Postgres(_) => None,
+        }
+    }
+
+    fn open_store(
+        &self,
+        tenant: &str,
+    ) -> Result<(Arc<dyn Store>, Option<Arc<SqliteStore>>), String> {
+        match &self.config.store {
+            StoreLocation::Sqlite(base) => {
+                let path = tenant_path(base, tenant);
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                }
+                let store = Arc::new(SqliteStore::open(&path).map_err(|e| e.to_string())?);
+                Ok((Arc::clone(&store) as Arc<dyn Store>, Some(store)))
+            }
+            #[cfg(feature = "postgres")]
+            StoreLocation::Postgres(_) => {
+                let base = self
+                    .postgres
+                    .as_ref()
+                    .ok_or("the PostgreSQL connection is missing")?;
+                let store = base.for_tenant(tenant).map_err(|e| e.to_string())?;
+                Ok((Arc::new(store) as Arc<dyn Store>, None))
+            }
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => {
+                Err("this engram was built without PostgreSQL (cargo feature `postgres`)".into())
+            }
+        }
     }
 
     pub(crate) fn tenant_store(&self, tenant: &str) -> Result<Arc<TenantStore>, String> {
@@ -161,20 +265,13 @@ impl App {
         if let Some(s) = stores.get(tenant) {
             return Ok(Arc::clone(s));
         }
-        let path = self.tenant_path(tenant);
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let store = Arc::new(SqliteStore::open(&path).map_err(|e| e.to_string())?);
+        let (store, sqlite) = self.open_store(tenant)?;
         let worker = self.config.auto_sleep.map(|interval| {
-            AutoSleep::start(
-                Arc::clone(&store) as Arc<dyn engram::session::Store>,
-                interval,
-                self.config.sleep.clone(),
-            )
+            AutoSleep::start(Arc::clone(&store), interval, self.config.sleep.clone())
         });
         let t = Arc::new(TenantStore {
             store,
+            sqlite,
             worker: Mutex::new(worker),
         });
         stores.insert(tenant.to_owned(), Arc::clone(&t));
@@ -216,7 +313,7 @@ impl App {
                     eprintln!("engram serve: tenant {tenant}: shutdown consolidation failed: {e}");
                 }
             }
-            if let Err(e) = t.store.sync_index() {
+            if let Err(e) = t.sync_index() {
                 eprintln!("engram serve: tenant {tenant}: search index: {e}");
             }
         }
@@ -248,7 +345,10 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         ));
     }
     let listen = config.listen;
-    let app = App::new(config)?;
+    // Opening a store blocks (files, or a PostgreSQL connection with its own runtime).
+    let app = tokio::task::spawn_blocking(move || App::new(config))
+        .await
+        .map_err(|e| e.to_string())??;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
@@ -256,13 +356,17 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
     match &app.config.api_keys {
         None => eprintln!(
             "engram serve: listening on http://{local} (no --api-keys: one local tenant, loopback only); store {}",
-            app.config.store.display()
+            app.config.store
         ),
         Some(keys) => eprintln!(
-            "engram serve: listening on http://{local}; {} tenants ({} keys); stores beside {}",
+            "engram serve: listening on http://{local}; {} tenants ({} keys); {}",
             keys.tenants().len(),
             keys.len(),
-            app.config.store.display()
+            match &app.config.store {
+                StoreLocation::Sqlite(path) => format!("stores beside {}", path.display()),
+                StoreLocation::Postgres(_) =>
+                    format!("store {} (a tenant column)", app.config.store),
+            }
         ),
     }
     let router = router(Arc::clone(&app));
@@ -308,14 +412,20 @@ mod tests {
     fn store_urls() {
         assert_eq!(
             parse_store_url("sqlite:///var/lib/engram.db"),
-            Ok(PathBuf::from("/var/lib/engram.db"))
+            Ok(StoreLocation::Sqlite(PathBuf::from("/var/lib/engram.db")))
         );
-        assert_eq!(parse_store_url("data/e.db"), Ok(PathBuf::from("data/e.db")));
-        assert!(
-            parse_store_url("postgres://localhost/engram")
-                .unwrap_err()
-                .contains("not built yet")
+        assert_eq!(
+            parse_store_url("data/e.db"),
+            Ok(StoreLocation::Sqlite(PathBuf::from("data/e.db")))
         );
+        let pg = parse_store_url("postgres://me:secret@localhost/engram");
+        if cfg!(feature = "postgres") {
+            let pg = pg.expect("postgres");
+            assert!(matches!(pg, StoreLocation::Postgres(_)));
+            assert!(!pg.to_string().contains("secret"), "{pg}");
+        } else {
+            assert!(pg.unwrap_err().contains("feature `postgres`"));
+        }
         assert!(parse_store_url("mysql://x").is_err());
         assert_eq!(
             tenant_path(Path::new("/d/engram.db"), "acme"),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use engram_server::{ApiKeys, App, ServeConfig, router};
+use engram_server::{ApiKeys, App, ServeConfig, StoreLocation, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -21,13 +21,124 @@ fn temp_db(name: &str) -> PathBuf {
     dir.join("engram.db")
 }
 
-fn app(name: &str, keys: bool) -> axum::Router {
-    let mut config = ServeConfig::new(temp_db(name));
+/// Where a test's server keeps its data: a fresh SQLite file, or a fresh schema of the
+/// PostgreSQL test server (`ENGRAM_TEST_POSTGRES`), dropped at the end.
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A test's server; with PostgreSQL it owns a schema that is dropped when it goes.
+struct TestApp {
+    router: axum::Router,
+    schema: Option<String>,
+}
+
+impl std::ops::Deref for TestApp {
+    type Target = axum::Router;
+    fn deref(&self) -> &axum::Router {
+        &self.router
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(schema) = self.schema.take() {
+            // postgres blocks on a runtime of its own: not on a thread that drives tasks.
+            std::thread::spawn(move || {
+                if let Ok(mut c) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
+                    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                        .ok();
+                }
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+fn pg_url() -> String {
+    std::env::var("ENGRAM_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A new schema on the test server and the URL that uses it; `None` (SKIPPED) when no server
+/// answers outside CI.
+fn pg_schema(name: &str) -> Option<(String, String)> {
+    let schema = format!(
+        "engram_test_{name}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos()
+    );
+    let created = std::thread::spawn({
+        let schema = schema.clone();
+        move || {
+            postgres::Client::connect(&pg_url(), postgres::NoTls)
+                .and_then(|mut c| c.batch_execute(&format!("CREATE SCHEMA {schema}")))
+        }
+    })
+    .join()
+    .expect("thread");
+    match created {
+        Ok(()) => {}
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: no PostgreSQL at {} ({e})", pg_url());
+            return None;
+        }
+        Err(e) => panic!("CI needs PostgreSQL at {}: {e}", pg_url()),
+    }
+    let sep = if pg_url().contains('?') { '&' } else { '?' };
+    Some((
+        format!("{}{sep}options=-c%20search_path%3D{schema}", pg_url()),
+        schema,
+    ))
+}
+
+fn config_on(backend: &Backend, name: &str, keys: bool) -> Option<(ServeConfig, Option<String>)> {
+    let (mut config, schema) = match backend {
+        Backend::Sqlite => (ServeConfig::new(temp_db(name)), None),
+        Backend::Postgres if !cfg!(feature = "postgres") => {
+            eprintln!("SKIPPED: built without the `postgres` feature");
+            return None;
+        }
+        Backend::Postgres => {
+            let (url, schema) = pg_schema(name)?;
+            (
+                ServeConfig::with_store(StoreLocation::Postgres(url)),
+                Some(schema),
+            )
+        }
+    };
     if keys {
         config.api_keys =
             Some(ApiKeys::parse(&format!("acme:{ACME}\nbeta:{BETA}\n"), "test").expect("keys"));
     }
-    router(App::new(config).expect("app"))
+    Some((config, schema))
+}
+
+/// The app on a backend (opened off the async threads: PostgreSQL's client blocks).
+async fn app_with(
+    backend: Backend,
+    name: &str,
+    keys: bool,
+    tune: impl FnOnce(&mut ServeConfig),
+) -> Option<TestApp> {
+    let (mut config, schema) = config_on(&backend, name, keys)?;
+    tune(&mut config);
+    let app = tokio::task::spawn_blocking(move || App::new(config).expect("app"))
+        .await
+        .expect("task");
+    Some(TestApp {
+        router: router(app),
+        schema,
+    })
+}
+
+async fn app_on(backend: Backend, name: &str, keys: bool) -> Option<TestApp> {
+    app_with(backend, name, keys, |_| {}).await
 }
 
 async fn call(
@@ -85,7 +196,22 @@ fn trajectory() -> Vec<Value> {
 
 #[tokio::test]
 async fn a_session_through_every_route() {
-    let app = app("every", false);
+    run_a_session_through_every_route(
+        app_on(Backend::Sqlite, "every", false)
+            .await
+            .expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_through_every_route_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "every", false).await {
+        run_a_session_through_every_route(app).await;
+    }
+}
+
+async fn run_a_session_through_every_route(app: TestApp) {
     let (s, info) = call(
         &app,
         "POST",
@@ -254,7 +380,20 @@ async fn a_session_through_every_route() {
 
 #[tokio::test]
 async fn bad_requests_get_errors_that_name_the_field() {
-    let app = app("bad", false);
+    run_bad_requests_get_errors_that_name_the_field(
+        app_on(Backend::Sqlite, "bad", false).await.expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_requests_get_errors_that_name_the_field_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "bad", false).await {
+        run_bad_requests_get_errors_that_name_the_field(app).await;
+    }
+}
+
+async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
     call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
     let cases = [
         (
@@ -343,7 +482,22 @@ async fn bad_requests_get_errors_that_name_the_field() {
 
 #[tokio::test]
 async fn tenants_cannot_see_each_other_on_any_route() {
-    let app = app("tenants", true);
+    run_tenants_cannot_see_each_other_on_any_route(
+        app_on(Backend::Sqlite, "tenants", true)
+            .await
+            .expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tenants_cannot_see_each_other_on_any_route_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "tenants", true).await {
+        run_tenants_cannot_see_each_other_on_any_route(app).await;
+    }
+}
+
+async fn run_tenants_cannot_see_each_other_on_any_route(app: TestApp) {
     // No key, a wrong key: 401 everywhere under /v1.
     for (key, what) in [(None, "missing"), (Some("wrong-key-0123456789"), "unknown")] {
         let (s, e) = call(&app, "GET", "/v1/sessions", key, None).await;
@@ -469,7 +623,22 @@ async fn tenants_cannot_see_each_other_on_any_route() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appends_to_one_session_all_succeed() {
-    let app = app("concurrent", false);
+    run_concurrent_appends_to_one_session_all_succeed(
+        app_on(Backend::Sqlite, "concurrent", false)
+            .await
+            .expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_to_one_session_all_succeed_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "concurrent", false).await {
+        run_concurrent_appends_to_one_session_all_succeed(app).await;
+    }
+}
+
+async fn run_concurrent_appends_to_one_session_all_succeed(app: TestApp) {
     call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
     let tasks: Vec<_> = (0..48)
         .map(|i| {
@@ -518,4 +687,83 @@ async fn concurrent_appends_to_one_session_all_succeed() {
     .await;
     assert_eq!(s, StatusCode::OK, "{ctx}");
     assert_eq!(ctx["messages"], json!([]));
+}
+
+/// The auto-sleep worker runs inside the server: aged working entries written through the API
+/// are consolidated without any sleep request, and the log shows it.
+async fn run_auto_sleep_inside_the_server(app: TestApp) {
+    let aged = "2020-01-01T00:00:00Z";
+    let (s, r) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        None,
+        Some(json!({"entries": [
+            {"content": "the cache server restarts at midnight", "source": "ops", "created_at": aged},
+            {"content": "the cache server runs redis 7.2", "source": "ops", "created_at": aged},
+            {"content": "a fresh note about the deploy", "source": "ops"}
+        ]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (s, log) = call(&app, "GET", "/v1/memory/log", None, None).await;
+        assert_eq!(s, StatusCode::OK, "{log}");
+        let records = log["log"].as_array().expect("log").clone();
+        if let Some(record) = records.first() {
+            assert_eq!(records.len(), 1, "{log}");
+            assert_eq!(
+                record["items_consolidated"], 2,
+                "only the aged entries: {log}"
+            );
+            assert_eq!(record["source"], "ops");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the auto-sleep worker never consolidated"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (_, hits) = call(
+        &app,
+        "GET",
+        "/v1/memory/search?q=cache+server+redis",
+        None,
+        None,
+    )
+    .await;
+    let tiers: Vec<&str> = hits["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|h| h["tier"].as_str().expect("tier"))
+        .collect();
+    assert_eq!(
+        tiers,
+        ["episodic"],
+        "the summary is found, the originals archived: {hits}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_sleep_runs_inside_the_server() {
+    let app = app_with(Backend::Sqlite, "autosleep", false, |c| {
+        c.auto_sleep = Some(std::time::Duration::from_millis(200));
+    })
+    .await
+    .expect("sqlite");
+    run_auto_sleep_inside_the_server(app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_sleep_runs_inside_the_server_on_postgres() {
+    if let Some(app) = app_with(Backend::Postgres, "autosleep", false, |c| {
+        c.auto_sleep = Some(std::time::Duration::from_millis(200));
+    })
+    .await
+    {
+        run_auto_sleep_inside_the_server(app).await;
+    }
 }

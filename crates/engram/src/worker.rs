@@ -94,6 +94,8 @@ pub fn sleep_if_due(
 #[derive(Debug, Default)]
 struct Shared {
     stop: bool,
+    /// Run the shutdown tick on the worker's thread before it ends (when dropped).
+    final_tick: bool,
     ticks: usize,
     last_error: Option<String>,
 }
@@ -135,6 +137,13 @@ impl AutoSleep {
                             .wait_timeout_while(guard, interval, |s| !s.stop)
                             .unwrap_or_else(|p| p.into_inner());
                         if guard.stop {
+                            let final_tick = guard.final_tick;
+                            drop(guard);
+                            if final_tick {
+                                if let Err(e) = sleep_tick(store.as_ref(), now(), &settings) {
+                                    tracing::warn!(error = %e, "the shutdown consolidation failed");
+                                }
+                            }
                             return;
                         }
                         drop(guard);
@@ -195,11 +204,11 @@ impl AutoSleep {
 
 impl Drop for AutoSleep {
     fn drop(&mut self) {
+        // The shutdown tick runs on the worker's own thread: the owner may be dropped on a
+        // thread that must not block on a store's I/O (an async runtime's worker, say).
         if self.handle.is_some() {
+            lock(&self.shared.0).final_tick = true;
             self.stop_thread();
-            if let Err(e) = sleep_tick(self.store.as_ref(), now(), &self.settings) {
-                tracing::warn!(error = %e, "the shutdown consolidation failed");
-            }
         }
     }
 }

@@ -150,11 +150,33 @@ impl Drop for Conn<'_> {
         let mut state = self.pool.lock();
         if client.is_closed() {
             state.open -= 1;
+            close_off_runtime(vec![client]);
         } else {
             state.idle.push(client);
         }
         drop(state);
         self.pool.returned.notify_one();
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        close_off_runtime(std::mem::take(&mut state.idle));
+    }
+}
+
+/// Closes clients on a thread of its own: closing blocks on the client's runtime, which tokio
+/// forbids on a thread that drives asynchronous tasks (the last owner may be one, in a server).
+fn close_off_runtime(clients: Vec<Client>) {
+    if clients.is_empty() {
+        return;
+    }
+    let closer = std::thread::Builder::new()
+        .name("engram-pg-close".into())
+        .spawn(move || drop(clients));
+    if let Ok(handle) = closer {
+        let _ = handle.join();
     }
 }
 
