@@ -47,10 +47,15 @@ fn free_port() -> u16 {
 }
 
 fn start(db: &Path, keys: Option<&Path>, port: u16) -> Server {
+    start_on(&["--db".into(), db.display().to_string()], &[], keys, port)
+}
+
+/// `engram [global...] serve --listen 127.0.0.1:PORT [serve...]`, ready when /healthz answers.
+fn start_on(global: &[String], serve: &[String], keys: Option<&Path>, port: u16) -> Server {
     let mut c = Command::new(env!("CARGO_BIN_EXE_engram"));
-    c.arg("--db")
-        .arg(db)
+    c.args(global)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(serve)
         .env_remove("ENGRAM_AUTO_SLEEP")
         .env_remove("ENGRAM_CONFIG")
         .env_remove("ENGRAM_API_KEYS")
@@ -80,6 +85,32 @@ fn start(db: &Path, keys: Option<&Path>, port: u16) -> Server {
         }
         assert!(Instant::now() < deadline, "engram serve did not start");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The messages of one session, through the API, following the pages.
+fn session_texts(http: &reqwest::blocking::Client, base: &str, session: &str) -> Vec<String> {
+    let mut got = Vec::new();
+    let mut after: Option<u64> = None;
+    loop {
+        let url = match after {
+            Some(a) => format!("{base}/v1/sessions/{session}/messages?limit=1000&after={a}"),
+            None => format!("{base}/v1/sessions/{session}/messages?limit=1000"),
+        };
+        let page: Value = http
+            .get(url)
+            .bearer_auth(KEY)
+            .send()
+            .expect("request")
+            .json()
+            .expect("json");
+        for m in page["messages"].as_array().expect("list") {
+            got.push(m["message"]["content"].as_str().expect("text").to_owned());
+        }
+        match page["next_after"].as_u64() {
+            Some(a) => after = Some(a),
+            None => return got,
+        }
     }
 }
 
@@ -246,31 +277,7 @@ fn every_acknowledged_append_survives_sigkill_in_order() {
 
     let server = start(&db, Some(&keys), free_port());
     for (c, acked) in acked.iter().enumerate() {
-        let mut got = Vec::new();
-        let mut after: Option<u64> = None;
-        loop {
-            let url = match after {
-                Some(a) => format!(
-                    "{}/v1/sessions/s{c}/messages?limit=1000&after={a}",
-                    server.base
-                ),
-                None => format!("{}/v1/sessions/s{c}/messages?limit=1000", server.base),
-            };
-            let page: Value = http
-                .get(url)
-                .bearer_auth(KEY)
-                .send()
-                .expect("request")
-                .json()
-                .expect("json");
-            for m in page["messages"].as_array().expect("list") {
-                got.push(m["message"]["content"].as_str().expect("text").to_owned());
-            }
-            match page["next_after"].as_u64() {
-                Some(a) => after = Some(a),
-                None => break,
-            }
-        }
+        let got = session_texts(&http, &server.base, &format!("s{c}"));
         // Every acknowledged append is there, in order; at most one more (written, but killed
         // before its reply) follows.
         let want: Vec<String> = acked
@@ -285,4 +292,104 @@ fn every_acknowledged_append_survives_sigkill_in_order() {
         );
         assert_eq!(&got[..want.len()], &want[..], "client {c}");
     }
+}
+
+/// The same against PostgreSQL with two servers behind the load: each client alternates
+/// between them, one is killed in the middle, then the other; after a restart every append
+/// that got a 2xx is there, in order, whichever server took it.
+#[cfg(feature = "postgres")]
+#[test]
+fn two_servers_on_postgres_keep_every_acknowledged_append_through_sigkill() {
+    let url = std::env::var("ENGRAM_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let tenant = format!("durable-{}-{}", std::process::id(), engram::memory::now());
+    let store = match engram_store::PostgresStore::connect(&url, &tenant) {
+        Ok(store) => store,
+        Err(e) if std::env::var_os("CI").is_none() => {
+            eprintln!("SKIPPED: no PostgreSQL at {url} ({e})");
+            return;
+        }
+        Err(e) => panic!("CI needs PostgreSQL at {url}: {e}"),
+    };
+    let dir = temp_dir("pg-durable");
+    let keys = dir.join("keys.txt");
+    std::fs::write(&keys, format!("{tenant}:{KEY}\n")).expect("keys");
+    let serve_args = ["--store".to_owned(), url.clone()];
+    let start_pg = |port| start_on(&[], &serve_args, Some(&keys), port);
+    let servers = [start_pg(free_port()), start_pg(free_port())];
+    let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    const CLIENTS: usize = 8;
+    for c in 0..CLIENTS {
+        let r = post(
+            &http,
+            &format!("{}/v1/sessions", bases[c % 2]),
+            json!({"id": format!("s{c}")}),
+        );
+        assert_eq!(r.status(), 201);
+    }
+    let acked: Arc<Mutex<Vec<Vec<usize>>>> = Arc::new(Mutex::new(vec![Vec::new(); CLIENTS]));
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let acked = Arc::clone(&acked);
+            let http = http.clone();
+            let bases = bases.clone();
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    let base = &bases[(c + i) % 2];
+                    let r = http
+                        .post(format!("{base}/v1/sessions/s{c}/messages"))
+                        .bearer_auth(KEY)
+                        .json(&json!({"messages": [{"role": "user", "content": format!("client {c} message {i}")}]}))
+                        .send();
+                    match r {
+                        Ok(r) if r.status().is_success() => {
+                            acked.lock().expect("lock")[c].push(i);
+                        }
+                        Ok(r) => panic!("client {c}: status {}", r.status()),
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let [mut first, mut second] = servers;
+    first.child.kill().expect("SIGKILL the first");
+    first.child.wait().expect("wait");
+    std::thread::sleep(Duration::from_millis(300));
+    second.child.kill().expect("SIGKILL the second");
+    second.child.wait().expect("wait");
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let acked = acked.lock().expect("lock").clone();
+    assert!(
+        acked.iter().all(|a| a.len() >= 2),
+        "every client got appends through both servers: {:?}",
+        acked.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+
+    let server = start_pg(free_port());
+    for (c, acked) in acked.iter().enumerate() {
+        let got = session_texts(&http, &server.base, &format!("s{c}"));
+        // Every acknowledged append is there, in order; at most one more (written, but the
+        // server was killed before its reply) follows.
+        let want: Vec<String> = acked
+            .iter()
+            .map(|i| format!("client {c} message {i}"))
+            .collect();
+        assert!(
+            got.len() >= want.len() && got.len() <= want.len() + 1,
+            "client {c}: {} stored vs {} acknowledged",
+            got.len(),
+            want.len()
+        );
+        assert_eq!(&got[..want.len()], &want[..], "client {c}");
+    }
+    drop(server);
+    store.delete_tenant().expect("clean up");
 }
