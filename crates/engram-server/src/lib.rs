@@ -148,6 +148,9 @@ pub fn parse_store_url(url: &str) -> Result<StoreLocation, String> {
     Ok(StoreLocation::Sqlite(PathBuf::from(path)))
 }
 
+/// A tenant's store, and the same store again when it is SQLite.
+type OpenedStore = (Arc<dyn Store>, Option<Arc<SqliteStore>>);
+
 /// One tenant's store and its auto-sleep worker.
 pub(crate) struct TenantStore {
     pub(crate) store: Arc<dyn Store>,
@@ -231,10 +234,7 @@ impl App {
         }
     }
 
-    fn open_store(
-        &self,
-        tenant: &str,
-    ) -> Result<(Arc<dyn Store>, Option<Arc<SqliteStore>>), String> {
+    fn open_store(&self, tenant: &str) -> Result<OpenedStore, String> {
         match &self.config.store {
             StoreLocation::Sqlite(base) => {
                 let path = tenant_path(base, tenant);

@@ -139,10 +139,10 @@ impl AutoSleep {
                         if guard.stop {
                             let final_tick = guard.final_tick;
                             drop(guard);
-                            if final_tick {
-                                if let Err(e) = sleep_tick(store.as_ref(), now(), &settings) {
-                                    tracing::warn!(error = %e, "the shutdown consolidation failed");
-                                }
+                            if final_tick
+                                && let Err(e) = sleep_tick(store.as_ref(), now(), &settings)
+                            {
+                                tracing::warn!(error = %e, "the shutdown consolidation failed");
                             }
                             return;
                         }
