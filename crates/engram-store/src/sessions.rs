@@ -3,7 +3,7 @@
 use engram::memory::{MemoryError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
-    abandoned_checkpoint, check_compaction, duplicate, no_checkpoint, no_session,
+    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -228,14 +228,15 @@ impl SessionStore for SqliteStore {
                 )
                 .map_err(backend)?;
             for (i, m) in messages.iter().enumerate() {
-                let id = m.message.id.clone().unwrap_or_default();
+                let message = logged_message(&m.message, seq);
+                let id = message.id.clone().unwrap_or_default();
                 let result = insert.execute(params![
                     session_id,
                     seq as i64,
                     id,
                     m.created_at,
                     m.tokens as i64,
-                    m.message.to_value().to_string(),
+                    message.to_value().to_string(),
                 ]);
                 match result {
                     Ok(_) => {}
@@ -253,7 +254,7 @@ impl SessionStore for SqliteStore {
                     id,
                     created_at: m.created_at,
                     tokens: m.tokens,
-                    message: m.message.clone(),
+                    message,
                     abandoned: false,
                 });
                 seq += 1;

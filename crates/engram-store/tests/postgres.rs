@@ -371,3 +371,60 @@ fn a_wrong_address_says_what_to_check() {
         "{err}"
     );
 }
+
+/// Messages without ids get `m<seq>` from the store, under the session's lock: two servers
+/// appending to one session at once never pick the same name (the first load run against two
+/// servers found 409s when the id was chosen from a sequence number read before the lock).
+#[test]
+fn two_servers_name_unnamed_messages_without_conflicts() {
+    let Some(tenants) = Tenants::new("names") else {
+        return;
+    };
+    let first = tenants.fresh();
+    let second = PostgresStore::with_pool(
+        Pool::connect(&url(), 4).expect("second pool"),
+        first.tenant(),
+    )
+    .expect("second server");
+    let id = engram::session::Session::create(
+        &first,
+        &NewSession {
+            model: "local".into(),
+            tokenizer: "chars4".into(),
+            token_factor: 1.0,
+            window: 1_000_000,
+            ..Default::default()
+        },
+    )
+    .expect("session")
+    .info()
+    .id
+    .clone();
+    let handles: Vec<_> = (0..6)
+        .map(|w| {
+            let store = if w % 2 == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            };
+            let id = id.clone();
+            std::thread::spawn(move || {
+                let mut session = engram::session::Session::open(&store, &id).expect("open");
+                for i in 0..20 {
+                    session
+                        .append(vec![engram::message::Message::user(format!("w{w} m{i}"))])
+                        .expect("append");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("writer");
+    }
+    let log = first.session_log(&id, 0, false).expect("log");
+    assert_eq!(log.len(), 120);
+    for m in &log {
+        assert_eq!(m.id, format!("m{}", m.seq));
+        assert_eq!(m.message.id.as_deref(), Some(m.id.as_str()));
+    }
+}

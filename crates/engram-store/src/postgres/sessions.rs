@@ -4,7 +4,7 @@
 use engram::memory::{MemoryError, NewEntry, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
-    abandoned_checkpoint, check_compaction, duplicate, no_checkpoint, no_session,
+    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -254,7 +254,8 @@ impl SessionStore for PostgresStore {
             let mut updated = info.updated_at;
             let mut out = Vec::with_capacity(messages.len());
             for (i, m) in messages.iter().enumerate() {
-                let id = m.message.id.clone().unwrap_or_default();
+                let message = logged_message(&m.message, seq);
+                let id = message.id.clone().unwrap_or_default();
                 let result = tx.execute(
                     &insert,
                     &[
@@ -264,8 +265,8 @@ impl SessionStore for PostgresStore {
                         &id,
                         &m.created_at,
                         &(m.tokens as i64),
-                        &m.message.role.as_str(),
-                        &m.message.to_value().to_string(),
+                        &message.role.as_str(),
+                        &message.to_value().to_string(),
                     ],
                 );
                 match result {
@@ -282,7 +283,7 @@ impl SessionStore for PostgresStore {
                     id,
                     created_at: m.created_at,
                     tokens: m.tokens,
-                    message: m.message.clone(),
+                    message,
                     abandoned: false,
                 });
                 seq += 1;

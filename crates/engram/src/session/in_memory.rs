@@ -3,9 +3,10 @@
 use super::store::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
     Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
-    abandoned_checkpoint, check_compaction, duplicate, no_checkpoint, no_session,
+    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
 };
 use crate::memory::{InMemoryStore, MemoryError, Timestamp, new_id};
+use crate::message::Message;
 
 #[derive(Debug)]
 pub(crate) struct SessionState {
@@ -93,24 +94,27 @@ impl SessionStore for InMemoryStore {
             .sessions
             .get_mut(session_id)
             .ok_or_else(|| no_session(session_id))?;
-        for (i, m) in messages.iter().enumerate() {
-            let id = m.message.id.as_deref().unwrap_or_default();
+        let named: Vec<Message> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| logged_message(&m.message, s.info.next_seq + i as u64))
+            .collect();
+        for (i, m) in named.iter().enumerate() {
+            let id = m.id.as_deref().unwrap_or_default();
             if s.log.iter().any(|l| !l.abandoned && l.id == id)
-                || messages[..i]
-                    .iter()
-                    .any(|o| o.message.id.as_deref() == Some(id))
+                || named[..i].iter().any(|o| o.id.as_deref() == Some(id))
             {
                 return Err(duplicate(i, id, session_id));
             }
         }
         let mut out = Vec::with_capacity(messages.len());
-        for m in messages {
+        for (m, message) in messages.iter().zip(named) {
             let logged = LoggedMessage {
                 seq: s.info.next_seq,
-                id: m.message.id.clone().unwrap_or_default(),
+                id: message.id.clone().unwrap_or_default(),
                 created_at: m.created_at,
                 tokens: m.tokens,
-                message: m.message.clone(),
+                message,
                 abandoned: false,
             };
             s.info.next_seq += 1;

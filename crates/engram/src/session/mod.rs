@@ -313,29 +313,27 @@ impl<'s> Session<'s> {
         Ok(())
     }
 
-    /// Appends messages (ids are kept; a message without one gets `m<seq>`), then compacts
-    /// when the view passes the threshold.
+    /// Appends messages (ids are kept; the store names a message without one `m<seq>`), then
+    /// compacts when the view passes the threshold.
     pub fn append(&mut self, messages: Vec<Message>) -> Result<Appended, SessionError> {
         self.refresh()?;
         let now = crate::memory::now();
         let mut seen = HashSet::new();
         let mut rows = Vec::with_capacity(messages.len());
-        for (i, mut message) in messages.into_iter().enumerate() {
-            let id = match message.id.clone() {
+        for (i, message) in messages.into_iter().enumerate() {
+            match message.id.as_deref() {
                 Some(id) if id.trim().is_empty() => {
                     return Err(SessionError::Invalid(format!(
                         "message {i}, field `id`: empty"
                     )));
                 }
-                Some(id) => id,
-                None => format!("m{}", self.info.next_seq + i as u64),
-            };
-            if !seen.insert(id.clone()) {
-                return Err(SessionError::Invalid(format!(
-                    "message {i}, field `id`: {id:?} appears twice in this append"
-                )));
+                Some(id) if !seen.insert(id.to_owned()) => {
+                    return Err(SessionError::Invalid(format!(
+                        "message {i}, field `id`: {id:?} appears twice in this append"
+                    )));
+                }
+                _ => {}
             }
-            message.id = Some(id);
             let tokens = self.counter.count_message(&message).total();
             rows.push(NewLogMessage {
                 message,

@@ -64,7 +64,9 @@ pub struct SessionInfo {
 /// A message to append, counted already.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewLogMessage {
-    /// The message; its `id` must be set (unique among the session's active messages).
+    /// The message; its `id`, when set, must be unique among the session's active messages.
+    /// Without one the store names it `m<seq>` (its sequence number), under the same lock that
+    /// assigns the number, so that writers in several processes never pick the same id.
     pub message: Message,
     /// Its tokens, as the session's counter counts them.
     pub tokens: usize,
@@ -321,6 +323,15 @@ pub trait SessionStore: Send + Sync {
     fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError>;
     /// Deletes a session with everything it owns, including memory entries with its id.
     fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError>;
+}
+
+/// The message as logged at `seq`: its own id, or `m<seq>` when it has none.
+pub fn logged_message(message: &Message, seq: u64) -> Message {
+    let mut message = message.clone();
+    if message.id.is_none() {
+        message.id = Some(format!("m{seq}"));
+    }
+    message
 }
 
 /// The error for an unknown session.
