@@ -602,8 +602,9 @@ pub(crate) struct ServeArgs {
     /// Where to listen. Default: ENGRAM_LISTEN, the config's [server] listen, else 127.0.0.1:8420.
     #[arg(long, env = "ENGRAM_LISTEN", value_name = "ADDR")]
     pub(crate) listen: Option<String>,
-    /// The store: sqlite:///PATH (PostgreSQL comes later). Default: ENGRAM_STORE, the config's
-    /// [server] store, else the memory database (--db).
+    /// The store: sqlite:///PATH, or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE for several
+    /// servers sharing one store. Default: ENGRAM_STORE, the config's [server] store, else the
+    /// memory database (--db).
     #[arg(long, env = "ENGRAM_STORE", value_name = "URL")]
     pub(crate) store: Option<String>,
     /// A file of API keys, one `tenant:key` per line (keys of at least 16 characters; kept in
@@ -611,4 +612,18 @@ pub(crate) struct ServeArgs {
     /// the keys may also be given inline in ENGRAM_API_KEYS (`tenant:key,tenant:key`).
     #[arg(long, env = "ENGRAM_API_KEYS_FILE", value_name = "FILE")]
     pub(crate) api_keys: Option<PathBuf>,
+    /// Proxy POST /v1/chat/completions (and other OpenAI-format /v1 routes) to this upstream,
+    /// compacting requests that would overflow the model's window. URL as the OpenAI SDK takes
+    /// it, /v1 included (https://api.openai.com/v1, http://127.0.0.1:8080/v1). Default:
+    /// ENGRAM_UPSTREAM, the config's [server] upstream.
+    #[arg(long, env = "ENGRAM_UPSTREAM", value_name = "URL")]
+    pub(crate) upstream: Option<String>,
+    /// Proxy POST /v1/messages (Anthropic format) to this upstream (https://api.anthropic.com).
+    /// Default: ENGRAM_ANTHROPIC_UPSTREAM, the config's [server] anthropic_upstream.
+    #[arg(long, env = "ENGRAM_ANTHROPIC_UPSTREAM", value_name = "URL")]
+    pub(crate) anthropic_upstream: Option<String>,
+    /// The window of a model the registry does not know (a local server's), NAME=TOKENS;
+    /// repeatable. Also the config's [server] model_windows table.
+    #[arg(long = "model-window", value_name = "NAME=TOKENS")]
+    pub(crate) model_windows: Vec<String>,
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_store_url};
+use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_model_window, parse_store_url};
 
 use crate::cli::{GlobalArgs, ServeArgs};
 use crate::user_error;
@@ -47,6 +47,32 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         (None, None) => None,
     };
     let mut serve = ServeConfig::with_store(store);
+    serve.proxy.openai_upstream = args
+        .upstream
+        .clone()
+        .or_else(|| config.server.upstream.clone());
+    serve.proxy.anthropic_upstream = args
+        .anthropic_upstream
+        .clone()
+        .or_else(|| config.server.anthropic_upstream.clone());
+    for url in [
+        &serve.proxy.openai_upstream,
+        &serve.proxy.anthropic_upstream,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(user_error!(
+                "upstream {url:?}: expected an http:// or https:// base URL"
+            ));
+        }
+    }
+    serve.proxy.model_windows = config.server.model_windows.clone();
+    for text in &args.model_windows {
+        let (name, tokens) = parse_model_window(text).map_err(|e| user_error!("{e}"))?;
+        serve.proxy.model_windows.insert(name, tokens);
+    }
     serve.listen = listen;
     serve.api_keys = api_keys;
     serve.registry = registry;

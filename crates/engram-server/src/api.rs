@@ -27,7 +27,7 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             message: message.into(),
@@ -48,7 +48,7 @@ impl ApiError {
     }
 
     /// A 500 whose detail goes to the log, never to the client.
-    fn internal(detail: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(%detail, "internal error");
         eprintln!("engram serve: internal error: {detail}");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
@@ -121,20 +121,32 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             Arc::clone(&app),
             authenticate,
         ));
+    // The proxy's routes check X-Engram-Key themselves: Authorization is the upstream's.
     Router::new()
         .merge(v1)
+        .route("/v1/chat/completions", post(crate::proxy::chat_completions))
+        .route("/v1/messages", post(crate::proxy::anthropic_messages))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
-        .fallback(|| async {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "no such route (GET /openapi.json lists them)",
-            )
-        })
+        .fallback(fallback)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), measure))
         .with_state(app)
+}
+
+/// Other `/v1/*` routes go to the upstream when one is configured; anything else is a 404.
+async fn fallback(State(app): State<Arc<App>>, request: Request) -> Response {
+    let proxied =
+        app.config.proxy.openai_upstream.is_some() || app.config.proxy.anthropic_upstream.is_some();
+    if proxied && request.uri().path().starts_with("/v1/") {
+        return crate::proxy::pass_through(app, request).await;
+    }
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no such route (GET /openapi.json lists them)",
+    )
+    .into_response()
 }
 
 async fn measure(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {

@@ -17,6 +17,7 @@
 mod api;
 mod auth;
 mod metrics;
+mod proxy;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -32,6 +33,7 @@ use engram::worker::{AutoSleep, SleepSettings, sleep_tick};
 use engram_store::SqliteStore;
 
 pub use auth::ApiKeys;
+pub use proxy::{ProxyConfig, parse_model_window};
 
 /// Default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
@@ -64,6 +66,8 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// The largest message accepted.
     pub max_message_bytes: usize,
+    /// The OpenAI/Anthropic proxy: upstreams, windows of unknown models, thresholds.
+    pub proxy: ProxyConfig,
 }
 
 impl ServeConfig {
@@ -84,6 +88,7 @@ impl ServeConfig {
             registry: ModelRegistry::builtin(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            proxy: ProxyConfig::default(),
         }
     }
 }
@@ -184,6 +189,7 @@ pub struct App {
     /// session run one at a time (the log's sequence numbers and ids are assigned in order).
     session_locks: Mutex<HashMap<SessionKey, Arc<Mutex<()>>>>,
     pub(crate) metrics: metrics::Metrics,
+    pub(crate) proxy: proxy::Proxy,
 }
 
 impl std::fmt::Debug for App {
@@ -217,6 +223,7 @@ impl App {
             postgres,
             session_locks: Mutex::new(HashMap::new()),
             metrics: metrics::Metrics::default(),
+            proxy: proxy::Proxy::new(),
         });
         if app.config.api_keys.is_none() {
             app.tenant_store(LOCAL_TENANT)
@@ -368,6 +375,23 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
                     format!("store {} (a tenant column)", app.config.store),
             }
         ),
+    }
+    for (format, url) in [
+        ("OpenAI", &app.config.proxy.openai_upstream),
+        ("Anthropic", &app.config.proxy.anthropic_upstream),
+    ] {
+        if let Some(url) = url {
+            eprintln!("engram serve: proxy: {format}-format requests go to {url}");
+        }
+    }
+    if app.config.proxy.openai_upstream.is_some() || app.config.proxy.anthropic_upstream.is_some() {
+        for line in proxy::describe_windows(&app) {
+            eprintln!("engram serve: proxy: model window {line}");
+        }
+        eprintln!(
+            "engram serve: proxy: other models use the registry's windows (`engram models`); unknown ones the fallback's ({} tokens)",
+            app.config.registry.fallback().context_window
+        );
     }
     let router = router(Arc::clone(&app));
     axum::serve(listener, router)

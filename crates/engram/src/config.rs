@@ -59,6 +59,13 @@ pub struct ServerConfig {
     pub store: Option<String>,
     /// A file of `tenant:key` lines.
     pub api_keys: Option<String>,
+    /// The proxy's OpenAI-format upstream (a base URL with `/v1`).
+    pub upstream: Option<String>,
+    /// The proxy's Anthropic upstream (`https://api.anthropic.com`).
+    pub anthropic_upstream: Option<String>,
+    /// Windows of models the registry does not know: `{ "llama3" = 8192 }`.
+    #[serde(default)]
+    pub model_windows: std::collections::BTreeMap<String, usize>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.

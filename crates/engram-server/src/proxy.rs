@@ -1,0 +1,605 @@
+//! The drop-in proxy: `POST /v1/chat/completions` (OpenAI format) and `POST /v1/messages`
+//! (Anthropic format) are forwarded to a configured upstream, compacted first when the request
+//! would not leave room in the model's window; every other `/v1/*` route the REST API does not
+//! serve (`/v1/models`, `/v1/embeddings`, `/v1/messages/count_tokens`, ...) passes straight
+//! through.
+//!
+//! The caller's own `Authorization` / `x-api-key` go to the upstream untouched (never logged,
+//! never stored); with API keys configured, the engram key travels in `X-Engram-Key`. A request
+//! that needs no compaction is forwarded byte for byte; responses, streamed or not, come back byte
+//! for byte, with `x-engram-*` headers saying what engram did. When the upstream still answers
+//! "context length exceeded", the request is compacted harder once and retried; never more.
+//!
+//! Counts come from the model's tokenizer (the registry; a `--model-window NAME=TOKENS` gives an
+//! unknown model its window) through one counter per tokenizer whose cache is keyed by message
+//! content, so an agent resending its growing history pays only for the new turn. Where the
+//! count is an estimate (Claude), a safety margin is kept.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use engram::compact::{CompactOptions, Strategy, compact};
+use engram::{Conversation, TokenCounter};
+use serde_json::Value;
+
+use crate::App;
+use crate::api::ApiError;
+
+/// How the proxy decides and where it forwards.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// The OpenAI-format upstream, as the OpenAI SDK takes a base URL (`/v1` included).
+    pub openai_upstream: Option<String>,
+    /// The Anthropic upstream, as the Anthropic SDK takes a base URL (`https://api.anthropic.com`;
+    /// a trailing `/v1` is accepted too).
+    pub anthropic_upstream: Option<String>,
+    /// Windows of models the registry does not know (a local server's model, say).
+    pub model_windows: BTreeMap<String, usize>,
+    /// Compact when the request passes this share of what the window leaves after the reply.
+    pub threshold: f64,
+    /// Compact down to this share of it.
+    pub target: f64,
+    /// Extra room kept when the count is an estimate (Claude): 0.1 is 10%.
+    pub estimate_margin: f64,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            openai_upstream: None,
+            anthropic_upstream: None,
+            model_windows: BTreeMap::new(),
+            threshold: 0.8,
+            target: 0.6,
+            estimate_margin: 0.1,
+        }
+    }
+}
+
+/// Parses `NAME=TOKENS` (the `--model-window` flag).
+pub fn parse_model_window(text: &str) -> Result<(String, usize), String> {
+    let (name, tokens) = text.split_once('=').ok_or_else(|| {
+        format!("--model-window {text:?}: expected NAME=TOKENS, like llama3=8192")
+    })?;
+    let tokens: usize =
+        tokens.trim().replace('_', "").parse().map_err(|_| {
+            format!("--model-window {text:?}: {tokens:?} is not a number of tokens")
+        })?;
+    if name.trim().is_empty() || tokens == 0 {
+        return Err(format!(
+            "--model-window {text:?}: expected a model name and a positive window"
+        ));
+    }
+    Ok((name.trim().to_owned(), tokens))
+}
+
+/// The proxy's state: an HTTP client and one counter per tokenizer.
+pub(crate) struct Proxy {
+    http: reqwest::Client,
+    counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy").finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    pub(crate) fn new() -> Proxy {
+        Proxy {
+            http: reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .build()
+                .unwrap_or_else(|_| reqwest::Client::new()),
+            counters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn counter(&self, tokenizer: engram::Tokenizer) -> Arc<TokenCounter> {
+        let id = tokenizer.id().to_owned();
+        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            counters
+                .entry(id)
+                .or_insert_with(|| Arc::new(TokenCounter::new(tokenizer))),
+        )
+    }
+}
+
+/// The two wire formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    OpenAi,
+    Anthropic,
+}
+
+/// What engram did to a request (reported in `x-engram-*` headers).
+#[derive(Debug, Default)]
+struct Outcome {
+    model: String,
+    window: usize,
+    tokens_before: usize,
+    tokens_after: usize,
+    estimated: bool,
+    steps: Vec<&'static str>,
+    retried: bool,
+    note: Option<String>,
+}
+
+impl Outcome {
+    fn headers(&self, headers: &mut HeaderMap) {
+        let mut put = |name: &'static str, value: String| {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), v);
+            }
+        };
+        put("x-engram-model", self.model.clone());
+        put("x-engram-tokens-before", self.tokens_before.to_string());
+        put("x-engram-tokens-after", self.tokens_after.to_string());
+        put("x-engram-window", self.window.to_string());
+        put(
+            "x-engram-steps",
+            if self.steps.is_empty() {
+                "none".to_owned()
+            } else {
+                self.steps.join(",")
+            },
+        );
+        put("x-engram-estimated", self.estimated.to_string());
+        put("x-engram-retried", self.retried.to_string());
+        if let Some(note) = &self.note {
+            put(
+                "x-engram-note",
+                note.chars()
+                    .filter(|c| c.is_ascii_graphic() || *c == ' ')
+                    .collect(),
+            );
+        }
+    }
+}
+
+/// Headers never forwarded either way (hop by hop, or engram's own).
+fn skipped(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "content-length"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "upgrade"
+            | "te"
+            | "trailer"
+            | "x-engram-key"
+    )
+}
+
+/// The upstream URL for a request path under `/v1`.
+fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<String, ApiError> {
+    let (base, flag) = match format {
+        Format::OpenAi => (&app.config.proxy.openai_upstream, "--upstream URL"),
+        Format::Anthropic => (
+            &app.config.proxy.anthropic_upstream,
+            "--anthropic-upstream URL",
+        ),
+    };
+    let base = base.as_deref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!("no upstream for this route: start engram serve with {flag}"),
+        )
+    })?;
+    let base = base.trim_end_matches('/');
+    let rest = path_and_query.strip_prefix("/v1").unwrap_or(path_and_query);
+    // The OpenAI base includes /v1; the Anthropic SDK's does not (both spellings work).
+    Ok(if format == Format::OpenAi || base.ends_with("/v1") {
+        format!("{base}{rest}")
+    } else {
+        format!("{base}/v1{rest}")
+    })
+}
+
+/// Checks the engram key (`X-Engram-Key`) when the server has keys.
+fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(keys) = &app.config.api_keys else {
+        return Ok(());
+    };
+    let key = headers
+        .get("x-engram-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    match key.and_then(|k| keys.tenant(k)) {
+        Some(_) => Ok(()),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            if key.is_none() {
+                "missing engram key: send X-Engram-Key: <key> (Authorization goes to the upstream)"
+            } else {
+                "unknown engram key (X-Engram-Key)"
+            },
+        )),
+    }
+}
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat_completions(State(app): State<Arc<App>>, request: Request) -> Response {
+    forward_compacted(app, Format::OpenAi, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `POST /v1/messages`.
+pub(crate) async fn anthropic_messages(State(app): State<Arc<App>>, request: Request) -> Response {
+    forward_compacted(app, Format::Anthropic, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Any other `/v1/*` route: straight through (Anthropic's when the path or the headers say so).
+pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
+    let result = async {
+        authorize(&app, request.headers())?;
+        let anthropic = request.uri().path().starts_with("/v1/messages")
+            || request.headers().contains_key("anthropic-version")
+            || request.headers().contains_key("x-api-key");
+        let format = if anthropic && app.config.proxy.anthropic_upstream.is_some() {
+            Format::Anthropic
+        } else {
+            Format::OpenAi
+        };
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let url = upstream_url(&app, format, &path)?;
+        let method = request.method().clone();
+        let headers = request.headers().clone();
+        let body = axum::body::to_bytes(request.into_body(), app.config.max_body_bytes)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()))?;
+        let response = send(&app, method, &url, &headers, body).await?;
+        Ok::<Response, ApiError>(relay(response, None))
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn send(
+    app: &App,
+    method: axum::http::Method,
+    url: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<reqwest::Response, ApiError> {
+    let mut forwarded = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        if !skipped(name) {
+            forwarded.append(name.clone(), value.clone());
+        }
+    }
+    app.proxy
+        .http
+        .request(method, url)
+        .headers(forwarded)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            // The message names the upstream, never the request's headers (keys).
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                format!("the upstream did not answer: {}", e.without_url()),
+            )
+        })
+}
+
+/// The upstream's response, status, headers and body byte for byte (streamed), plus engram's
+/// headers.
+fn relay(response: reqwest::Response, outcome: Option<&Outcome>) -> Response {
+    let status = response.status();
+    let mut headers = HeaderMap::new();
+    for (name, value) in response.headers() {
+        if !skipped(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    if let Some(o) = outcome {
+        o.headers(&mut headers);
+    }
+    let mut out = Response::new(Body::from_stream(response.bytes_stream()));
+    *out.status_mut() = status;
+    *out.headers_mut() = headers;
+    out
+}
+
+/// The request as engram understands it.
+struct Parsed {
+    value: Value,
+    conversation: Conversation,
+    model: String,
+    max_tokens: Option<usize>,
+}
+
+fn parse(format: Format, body: &[u8]) -> Option<Parsed> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let model = value.get("model")?.as_str()?.to_owned();
+    let conversation = match format {
+        Format::OpenAi => engram::parse_conversation(body).ok()?,
+        Format::Anthropic => engram::anthropic::from_anthropic(&value).ok()?,
+    };
+    let max_tokens = ["max_completion_tokens", "max_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_u64))
+        .map(|n| n as usize);
+    Some(Parsed {
+        value,
+        conversation,
+        model,
+        max_tokens,
+    })
+}
+
+/// The budget for a request: what the window leaves after the reply, less the margin when the
+/// count is an estimate.
+struct Plan {
+    counter: Arc<TokenCounter>,
+    window: usize,
+    room: usize,
+    estimated: bool,
+}
+
+fn plan(app: &App, parsed: &Parsed) -> Plan {
+    let resolved = app.config.registry.resolve(&parsed.model);
+    let configured = app.config.proxy.model_windows.get(&parsed.model).copied();
+    let window = configured.unwrap_or(resolved.spec.context_window);
+    let tokenizer = resolved
+        .spec
+        .tokenizer()
+        .unwrap_or_else(|_| engram::Tokenizer::chars_per_token(4));
+    let estimated = !tokenizer.is_exact();
+    let reserve = parsed
+        .max_tokens
+        .unwrap_or_else(|| resolved.spec.max_output_tokens.min(window / 4))
+        .min(window / 2);
+    let mut room = window.saturating_sub(reserve);
+    if estimated {
+        room = (room as f64 / (1.0 + app.config.proxy.estimate_margin)) as usize;
+    }
+    Plan {
+        counter: app.proxy.counter(tokenizer),
+        window,
+        room,
+        estimated,
+    }
+}
+
+/// Compacts `parsed` to `budget`; the new body and the report's steps.
+fn compact_body(
+    format: Format,
+    parsed: &Parsed,
+    counter: &TokenCounter,
+    budget: usize,
+) -> Result<(Vec<u8>, usize, Vec<&'static str>), String> {
+    let mut options = CompactOptions::new(budget);
+    options.strategy = Strategy::Auto;
+    let compacted = compact(&parsed.conversation, counter, &options).map_err(|e| e.to_string())?;
+    let body = match format {
+        Format::OpenAi => {
+            let mut value = parsed.value.clone();
+            value["messages"] = Value::Array(
+                compacted
+                    .messages
+                    .iter()
+                    .map(|m| m.message.to_value())
+                    .map(|mut v| {
+                        // Ids are engram's; the upstream does not take unknown keys.
+                        if let Value::Object(map) = &mut v {
+                            map.remove("id");
+                        }
+                        v
+                    })
+                    .collect(),
+            );
+            value
+        }
+        Format::Anthropic => {
+            let conversation = Conversation {
+                messages: compacted
+                    .messages
+                    .iter()
+                    .map(|m| m.message.clone())
+                    .collect(),
+                tools: parsed.conversation.tools.clone(),
+                extra: parsed.conversation.extra.clone(),
+            };
+            let mut value =
+                engram::anthropic::to_anthropic(&conversation).map_err(|e| e.to_string())?;
+            // Keys engram does not model pass through as the caller sent them.
+            if let (Value::Object(out), Value::Object(original)) = (&mut value, &parsed.value) {
+                for (k, v) in original {
+                    if k != "messages" && k != "system" && !out.contains_key(k) {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            value
+        }
+    };
+    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+    Ok((bytes, compacted.report.tokens_after, compacted.report.steps))
+}
+
+/// True for an upstream's "the prompt is too long" answer.
+fn context_exceeded(status: StatusCode, body: &[u8]) -> bool {
+    if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
+        return false;
+    }
+    let text = String::from_utf8_lossy(body).to_lowercase();
+    [
+        "context_length_exceeded",
+        "maximum context length",
+        "context length",
+        "context window",
+        "prompt is too long",
+        "exceed_context_size",
+        "exceeds the available context size",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
+
+async fn forward_compacted(
+    app: Arc<App>,
+    format: Format,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authorize(&app, request.headers())?;
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let url = upstream_url(&app, format, &path)?;
+    let method = request.method().clone();
+    let headers = request.headers().clone();
+    let body = axum::body::to_bytes(request.into_body(), app.config.max_body_bytes)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()))?;
+
+    // Count and compact off the async threads (tokenizers and compaction are CPU work).
+    let started = Instant::now();
+    let app2 = Arc::clone(&app);
+    let original = body.clone();
+    let decided = tokio::task::spawn_blocking(move || decide(&app2, format, &original))
+        .await
+        .map_err(ApiError::internal)?;
+    let (mut outcome, parsed, plan, forwarded) = match decided {
+        Some(d) => d,
+        // Not a request engram understands: the upstream answers it as it would.
+        None => {
+            let response = send(&app, method, &url, &headers, body).await?;
+            let outcome = Outcome {
+                note: Some("not parsed; forwarded unchanged".into()),
+                ..Outcome::default()
+            };
+            return Ok(relay(response, Some(&outcome)));
+        }
+    };
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        "proxy: counted and compacted"
+    );
+    let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
+    let status = response.status();
+    if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
+        return Ok(relay(response, Some(&outcome)));
+    }
+    // An error: small, read whole. "Context length exceeded": compact harder once and retry.
+    let response_headers = response.headers().clone();
+    let error_body = response.bytes().await.unwrap_or_default();
+    if !context_exceeded(status, &error_body) {
+        return Ok(replay(status, &response_headers, error_body, &outcome));
+    }
+    let budget = (plan.room as f64 * app.config.proxy.target * 0.5) as usize;
+    let counter = Arc::clone(&plan.counter);
+    let retried =
+        tokio::task::spawn_blocking(move || compact_body(format, &parsed, &counter, budget.max(1)))
+            .await
+            .map_err(ApiError::internal)?;
+    let Ok((bytes, after, steps)) = retried else {
+        return Ok(replay(status, &response_headers, error_body, &outcome));
+    };
+    outcome.retried = true;
+    outcome.tokens_after = after;
+    outcome.steps = steps;
+    app.metrics.compaction(outcome.tokens_before, after);
+    let response = send(&app, method, &url, &headers, Bytes::from(bytes)).await?;
+    Ok(relay(response, Some(&outcome)))
+}
+
+/// A response read whole, sent back as it was.
+fn replay(
+    status: StatusCode,
+    headers: &reqwest::header::HeaderMap,
+    body: Bytes,
+    outcome: &Outcome,
+) -> Response {
+    let mut out = Response::new(Body::from(body));
+    *out.status_mut() = status;
+    for (name, value) in headers {
+        if !skipped(name) {
+            out.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    outcome.headers(out.headers_mut());
+    out
+}
+
+type Decision = (Outcome, Parsed, Plan, Bytes);
+
+/// Counts the request and compacts it when it passes the threshold; `None` when it is not a
+/// request engram can read (forwarded unchanged).
+fn decide(app: &App, format: Format, body: &Bytes) -> Option<Decision> {
+    let parsed = parse(format, body)?;
+    let plan = plan(app, &parsed);
+    let tokens = plan
+        .counter
+        .count_conversation(&parsed.conversation)
+        .total();
+    let mut outcome = Outcome {
+        model: parsed.model.clone(),
+        window: plan.window,
+        tokens_before: tokens,
+        tokens_after: tokens,
+        estimated: plan.estimated,
+        ..Outcome::default()
+    };
+    let threshold = (plan.room as f64 * app.config.proxy.threshold) as usize;
+    if tokens <= threshold {
+        return Some((outcome, parsed, plan, body.clone()));
+    }
+    let budget = (plan.room as f64 * app.config.proxy.target) as usize;
+    match compact_body(format, &parsed, &plan.counter, budget.max(1)) {
+        Ok((bytes, after, steps)) => {
+            outcome.tokens_after = after;
+            outcome.steps = steps;
+            app.metrics.compaction(tokens, after);
+            Some((outcome, parsed, plan, Bytes::from(bytes)))
+        }
+        Err(e) => {
+            // What must be kept does not fit: the upstream gets the request as sent.
+            outcome.note = Some(format!("not compacted: {e}"));
+            Some((outcome, parsed, plan, body.clone()))
+        }
+    }
+}
+
+/// The window each model of the registry (and of `--model-window`) gets, for the start-up log.
+pub(crate) fn describe_windows(app: &App) -> Vec<String> {
+    app.config
+        .proxy
+        .model_windows
+        .iter()
+        .map(|(name, tokens)| {
+            let known = app.config.registry.resolve(name);
+            let how = if known.how == engram::ModelMatch::Fallback {
+                "configured (unknown to the registry)".to_owned()
+            } else {
+                format!(
+                    "configured (the registry says {})",
+                    known.spec.context_window
+                )
+            };
+            format!("{name}: {tokens} tokens, {how}")
+        })
+        .collect()
+}

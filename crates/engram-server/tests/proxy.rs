@@ -1,0 +1,498 @@
+//! The drop-in proxy against a fake upstream on a real socket that records what it receives:
+//! byte-for-byte pass-through when nothing needs doing, a long real trajectory sent turn by turn
+//! arriving within the window with its tool pairs intact, streams relayed byte for byte, one
+//! harder retry on "context length exceeded" (never a loop), other /v1 routes passed through,
+//! the caller's Authorization forwarded and the engram key (X-Engram-Key) not.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use engram_server::{ApiKeys, App, ServeConfig, router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// What the fake upstream saw, and how it answers.
+#[derive(Default)]
+struct Upstream {
+    received: Vec<(String, HeaderMap, Bytes)>,
+    /// Answer "context length exceeded" to this many more chat requests.
+    reject: usize,
+}
+
+type Shared = Arc<Mutex<Upstream>>;
+
+const SSE: &str = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"}}]}\n\n\
+data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+
+async fn chat(State(up): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut up = up.lock().expect("lock");
+    up.received
+        .push(("/v1/chat/completions".into(), headers, body.clone()));
+    if up.reject > 0 {
+        up.reject -= 1;
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            r#"{"error":{"message":"This model's maximum context length is 4096 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+        )
+            .into_response();
+    }
+    let request: Value = serde_json::from_slice(&body).expect("the proxy sends JSON");
+    if request["stream"] == json!(true) {
+        return (
+            [(header::CONTENT_TYPE, "text/event-stream")],
+            Body::from_stream(futures_stream(SSE)),
+        )
+            .into_response();
+    }
+    let n = request["messages"].as_array().map_or(0, Vec::len);
+    (
+        [(header::CONTENT_TYPE, "application/json"), (header::HeaderName::from_static("x-upstream"), "fake")],
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": request["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("saw {n} messages")}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+        })
+        .to_string(),
+    )
+        .into_response()
+}
+
+/// The SSE text in three pieces, as a server would flush it.
+fn futures_stream(
+    text: &'static str,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let (a, rest) = text.split_at(text.len() / 3);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    futures_util::stream::iter([a, b, c].map(|piece| Ok(Bytes::from(piece))))
+}
+
+async fn anthropic(State(up): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    up.lock()
+        .expect("lock")
+        .received
+        .push(("/v1/messages".into(), headers, body.clone()));
+    let request: Value = serde_json::from_slice(&body).expect("the proxy sends JSON");
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": request["model"],
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 1}
+        })
+        .to_string(),
+    )
+        .into_response()
+}
+
+async fn models(State(up): State<Shared>, headers: HeaderMap) -> Response {
+    up.lock()
+        .expect("lock")
+        .received
+        .push(("/v1/models".into(), headers, Bytes::new()));
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        r#"{"object":"list","data":[{"id":"gpt-4o","object":"model"}]}"#,
+    )
+        .into_response()
+}
+
+/// The fake upstream on a real socket; its base URL (`/v1` included).
+async fn upstream() -> (String, Shared) {
+    let shared: Shared = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/messages", post(anthropic))
+        .route("/v1/models", get(models))
+        .with_state(Arc::clone(&shared));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.ok();
+    });
+    (format!("http://{addr}/v1"), shared)
+}
+
+const KEY: &str = "acme-0123456789abcdef";
+
+fn engram(base: &str, keys: bool) -> axum::Router {
+    let dir = std::env::temp_dir().join(format!(
+        "engram-proxy-{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    ));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut config = ServeConfig::new(dir.join("engram.db"));
+    config.proxy.openai_upstream = Some(base.to_owned());
+    // The Anthropic SDK's base URL has no /v1.
+    config.proxy.anthropic_upstream = Some(base.trim_end_matches("/v1").to_owned());
+    config.proxy.model_windows.insert("gpt-4o".into(), 16_000);
+    config
+        .proxy
+        .model_windows
+        .insert("claude-sonnet-4".into(), 16_000);
+    if keys {
+        config.api_keys = Some(ApiKeys::parse(&format!("acme:{KEY}\n"), "test").expect("keys"));
+    }
+    router(App::new(config).expect("app"))
+}
+
+async fn send(app: &axum::Router, request: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
+    let response = app.clone().oneshot(request).await.expect("response");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), 64 << 20)
+        .await
+        .expect("body");
+    (status, headers, body)
+}
+
+fn post_json(path: &str, body: &[u8]) -> Request<Body> {
+    Request::builder()
+        .method("POST")
+        .uri(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, "Bearer sk-caller-own-key")
+        .body(Body::from(body.to_vec()))
+        .expect("request")
+}
+
+fn trajectory() -> Vec<Value> {
+    let dir = std::env::var_os("ENGRAM_DEV_DATA").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/dev"),
+        PathBuf::from,
+    );
+    let text = std::fs::read_to_string(dir.join("sweagent_demos.jsonl")).expect("dev data");
+    let longest = text.lines().max_by_key(|l| l.len()).expect("a line");
+    let record: Value = serde_json::from_str(longest).expect("json");
+    record["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m.as_object_mut().expect("object").remove("id");
+            m
+        })
+        .collect()
+}
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_request_and_its_reply_pass_byte_for_byte() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    // Odd spacing and key order: forwarded exactly as sent.
+    let body =
+        br#"{ "model":"gpt-4o",  "messages":[{"role":"user","content":"hi"}], "temperature":0.2 }"#;
+    let (status, headers, reply) = send(&app, post_json("/v1/chat/completions", body)).await;
+    assert_eq!(status, StatusCode::OK);
+    let received = up.lock().expect("lock").received.clone();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        &received[0].2[..],
+        &body[..],
+        "the upstream got the bytes sent"
+    );
+    assert_eq!(
+        header_str(&received[0].1, "authorization"),
+        "Bearer sk-caller-own-key",
+        "the caller's key goes through"
+    );
+    assert_eq!(
+        header_str(&headers, "x-upstream"),
+        "fake",
+        "the upstream's headers come back"
+    );
+    assert_eq!(header_str(&headers, "x-engram-steps"), "none");
+    assert_eq!(header_str(&headers, "x-engram-window"), "16000");
+    let reply: Value = serde_json::from_slice(&reply).expect("json");
+    assert_eq!(reply["choices"][0]["message"]["content"], "saw 1 messages");
+}
+
+/// A long real SWE-agent trajectory, sent turn by turn as an agent resends its growing history:
+/// every request arrives within the window, the system prompt and the task stay, tool calls keep
+/// their results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let messages = trajectory();
+    let counter = engram::TokenCounter::new(engram::Tokenizer::o200k().expect("o200k"));
+    let mut compacted = 0;
+    let mut sent = 0;
+    for end in 2..=messages.len() {
+        // Agents send after a user or tool message.
+        if messages[end - 1]["role"] == "assistant" {
+            continue;
+        }
+        let body = json!({"model": "gpt-4o", "messages": &messages[..end], "max_tokens": 1000});
+        let (status, headers, _) = send(
+            &app,
+            post_json("/v1/chat/completions", body.to_string().as_bytes()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        sent += 1;
+        let (_, _, got) = up
+            .lock()
+            .expect("lock")
+            .received
+            .last()
+            .cloned()
+            .expect("received");
+        let got: Value = serde_json::from_slice(&got).expect("json");
+        let conversation = engram::parse_conversation(got.to_string().as_bytes()).expect("parses");
+        let tokens = counter.count_conversation(&conversation).total();
+        assert!(
+            tokens <= 16_000 - 1000,
+            "turn {end}: {tokens} tokens upstream"
+        );
+        let list = got["messages"].as_array().expect("messages");
+        assert_eq!(list[0], messages[0], "the system prompt stays");
+        assert_eq!(
+            list.last(),
+            messages.get(end - 1),
+            "the newest message stays"
+        );
+        // Every tool result follows the assistant message that called it.
+        let mut open: Vec<String> = Vec::new();
+        for m in list {
+            if let Some(calls) = m["tool_calls"].as_array() {
+                open = calls
+                    .iter()
+                    .map(|c| c["id"].as_str().expect("id").to_owned())
+                    .collect();
+            } else if m["role"] == "tool" {
+                let id = m["tool_call_id"].as_str().expect("tool_call_id");
+                assert!(
+                    open.iter().any(|o| o == id),
+                    "turn {end}: orphan tool result {id}"
+                );
+            }
+        }
+        if header_str(&headers, "x-engram-steps") != "none" {
+            compacted += 1;
+            let before: usize = header_str(&headers, "x-engram-tokens-before")
+                .parse()
+                .expect("n");
+            let after: usize = header_str(&headers, "x-engram-tokens-after")
+                .parse()
+                .expect("n");
+            assert!(after < before);
+            assert_eq!(after, tokens, "the reported count is what the upstream got");
+        }
+    }
+    assert!(
+        compacted > 0 && sent > compacted,
+        "{compacted} of {sent} turns compacted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_comes_back_byte_for_byte() {
+    let (base, _up) = upstream().await;
+    let app = engram(&base, false);
+    let body = br#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let (status, headers, reply) = send(&app, post_json("/v1/chat/completions", body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header_str(&headers, "content-type"), "text/event-stream");
+    assert_eq!(std::str::from_utf8(&reply).expect("utf-8"), SSE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_length_exceeded_is_retried_once_harder_and_never_looped() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let messages = trajectory();
+    // Small enough that engram does not compact it, large enough to compact when told.
+    let body = json!({"model": "gpt-4o", "messages": &messages[..12]}).to_string();
+    up.lock().expect("lock").reject = 1;
+    let (status, headers, _) = send(&app, post_json("/v1/chat/completions", body.as_bytes())).await;
+    assert_eq!(status, StatusCode::OK, "the retry went through");
+    assert_eq!(header_str(&headers, "x-engram-retried"), "true");
+    {
+        let received = &up.lock().expect("lock").received;
+        assert_eq!(received.len(), 2);
+        assert_eq!(&received[0].2[..], body.as_bytes(), "first as sent");
+        assert!(received[1].2.len() < received[0].2.len(), "then smaller");
+    }
+    // An upstream that keeps refusing gets exactly one retry; its error comes back.
+    up.lock().expect("lock").reject = 100;
+    let (status, _, reply) = send(&app, post_json("/v1/chat/completions", body.as_bytes())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&reply).contains("context_length_exceeded"));
+    assert_eq!(
+        up.lock().expect("lock").received.len(),
+        4,
+        "one retry, no loop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_requests_are_compacted_in_their_own_format() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    // The trajectory in Anthropic's format: system on top, text turns (long ones).
+    let mut turns = Vec::new();
+    for i in 0..60 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        turns.push(json!({"role": role, "content": format!("turn {i}: {}", "details of the failing build in src/lib.rs ".repeat(40))}));
+    }
+    turns.push(json!({"role": "user", "content": "Now fix the failing test in tests/api.rs"}));
+    let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "system": "You are a careful engineer.", "messages": turns, "metadata": {"user_id": "u1"}});
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/messages")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("x-api-key", "sk-ant-caller")
+        .header("anthropic-version", "2023-06-01")
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let (status, headers, _) = send(&app, request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        header_str(&headers, "x-engram-estimated"),
+        "true",
+        "Claude's counts are estimates"
+    );
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
+    let (path, got_headers, got) = up
+        .lock()
+        .expect("lock")
+        .received
+        .last()
+        .cloned()
+        .expect("received");
+    assert_eq!(path, "/v1/messages");
+    assert_eq!(header_str(&got_headers, "x-api-key"), "sk-ant-caller");
+    let got: Value = serde_json::from_slice(&got).expect("json");
+    // The system prompt stays first; the digest of the dropped turns joins it (Anthropic has
+    // no system role inside `messages`).
+    let system = &got["system"];
+    let first = system
+        .as_str()
+        .or_else(|| system[0]["text"].as_str())
+        .expect("a system prompt");
+    assert_eq!(first, "You are a careful engineer.");
+    assert!(
+        system
+            .to_string()
+            .contains("[Session context consolidated]"),
+        "the digest is there: {system}"
+    );
+    assert_eq!(got["max_tokens"], 1024);
+    assert_eq!(
+        got["metadata"],
+        json!({"user_id": "u1"}),
+        "unmodelled keys pass through"
+    );
+    let list = got["messages"].as_array().expect("messages");
+    assert!(list.len() < 61, "compacted: {} messages", list.len());
+    assert_eq!(
+        list.last().expect("last")["content"],
+        json!("Now fix the failing test in tests/api.rs")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_routes_pass_through_and_the_engram_key_stays_with_engram() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, true);
+    let get_models = |key: Option<&str>| {
+        let mut r = Request::builder()
+            .uri("/v1/models")
+            .header(header::AUTHORIZATION, "Bearer sk-caller-own-key");
+        if let Some(k) = key {
+            r = r.header("x-engram-key", k);
+        }
+        r.body(Body::empty()).expect("request")
+    };
+    let (status, _, body) = send(&app, get_models(None)).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    assert!(String::from_utf8_lossy(&body).contains("X-Engram-Key"));
+    let (status, _, _) = send(&app, get_models(Some("wrong-0123456789abcdef"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(
+        up.lock().expect("lock").received.is_empty(),
+        "nothing reached the upstream"
+    );
+    let (status, _, body) = send(&app, get_models(Some(KEY))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&body).contains("gpt-4o"));
+    let (path, headers, _) = up.lock().expect("lock").received[0].clone();
+    assert_eq!(path, "/v1/models");
+    assert_eq!(
+        header_str(&headers, "authorization"),
+        "Bearer sk-caller-own-key"
+    );
+    assert!(
+        headers.get("x-engram-key").is_none(),
+        "the engram key is not forwarded"
+    );
+    // The REST routes still take the key as a bearer token and are not proxied.
+    let (status, _, _) = send(
+        &app,
+        Request::builder()
+            .uri("/v1/sessions")
+            .header(header::AUTHORIZATION, format!("Bearer {KEY}"))
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(up.lock().expect("lock").received.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_upstream_the_proxy_routes_say_what_to_configure() {
+    let dir = std::env::temp_dir().join(format!("engram-proxy-none-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let app = router(App::new(ServeConfig::new(dir.join("e.db"))).expect("app"));
+    let (status, _, body) = send(
+        &app,
+        post_json(
+            "/v1/chat/completions",
+            br#"{"model":"gpt-4o","messages":[]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert!(
+        String::from_utf8_lossy(&body).contains("--upstream"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let (status, _, _) = send(
+        &app,
+        Request::builder()
+            .uri("/v1/models")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "no upstream: unknown routes stay 404s"
+    );
+}
