@@ -1,0 +1,267 @@
+"""`engram serve` as a drop-in proxy, driven by the official `openai` and `anthropic` SDKs
+pointed at its base URL: against a fake upstream that records what it receives (a long real
+trajectory sent turn by turn arrives within the window, tool pairs intact; the SDKs parse every
+reply, streamed or not), and against the real llama-server with SmolLM2."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import engram
+from test_compact import tool_pairs_intact
+from test_real_model import llama  # noqa: F401  (the fixture)
+
+WINDOW = 16_000
+REPLY = 1_000
+
+
+def engram_bin() -> str:
+    path = os.environ.get("ENGRAM_BIN")
+    if not path or not os.path.isfile(path):
+        pytest.skip("needs the engram binary: set ENGRAM_BIN (scripts/test.sh does)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Upstream:
+    """A fake OpenAI and Anthropic API: records each request; answers JSON or SSE."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, content_type: str, data: bytes, length: bool = True) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                if length:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                fake.requests.append({"path": self.path, "headers": dict(self.headers)})
+                self._send("application/json",
+                           b'{"object":"list","data":[{"id":"gpt-4o","object":"model","created":0,"owned_by":"x"}]}')
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
+                n = len(body.get("messages", []))
+                if self.path.endswith("/chat/completions"):
+                    if body.get("stream"):
+                        chunks = [
+                            {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o",
+                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "saw "}}]},
+                            {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o",
+                             "choices": [{"index": 0, "delta": {"content": f"{n} messages"},
+                                          "finish_reason": "stop"}]},
+                        ]
+                        data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                        self._send("text/event-stream", data.encode(), length=False)
+                        return
+                    reply = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-4o",
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": f"saw {n} messages"}}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                    self._send("application/json", json.dumps(reply).encode())
+                    return
+                # Anthropic /v1/messages
+                if body.get("stream"):
+                    events = [
+                        ("message_start", {"type": "message_start", "message": {
+                            "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                            "content": [], "stop_reason": None, "stop_sequence": None,
+                            "usage": {"input_tokens": 10, "output_tokens": 0}}}),
+                        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                                 "content_block": {"type": "text", "text": ""}}),
+                        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                 "delta": {"type": "text_delta", "text": f"saw {n} messages"}}),
+                        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                        ("message_delta", {"type": "message_delta",
+                                           "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                           "usage": {"output_tokens": 3}}),
+                        ("message_stop", {"type": "message_stop"}),
+                    ]
+                    data = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events)
+                    self._send("text/event-stream", data.encode(), length=False)
+                    return
+                reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
+                         "content": [{"type": "text", "text": f"saw {n} messages"}],
+                         "stop_reason": "end_turn", "stop_sequence": None,
+                         "usage": {"input_tokens": 10, "output_tokens": 3}}
+                self._send("application/json", json.dumps(reply).encode())
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_engram(*args: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    db = pathlib.Path(tempfile.mkdtemp()) / "engram.db"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ENGRAM_") or k in ("ENGRAM_DEV_DATA",)}
+    env["XDG_CONFIG_HOME"] = str(db.parent / "no-config")
+    proc = subprocess.Popen([engram_bin(), "--db", str(db), "serve", "--listen", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise AssertionError(f"engram serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        assert time.time() < deadline, "engram serve did not start"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def proxy():
+    upstream = Upstream()
+    proc, base = start_engram("--upstream", f"{upstream.root}/v1", "--anthropic-upstream", upstream.root,
+                              "--model-window", f"gpt-4o={WINDOW}", "--model-window", f"claude-sonnet-4={WINDOW}")
+    yield base, upstream
+    proc.terminate()
+    proc.wait(timeout=30)
+    upstream.close()
+
+
+def turn_ends(messages: list[dict]) -> list[int]:
+    """Where an agent sends: after each user or tool message."""
+    return [i + 1 for i, m in enumerate(messages) if i >= 1 and m["role"] in ("user", "tool")]
+
+
+def test_the_openai_sdk_sends_a_long_trajectory_turn_by_turn(proxy, trajectory):
+    import openai
+
+    base, upstream = proxy
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-caller-own-key", max_retries=0)
+    compacted = 0
+    ends = turn_ends(trajectory)
+    for k, end in enumerate(ends):
+        history = trajectory[:end]
+        if k % 2:
+            stream = client.chat.completions.create(model="gpt-4o", messages=history, max_tokens=REPLY,
+                                                    stream=True)
+            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        else:
+            raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=history,
+                                                                   max_tokens=REPLY)
+            if raw.headers.get("x-engram-steps", "none") != "none":
+                compacted += 1
+            text = raw.parse().choices[0].message.content
+        got = upstream.requests[-1]
+        assert got["headers"].get("Authorization") == "Bearer sk-caller-own-key"
+        sent = got["body"]["messages"]
+        assert text == f"saw {len(sent)} messages", "the SDK parsed the reply"
+        tokens = engram.count_tokens(sent, model="gpt-4o")
+        assert tokens <= WINDOW - REPLY, f"turn {end}: {tokens} tokens upstream"
+        assert sent[0] == trajectory[0], "the system prompt stays"
+        assert sent[-1] == trajectory[end - 1], "the newest message stays"
+        tool_pairs_intact(sent)
+    assert compacted > 0, "the trajectory outgrew the window"
+    assert len(upstream.requests) == len(ends)
+
+
+def test_the_anthropic_sdk_gets_compacted_requests_and_parses_replies(proxy):
+    import anthropic
+
+    base, upstream = proxy
+    client = anthropic.Anthropic(base_url=base, api_key="sk-ant-caller", max_retries=0)
+    turns = []
+    for i in range(60):
+        turns.append({"role": "user" if i % 2 == 0 else "assistant",
+                      "content": f"turn {i}: " + "details of the failing build in src/lib.rs " * 40})
+    turns.append({"role": "user", "content": "Now fix the failing test in tests/api.rs"})
+    reply = client.messages.create(model="claude-sonnet-4", max_tokens=REPLY, system="You are careful.",
+                                   messages=turns)
+    sent = upstream.requests[-1]
+    assert sent["headers"].get("x-api-key") == "sk-ant-caller"
+    assert len(sent["body"]["messages"]) < len(turns), "compacted"
+    assert reply.content[0].text == f"saw {len(sent['body']['messages'])} messages"
+    with client.messages.stream(model="claude-sonnet-4", max_tokens=REPLY, system="You are careful.",
+                                messages=turns) as stream:
+        text = "".join(stream.text_stream)
+    assert text == f"saw {len(upstream.requests[-1]['body']['messages'])} messages"
+    assert upstream.requests[-1]["body"]["messages"][-1]["content"] == "Now fix the failing test in tests/api.rs"
+
+
+def test_other_routes_pass_through(proxy):
+    import openai
+
+    base, upstream = proxy
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-caller-own-key", max_retries=0)
+    assert [m.id for m in client.models.list()] == ["gpt-4o"]
+    assert upstream.requests[-1]["path"] == "/v1/models"
+
+
+def test_a_real_model_behind_the_proxy(llama, trajectory):  # noqa: F811
+    """SmolLM2 in llama-server (a 4,096-token context) behind engram: a long real trajectory, turn
+    by turn, through the openai SDK, and a request through the anthropic SDK to llama-server's
+    Anthropic endpoint. llama-server refuses any request longer than its context, so every
+    answer is proof that engram kept the request within it."""
+    import anthropic
+    import openai
+
+    root = llama.removesuffix("/v1")
+    proc, base = start_engram("--upstream", llama, "--anthropic-upstream", root,
+                              "--model-window", "smollm2=4096")
+    try:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=300)
+        ends = turn_ends(trajectory)
+        compacted = 0
+        for k, end in enumerate(ends[::3][:10]):
+            if k % 2:
+                stream = client.chat.completions.create(model="smollm2", messages=trajectory[:end],
+                                                        max_tokens=8, stream=True)
+                text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+                assert isinstance(text, str)
+            else:
+                raw = client.chat.completions.with_raw_response.create(model="smollm2",
+                                                                       messages=trajectory[:end], max_tokens=8)
+                if raw.headers.get("x-engram-steps", "none") != "none":
+                    compacted += 1
+                reply = raw.parse()
+                assert reply.choices[0].message is not None
+                assert reply.usage is not None and reply.usage.prompt_tokens < 4096
+        assert compacted > 0, "the trajectory outgrew SmolLM2's context"
+        claude = anthropic.Anthropic(base_url=base, api_key="none", max_retries=0, timeout=300)
+        reply = claude.messages.create(model="smollm2", max_tokens=8,
+                                       messages=[m for m in trajectory[1:2]] + [
+                                           {"role": "assistant", "content": "Looking."},
+                                           {"role": "user", "content": "Go on."}])
+        assert reply.type == "message"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
