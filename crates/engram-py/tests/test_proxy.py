@@ -59,13 +59,13 @@ class Upstream:
                 self.wfile.write(data)
 
             def do_GET(self):
-                fake.requests.append({"path": self.path, "headers": dict(self.headers)})
+                fake.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}})
                 self._send("application/json",
                            b'{"object":"list","data":[{"id":"gpt-4o","object":"model","created":0,"owned_by":"x"}]}')
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
+                fake.requests.append({"path": self.path, "body": body, "headers": {k.lower(): v for k, v in self.headers.items()}})
                 n = len(body.get("messages", []))
                 if self.path.endswith("/chat/completions"):
                     if body.get("stream"):
@@ -182,7 +182,7 @@ def test_the_openai_sdk_sends_a_long_trajectory_turn_by_turn(proxy, trajectory):
                 compacted += 1
             text = raw.parse().choices[0].message.content
         got = upstream.requests[-1]
-        assert got["headers"].get("Authorization") == "Bearer sk-caller-own-key"
+        assert got["headers"].get("authorization") == "Bearer sk-caller-own-key"
         sent = got["body"]["messages"]
         assert text == f"saw {len(sent)} messages", "the SDK parsed the reply"
         tokens = engram.count_tokens(sent, model="gpt-4o")
@@ -207,7 +207,8 @@ def test_the_anthropic_sdk_gets_compacted_requests_and_parses_replies(proxy):
     reply = client.messages.create(model="claude-sonnet-4", max_tokens=REPLY, system="You are careful.",
                                    messages=turns)
     sent = upstream.requests[-1]
-    assert sent["headers"].get("x-api-key") == "sk-ant-caller"
+    # The caller's key reaches the upstream as the SDK sent it (x-api-key, or a bearer token).
+    assert "sk-ant-caller" in (sent["headers"].get("x-api-key", "") + sent["headers"].get("authorization", ""))
     assert len(sent["body"]["messages"]) < len(turns), "compacted"
     assert reply.content[0].text == f"saw {len(sent['body']['messages'])} messages"
     with client.messages.stream(model="claude-sonnet-4", max_tokens=REPLY, system="You are careful.",

@@ -281,7 +281,8 @@ async fn send(
 ) -> Result<reqwest::Response, ApiError> {
     let mut forwarded = reqwest::header::HeaderMap::new();
     for (name, value) in headers {
-        if !skipped(name) {
+        // Identity bodies: engram reads an error reply to spot "context length exceeded".
+        if !skipped(name) && name != axum::http::header::ACCEPT_ENCODING {
             forwarded.append(name.clone(), value.clone());
         }
     }

@@ -1,0 +1,127 @@
+"""The proxy's added latency on loopback: the same requests sent straight to a fake upstream and
+through `engram serve --upstream`, side by side in one run; p50 and p99 of each and the difference.
+
+    python3 bench/proxy_overhead.py --engram-bin target/release/engram [--n 400]
+
+Cases: a short request that needs no compaction (forwarded byte for byte), and a long real
+trajectory prefix (SWE-agent, the dev data) over the threshold of a 16,000-token window, which
+engram compacts (masking and extractive steps) before forwarding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import pathlib
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+REPLY = b'{"id":"c","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(REPLY)))
+        self.end_headers()
+        self.wfile.write(REPLY)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def trajectory(data: pathlib.Path) -> list[dict]:
+    records = [json.loads(l) for l in open(data / "sweagent_demos.jsonl", encoding="utf-8") if l.strip()]
+    longest = max(records, key=lambda r: len(json.dumps(r["messages"])))
+    return [{k: v for k, v in m.items() if k != "id"} for m in longest["messages"]]
+
+
+def timed(port: int, body: bytes, n: int) -> list[float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    out = []
+    for i in range(n + 20):
+        start = time.perf_counter()
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+        if i >= 20:  # warm-up
+            out.append((time.perf_counter() - start) * 1e3)
+    conn.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engram-bin", default="target/release/engram")
+    ap.add_argument("--data", default=str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"))
+    ap.add_argument("--n", type=int, default=400)
+    args = ap.parse_args()
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    up_port = upstream.server_address[1]
+    port = free_port()
+    db = pathlib.Path(tempfile.mkdtemp()) / "engram.db"
+    proc = subprocess.Popen([args.engram_bin, "--db", str(db), "serve", "--listen", f"127.0.0.1:{port}",
+                             "--upstream", f"http://127.0.0.1:{up_port}/v1", "--model-window", "gpt-4o=16000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")})
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        messages = trajectory(pathlib.Path(args.data))
+        small = json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:3]}).encode()
+        # The longest prefix under ~1.2x the window: over the threshold, compacted.
+        long_body = None
+        for end in range(len(messages), 2, -1):
+            body = json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:end]}).encode()
+            if len(body) < 16000 * 4 * 1.2:
+                long_body = body
+                break
+        assert long_body is not None
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", long_body,
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            steps = r.headers.get("x-engram-steps")
+            before, after = r.headers.get("x-engram-tokens-before"), r.headers.get("x-engram-tokens-after")
+        print(f"long request: {len(long_body)} bytes, {before} -> {after} tokens, steps {steps}")
+        print(f"| case | direct p50 | via engram p50 | added p50 | direct p99 | via engram p99 |")
+        print(f"|---|---:|---:|---:|---:|---:|")
+        for name, body in [("no compaction (byte for byte)", small), (f"compacted ({steps})", long_body)]:
+            direct = timed(up_port, body, args.n)
+            proxied = timed(port, body, args.n)
+            q = lambda xs, p: statistics.quantiles(xs, n=100)[p - 1]
+            print(f"| {name} | {statistics.median(direct):.2f} ms | {statistics.median(proxied):.2f} ms | "
+                  f"{statistics.median(proxied) - statistics.median(direct):.2f} ms | {q(direct, 99):.2f} ms | "
+                  f"{q(proxied, 99):.2f} ms |")
+    finally:
+        proc.terminate()
+        proc.wait()
+        upstream.shutdown()
+
+
+if __name__ == "__main__":
+    main()
