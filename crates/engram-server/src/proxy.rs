@@ -510,12 +510,17 @@ async fn forward_compacted(
     if !context_exceeded(status, &error_body) {
         return Ok(replay(status, &response_headers, error_body, &outcome));
     }
+    // Our count was too low for this upstream: half the target, or failing that, what was sent
+    // less a quarter.
     let budget = (plan.room as f64 * app.config.proxy.target * 0.5) as usize;
+    let fallback = outcome.tokens_after * 3 / 4;
     let counter = Arc::clone(&plan.counter);
-    let retried =
-        tokio::task::spawn_blocking(move || compact_body(format, &parsed, &counter, budget.max(1)))
-            .await
-            .map_err(ApiError::internal)?;
+    let retried = tokio::task::spawn_blocking(move || {
+        compact_body(format, &parsed, &counter, budget.max(1))
+            .or_else(|_| compact_body(format, &parsed, &counter, fallback.max(1)))
+    })
+    .await
+    .map_err(ApiError::internal)?;
     let Ok((bytes, after, steps)) = retried else {
         return Ok(replay(status, &response_headers, error_body, &outcome));
     };
@@ -568,8 +573,12 @@ fn decide(app: &App, format: Format, body: &Bytes) -> Option<Decision> {
     if tokens <= threshold {
         return Some((outcome, parsed, plan, body.clone()));
     }
-    let budget = (plan.room as f64 * app.config.proxy.target) as usize;
-    match compact_body(format, &parsed, &plan.counter, budget.max(1)) {
+    // The target, or when what must stay (the system prompt, the newest turn) is larger than
+    // that, all the room there is.
+    let target = (plan.room as f64 * app.config.proxy.target) as usize;
+    let compacted = compact_body(format, &parsed, &plan.counter, target.max(1))
+        .or_else(|_| compact_body(format, &parsed, &plan.counter, plan.room.max(1)));
+    match compacted {
         Ok((bytes, after, steps)) => {
             outcome.tokens_after = after;
             outcome.steps = steps;
