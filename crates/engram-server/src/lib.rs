@@ -394,6 +394,13 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         );
     }
     let router = router(Arc::clone(&app));
+    // Replies (and streamed chunks) go out at once: without TCP_NODELAY a response written in
+    // two pieces can wait 40 ms for a delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())
         .await
