@@ -626,4 +626,10 @@ pub(crate) struct ServeArgs {
     /// repeatable. Also the config's [server] model_windows table.
     #[arg(long = "model-window", value_name = "NAME=TOKENS")]
     pub(crate) model_windows: Vec<String>,
+    /// The model that writes the summaries of the proxy's and the sessions' compactions and of
+    /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
+    /// The proxy keeps each summary by the hash of the messages it replaces, so an agent
+    /// resending its growing history pays for each summary once.
+    #[command(flatten)]
+    pub(crate) summarizer: SummarizerArgs,
 }

@@ -78,6 +78,21 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     serve.registry = registry;
     serve.policy = config.session_policy();
     serve.sleep = crate::config::sleep_settings(&config);
+    if args.summarizer.summary_prompt.is_some() {
+        return Err(user_error!(
+            "--summary-prompt applies to `engram compact` and `engram summarize`; engram serve summarises with the structured handoff prompt"
+        ));
+    }
+    if let Some(model) = crate::summarizer::from_args_with_windows(
+        &serve.registry,
+        &args.summarizer,
+        &config,
+        &serve.proxy.model_windows,
+    )? {
+        serve.summarizer = Some(model.clone());
+        serve.sleep.summarizer = Some(model.clone());
+        serve.sleep.compact.summarizer = Some(model);
+    }
     if config.memory.auto_sleep {
         let ms = config.auto_sleep_interval_ms().max(1_000);
         serve.auto_sleep = Some(Duration::from_millis(ms as u64));

@@ -32,6 +32,17 @@ pub(crate) fn from_args(
     args: &SummarizerArgs,
     config: &engram::config::Config,
 ) -> anyhow::Result<Option<Arc<LlmSummarizer>>> {
+    from_args_with_windows(registry, args, config, &std::collections::BTreeMap::new())
+}
+
+/// [`from_args`], with the windows of models the registry does not know (`engram serve
+/// --model-window`): a local server's model summarising has its own small window.
+pub(crate) fn from_args_with_windows(
+    registry: &ModelRegistry,
+    args: &SummarizerArgs,
+    config: &engram::config::Config,
+    windows: &std::collections::BTreeMap<String, usize>,
+) -> anyhow::Result<Option<Arc<LlmSummarizer>>> {
     let from_config;
     let args = match (&args.summarizer, &config.summarizer) {
         (None, Some(c)) => {
@@ -67,7 +78,10 @@ pub(crate) fn from_args(
         config.api_key_env = Some(var.clone());
     }
     let client = Client::new(config).map_err(|e| user_error!("--summarizer: {e}"))?;
-    let window = registry.resolve(&model).spec.context_window;
+    let window = windows
+        .get(&model)
+        .copied()
+        .unwrap_or_else(|| registry.resolve(&model).spec.context_window);
     Ok(Some(Arc::new(LlmSummarizer::new(client, window))))
 }
 

@@ -290,7 +290,12 @@ fn open<'s>(app: &App, store: &'s TenantStore, id: &str) -> Result<Session<'s>, 
         .resolve(&session.info().model)
         .spec
         .price;
-    Ok(session.with_policy(app.config.policy).with_price(price))
+    let mut options = CompactOptions::new(session.info().window);
+    options.summarizer.clone_from(&app.config.summarizer);
+    Ok(session
+        .with_policy(app.config.policy)
+        .with_price(price)
+        .with_options(options))
 }
 
 async fn create_session(
@@ -508,6 +513,7 @@ async fn compact(
         };
         let mut options = CompactOptions::new(target);
         options.strategy = strategy;
+        options.summarizer.clone_from(&app.config.summarizer);
         let mut session = session.with_options(options);
         let record = session.compact(Trigger::Manual, target, focus.as_deref())?;
         app.metrics

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engram::ModelRegistry;
+use engram::compact::summarize::Summarizer;
 use engram::memory::MemoryError;
 use engram::session::SessionPolicy;
 use engram::session::Store;
@@ -68,6 +69,9 @@ pub struct ServeConfig {
     pub max_message_bytes: usize,
     /// The OpenAI/Anthropic proxy: upstreams, windows of unknown models, thresholds.
     pub proxy: ProxyConfig,
+    /// Writes the summaries of the proxy's and the sessions' compactions (an LLM); `None`:
+    /// the extractive digest.
+    pub summarizer: Option<Arc<dyn Summarizer>>,
 }
 
 impl ServeConfig {
@@ -89,6 +93,7 @@ impl ServeConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             proxy: ProxyConfig::default(),
+            summarizer: None,
         }
     }
 }
@@ -374,6 +379,15 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
                 StoreLocation::Postgres(_) =>
                     format!("store {} (a tenant column)", app.config.store),
             }
+        ),
+    }
+    match &app.config.summarizer {
+        Some(s) => eprintln!(
+            "engram serve: summaries are written by {} (the extractive digest when it fails)",
+            s.name()
+        ),
+        None => eprintln!(
+            "engram serve: summaries are written by the extractive digest (no --summarizer)"
         ),
     }
     for (format, url) in [

@@ -14,8 +14,18 @@
 //! unknown model its window) through one counter per tokenizer whose cache is keyed by message
 //! content, so an agent resending its growing history pays only for the new turn. Where the
 //! count is an estimate (Claude), a safety margin is kept.
+//!
+//! Compaction runs the configured pipeline (the summarizer of `[summarizer]` / `--summarizer`
+//! when there is one, else the extractive digest). Each summary is kept by the hash of the
+//! messages it replaces (the request's first messages up to where the kept history starts):
+//! the next request of the same agent starts with the same messages, so it is sent as the
+//! system prompt, the same summary and the history after it, untouched, for as long as that
+//! stays under the threshold; only then is it compacted again, the summarizer merging the new
+//! history into its previous summary. So an agent resending its growing history pays for each
+//! summary once, and the upstream sees a stable prefix (which its own prompt cache rewards).
+//! Nothing else is kept between requests.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -23,8 +33,9 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use engram::compact::{CompactOptions, Strategy, compact};
-use engram::{Conversation, TokenCounter};
+use engram::compact::summarize::{PreviousSummary, SUMMARY_HEADER};
+use engram::compact::{CompactOptions, Kind, Strategy, compact};
+use engram::{Conversation, Message, TokenCounter};
 use serde_json::Value;
 
 use crate::App;
@@ -78,10 +89,11 @@ pub fn parse_model_window(text: &str) -> Result<(String, usize), String> {
     Ok((name.trim().to_owned(), tokens))
 }
 
-/// The proxy's state: an HTTP client and one counter per tokenizer.
+/// The proxy's state: an HTTP client, one counter per tokenizer and the summaries it wrote.
 pub(crate) struct Proxy {
     http: reqwest::Client,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
+    summaries: Mutex<SummaryCache>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -98,7 +110,12 @@ impl Proxy {
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             counters: Mutex::new(HashMap::new()),
+            summaries: Mutex::new(SummaryCache::default()),
         }
+    }
+
+    fn summaries(&self) -> std::sync::MutexGuard<'_, SummaryCache> {
+        self.summaries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn counter(&self, tokenizer: engram::Tokenizer) -> Arc<TokenCounter> {
@@ -109,6 +126,138 @@ impl Proxy {
                 .entry(id)
                 .or_insert_with(|| Arc::new(TokenCounter::new(tokenizer))),
         )
+    }
+}
+
+/// Most summaries kept, and most bytes of summary text; the oldest go first.
+const CACHE_ENTRIES: usize = 4_096;
+const CACHE_BYTES: usize = 32 << 20;
+
+/// A summary the proxy wrote, for the requests that start with the messages it replaces.
+#[derive(Debug, Clone)]
+struct CachedSummary {
+    /// The summary message as it was sent.
+    message: Message,
+    /// What the summarizer is given to merge the history that follows into (a model-written
+    /// summary; `None` for the extractive digest, which is rebuilt instead).
+    previous: Option<PreviousSummary>,
+}
+
+impl CachedSummary {
+    fn bytes(&self) -> usize {
+        let text = self.message.text().len();
+        text + self.previous.as_ref().map_or(0, |p| {
+            p.text.len() + p.covers.iter().map(String::len).sum::<usize>()
+        })
+    }
+}
+
+/// Summaries by the hash of the prefix of messages they replace (see the module's notes).
+#[derive(Debug, Default)]
+struct SummaryCache {
+    entries: HashMap<u128, CachedSummary>,
+    order: VecDeque<u128>,
+    bytes: usize,
+}
+
+impl SummaryCache {
+    /// The summary replacing the longest prefix of the request (`prefixes[k]` is the hash of
+    /// its first `k` messages), with that `k`; prefixes of the pinned messages alone do not
+    /// count.
+    fn longest(&self, prefixes: &[u128], pinned: usize) -> Option<(usize, CachedSummary)> {
+        (pinned + 1..prefixes.len())
+            .rev()
+            .find_map(|k| self.entries.get(&prefixes[k]).map(|s| (k, s.clone())))
+    }
+
+    fn insert(&mut self, key: u128, summary: CachedSummary) {
+        let size = summary.bytes();
+        if let Some(old) = self.entries.insert(key, summary) {
+            self.bytes -= old.bytes();
+        } else {
+            self.order.push_back(key);
+        }
+        self.bytes += size;
+        while self.entries.len() > CACHE_ENTRIES || self.bytes > CACHE_BYTES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.entries.remove(&oldest) {
+                self.bytes -= old.bytes();
+            }
+        }
+    }
+}
+
+/// Feeds what serde writes into a hash.
+struct HashWriter(xxhash_rust::xxh3::Xxh3);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The hashes of every prefix of `messages` within `scope` (the tenant and the format):
+/// `out[k]` stands for the first `k` messages.
+fn prefix_hashes(scope: &str, messages: &[Message]) -> Vec<u128> {
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    let mut hash = xxhash_rust::xxh3::xxh3_128(scope.as_bytes());
+    out.push(hash);
+    for m in messages {
+        let mut w = HashWriter(xxhash_rust::xxh3::Xxh3::new());
+        w.0.update(&hash.to_le_bytes());
+        // A message that serialises is hashed by its JSON; one that does not cannot match.
+        if serde_json::to_writer(&mut w, m).is_err() {
+            w.0.update(b"\0unserialisable");
+        }
+        hash = w.0.digest128();
+        out.push(hash);
+    }
+    out
+}
+
+/// The leading system/developer messages (kept verbatim by every compaction).
+fn pinned_prefix(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .take_while(|m| m.role.is_instruction())
+        .count()
+}
+
+/// True for a message the caller pinned (`"pinned": true`), kept wherever it stands.
+fn pinned_mid(m: &Message) -> bool {
+    m.extra.get("pinned") == Some(&Value::Bool(true))
+}
+
+/// The request with its first `k` messages (after the pinned ones) replaced by `summary`:
+/// the pinned messages, the summary, the messages the caller pinned among those replaced,
+/// then the rest as sent.
+fn with_summary(
+    conversation: &Conversation,
+    pinned: usize,
+    k: usize,
+    summary: &CachedSummary,
+) -> Conversation {
+    let messages = &conversation.messages;
+    let mut out = Vec::with_capacity(messages.len() - k + pinned + 1);
+    out.extend_from_slice(&messages[..pinned]);
+    out.push(summary.message.clone());
+    out.extend(
+        messages[pinned..k]
+            .iter()
+            .filter(|m| pinned_mid(m))
+            .cloned(),
+    );
+    out.extend_from_slice(&messages[k..]);
+    Conversation {
+        messages: out,
+        tools: conversation.tools.clone(),
+        extra: conversation.extra.clone(),
     }
 }
 
@@ -129,6 +278,11 @@ struct Outcome {
     estimated: bool,
     steps: Vec<&'static str>,
     retried: bool,
+    /// How the summary cache served a compacted request: `hit` (a summary written for an
+    /// earlier request replaced the same prefix; nothing else was done), `merged` (compacted
+    /// again, the summarizer merging the new history into the earlier summary), `reused`
+    /// (compacted again, the earlier summary kept as it was) or `miss`.
+    cache: Option<&'static str>,
     note: Option<String>,
 }
 
@@ -153,6 +307,9 @@ impl Outcome {
         );
         put("x-engram-estimated", self.estimated.to_string());
         put("x-engram-retried", self.retried.to_string());
+        if let Some(cache) = self.cache {
+            put("x-engram-summary-cache", cache.to_owned());
+        }
         if let Some(note) = &self.note {
             put(
                 "x-engram-note",
@@ -206,17 +363,18 @@ fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<Strin
     })
 }
 
-/// Checks the engram key (`X-Engram-Key`) when the server has keys.
-fn authorize(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+/// Checks the engram key (`X-Engram-Key`) when the server has keys; the tenant it names (the
+/// local tenant without keys).
+fn authorize(app: &App, headers: &HeaderMap) -> Result<String, ApiError> {
     let Some(keys) = &app.config.api_keys else {
-        return Ok(());
+        return Ok(crate::LOCAL_TENANT.to_owned());
     };
     let key = headers
         .get("x-engram-key")
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
     match key.and_then(|k| keys.tenant(k)) {
-        Some(_) => Ok(()),
+        Some(tenant) => Ok(tenant.to_owned()),
         None => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             if key.is_none() {
@@ -382,24 +540,28 @@ fn plan(app: &App, parsed: &Parsed) -> Plan {
     }
 }
 
-/// Compacts `parsed` to `budget`; the new body and the report's steps.
-fn compact_body(
-    format: Format,
-    parsed: &Parsed,
-    counter: &TokenCounter,
-    budget: usize,
-) -> Result<(Vec<u8>, usize, Vec<&'static str>), String> {
-    let mut options = CompactOptions::new(budget);
-    options.strategy = Strategy::Auto;
-    let compacted = compact(&parsed.conversation, counter, &options).map_err(|e| e.to_string())?;
+/// A request body engram wrote.
+struct Rewritten {
+    bytes: Vec<u8>,
+    tokens: usize,
+    steps: Vec<&'static str>,
+    /// How the summarizer used the previous summary (`merged`, `reused`), if it did.
+    previous: Option<&'static str>,
+    /// The summary the compaction wrote and the number of leading request messages it (with
+    /// the pinned ones) replaces, for the cache.
+    summary: Option<(usize, CachedSummary)>,
+}
+
+/// The request body with `messages` in place of the caller's, in the caller's format; every
+/// other key as the caller sent it.
+fn render(format: Format, parsed: &Parsed, messages: Vec<Message>) -> Result<Vec<u8>, String> {
     let body = match format {
         Format::OpenAi => {
             let mut value = parsed.value.clone();
             value["messages"] = Value::Array(
-                compacted
-                    .messages
+                messages
                     .iter()
-                    .map(|m| m.message.to_value())
+                    .map(Message::to_value)
                     .map(|mut v| {
                         // Ids are engram's; the upstream does not take unknown keys.
                         if let Value::Object(map) = &mut v {
@@ -413,11 +575,7 @@ fn compact_body(
         }
         Format::Anthropic => {
             let conversation = Conversation {
-                messages: compacted
-                    .messages
-                    .iter()
-                    .map(|m| m.message.clone())
-                    .collect(),
+                messages,
                 tools: parsed.conversation.tools.clone(),
                 extra: parsed.conversation.extra.clone(),
             };
@@ -434,8 +592,89 @@ fn compact_body(
             value
         }
     };
-    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
-    Ok((bytes, compacted.report.tokens_after, compacted.report.steps))
+    serde_json::to_vec(&body).map_err(|e| e.to_string())
+}
+
+/// Compacts `parsed` to `budget` with the configured pipeline (`previous`: an earlier summary
+/// of this conversation for the summarizer to merge into).
+fn compact_body(
+    app: &App,
+    format: Format,
+    parsed: &Parsed,
+    counter: &TokenCounter,
+    budget: usize,
+    previous: Option<PreviousSummary>,
+) -> Result<Rewritten, String> {
+    let mut options = CompactOptions::new(budget);
+    options.strategy = Strategy::Auto;
+    options.summarizer.clone_from(&app.config.summarizer);
+    options.previous_summary = previous;
+    let compacted = compact(&parsed.conversation, counter, &options).map_err(|e| e.to_string())?;
+    let summary = cacheable_summary(&parsed.conversation, &compacted);
+    let bytes = render(
+        format,
+        parsed,
+        compacted.messages.into_iter().map(|m| m.message).collect(),
+    )?;
+    Ok(Rewritten {
+        bytes,
+        tokens: compacted.report.tokens_after,
+        steps: compacted.report.steps,
+        previous: compacted.report.summary_previous,
+        summary,
+    })
+}
+
+/// The compaction's summary and where the history it kept starts (`k`: the request's first
+/// `k` messages are the pinned ones and those the summary replaces), when it wrote one.
+fn cacheable_summary(
+    conversation: &Conversation,
+    compacted: &engram::compact::Compacted,
+) -> Option<(usize, CachedSummary)> {
+    let messages = &conversation.messages;
+    let view = &compacted.messages;
+    let at = view.iter().position(|v| v.kind == Kind::Summary)?;
+    let index: HashMap<String, usize> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.id.clone().unwrap_or_else(|| i.to_string()), i))
+        .collect();
+    // The first message of the kept history (not one recalled from before it) that the caller
+    // did not pin.
+    let k = view[at + 1..].iter().find_map(|v| {
+        if !matches!(v.kind, Kind::Original | Kind::Masked) {
+            return None;
+        }
+        let i = *index.get(v.source_ids.first()?)?;
+        (!pinned_mid(&messages[i])).then_some(i)
+    })?;
+    let pinned = pinned_prefix(messages);
+    if k <= pinned {
+        return None;
+    }
+    let summary = &view[at];
+    let previous = compacted
+        .report
+        .summarizer
+        .as_ref()
+        .map(|_| PreviousSummary {
+            text: summary
+                .message
+                .text()
+                .trim_start()
+                .strip_prefix(SUMMARY_HEADER)
+                .unwrap_or(&summary.message.text())
+                .trim()
+                .to_owned(),
+            covers: summary.source_ids.clone(),
+        });
+    Some((
+        k,
+        CachedSummary {
+            message: summary.message.clone(),
+            previous,
+        },
+    ))
 }
 
 /// True for an upstream's "the prompt is too long" answer.
@@ -463,7 +702,7 @@ async fn forward_compacted(
     format: Format,
     request: Request,
 ) -> Result<Response, ApiError> {
-    authorize(&app, request.headers())?;
+    let tenant = authorize(&app, request.headers())?;
     let path = request
         .uri()
         .path_and_query()
@@ -480,7 +719,7 @@ async fn forward_compacted(
     let started = Instant::now();
     let app2 = Arc::clone(&app);
     let original = body.clone();
-    let decided = tokio::task::spawn_blocking(move || decide(&app2, format, &original))
+    let decided = tokio::task::spawn_blocking(move || decide(&app2, &tenant, format, &original))
         .await
         .map_err(ApiError::internal)?;
     let (mut outcome, parsed, plan, forwarded) = match decided {
@@ -515,20 +754,22 @@ async fn forward_compacted(
     let budget = (plan.room as f64 * app.config.proxy.target * 0.5) as usize;
     let fallback = outcome.tokens_after * 3 / 4;
     let counter = Arc::clone(&plan.counter);
+    let app2 = Arc::clone(&app);
     let retried = tokio::task::spawn_blocking(move || {
-        compact_body(format, &parsed, &counter, budget.max(1))
-            .or_else(|_| compact_body(format, &parsed, &counter, fallback.max(1)))
+        compact_body(&app2, format, &parsed, &counter, budget.max(1), None)
+            .or_else(|_| compact_body(&app2, format, &parsed, &counter, fallback.max(1), None))
     })
     .await
     .map_err(ApiError::internal)?;
-    let Ok((bytes, after, steps)) = retried else {
+    let Ok(rewritten) = retried else {
         return Ok(replay(status, &response_headers, error_body, &outcome));
     };
     outcome.retried = true;
-    outcome.tokens_after = after;
-    outcome.steps = steps;
-    app.metrics.compaction(outcome.tokens_before, after);
-    let response = send(&app, method, &url, &headers, Bytes::from(bytes)).await?;
+    outcome.tokens_after = rewritten.tokens;
+    outcome.steps = rewritten.steps;
+    app.metrics
+        .compaction(outcome.tokens_before, outcome.tokens_after);
+    let response = send(&app, method, &url, &headers, Bytes::from(rewritten.bytes)).await?;
     Ok(relay(response, Some(&outcome)))
 }
 
@@ -554,7 +795,7 @@ type Decision = (Outcome, Parsed, Plan, Bytes);
 
 /// Counts the request and compacts it when it passes the threshold; `None` when it is not a
 /// request engram can read (forwarded unchanged).
-fn decide(app: &App, format: Format, body: &Bytes) -> Option<Decision> {
+fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decision> {
     let parsed = parse(format, body)?;
     let plan = plan(app, &parsed);
     let tokens = plan
@@ -573,17 +814,65 @@ fn decide(app: &App, format: Format, body: &Bytes) -> Option<Decision> {
     if tokens <= threshold {
         return Some((outcome, parsed, plan, body.clone()));
     }
+    // A summary written for an earlier request of this agent, replacing the longest prefix
+    // this request shares with it: while the summary and what follows it stay under the
+    // threshold, that is what goes upstream, and nothing is summarised again.
+    let messages = &parsed.conversation.messages;
+    let pinned = pinned_prefix(messages);
+    let scope = format!(
+        "{tenant}\0{}",
+        match format {
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+        }
+    );
+    let prefixes = prefix_hashes(&scope, messages);
+    let cached = app.proxy.summaries().longest(&prefixes, pinned);
+    if let Some((k, summary)) = &cached {
+        let reduced = with_summary(&parsed.conversation, pinned, *k, summary);
+        let n = plan.counter.count_conversation(&reduced).total();
+        if n <= threshold
+            && let Ok(bytes) = render(format, &parsed, reduced.messages)
+        {
+            outcome.tokens_after = n;
+            outcome.steps = vec!["summary-cache"];
+            outcome.cache = Some("hit");
+            app.metrics.compaction(tokens, n);
+            return Some((outcome, parsed, plan, Bytes::from(bytes)));
+        }
+    }
     // The target, or when what must stay (the system prompt, the newest turn) is larger than
     // that, all the room there is.
     let target = (plan.room as f64 * app.config.proxy.target) as usize;
-    let compacted = compact_body(format, &parsed, &plan.counter, target.max(1))
-        .or_else(|_| compact_body(format, &parsed, &plan.counter, plan.room.max(1)));
+    let previous = cached.as_ref().and_then(|(_, s)| s.previous.clone());
+    let compacted = compact_body(
+        app,
+        format,
+        &parsed,
+        &plan.counter,
+        target.max(1),
+        previous.clone(),
+    )
+    .or_else(|_| {
+        compact_body(
+            app,
+            format,
+            &parsed,
+            &plan.counter,
+            plan.room.max(1),
+            previous,
+        )
+    });
     match compacted {
-        Ok((bytes, after, steps)) => {
-            outcome.tokens_after = after;
-            outcome.steps = steps;
-            app.metrics.compaction(tokens, after);
-            Some((outcome, parsed, plan, Bytes::from(bytes)))
+        Ok(rewritten) => {
+            outcome.tokens_after = rewritten.tokens;
+            outcome.steps = rewritten.steps;
+            outcome.cache = Some(rewritten.previous.unwrap_or("miss"));
+            if let Some((k, summary)) = rewritten.summary {
+                app.proxy.summaries().insert(prefixes[k], summary);
+            }
+            app.metrics.compaction(tokens, rewritten.tokens);
+            Some((outcome, parsed, plan, Bytes::from(rewritten.bytes)))
         }
         Err(e) => {
             // What must be kept does not fit: the upstream gets the request as sent.

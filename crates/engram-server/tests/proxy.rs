@@ -12,6 +12,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use engram::compact::summarize::{
+    DeterministicSummarizer, SummarizeError, Summarizer, SummaryRequest,
+};
 use engram_server::{ApiKeys, App, ServeConfig, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -122,8 +125,14 @@ async fn upstream() -> (String, Shared) {
 }
 
 const KEY: &str = "acme-0123456789abcdef";
+const OTHER_KEY: &str = "umbrella-0123456789abcdef";
 
 fn engram(base: &str, keys: bool) -> axum::Router {
+    engram_with(base, keys, None)
+}
+
+/// engram in front of `base`; with `keys`, two tenants (acme: KEY, umbrella: OTHER_KEY).
+fn engram_with(base: &str, keys: bool, summarizer: Option<Arc<dyn Summarizer>>) -> axum::Router {
     let dir = std::env::temp_dir().join(format!(
         "engram-proxy-{}-{:?}",
         std::process::id(),
@@ -140,8 +149,11 @@ fn engram(base: &str, keys: bool) -> axum::Router {
         .model_windows
         .insert("claude-sonnet-4".into(), 16_000);
     if keys {
-        config.api_keys = Some(ApiKeys::parse(&format!("acme:{KEY}\n"), "test").expect("keys"));
+        config.api_keys = Some(
+            ApiKeys::parse(&format!("acme:{KEY}\numbrella:{OTHER_KEY}\n"), "test").expect("keys"),
+        );
     }
+    config.summarizer = summarizer;
     router(App::new(config).expect("app"))
 }
 
@@ -166,11 +178,16 @@ fn post_json(path: &str, body: &[u8]) -> Request<Body> {
 }
 
 fn trajectory() -> Vec<Value> {
+    longest_in("sweagent_demos.jsonl")
+}
+
+/// The messages of the longest record of a dev data file, without engram's ids and metadata.
+fn longest_in(file: &str) -> Vec<Value> {
     let dir = std::env::var_os("ENGRAM_DEV_DATA").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/dev"),
         PathBuf::from,
     );
-    let text = std::fs::read_to_string(dir.join("sweagent_demos.jsonl")).expect("dev data");
+    let text = std::fs::read_to_string(dir.join(file)).expect("dev data");
     let longest = text.lines().max_by_key(|l| l.len()).expect("a line");
     let record: Value = serde_json::from_str(longest).expect("json");
     record["messages"]
@@ -179,7 +196,9 @@ fn trajectory() -> Vec<Value> {
         .iter()
         .map(|m| {
             let mut m = m.clone();
-            m.as_object_mut().expect("object").remove("id");
+            let map = m.as_object_mut().expect("object");
+            map.remove("id");
+            map.remove("meta");
             m
         })
         .collect()
@@ -224,30 +243,32 @@ async fn a_small_request_and_its_reply_pass_byte_for_byte() {
     assert_eq!(reply["choices"][0]["message"]["content"], "saw 1 messages");
 }
 
-/// A long real SWE-agent trajectory, sent turn by turn as an agent resends its growing history:
-/// every request arrives within the window, the system prompt and the task stay, tool calls keep
-/// their results.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
-    let (base, up) = upstream().await;
-    let app = engram(&base, false);
-    let messages = trajectory();
+/// Sends `messages` turn by turn as an agent resends its growing history (a request after each
+/// user or tool message) and checks what the upstream got each time: within the window, the
+/// system prompt and the newest message there, every tool result after the call it answers,
+/// the reported count what was sent. The response headers of each turn.
+async fn drive(
+    app: &axum::Router,
+    up: &Shared,
+    key: Option<&str>,
+    messages: &[Value],
+) -> Vec<HeaderMap> {
     let counter = engram::TokenCounter::new(engram::Tokenizer::o200k().expect("o200k"));
-    let mut compacted = 0;
-    let mut sent = 0;
+    let mut out = Vec::new();
     for end in 2..=messages.len() {
         // Agents send after a user or tool message.
         if messages[end - 1]["role"] == "assistant" {
             continue;
         }
         let body = json!({"model": "gpt-4o", "messages": &messages[..end], "max_tokens": 1000});
-        let (status, headers, _) = send(
-            &app,
-            post_json("/v1/chat/completions", body.to_string().as_bytes()),
-        )
-        .await;
+        let mut request = post_json("/v1/chat/completions", body.to_string().as_bytes());
+        if let Some(key) = key {
+            request
+                .headers_mut()
+                .insert("x-engram-key", key.parse().expect("header"));
+        }
+        let (status, headers, _) = send(app, request).await;
         assert_eq!(status, StatusCode::OK);
-        sent += 1;
         let (_, _, got) = up
             .lock()
             .expect("lock")
@@ -286,7 +307,6 @@ async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
             }
         }
         if header_str(&headers, "x-engram-steps") != "none" {
-            compacted += 1;
             let before: usize = header_str(&headers, "x-engram-tokens-before")
                 .parse()
                 .expect("n");
@@ -296,11 +316,160 @@ async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
             assert!(after < before);
             assert_eq!(after, tokens, "the reported count is what the upstream got");
         }
+        out.push(headers);
     }
+    out
+}
+
+/// A long real SWE-agent trajectory, sent turn by turn as an agent resends its growing history:
+/// every request arrives within the window, the system prompt and the task stay, tool calls keep
+/// their results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let turns = drive(&app, &up, None, &trajectory()).await;
+    let compacted = turns
+        .iter()
+        .filter(|h| header_str(h, "x-engram-steps") != "none")
+        .count();
     assert!(
-        compacted > 0 && sent > compacted,
-        "{compacted} of {sent} turns compacted"
+        compacted > 0 && turns.len() > compacted,
+        "{compacted} of {} turns compacted",
+        turns.len()
     );
+}
+
+/// A summarizer that counts its calls (and whether each merged a previous summary), writing
+/// the deterministic summary.
+#[derive(Debug, Default)]
+struct Counting {
+    calls: Mutex<Vec<bool>>,
+}
+
+impl Summarizer for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+        self.calls
+            .lock()
+            .expect("lock")
+            .push(request.previous.is_some());
+        DeterministicSummarizer.summarize(request)
+    }
+}
+
+/// With a summarizer configured, the proxy pays for each summary once: a turn whose history
+/// still starts with what an earlier summary replaced reuses it (`hit`, no call), and when the
+/// history outgrows it, the summarizer merges the new history into it (`merged`). A resent
+/// request costs nothing; another tenant never gets this tenant's summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summaries_are_cached_by_the_prefix_they_replace() {
+    let (base, up) = upstream().await;
+    let counting = Arc::new(Counting::default());
+    let app = engram_with(
+        &base,
+        true,
+        Some(Arc::clone(&counting) as Arc<dyn Summarizer>),
+    );
+    // A long mini-SWE-agent run (286 messages, about 76,000 tokens) in a 16,000-token window.
+    let messages = longest_in("minisweagent_swebv_gemini3pro.jsonl");
+    let turns = drive(&app, &up, Some(KEY), &messages).await;
+    let cache: Vec<&str> = turns
+        .iter()
+        .map(|h| header_str(h, "x-engram-summary-cache"))
+        .collect();
+    let count = |what: &str| cache.iter().filter(|c| **c == what).count();
+    let (hits, merged, misses) = (count("hit"), count("merged"), count("miss"));
+    let calls = counting.calls.lock().expect("lock").clone();
+    let compacted = turns
+        .iter()
+        .filter(|h| header_str(h, "x-engram-steps") != "none")
+        .count();
+    assert!(
+        turns
+            .iter()
+            .filter(|h| header_str(h, "x-engram-steps") != "none")
+            .all(|h| !header_str(h, "x-engram-summary-cache").is_empty()),
+        "every compacted turn says how the cache served it: {cache:?}"
+    );
+    eprintln!(
+        "{} turns, {compacted} compacted: {hits} hits, {merged} merged, {misses} misses, {} reused",
+        turns.len(),
+        count("reused")
+    );
+    assert!(misses >= 1, "the first compaction is a miss: {cache:?}");
+    assert!(hits > 0 && merged > 0, "hits and merges: {cache:?}");
+    assert_eq!(
+        calls.len(),
+        misses + merged,
+        "a hit costs no summarizer call: {cache:?}"
+    );
+    assert!(
+        calls.len() * 2 <= compacted,
+        "{} summarizer calls for {compacted} compacted turns",
+        calls.len()
+    );
+    assert_eq!(
+        calls.iter().filter(|merged| **merged).count(),
+        merged,
+        "each merge hands the summarizer its previous summary"
+    );
+    for h in turns
+        .iter()
+        .filter(|h| header_str(h, "x-engram-summary-cache") == "hit")
+    {
+        assert_eq!(header_str(h, "x-engram-steps"), "summary-cache");
+    }
+
+    // The same request again: the summary is served from the cache, byte for byte as before.
+    let body = json!({"model": "gpt-4o", "messages": &messages, "max_tokens": 1000});
+    let request = || {
+        let mut r = post_json("/v1/chat/completions", body.to_string().as_bytes());
+        r.headers_mut()
+            .insert("x-engram-key", KEY.parse().expect("header"));
+        r
+    };
+    let before = counting.calls.lock().expect("lock").len();
+    let (status, first, _) = send(&app, request()).await;
+    assert_eq!(status, StatusCode::OK);
+    let sent_first = up
+        .lock()
+        .expect("lock")
+        .received
+        .last()
+        .cloned()
+        .expect("sent")
+        .2;
+    let (_, again, _) = send(&app, request()).await;
+    let sent_again = up
+        .lock()
+        .expect("lock")
+        .received
+        .last()
+        .cloned()
+        .expect("sent")
+        .2;
+    assert_eq!(header_str(&again, "x-engram-summary-cache"), "hit");
+    assert_eq!(
+        counting.calls.lock().expect("lock").len(),
+        before + usize::from(header_str(&first, "x-engram-summary-cache") != "hit"),
+        "a resent request costs no summarizer call"
+    );
+    if header_str(&first, "x-engram-summary-cache") == "hit" {
+        assert_eq!(sent_first, sent_again, "a hit sends the same bytes");
+    }
+
+    // Another tenant sending the same history: its own summary, never this tenant's.
+    let mut other = post_json("/v1/chat/completions", body.to_string().as_bytes());
+    other
+        .headers_mut()
+        .insert("x-engram-key", OTHER_KEY.parse().expect("header"));
+    let (status, headers, _) = send(&app, other).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header_str(&headers, "x-engram-summary-cache"), "miss");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
