@@ -30,6 +30,15 @@ fn is_separator(c: char) -> bool {
 
 /// True when `token` (already trimmed) is salient.
 pub fn is_salient(token: &str) -> bool {
+    if token.is_ascii() {
+        // The common case, byte by byte (sleep scores every line it summarises).
+        let b = token.as_bytes();
+        return b.len() >= 4
+            && (b.iter().all(u8::is_ascii_digit)
+                || b.iter()
+                    .any(|&c| c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'/'))
+                || b[1..].iter().any(u8::is_ascii_uppercase));
+    }
     if token.chars().count() < 4 {
         return false;
     }
@@ -115,6 +124,18 @@ mod tests {
         assert!(!is_salient("word"));
         assert!(is_salient("camelCase"));
         assert!(!is_salient("12"));
+    }
+
+    proptest::proptest! {
+        /// The ASCII fast path decides as the definition does.
+        #[test]
+        fn the_ascii_path_agrees_with_the_definition(token in "[ -~]{0,12}") {
+            let reference = token.chars().count() >= 4
+                && (token.chars().all(|c| c.is_ascii_digit())
+                    || token.chars().any(|c| c.is_ascii_digit() || "_./".contains(c))
+                    || token.chars().skip(1).any(char::is_uppercase));
+            proptest::prop_assert_eq!(is_salient(&token), reference);
+        }
     }
 
     #[test]
