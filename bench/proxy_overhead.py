@@ -3,9 +3,11 @@ through `engram serve --upstream`, side by side in one run; p50 and p99 of each 
 
     python3 bench/proxy_overhead.py --engram-bin target/release/engram [--n 400]
 
-Cases: a short request that needs no compaction (forwarded byte for byte), and a long real
+Cases: a short request that needs no compaction (forwarded byte for byte); a long real
 trajectory prefix (SWE-agent, the dev data) over the threshold of a 16,000-token window, which
-engram compacts (masking and extractive steps) before forwarding.
+engram compacts (masking and extractive steps) before forwarding, each time as a new agent's
+(so no cached summary applies); and that same long request resent, which the summary cache
+serves.
 """
 
 from __future__ import annotations
@@ -59,12 +61,14 @@ def trajectory(data: pathlib.Path) -> list[dict]:
     return [{k: v for k, v in m.items() if k != "id"} for m in longest["messages"]]
 
 
-def timed(port: int, body: bytes, n: int) -> list[float]:
+def timed(port: int, bodies, n: int) -> list[float]:
+    """`bodies(i)`: the i-th request's body."""
     conn = http.client.HTTPConnection("127.0.0.1", port)
     conn.connect()
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     out = []
     for i in range(n + 20):
+        body = bodies(i)
         start = time.perf_counter()
         conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
         r = conn.getresponse()
@@ -102,24 +106,37 @@ def main() -> None:
         messages = trajectory(pathlib.Path(args.data))
         small = json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:3]}).encode()
         # The longest prefix under ~1.2x the window: over the threshold, compacted.
-        long_body = None
-        for end in range(len(messages), 2, -1):
-            body = json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:end]}).encode()
-            if len(body) < 16000 * 4 * 1.2:
-                long_body = body
-                break
-        assert long_body is not None
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", long_body,
-                                     {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req) as r:
-            steps = r.headers.get("x-engram-steps")
-            before, after = r.headers.get("x-engram-tokens-before"), r.headers.get("x-engram-tokens-after")
-        print(f"long request: {len(long_body)} bytes, {before} -> {after} tokens, steps {steps}")
+        end = next(e for e in range(len(messages), 2, -1)
+                   if len(json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:e]})) < 16000 * 4 * 1.2)
+
+        def long_body(i: int | None) -> bytes:
+            # A new system prompt each time (`i`) is a new agent: its history shares no prefix
+            # with an earlier request's, so no cached summary applies and it is compacted afresh.
+            msgs = [dict(m) for m in messages[:end]]
+            if i is not None:
+                msgs[0]["content"] = f"{msgs[0]['content']}\n(agent {i})"
+            return json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": msgs}).encode()
+
+        def probe(body: bytes) -> str:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req) as r:
+                h = r.headers
+                return (f"{h.get('x-engram-tokens-before')} -> {h.get('x-engram-tokens-after')} tokens, "
+                        f"steps {h.get('x-engram-steps')}, summary cache {h.get('x-engram-summary-cache')}")
+
+        resent = long_body(None)
+        print(f"long request: {len(resent)} bytes; first time: {probe(resent)}; resent: {probe(resent)}")
         print(f"| case | direct p50 | via engram p50 | added p50 | direct p99 | via engram p99 |")
         print(f"|---|---:|---:|---:|---:|---:|")
-        for name, body in [("no compaction (byte for byte)", small), (f"compacted ({steps})", long_body)]:
-            direct = timed(up_port, body, args.n)
-            proxied = timed(port, body, args.n)
+        cases = [
+            ("no compaction (byte for byte)", lambda i: small),
+            ("compacted afresh (a new history each time)", lambda i: long_body(i)),
+            ("the same history resent (summary cache hit)", lambda i: resent),
+        ]
+        for name, bodies in cases:
+            direct = timed(up_port, bodies, args.n)
+            proxied = timed(port, bodies, args.n)
             q = lambda xs, p: statistics.quantiles(xs, n=100)[p - 1]
             print(f"| {name} | {statistics.median(direct):.2f} ms | {statistics.median(proxied):.2f} ms | "
                   f"{statistics.median(proxied) - statistics.median(direct):.2f} ms | {q(direct, 99):.2f} ms | "
