@@ -33,7 +33,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use engram::compact::summarize::{PreviousSummary, SUMMARY_HEADER};
+use engram::compact::summarize::PreviousSummary;
 use engram::compact::{CompactOptions, Kind, Strategy, compact};
 use engram::{Conversation, Message, TokenCounter};
 use serde_json::Value;
@@ -653,21 +653,9 @@ fn cacheable_summary(
         return None;
     }
     let summary = &view[at];
-    let previous = compacted
-        .report
-        .summarizer
-        .as_ref()
-        .map(|_| PreviousSummary {
-            text: summary
-                .message
-                .text()
-                .trim_start()
-                .strip_prefix(SUMMARY_HEADER)
-                .unwrap_or(&summary.message.text())
-                .trim()
-                .to_owned(),
-            covers: summary.source_ids.clone(),
-        });
+    let previous = compacted.report.summarizer.as_ref().and_then(|_| {
+        PreviousSummary::from_message_text(&summary.message.text(), summary.source_ids.clone())
+    });
     Some((
         k,
         CachedSummary {

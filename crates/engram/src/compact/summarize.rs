@@ -64,6 +64,18 @@ pub struct PreviousSummary {
     pub covers: Vec<String>,
 }
 
+impl PreviousSummary {
+    /// The previous summary in a model-written summary message's text (which starts with
+    /// [`SUMMARY_HEADER`]); `None` for any other text (the extractive digest's, say).
+    pub fn from_message_text(text: &str, covers: Vec<String>) -> Option<Self> {
+        let text = text.strip_prefix(SUMMARY_HEADER)?;
+        Some(PreviousSummary {
+            text: text.trim().to_owned(),
+            covers,
+        })
+    }
+}
+
 /// The instructions added when a previous summary is merged.
 pub const MERGE_NOTE: &str = "A summary of the earlier history is given first, in <previous_summary>; the history after it follows, in <history>. Write one updated summary of both: keep what still holds, add what the new history adds, move finished tasks to completed work, and drop only what the new history shows is no longer true.";
 

@@ -628,13 +628,7 @@ impl<'s> Session<'s> {
         options.query = focus.map(str::to_owned).or(options.query);
         // Incremental: the last model-written summary is merged with what leaves the view since.
         options.previous_summary = earlier.last().and_then(|s| {
-            let text = s
-                .text
-                .strip_prefix(crate::compact::summarize::SUMMARY_HEADER)?;
-            Some(crate::compact::summarize::PreviousSummary {
-                text: text.trim().to_owned(),
-                covers: s.covers.clone(),
-            })
+            crate::compact::summarize::PreviousSummary::from_message_text(&s.text, s.covers.clone())
         });
         // Room for the summaries' headers, added after compaction.
         const HEADER_ROOM: usize = 40;
