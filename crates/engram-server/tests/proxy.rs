@@ -204,6 +204,24 @@ fn longest_in(file: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The body of the last request the upstream received.
+fn last_sent(up: &Shared) -> Bytes {
+    up.lock()
+        .expect("lock")
+        .received
+        .last()
+        .map(|r| r.2.clone())
+        .expect("received")
+}
+
+/// `request` carrying the engram key `key`.
+fn with_key(mut request: Request<Body>, key: &str) -> Request<Body> {
+    request
+        .headers_mut()
+        .insert("x-engram-key", key.parse().expect("header"));
+    request
+}
+
 fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
     headers
         .get(name)
@@ -263,20 +281,11 @@ async fn drive(
         let body = json!({"model": "gpt-4o", "messages": &messages[..end], "max_tokens": 1000});
         let mut request = post_json("/v1/chat/completions", body.to_string().as_bytes());
         if let Some(key) = key {
-            request
-                .headers_mut()
-                .insert("x-engram-key", key.parse().expect("header"));
+            request = with_key(request, key);
         }
         let (status, headers, _) = send(app, request).await;
         assert_eq!(status, StatusCode::OK);
-        let (_, _, got) = up
-            .lock()
-            .expect("lock")
-            .received
-            .last()
-            .cloned()
-            .expect("received");
-        let got: Value = serde_json::from_slice(&got).expect("json");
+        let got: Value = serde_json::from_slice(&last_sent(up)).expect("json");
         let conversation = engram::parse_conversation(got.to_string().as_bytes()).expect("parses");
         let tokens = counter.count_conversation(&conversation).total();
         assert!(
@@ -427,31 +436,17 @@ async fn summaries_are_cached_by_the_prefix_they_replace() {
     // The same request again: the summary is served from the cache, byte for byte as before.
     let body = json!({"model": "gpt-4o", "messages": &messages, "max_tokens": 1000});
     let request = || {
-        let mut r = post_json("/v1/chat/completions", body.to_string().as_bytes());
-        r.headers_mut()
-            .insert("x-engram-key", KEY.parse().expect("header"));
-        r
+        with_key(
+            post_json("/v1/chat/completions", body.to_string().as_bytes()),
+            KEY,
+        )
     };
     let before = counting.calls.lock().expect("lock").len();
     let (status, first, _) = send(&app, request()).await;
     assert_eq!(status, StatusCode::OK);
-    let sent_first = up
-        .lock()
-        .expect("lock")
-        .received
-        .last()
-        .cloned()
-        .expect("sent")
-        .2;
+    let sent_first = last_sent(&up);
     let (_, again, _) = send(&app, request()).await;
-    let sent_again = up
-        .lock()
-        .expect("lock")
-        .received
-        .last()
-        .cloned()
-        .expect("sent")
-        .2;
+    let sent_again = last_sent(&up);
     assert_eq!(header_str(&again, "x-engram-summary-cache"), "hit");
     assert_eq!(
         counting.calls.lock().expect("lock").len(),
@@ -463,10 +458,10 @@ async fn summaries_are_cached_by_the_prefix_they_replace() {
     }
 
     // Another tenant sending the same history: its own summary, never this tenant's.
-    let mut other = post_json("/v1/chat/completions", body.to_string().as_bytes());
-    other
-        .headers_mut()
-        .insert("x-engram-key", OTHER_KEY.parse().expect("header"));
+    let other = with_key(
+        post_json("/v1/chat/completions", body.to_string().as_bytes()),
+        OTHER_KEY,
+    );
     let (status, headers, _) = send(&app, other).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(header_str(&headers, "x-engram-summary-cache"), "miss");
