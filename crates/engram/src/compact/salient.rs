@@ -51,11 +51,75 @@ pub fn is_salient(token: &str) -> bool {
         || token.chars().skip(1).any(char::is_uppercase)
 }
 
+/// [`is_separator`] for one byte of ASCII text.
+fn is_separator_byte(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'\t'
+            | b'\n'
+            | 0x0b
+            | 0x0c
+            | b'\r'
+            | b'('
+            | b')'
+            | b'['
+            | b']'
+            | b'{'
+            | b'}'
+            | b'<'
+            | b'>'
+            | b'"'
+            | b'\''
+            | b'`'
+            | b','
+            | b';'
+            | b'='
+            | b'|'
+    )
+}
+
 /// The salient tokens of `text`, in order (with repeats).
-pub fn salient_tokens(text: &str) -> impl Iterator<Item = &str> {
-    text.split(is_separator)
-        .map(|t| t.trim_matches(|c| matches!(c, '.' | ',' | ':' | ';' | '!' | '?')))
-        .filter(|t| is_salient(t))
+pub fn salient_tokens(text: &str) -> SalientTokens<'_> {
+    SalientTokens {
+        rest: text,
+        ascii: text.is_ascii(),
+    }
+}
+
+/// The iterator [`salient_tokens`] returns. ASCII text (most of it) is split byte by byte
+/// instead of char by char: sleep scores every line it summarises.
+#[derive(Debug, Clone)]
+pub struct SalientTokens<'a> {
+    rest: &'a str,
+    ascii: bool,
+}
+
+impl<'a> Iterator for SalientTokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        while !self.rest.is_empty() {
+            let rest = self.rest;
+            let (end, next) = if self.ascii {
+                match rest.bytes().position(is_separator_byte) {
+                    Some(end) => (end, end + 1),
+                    None => (rest.len(), rest.len()),
+                }
+            } else {
+                match rest.char_indices().find(|&(_, c)| is_separator(c)) {
+                    Some((end, c)) => (end, end + c.len_utf8()),
+                    None => (rest.len(), rest.len()),
+                }
+            };
+            self.rest = &rest[next..];
+            let token =
+                rest[..end].trim_matches(|c| matches!(c, '.' | ',' | ':' | ';' | '!' | '?'));
+            if is_salient(token) {
+                return Some(token);
+            }
+        }
+        None
+    }
 }
 
 /// A message's searchable text: its content, then each tool call's arguments with JSON decoded
@@ -135,6 +199,22 @@ mod tests {
                     || token.chars().any(|c| c.is_ascii_digit() || "_./".contains(c))
                     || token.chars().skip(1).any(char::is_uppercase));
             proptest::prop_assert_eq!(is_salient(&token), reference);
+        }
+    }
+
+    proptest::proptest! {
+        /// The byte-by-byte split of ASCII text finds what the definition (a split on
+        /// separator chars) finds, and so does the char-by-char one for any other text.
+        #[test]
+        fn salient_tokens_are_the_defined_split(
+            text in "([ -~]|[\\t\\n\\x0b\\x0c\\r]|\\u{a0}|\\u{85}|\\u{2003}|é|日){0,60}"
+        ) {
+            let reference: Vec<&str> = text
+                .split(is_separator)
+                .map(|t| t.trim_matches(|c| matches!(c, '.' | ',' | ':' | ';' | '!' | '?')))
+                .filter(|t| is_salient(t))
+                .collect();
+            proptest::prop_assert_eq!(salient_tokens(&text).collect::<Vec<_>>(), reference);
         }
     }
 
