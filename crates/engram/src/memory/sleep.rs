@@ -7,7 +7,6 @@
 //! Candidates are read in batches and huge groups are summarised in chunks, so a sleep over a
 //! million entries never holds a long transaction.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -152,26 +151,36 @@ struct Breaker {
 
 fn consolidate_batch(
     store: &dyn MemoryStore,
-    batch: Vec<MemoryEntry>,
+    mut batch: Vec<MemoryEntry>,
     now: Timestamp,
     policy: &SleepPolicy,
     summarizer: Option<&dyn Summarizer>,
     breaker: &mut Breaker,
     report: &mut SleepReport,
 ) -> Result<(), MemoryError> {
-    let mut groups: BTreeMap<(String, Option<String>), Vec<MemoryEntry>> = BTreeMap::new();
-    for entry in batch {
-        groups
-            .entry((entry.source.clone(), entry.session_id.clone()))
-            .or_default()
-            .push(entry);
+    // Groups by source and session, in that order; a stable sort keeps each group oldest first.
+    batch.sort_by(|a, b| {
+        a.source
+            .cmp(&b.source)
+            .then_with(|| a.session_id.cmp(&b.session_id))
+    });
+    let chunk_size = policy.group_chunk.max(1);
+    // Without a summarizer, the extractive summaries are all written first (on two threads
+    // when there are enough of them).
+    let mut extractive = match summarizer {
+        None => summarize_chunks(&batch, chunk_size, policy.summary_chars),
+        Some(_) => Vec::new(),
     }
+    .into_iter();
     let mut pending = Vec::new();
     let mut pending_entries = 0;
-    for ((source, session_id), entries) in groups {
+    for entries in batch.chunk_by_mut(same_group) {
         report.groups += 1;
-        for chunk in entries.chunks(policy.group_chunk.max(1)) {
+        let source = entries[0].source.clone();
+        let session_id = entries[0].session_id.clone();
+        for chunk in entries.chunks_mut(chunk_size) {
             let started = Instant::now();
+            let mut duration_ms = None;
             let (content, strategy, model) = match summarizer {
                 Some(s) if breaker.failures >= SUMMARIZER_FAILURES => {
                     report.fallbacks += 1;
@@ -201,18 +210,25 @@ fn consolidate_batch(
                         )
                     }
                 },
-                None => (
-                    summarize(chunk, policy.summary_chars),
-                    "extractive".to_owned(),
-                    None,
-                ),
+                None => {
+                    let (text, ms) = extractive
+                        .next()
+                        .ok_or_else(|| MemoryError::Backend("a chunk without a summary".into()))?;
+                    duration_ms = Some(ms);
+                    (text, "extractive".to_owned(), None)
+                }
             };
-            let ids: Vec<String> = chunk.iter().map(|e| e.id.clone()).collect();
+            // The entries are not needed after their summary: their ids move out.
+            let ids: Vec<String> = chunk
+                .iter_mut()
+                .map(|e| std::mem::take(&mut e.id))
+                .collect();
+            let summary_preview = first_chars(&content, 200).to_owned();
             let consolidation = Consolidation {
                 summary: NewEntry {
                     id: None,
                     tier: Tier::Episodic,
-                    content: content.clone(),
+                    content,
                     source: source.clone(),
                     session_id: session_id.clone(),
                     created_at: chunk.iter().map(|e| e.created_at).max().unwrap_or(now),
@@ -225,11 +241,12 @@ fn consolidate_batch(
                     session_id: session_id.clone(),
                     source: source.clone(),
                     items_consolidated: chunk.len(),
-                    summary_preview: content.chars().take(200).collect(),
+                    summary_preview,
                     created_at: now,
                     strategy,
                     model,
-                    duration_ms: started.elapsed().as_secs_f64() * 1e3,
+                    duration_ms: duration_ms
+                        .unwrap_or_else(|| started.elapsed().as_secs_f64() * 1e3),
                     ids_in: ids.clone(),
                     ids_out: Vec::new(),
                 },
@@ -244,6 +261,57 @@ fn consolidate_batch(
         }
     }
     flush(store, &mut pending, report)
+}
+
+/// True when two (neighbouring, sorted) entries belong to one group.
+fn same_group(a: &MemoryEntry, b: &MemoryEntry) -> bool {
+    a.source == b.source && a.session_id == b.session_id
+}
+
+/// The extractive summary of every chunk of `batch` (sorted into groups), in order, with the
+/// milliseconds each took; split between two threads when there is enough to split.
+fn summarize_chunks(
+    batch: &[MemoryEntry],
+    chunk_size: usize,
+    max_chars: usize,
+) -> Vec<(String, f64)> {
+    let chunks: Vec<&[MemoryEntry]> = batch
+        .chunk_by(same_group)
+        .flat_map(|group| group.chunks(chunk_size))
+        .collect();
+    let run = |chunks: &[&[MemoryEntry]]| -> Vec<(String, f64)> {
+        chunks
+            .iter()
+            .map(|chunk| {
+                let started = Instant::now();
+                let text = summarize(chunk, max_chars);
+                (text, started.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 || batch.len() < 2_000 {
+        return run(&chunks);
+    }
+    // Two halves of about the same number of entries.
+    let mut seen = 0;
+    let middle = chunks
+        .iter()
+        .position(|c| {
+            seen += c.len();
+            seen * 2 >= batch.len()
+        })
+        .map_or(chunks.len(), |i| i + 1);
+    let (first, second) = chunks.split_at(middle);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| run(second));
+        let mut out = run(first);
+        match other.join() {
+            Ok(rest) => out.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        out
+    })
 }
 
 /// Applies the pending groups in one transaction.
@@ -312,13 +380,24 @@ fn group_header(entries: &[MemoryEntry]) -> String {
     )
 }
 
+/// The first `n` characters of `s`.
+fn first_chars(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        return s; // no more characters than bytes
+    }
+    match s.char_indices().nth(n) {
+        Some((end, _)) => &s[..end],
+        None => s,
+    }
+}
+
 /// The extractive summary of a group (seed 003's text-substitution fallback, done better): a
 /// header with the count, source and time range, then each entry's most informative line
 /// (the one with the most identifiers, or its first), duplicates removed, newest last, within
 /// `max_chars`; the entries with the most identifiers win when not all fit.
 pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
     let header = group_header(entries);
-    let mut lines: Vec<(usize, usize, String)> = Vec::new(); // (order, weight, line)
+    let mut lines: Vec<(usize, usize, &str)> = Vec::new(); // (order, weight, line)
     let mut seen = std::collections::HashSet::new();
     for (i, e) in entries.iter().enumerate() {
         let mut candidates = e.content.lines().map(str::trim).filter(|l| !l.is_empty());
@@ -332,9 +411,9 @@ pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
                 .max_by_key(|l| (salient_tokens(l).count(), std::cmp::Reverse(l.len() / 40)))
                 .unwrap_or(""),
         };
-        let line: String = best.chars().take(240).collect();
-        if !line.is_empty() && seen.insert(line.clone()) {
-            lines.push((i, salient_tokens(&line).count(), line));
+        let line = first_chars(best, 240);
+        if !line.is_empty() && seen.insert(line) {
+            lines.push((i, salient_tokens(line).count(), line));
         }
     }
     let mut budget = max_chars.saturating_sub(header.len());
@@ -399,6 +478,47 @@ mod tests {
             .collect();
         store.insert(&entries).expect("insert");
         (store, now)
+    }
+
+    #[test]
+    fn chunk_summaries_split_between_threads_come_back_in_order() {
+        // Sorted into groups as consolidate_batch sorts them, of many sizes (one is chunked).
+        let mut batch = Vec::new();
+        for g in 0..40 {
+            for i in 0..(g * g % 97 + 1) * 3 {
+                batch.push(MemoryEntry {
+                    id: format!("g{g}-{i}"),
+                    tier: Tier::Working,
+                    content: format!("group {g} step {i}: edited src/mod_{g}_{i}.rs"),
+                    source: format!("source{g:02}"),
+                    session_id: None,
+                    created_at: i64::from(i),
+                    importance: 0.5,
+                    metadata: serde_json::Value::Null,
+                    summary_of: Vec::new(),
+                });
+            }
+        }
+        assert!(batch.len() >= 2_000, "enough to split: {}", batch.len());
+        let expected: Vec<String> = batch
+            .chunk_by(same_group)
+            .flat_map(|group| group.chunks(200))
+            .map(|chunk| summarize(chunk, 1_200))
+            .collect();
+        let got: Vec<String> = summarize_chunks(&batch, 200, 1_200)
+            .into_iter()
+            .map(|(text, _)| text)
+            .collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn first_chars_counts_characters_not_bytes() {
+        assert_eq!(first_chars("héllo wörld", 4), "héll");
+        assert_eq!(first_chars("héllo", 5), "héllo");
+        assert_eq!(first_chars("héllo", 9), "héllo");
+        assert_eq!(first_chars("日本語", 2), "日本");
+        assert_eq!(first_chars("", 3), "");
     }
 
     #[test]
