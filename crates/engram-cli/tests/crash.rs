@@ -152,6 +152,25 @@ fn check(db: &Path, imported: bool, round: &str) {
         (0..ENTRIES).filter(|i| i % 13 == 7).count()
     };
     assert_eq!(hits.len(), expected, "{round}: the index misses entries");
+    // And every summary once (sleep indexes them inline with its transaction; a kill between
+    // the database's commit and the index's leaves them to the queue).
+    let summaries = store
+        .search(&SearchQuery {
+            tiers: vec![Tier::Episodic],
+            ..SearchQuery::new("entries", 100_000)
+        })
+        .expect("search");
+    let ids: HashSet<&str> = summaries.iter().map(|h| h.entry.id.as_str()).collect();
+    assert_eq!(
+        ids.len(),
+        summaries.len(),
+        "{round}: a summary appears twice"
+    );
+    assert_eq!(
+        summaries.len(),
+        stats.episodic,
+        "{round}: the index misses summaries"
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ use serde_json::Value;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -169,6 +169,30 @@ END;
 INSERT OR REPLACE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));
 ";
 
+/// Version 4: the tier moves to a narrow table of its own. Consolidation changes the tier of
+/// every entry it takes: in the wide `memory` row that rewrote the row and its page (content
+/// and all), so a sleep over 10,000 entries wrote every page of the table to the WAL; here it
+/// rewrites a few bytes. Candidates are read from an index of working entries only, oldest
+/// first (archiving an entry removes it from that index).
+const SCHEMA_V4: &str = "
+CREATE TABLE memory_tier (
+    rowid INTEGER PRIMARY KEY,
+    tier TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+INSERT INTO memory_tier (rowid, tier, created_at) SELECT rowid, tier, created_at FROM memory;
+DROP INDEX memory_tier_time;
+ALTER TABLE memory DROP COLUMN tier;
+CREATE INDEX memory_working ON memory_tier(created_at) WHERE tier = 'working';
+CREATE INDEX memory_small_tiers ON memory_tier(tier) WHERE tier NOT IN ('working', 'archive');
+CREATE TRIGGER memory_tier_ad AFTER DELETE ON memory BEGIN
+    DELETE FROM memory_tier WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER memory_tier_au AFTER UPDATE OF created_at ON memory BEGIN
+    UPDATE memory_tier SET created_at = new.created_at WHERE rowid = new.rowid;
+END;
+";
+
 /// A SQLite-backed store.
 #[derive(Debug)]
 pub struct SqliteStore {
@@ -291,8 +315,11 @@ impl SqliteStore {
                 Err(e) => return Err(backend(e)),
             }
         }
+        // Reads through a memory map (up to 1 GiB of the file): pages are used where the OS
+        // cache holds them instead of copied out by a read call each (a sleep reads every
+        // candidate's row; 5% of its time).
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384; PRAGMA mmap_size=1073741824;",
         )
         .map_err(backend)?;
         // Migrations, each in its own transaction: a crash leaves the previous version. The
@@ -304,7 +331,12 @@ impl SqliteStore {
             let current: i32 = tx
                 .query_row("PRAGMA user_version", [], |r| r.get(0))
                 .map_err(backend)?;
-            for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)] {
+            for (to, schema) in [
+                (1, SCHEMA_V1),
+                (2, SCHEMA_V2),
+                (3, SCHEMA_V3),
+                (4, SCHEMA_V4),
+            ] {
                 if current < to {
                     tx.execute_batch(schema).map_err(backend)?;
                     tx.execute_batch(&format!(
@@ -344,16 +376,22 @@ impl SqliteStore {
     }
 }
 
-pub(crate) const COLUMNS: &str =
-    "id, tier, content, source, session_id, created_at, importance, metadata, summary_of";
+/// The columns [`row_to_entry`] reads, from [`MEMORY`] (or any join naming the tables `m` and `t`).
+pub(crate) const COLUMNS: &str = "m.id, t.tier, m.content, m.source, m.session_id, m.created_at, m.importance, m.metadata, m.summary_of";
+
+/// Memory rows with their tiers, for lookups by the row's own columns (the wide row first).
+pub(crate) const MEMORY: &str = "memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid";
 
 pub(crate) fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEntry> {
-    let tier: String = row.get(1)?;
+    let tier = match row.get_ref(1)? {
+        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok().and_then(Tier::parse),
+        _ => None,
+    };
     let metadata: Option<String> = row.get(7)?;
     let summary_of: Option<String> = row.get(8)?;
     Ok(MemoryEntry {
         id: row.get(0)?,
-        tier: Tier::parse(&tier).unwrap_or(Tier::Working),
+        tier: tier.unwrap_or(Tier::Working),
         content: row.get(2)?,
         source: row.get(3)?,
         session_id: row.get(4)?,
@@ -368,28 +406,36 @@ pub(crate) fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEn
     })
 }
 
+/// Inserts an entry; its rowid, or `None` when an entry with this id exists already.
 fn insert_one(
     tx: &Connection,
     id: &str,
     e: &engram::memory::NewEntry,
     summary_of: Option<&[String]>,
-) -> rusqlite::Result<usize> {
+) -> rusqlite::Result<Option<i64>> {
     let summary_of = summary_of.or((!e.summary_of.is_empty()).then_some(e.summary_of.as_slice()));
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO memory (id, tier, content, source, session_id, created_at, importance, metadata, summary_of)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(params![
-        id,
-        e.tier.as_str(),
-        e.content,
+    let inserted = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO memory (id, content, source, session_id, created_at, importance, metadata, summary_of)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(params![
+            id,
+            e.content,
         e.source,
         e.session_id,
         e.created_at,
         e.importance,
         (!e.metadata.is_null()).then(|| e.metadata.to_string()),
-        summary_of.map(|s| serde_json::to_string(s).unwrap_or_default()),
-    ])
+            summary_of.map(|s| serde_json::to_string(s).unwrap_or_default()),
+        ])?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    let rowid = tx.last_insert_rowid();
+    tx.prepare_cached("INSERT INTO memory_tier (rowid, tier, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![rowid, e.tier.as_str(), e.created_at])?;
+    Ok(Some(rowid))
 }
 
 impl MemoryStore for SqliteStore {
@@ -400,8 +446,8 @@ impl MemoryStore for SqliteStore {
         for e in entries {
             let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
             match insert_one(&tx, &id, e, None).map_err(backend)? {
-                0 => out.skipped += 1,
-                _ => out.inserted += 1,
+                None => out.skipped += 1,
+                Some(_) => out.inserted += 1,
             }
         }
         tx.commit().map_err(backend)?;
@@ -420,8 +466,8 @@ impl MemoryStore for SqliteStore {
             let e = e?;
             let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
             match insert_one(&tx, &id, &e, None).map_err(backend)? {
-                0 => out.skipped += 1,
-                _ => out.inserted += 1,
+                None => out.skipped += 1,
+                Some(_) => out.inserted += 1,
             }
         }
         tx.commit().map_err(backend)?;
@@ -437,7 +483,7 @@ impl MemoryStore for SqliteStore {
     fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
         self.conn()
             .query_row(
-                &format!("SELECT {COLUMNS} FROM memory WHERE id = ?1"),
+                &format!("SELECT {COLUMNS} FROM {MEMORY} WHERE m.id = ?1"),
                 [id],
                 row_to_entry,
             )
@@ -446,26 +492,43 @@ impl MemoryStore for SqliteStore {
     }
 
     fn stats(&self) -> Result<Stats, MemoryError> {
+        // No scan of the archive, which grows without bound: working and the small tiers are
+        // counted from their indexes, the archive is what remains of the total (a count of
+        // the table's cells, without reading its rows).
         let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached("SELECT tier, count(*) FROM memory GROUP BY tier")
+        let (total, working): (i64, i64) = conn
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM memory_tier),
+                        (SELECT count(*) FROM memory_tier WHERE tier = 'working')",
+            )
+            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
             .map_err(backend)?;
-        let mut stats = Stats::default();
+        let mut stats = Stats {
+            working: working as usize,
+            ..Stats::default()
+        };
+        let mut others = 0;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT tier, count(*) FROM memory_tier
+                 WHERE tier NOT IN ('working', 'archive') GROUP BY tier",
+            )
+            .map_err(backend)?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
             .map_err(backend)?;
         for row in rows {
             let (tier, n) = row.map_err(backend)?;
+            others += n;
             let n = n as usize;
             match Tier::parse(&tier) {
-                Some(Tier::Working) => stats.working = n,
                 Some(Tier::Episodic) => stats.episodic = n,
-                Some(Tier::Archive) => stats.archive = n,
                 Some(Tier::Learning) => stats.learnings = n,
                 Some(Tier::Journal) => stats.journal = n,
-                None => {}
+                _ => {}
             }
         }
+        stats.archive = (total - working - others).max(0) as usize;
         Ok(stats)
     }
 
@@ -474,20 +537,26 @@ impl MemoryStore for SqliteStore {
         before: Timestamp,
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, MemoryError> {
+        // The oldest `limit` are chosen from the index, then their rows are read in rowid
+        // order (neighbours on a page come together, instead of one seek each in time order)
+        // and put back in time order here.
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM memory WHERE tier = 'working' AND created_at < ?1
-                 ORDER BY created_at, id LIMIT ?2"
+                "SELECT {COLUMNS}, m.rowid FROM memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid
+                 WHERE m.rowid IN (SELECT rowid FROM memory_tier
+                     WHERE tier = 'working' AND created_at < ?1
+                     ORDER BY created_at, rowid LIMIT ?2)"
             ))
             .map_err(backend)?;
         let rows = stmt
-            .query_map(
-                params![before, limit.min(i64::MAX as usize) as i64],
-                row_to_entry,
-            )
+            .query_map(params![before, limit.min(i64::MAX as usize) as i64], |r| {
+                Ok((r.get::<_, i64>(9)?, row_to_entry(r)?))
+            })
             .map_err(backend)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+        let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
+        rows.sort_unstable_by_key(|(rowid, e)| (e.created_at, *rowid));
+        Ok(rows.into_iter().map(|(_, e)| e).collect())
     }
 
     fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
@@ -497,7 +566,7 @@ impl MemoryStore for SqliteStore {
     fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let record = consolidate_in(&tx, c)?;
+        let record = consolidate_in(&tx, c, None)?;
         tx.commit().map_err(backend)?;
         Ok(record)
     }
@@ -508,18 +577,28 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
+        // The summaries are indexed while the transaction runs (tantivy's thread works while
+        // SQLite does), not read back from the queue after it.
+        let mut inline = self.index.inline(&tx)?;
         let mut out = Vec::with_capacity(consolidations.len());
         for c in consolidations {
             // A group another process consolidated meanwhile is skipped whole: consolidate_in
             // puts back what it had archived of it (no savepoint per group: SQLite copies every
             // page a savepoint touches, a third of the cost of a sleep).
-            match consolidate_in(&tx, c) {
+            match consolidate_in(&tx, c, inline.as_mut()) {
                 Ok(record) => out.push(record),
                 Err(MemoryError::NotWorking(_)) => {}
                 Err(e) => return Err(e),
             }
         }
+        let newest = match inline {
+            Some(_) => search::newest_queued(&tx)?,
+            None => 0,
+        };
         tx.commit().map_err(backend)?;
+        if let Some(inline) = inline {
+            inline.commit(&mut conn, newest);
+        }
         Ok(out)
     }
 
@@ -571,7 +650,11 @@ impl MemoryStore for SqliteStore {
     fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let out = forget_where(&tx, "tier = 'archive' AND created_at < ?1", &[&before])?;
+        let out = forget_where(
+            &tx,
+            "rowid IN (SELECT rowid FROM memory_tier WHERE tier = 'archive' AND created_at < ?1)",
+            &[&before],
+        )?;
         tx.commit().map_err(backend)?;
         Ok(out)
     }
@@ -623,9 +706,9 @@ impl MemoryStore for SqliteStore {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM memory
-                 WHERE (?1 IS NULL OR session_id = ?1) AND (?2 IS NULL OR id > ?2)
-                 ORDER BY id LIMIT ?3"
+                "SELECT {COLUMNS} FROM {MEMORY}
+                 WHERE (?1 IS NULL OR m.session_id = ?1) AND (?2 IS NULL OR m.id > ?2)
+                 ORDER BY m.id LIMIT ?3"
             ))
             .map_err(backend)?;
         let rows = stmt
@@ -677,40 +760,67 @@ pub(crate) fn forget_where(
     })
 }
 
-/// One group's consolidation inside the caller's transaction (which the caller rolls back on
-/// an error: the archive updates come first and are undone with it).
 /// Applies one consolidation inside the caller's transaction. When one of its entries is not
-/// in working memory any more, nothing of it stays applied (the entries it had moved go back
-/// to working, where they were) and the error names the others.
-fn consolidate_in(tx: &Connection, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
-    let mut not_working = Vec::new();
-    let mut archived = Vec::with_capacity(c.ids.len());
+/// in working memory any more, nothing of it stays applied and the error names those entries.
+fn consolidate_in(
+    tx: &Connection,
+    c: &Consolidation,
+    inline: Option<&mut search::Inline<'_>>,
+) -> Result<ConsolidationRecord, MemoryError> {
+    // One statement per group, not one per entry: the ids go in as a JSON array, the rows it
+    // archived come back. When one of the group's entries was not working, those rows go back
+    // (the transaction holds the write lock: nothing else changed them meanwhile).
+    let ids = serde_json::to_string(&c.ids).map_err(backend)?;
+    let archived = tx
+        .prepare_cached(
+            "UPDATE memory_tier SET tier = 'archive' WHERE tier = 'working' AND rowid IN
+             (SELECT m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.id = j.value)
+             RETURNING rowid",
+        )
+        .and_then(|mut s| {
+            s.query_map([&ids], |r| r.get::<_, i64>(0))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(backend)?;
+    if archived.len() < c.ids.len()
+        && archived.len() < c.ids.iter().collect::<std::collections::HashSet<_>>().len()
     {
-        let mut archive = tx
-            .prepare_cached("UPDATE memory SET tier = 'archive' WHERE id = ?1 AND tier = 'working'")
-            .map_err(backend)?;
-        for id in &c.ids {
-            if archive.execute([id]).map_err(backend)? == 0 {
-                not_working.push(id.clone());
-            } else {
-                archived.push(id);
-            }
-        }
-    }
-    if !not_working.is_empty() {
         let mut restore = tx
-            .prepare_cached("UPDATE memory SET tier = 'working' WHERE id = ?1 AND tier = 'archive'")
+            .prepare_cached("UPDATE memory_tier SET tier = 'working' WHERE rowid = ?1")
             .map_err(backend)?;
-        for id in archived {
-            restore.execute([id]).map_err(backend)?;
+        for rowid in archived {
+            restore.execute([rowid]).map_err(backend)?;
+        }
+        let mut is_working = tx
+            .prepare_cached(
+                "SELECT 1 FROM memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid
+                 WHERE m.id = ?1 AND t.tier = 'working'",
+            )
+            .map_err(backend)?;
+        let mut not_working = Vec::new();
+        for id in &c.ids {
+            if !is_working.exists([id]).map_err(backend)? {
+                not_working.push(id.clone());
+            }
         }
         return Err(MemoryError::NotWorking(not_working));
     }
     let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
-    if insert_one(tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)? == 0 {
+    let Some(rowid) = insert_one(tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)?
+    else {
         return Err(backend(format!(
             "a memory entry with id {summary_id} exists already"
         )));
+    };
+    if let Some(inline) = inline {
+        let s = &c.summary;
+        inline.add(
+            rowid,
+            &s.content,
+            s.session_id.as_deref(),
+            &s.source,
+            s.created_at,
+        )?;
     }
     let mut record = c.record.clone();
     record.ids_out = vec![summary_id];
@@ -801,14 +911,45 @@ mod tests {
             conn.execute_batch(&format!(
                 "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
                  INSERT INTO memory (id, tier, content, source, created_at, importance)
-                 VALUES ('old1', 'working', 'written by version 1', 'test', 0, 0.5);"
+                 VALUES ('old1', 'working', 'written by version 1', 'test', 0, 0.5),
+                        ('old2', 'archive', 'archived by version 1', 'test', 5, 0.5),
+                        ('sum2', 'episodic', 'the summary of old2', 'test', 5, 0.5);"
             ))
-            .expect("v1 row");
+            .expect("v1 rows");
         }
         let store = SqliteStore::open(&path).expect("migrates");
+        let old1 = store.get("old1").expect("get").expect("kept");
+        assert_eq!(old1.content, "written by version 1");
+        assert_eq!(old1.tier, Tier::Working);
+        // Every tier survives the move of tiers to their own table (schema 4).
         assert_eq!(
-            store.get("old1").expect("get").expect("kept").content,
-            "written by version 1"
+            store.get("old2").expect("get").expect("kept").tier,
+            Tier::Archive
+        );
+        let stats = store.stats().expect("stats");
+        assert_eq!(
+            (stats.working, stats.episodic, stats.archive),
+            (1, 1, 1),
+            "{stats:?}"
+        );
+        assert_eq!(
+            store
+                .working_before(10, 10)
+                .expect("candidates")
+                .iter()
+                .map(|e| e.id.as_str())
+                .collect::<Vec<_>>(),
+            ["old1"]
+        );
+        assert_eq!(
+            store
+                .search(&SearchQuery {
+                    tiers: vec![Tier::Archive],
+                    ..SearchQuery::new("archived", 5)
+                })
+                .expect("search")
+                .len(),
+            1
         );
         use engram::session::SessionStore;
         let session = store
@@ -875,6 +1016,53 @@ mod tests {
             assert_eq!(hits(&store, "zebra"), ["a new zebra"]);
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn sleep_indexes_its_summaries_inline_or_through_the_queue() {
+        use engram::memory::sleep::{SleepPolicy, sleep};
+        let store = SqliteStore::open_in_memory().expect("store");
+        let queued = |store: &SqliteStore| -> i64 {
+            store
+                .conn()
+                .query_row("SELECT count(*) FROM index_queue", [], |r| r.get(0))
+                .expect("queue")
+        };
+        let summaries = |store: &SqliteStore, word: &str| {
+            store
+                .search(&SearchQuery {
+                    tiers: vec![Tier::Episodic],
+                    ..SearchQuery::new(word, 10)
+                })
+                .expect("search")
+                .len()
+        };
+        let day = 24 * 3600 * 1000;
+        let old = |id: &str, text: &str| engram::memory::NewEntry {
+            id: Some(id.into()),
+            created_at: 0,
+            ..engram::memory::NewEntry::working(text, "shell")
+        };
+        // The index has not applied the inserts: the summary goes through the queue.
+        store
+            .insert(&[
+                old("a1", "built the zebra crate"),
+                old("a2", "zebra tests pass"),
+            ])
+            .expect("insert");
+        assert!(queued(&store) > 0);
+        sleep(&store, 2 * day, &SleepPolicy::default()).expect("sleep");
+        assert_eq!(summaries(&store, "zebra"), 1);
+        assert_eq!(queued(&store), 0, "applied and removed by the search");
+        // The index is up to date: the sleep indexes its summary itself and leaves no queue.
+        store
+            .insert(&[old("b1", "the giraffe module compiles")])
+            .expect("insert");
+        store.sync_index().expect("sync");
+        sleep(&store, 2 * day, &SleepPolicy::default()).expect("sleep");
+        assert_eq!(queued(&store), 0, "nothing left for a catch-up");
+        assert_eq!(summaries(&store, "giraffe"), 1);
+        assert_eq!(summaries(&store, "zebra"), 1, "the earlier summary once");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use crate::{COLUMNS, backend, row_to_entry, write_tx};
+use crate::{COLUMNS, MEMORY, backend, row_to_entry, write_tx};
 
 /// Memory the index writer may use before it writes a segment.
 const WRITER_HEAP: usize = 96 << 20;
@@ -191,6 +191,70 @@ fn schema() -> (Schema, Fields) {
 
 fn index_error(e: impl std::fmt::Display) -> MemoryError {
     MemoryError::Backend(format!("search index: {e}"))
+}
+
+/// The last position in the index queue.
+pub(crate) fn newest_queued(conn: &Connection) -> Result<i64, MemoryError> {
+    conn.query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| {
+        r.get(0)
+    })
+    .map_err(backend)
+}
+
+/// Indexes rows as a write transaction inserts them ([`TextIndex::inline`]). Dropped without
+/// [`Inline::commit`] (the transaction failed), nothing it was given reaches the index.
+pub(crate) struct Inline<'a> {
+    index: &'a TextIndex,
+    writer: IndexWriter,
+    _sync: std::sync::MutexGuard<'a, ()>,
+}
+
+impl Inline<'_> {
+    /// Indexes a row the transaction inserted (its queue entry is applied by the commit).
+    pub(crate) fn add(
+        &mut self,
+        rowid: i64,
+        content: &str,
+        session: Option<&str>,
+        source: &str,
+        created_at: i64,
+    ) -> Result<(), MemoryError> {
+        self.writer
+            .add_document(
+                self.index
+                    .document(rowid, content, session, source, created_at),
+            )
+            .map(drop)
+            .map_err(index_error)
+    }
+
+    /// Commits the index after the transaction committed, up to `newest`, the queue's last
+    /// position in that transaction. A failure here loses nothing (the queue keeps the rows
+    /// and the next catch-up indexes them), so it is not the write's failure.
+    pub(crate) fn commit(mut self, conn: &mut Connection, newest: i64) {
+        let store_id = self
+            .index
+            .store_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let committed = self.writer.prepare_commit().and_then(|mut commit| {
+            commit.set_payload(&format!("{store_id}:{newest}"));
+            commit.commit()
+        });
+        if committed.is_err() {
+            return;
+        }
+        let _ = self.writer.wait_merging_threads();
+        if let Ok(tx) = write_tx(conn)
+            && tx
+                .execute("DELETE FROM index_queue WHERE seq <= ?1", [newest])
+                .is_ok()
+        {
+            let _ = tx.commit();
+        }
+        let _ = self.index.reader.reload();
+    }
 }
 
 /// The search index of one store.
@@ -360,11 +424,7 @@ impl TextIndex {
     /// caller for as long as this runs.
     pub(crate) fn catch_up(&self, conn: &mut Connection) -> Result<usize, MemoryError> {
         let _guard = self.sync.lock().unwrap_or_else(|p| p.into_inner());
-        let newest: i64 = conn
-            .query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| {
-                r.get(0)
-            })
-            .map_err(backend)?;
+        let newest = newest_queued(conn)?;
         let mut applied = self.applied()?;
         if newest <= applied {
             return Ok(0);
@@ -396,18 +456,24 @@ impl TextIndex {
                 if op == 0 {
                     continue;
                 }
-                let Some(content) = row.get::<_, Option<String>>(3).map_err(backend)? else {
+                let Some(content) = row
+                    .get_ref(3)
+                    .map_err(backend)?
+                    .as_str_or_null()
+                    .map_err(backend)?
+                else {
                     continue; // deleted since; its delete comes later in the queue
                 };
-                let mut doc = TantivyDocument::default();
-                doc.add_u64(f.rowid, rowid as u64);
-                doc.add_text(f.content, &content);
-                if let Some(session) = row.get::<_, Option<String>>(4).map_err(backend)? {
-                    doc.add_text(f.session, &session);
-                }
-                let source: String = row.get(5).map_err(backend)?;
-                doc.add_text(f.source, &source);
-                doc.add_i64(f.created_at, row.get(6).map_err(backend)?);
+                let doc = self.document(
+                    rowid,
+                    content,
+                    row.get_ref(4)
+                        .map_err(backend)?
+                        .as_str_or_null()
+                        .map_err(backend)?,
+                    row.get_ref(5).map_err(backend)?.as_str().map_err(backend)?,
+                    row.get(6).map_err(backend)?,
+                );
                 writer.add_document(doc).map_err(index_error)?;
             }
             done += n;
@@ -431,6 +497,55 @@ impl TextIndex {
         tx.commit().map_err(backend)?;
         self.reader.reload().map_err(index_error)?;
         Ok(done)
+    }
+
+    /// The index's document for a memory row.
+    fn document(
+        &self,
+        rowid: i64,
+        content: &str,
+        session: Option<&str>,
+        source: &str,
+        created_at: i64,
+    ) -> TantivyDocument {
+        let f = self.fields;
+        let mut doc = TantivyDocument::default();
+        doc.add_u64(f.rowid, rowid as u64);
+        doc.add_text(f.content, content);
+        if let Some(session) = session {
+            doc.add_text(f.session, session);
+        }
+        doc.add_text(f.source, source);
+        doc.add_i64(f.created_at, created_at);
+        doc
+    }
+
+    /// An indexer for the rows the write transaction `tx` inserts, working while the
+    /// transaction does (on tantivy's thread) and committed after it: what consolidation uses
+    /// for its summaries, so that indexing them does not wait for the writes to end. `None`
+    /// when the index has not applied everything queued before this transaction, or another
+    /// process holds the index's writer: the rows are then indexed from the queue later, as
+    /// every other write's are.
+    pub(crate) fn inline(&self, tx: &Connection) -> Result<Option<Inline<'_>>, MemoryError> {
+        let sync = self.sync.lock().unwrap_or_else(|p| p.into_inner());
+        let writer = match self
+            .index
+            .writer_with_num_threads::<TantivyDocument>(1, 20 << 20)
+        {
+            Ok(w) => w,
+            Err(tantivy::TantivyError::LockFailure(..)) => return Ok(None),
+            Err(e) => return Err(index_error(e)),
+        };
+        // Under both locks (SQLite's write lock and the index's writer): neither the queue nor
+        // the index's position can move until this transaction and its index commit end.
+        if newest_queued(tx)? > self.applied()? {
+            return Ok(None);
+        }
+        Ok(Some(Inline {
+            index: self,
+            writer,
+            _sync: sync,
+        }))
     }
 
     /// The query's words as the index spells them (lowercased, stemmed), without the
@@ -516,7 +631,9 @@ impl TextIndex {
         let tiers = query.tiers();
         let mut fetch = (query.limit * 2).max(16);
         let mut get = conn
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM memory WHERE rowid = ?1"))
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM {MEMORY} WHERE m.rowid = ?1"
+            ))
             .map_err(backend)?;
         loop {
             let top = searcher

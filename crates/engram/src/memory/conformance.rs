@@ -28,6 +28,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     insert_get_and_skip(make().as_ref());
     search_ranks_and_filters(make().as_ref());
     consolidation_is_atomic(make().as_ref());
+    a_partly_taken_group_is_skipped_whole(make().as_ref());
     sleep_consolidates_by_source_and_session(make().as_ref());
     the_cap_consolidates_early_and_never_deletes(make().as_ref());
     forget_updates_lineage_and_search(make().as_ref());
@@ -268,6 +269,90 @@ fn consolidation_is_atomic(store: &dyn MemoryStore) {
         store.search(&archived).expect("search").len(),
         2,
         "the archive is searchable"
+    );
+}
+
+/// One consolidation of `ids` into a summary `summary_id`, as sleep makes them.
+fn group(ids: &[&str], summary_id: &str, t: Timestamp) -> super::Consolidation {
+    super::Consolidation {
+        ids: ids.iter().map(|&id| id.to_owned()).collect(),
+        summary: NewEntry {
+            tier: Tier::Episodic,
+            ..entry(summary_id, &format!("summary of {ids:?}"), "a", None, t)
+        },
+        record: super::ConsolidationRecord {
+            id: 0,
+            session_id: None,
+            source: "a".into(),
+            items_consolidated: ids.len(),
+            summary_preview: String::new(),
+            created_at: t,
+            strategy: "extractive".into(),
+            model: None,
+            duration_ms: 0.1,
+            ids_in: ids.iter().map(|&id| id.to_owned()).collect(),
+            ids_out: vec![],
+        },
+    }
+}
+
+/// consolidate_many: a group one of whose entries another sleep took meanwhile changes
+/// nothing (its other entries stay working, no summary, no log); the groups around it apply.
+fn a_partly_taken_group_is_skipped_whole(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-02T00:00:00Z").expect("time");
+    store
+        .insert(&[
+            entry("p1", "first of group one", "a", None, t),
+            entry("p2", "second of group one", "a", None, t + 1),
+            entry("q1", "first of group two", "a", None, t + 2),
+            entry("q2", "second of group two", "a", None, t + 3),
+            entry("r1", "only of group three", "a", None, t + 4),
+        ])
+        .expect("insert");
+    // Another sleep took q2 first.
+    store
+        .consolidate(&group(&["q2"], "taken", t + 5))
+        .expect("the other sleep");
+    let records = store
+        .consolidate_many(&[
+            group(&["p1", "p2"], "sum-p", t + 6),
+            group(&["q1", "q2"], "sum-q", t + 6),
+            group(&["r1"], "sum-r", t + 6),
+        ])
+        .expect("consolidate_many");
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| r.ids_out.clone())
+            .collect::<Vec<_>>(),
+        [vec!["sum-p".to_owned()], vec!["sum-r".to_owned()]]
+    );
+    let tier = |id: &str| store.get(id).expect("get").map(|e| e.tier);
+    assert_eq!(
+        tier("q1"),
+        Some(Tier::Working),
+        "the skipped group's entry stays"
+    );
+    assert_eq!(tier("q2"), Some(Tier::Archive));
+    assert_eq!(tier("sum-q"), None, "no summary for the skipped group");
+    for id in ["p1", "p2", "r1"] {
+        assert_eq!(tier(id), Some(Tier::Archive), "{id}");
+    }
+    let stats = store.stats().expect("stats");
+    assert_eq!(
+        (stats.working, stats.episodic, stats.archive),
+        (1, 3, 4),
+        "{stats:?}"
+    );
+    assert_eq!(store.log(10).expect("log").len(), 3);
+    assert_eq!(
+        store
+            .working_before(t + 100, 10)
+            .expect("candidates")
+            .iter()
+            .map(|e| e.id.as_str())
+            .collect::<Vec<_>>(),
+        ["q1"]
     );
 }
 
