@@ -5,7 +5,9 @@ Working-memory entries are built from the dev data (../shared/data/dev): every m
 cut into pieces of at most 600 characters, becomes one entry whose source is the dataset and the
 role (or tool), whose session is the conversation, and whose time is spread over the 48 hours
 before now. For more entries than the data has, the data is cycled with new ids and sessions.
-Queries are the LoCoMo and LongMemEval questions.
+Queries are the LoCoMo and LongMemEval questions. A Mnemosyne object keeps one session, so the
+side by side gives both tools the entries in one session ("bench"); engram also runs on them
+with their conversations as sessions (a group, and a summary, per source and conversation).
 
     python3 scripts/bench_memory.py --entries 10000 --peer        # engram and mnemosyne
     python3 scripts/bench_memory.py --entries 1000000             # engram alone, at scale
@@ -14,7 +16,8 @@ engram: `engram memory import` (one process, timed end to end), `engram memory s
 --now after every entry's TTL/2, so everything is consolidated, as mnemosyne's force=True), and
 `engram bench search` (each query in process, after a warm-up pass). Peak memory is each
 process's maximum resident set (from wait4). mnemosyne: Mnemosyne(db_path=...).remember() per
-entry, sleep(force=True), recall(q, top_k=10) per query, in this Python process.
+entry, sleep(force=True) until it has nothing left to consolidate (one call takes at most 5,000
+entries), recall(q, top_k=10) per query, in this Python process.
 """
 
 import argparse
@@ -59,7 +62,7 @@ def pieces(text, size=600):
         yield text[i : i + size]
 
 
-def build_entries(dev, n, out):
+def build_entries(dev, n, out, session=None):
     base = [(d, c, r, p) for d, c, r, t in texts(dev) for p in pieces(t)]
     # Every dataset in any prefix of the entries.
     random.Random(11).shuffle(base)
@@ -76,7 +79,7 @@ def build_entries(dev, n, out):
                         "id": f"e{i}",
                         "content": p,
                         "source": f"{d}:{r}",
-                        "session_id": f"{c}#{cycle}",
+                        "session_id": session or f"{c}#{cycle}",
                         "created_at": at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                         "importance": 0.5,
                     }
@@ -113,8 +116,8 @@ def run(cmd, env=None):
     return seconds, usage.ru_maxrss / 1024, out.decode()
 
 
-def bench_engram(binary, entries, queries, workdir):
-    db = workdir / "engram.db"
+def bench_engram(binary, entries, queries, workdir, name="engram"):
+    db = workdir / f"{name}.db"
     for suffix in ["", "-wal", "-shm"]:
         Path(str(db) + suffix).unlink(missing_ok=True)
     import shutil
@@ -167,10 +170,23 @@ def bench_mnemosyne(entries, queries, workdir):
     times.sort()
     result["search_median_ms"] = statistics.median(times)
     result["search_p99_ms"] = times[round((len(times) - 1) * 0.99)]
+    # One sleep(force=True) consolidates at most SLEEP_BATCH_SIZE (5,000) entries: it is
+    # called until it has nothing left, so both tools do the same work (every entry).
     started = time.perf_counter()
-    slept = mem.sleep(force=True)
+    reports = []
+    while True:
+        t = time.perf_counter()
+        slept = mem.sleep(force=True)
+        if slept.get("status") == "no_op" or not slept.get("items_consolidated"):
+            break
+        reports.append(
+            {k: v for k, v in slept.items() if isinstance(v, (int, float, str))}
+            | {"seconds": time.perf_counter() - t}
+        )
     result["sleep_s"] = time.perf_counter() - started
-    result["sleep_report"] = {k: v for k, v in slept.items() if isinstance(v, (int, float, str))}
+    result["sleep_calls"] = reports
+    result["consolidated"] = sum(r.get("items_consolidated", 0) for r in reports)
+    result["summaries"] = sum(r.get("summaries_created", 0) for r in reports)
     import resource
 
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -189,27 +205,48 @@ def main():
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="engram-bench-memory-"))
     workdir.mkdir(parents=True, exist_ok=True)
     entries, queries_file = workdir / "entries.jsonl", workdir / "queries.txt"
+    one_session = workdir / "entries-one-session.jsonl"
     distinct = build_entries(Path(args.data), args.entries, entries)
+    build_entries(Path(args.data), args.entries, one_session, session="bench")
     queries = build_queries(Path(args.data), queries_file)
     print(f"{args.entries} entries ({distinct} distinct pieces of the dev data), {len(queries)} queries; {workdir}")
-    results = {"entries": args.entries, "engram": bench_engram(args.engram_bin, entries, queries_file, workdir)}
+    # mnemosyne keeps one session per Mnemosyne object (and its sleep groups by source within
+    # it): the side by side gives engram the same entries in one session. engram also runs on
+    # the entries with their conversations as sessions, where it writes a summary per source
+    # and conversation (about 20 times as many groups).
+    results = {
+        "entries": args.entries,
+        "engram": bench_engram(args.engram_bin, one_session, queries_file, workdir),
+        "engram_sessions": bench_engram(
+            args.engram_bin, entries, queries_file, workdir, name="engram-sessions"
+        ),
+    }
+    for key, label in [("engram", "engram (one session)"), ("engram_sessions", "engram (sessions)")]:
+        e = results[key]
+        print(
+            f"{label}: import {e['import_s']:.2f} s ({e['import_rss_mib']:.0f} MiB), "
+            f"sleep {e['sleep_s']:.2f} s, {e['sleep_in_process_s'] * 1e3:.0f} ms in process "
+            f"({e['sleep_rss_mib']:.0f} MiB, {e['consolidated']} -> {e['summaries']}), "
+            f"search median {e['search_median_ms']:.2f} ms p99 {e['search_p99_ms']:.2f} ms ({e['search_rss_mib']:.0f} MiB), "
+            f"database {e['db_mib']:.0f} MiB"
+        )
     e = results["engram"]
-    print(
-        f"engram:    import {e['import_s']:.2f} s ({e['import_rss_mib']:.0f} MiB), "
-        f"sleep {e['sleep_s']:.2f} s ({e['sleep_rss_mib']:.0f} MiB, {e['consolidated']} -> {e['summaries']}), "
-        f"search median {e['search_median_ms']:.2f} ms p99 {e['search_p99_ms']:.2f} ms ({e['search_rss_mib']:.0f} MiB), "
-        f"database {e['db_mib']:.0f} MiB"
-    )
     if args.peer:
-        m = bench_mnemosyne(entries, queries, workdir)
+        m = bench_mnemosyne(one_session, queries, workdir)
         results["mnemosyne"] = m
         print(
-            f"mnemosyne: import {m['import_s']:.2f} s, sleep {m['sleep_s']:.2f} s, "
+            f"mnemosyne: import {m['import_s']:.2f} s, sleep {m['sleep_s']:.2f} s "
+            f"({len(m['sleep_calls'])} calls, {m['consolidated']} -> {m['summaries']}), "
             f"search median {m['search_median_ms']:.2f} ms p99 {m['search_p99_ms']:.2f} ms, peak {m['peak_rss_mib']:.0f} MiB"
         )
+        # Per entry consolidated: mnemosyne stores a repeated text once (it consolidates fewer).
+        per_entry = (m["sleep_s"] / m["consolidated"]) / (e["sleep_s"] / e["consolidated"])
+        per_entry_in = (m["sleep_s"] / m["consolidated"]) / (e["sleep_in_process_s"] / e["consolidated"])
         print(
-            f"ratios (mnemosyne / engram): import {m['import_s'] / e['import_s']:.0f}x, "
-            f"sleep {m['sleep_s'] / e['sleep_s']:.0f}x, "
+            f"ratios (mnemosyne / engram, same entries): import {m['import_s'] / e['import_s']:.0f}x, "
+            f"sleep {m['sleep_s'] / e['sleep_s']:.0f}x "
+            f"({m['sleep_s'] / e['sleep_in_process_s']:.0f}x in process; per entry consolidated "
+            f"{per_entry:.0f}x, {per_entry_in:.0f}x in process), "
             f"search median {m['search_median_ms'] / e['search_median_ms']:.1f}x"
         )
     if args.json:
