@@ -52,7 +52,7 @@ pub fn is_salient(token: &str) -> bool {
 }
 
 /// [`is_separator`] for one byte of ASCII text.
-fn is_separator_byte(b: u8) -> bool {
+const fn is_separator_byte(b: u8) -> bool {
     matches!(
         b,
         b' ' | b'\t'
@@ -76,6 +76,77 @@ fn is_separator_byte(b: u8) -> bool {
             | b'='
             | b'|'
     )
+}
+
+/// Byte classes for [`count_salient`]: a separator, a character trimmed from a token's ends,
+/// one that gives a token structure (digit, `_`, `.`, `/`), an uppercase letter.
+const SEP: u8 = 1;
+const TRIM: u8 = 2;
+const STRUCTURE: u8 = 4;
+const UPPER: u8 = 8;
+
+static CLASS: [u8; 128] = {
+    let mut class = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        let mut k = 0;
+        if is_separator_byte(c) {
+            k |= SEP;
+        }
+        if matches!(c, b'.' | b',' | b':' | b';' | b'!' | b'?') {
+            k |= TRIM;
+        }
+        if c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'/') {
+            k |= STRUCTURE;
+        }
+        if c.is_ascii_uppercase() {
+            k |= UPPER;
+        }
+        class[b] = k;
+        b += 1;
+    }
+    class
+};
+
+/// How many salient tokens `text` has: `salient_tokens(text).count()`, in one pass over the
+/// bytes of ASCII text with a table of byte classes (sleep scores every line it summarises).
+pub fn count_salient(text: &str) -> usize {
+    if !text.is_ascii() {
+        return salient_tokens(text).count();
+    }
+    let b = text.as_bytes();
+    let class = |i: usize| CLASS[usize::from(b[i] & 0x7f)];
+    let mut n = 0;
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && class(i) & SEP != 0 {
+            i += 1;
+        }
+        let mut start = i;
+        while i < b.len() && class(i) & SEP == 0 {
+            i += 1;
+        }
+        let mut end = i;
+        while start < end && class(start) & TRIM != 0 {
+            start += 1;
+        }
+        while end > start && class(end - 1) & TRIM != 0 {
+            end -= 1;
+        }
+        // At least 4 long, and structure anywhere or an uppercase letter after the first
+        // (an all-digit token has structure: its digits).
+        if end - start >= 4 {
+            let mut after_first = 0;
+            for j in start + 1..end {
+                after_first |= class(j);
+            }
+            if (class(start) | after_first) & STRUCTURE != 0 || after_first & UPPER != 0 {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 /// The salient tokens of `text`, in order (with repeats).
@@ -214,8 +285,35 @@ mod tests {
                 .map(|t| t.trim_matches(|c| matches!(c, '.' | ',' | ':' | ';' | '!' | '?')))
                 .filter(|t| is_salient(t))
                 .collect();
+            proptest::prop_assert_eq!(count_salient(&text), reference.len());
             proptest::prop_assert_eq!(salient_tokens(&text).collect::<Vec<_>>(), reference);
         }
+
+        /// The table-driven count of ASCII text (the fast path) agrees with the definition,
+        /// on text dense in the characters that decide: trimmed punctuation, structure,
+        /// uppercase, separators.
+        #[test]
+        fn ascii_salient_counts_are_the_definition(
+            text in "([a-cA-C0-2_./:!?,;=()'\"` \t\n\r\x0b\x0c]|[ -~]){0,80}"
+        ) {
+            let reference = text
+                .split(is_separator)
+                .map(|t| t.trim_matches(|c| matches!(c, '.' | ',' | ':' | ';' | '!' | '?')))
+                .filter(|t| is_salient(t))
+                .count();
+            proptest::prop_assert_eq!(count_salient(&text), reference);
+        }
+    }
+
+    #[test]
+    fn salient_counts_of_examples() {
+        assert_eq!(
+            count_salient("edit src/parser.rs: fix ParseError in parse_list."),
+            3
+        );
+        assert_eq!(count_salient("call 42 then 2024 and ...end... Yes!"), 1);
+        assert_eq!(count_salient("(1.5) 'x.y.z' [a_b] ab/c ..x.."), 2);
+        assert_eq!(count_salient(""), 0);
     }
 
     #[test]

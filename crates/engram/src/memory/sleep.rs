@@ -16,7 +16,7 @@ use super::{
     Consolidation, ConsolidationRecord, MemoryEntry, MemoryError, MemoryStore, NewEntry, Tier,
     Timestamp, format_time,
 };
-use crate::compact::salient::salient_tokens;
+use crate::compact::salient::count_salient;
 use crate::compact::summarize::{Summarizer, SummaryRequest};
 use crate::message::Message;
 
@@ -104,6 +104,10 @@ pub fn sleep_with(
             break;
         }
         let before = report.items_consolidated;
+        // A short batch was all there was: when all of it was consolidated, there is no need
+        // to ask again (when another sleep held some of it, there may be: what it skipped).
+        let short = batch.len() < policy.batch.max(1);
+        let read = batch.len();
         consolidate_batch(
             store,
             batch,
@@ -116,6 +120,9 @@ pub fn sleep_with(
         if report.items_consolidated == before {
             // Every group of the batch was taken by another process sharing the store (it
             // holds them or consolidated them): they are its work, not ours to wait for.
+            break;
+        }
+        if short && report.items_consolidated - before == read {
             break;
         }
     }
@@ -158,12 +165,7 @@ fn consolidate_batch(
     breaker: &mut Breaker,
     report: &mut SleepReport,
 ) -> Result<(), MemoryError> {
-    // Groups by source and session, in that order; a stable sort keeps each group oldest first.
-    batch.sort_by(|a, b| {
-        a.source
-            .cmp(&b.source)
-            .then_with(|| a.session_id.cmp(&b.session_id))
-    });
+    sort_into_groups(&mut batch);
     let chunk_size = policy.group_chunk.max(1);
     // Without a summarizer, the extractive summaries are all written first (on two threads
     // when there are enough of them).
@@ -261,6 +263,42 @@ fn consolidate_batch(
         }
     }
     flush(store, &mut pending, report)
+}
+
+/// Sorts `batch` into groups by source and session, in that order, each group's entries in
+/// the order they came (oldest first). Each entry's group gets a rank (its key's place among
+/// the few distinct keys) and the entries are ordered by (rank, position): no string is
+/// compared per entry pair and no entry is moved more than once.
+fn sort_into_groups(batch: &mut Vec<MemoryEntry>) {
+    let mut keys: std::collections::HashMap<(&str, Option<&str>), u32> =
+        std::collections::HashMap::new();
+    let ids: Vec<u32> = batch
+        .iter()
+        .map(|e| {
+            let next = keys.len() as u32;
+            *keys
+                .entry((e.source.as_str(), e.session_id.as_deref()))
+                .or_insert(next)
+        })
+        .collect();
+    let mut sorted: Vec<((&str, Option<&str>), u32)> = keys.into_iter().collect();
+    sorted.sort_unstable();
+    let mut rank = vec![0u32; sorted.len()];
+    for (r, (_, id)) in sorted.iter().enumerate() {
+        rank[*id as usize] = r as u32;
+    }
+    let mut order: Vec<u64> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| (u64::from(rank[id as usize]) << 32) | i as u64)
+        .collect();
+    order.sort_unstable();
+    let mut slots: Vec<Option<MemoryEntry>> = std::mem::take(batch).into_iter().map(Some).collect();
+    batch.extend(
+        order
+            .iter()
+            .filter_map(|&k| slots[(k & 0xffff_ffff) as usize].take()),
+    );
 }
 
 /// True when two (neighbouring, sorted) entries belong to one group.
@@ -408,12 +446,12 @@ pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
             Some(second) => [first, second]
                 .into_iter()
                 .chain(candidates)
-                .max_by_key(|l| (salient_tokens(l).count(), std::cmp::Reverse(l.len() / 40)))
+                .max_by_key(|l| (count_salient(l), std::cmp::Reverse(l.len() / 40)))
                 .unwrap_or(""),
         };
         let line = first_chars(best, 240);
         if !line.is_empty() && seen.insert(line) {
-            lines.push((i, salient_tokens(line).count(), line));
+            lines.push((i, count_salient(line), line));
         }
     }
     let mut budget = max_chars.saturating_sub(header.len());
@@ -510,6 +548,34 @@ mod tests {
             .map(|(text, _)| text)
             .collect();
         assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn groups_sort_by_source_then_session_and_keep_their_order() {
+        let entry = |id: &str, source: &str, session: Option<&str>| MemoryEntry {
+            id: id.into(),
+            tier: Tier::Working,
+            content: String::new(),
+            source: source.into(),
+            session_id: session.map(str::to_owned),
+            created_at: 0,
+            importance: 0.5,
+            metadata: serde_json::Value::Null,
+            summary_of: Vec::new(),
+        };
+        let mut batch = vec![
+            entry("1", "b", None),
+            entry("2", "a", Some("s2")),
+            entry("3", "a", None),
+            entry("4", "b", None),
+            entry("5", "a", Some("s1")),
+            entry("6", "a", Some("s2")),
+            entry("7", "a", None),
+        ];
+        sort_into_groups(&mut batch);
+        let ids: Vec<&str> = batch.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["3", "7", "5", "2", "6", "1", "4"]);
+        sort_into_groups(&mut Vec::new());
     }
 
     #[test]
