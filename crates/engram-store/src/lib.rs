@@ -319,7 +319,7 @@ impl SqliteStore {
         // cache holds them instead of copied out by a read call each (a sleep reads every
         // candidate's row; 5% of its time).
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384; PRAGMA mmap_size=1073741824;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384;",
         )
         .map_err(backend)?;
         // Migrations, each in its own transaction: a crash leaves the previous version. The
