@@ -538,23 +538,38 @@ impl MemoryStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, MemoryError> {
         // The oldest `limit` are chosen from the index, then their rows are read in rowid
-        // order (neighbours on a page come together, instead of one seek each in time order)
-        // and put back in time order here.
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS}, m.rowid FROM memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid
-                 WHERE m.rowid IN (SELECT rowid FROM memory_tier
-                     WHERE tier = 'working' AND created_at < ?1
-                     ORDER BY created_at, rowid LIMIT ?2)"
-            ))
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(params![before, limit.min(i64::MAX as usize) as i64], |r| {
-                Ok((r.get::<_, i64>(9)?, row_to_entry(r)?))
+        // order (neighbours on a page come together, instead of one seek each in time order),
+        // driven by the sorted list (no temporary index for an IN list), and put back in time
+        // order here. One read transaction: both statements see the same snapshot.
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(backend)?;
+        let mut chosen: Vec<i64> = tx
+            .prepare_cached(
+                "SELECT rowid FROM memory_tier
+                 WHERE tier = 'working' AND created_at < ?1
+                 ORDER BY created_at, rowid LIMIT ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![before, limit.min(i64::MAX as usize) as i64], |r| {
+                    r.get(0)
+                })?
+                .collect()
             })
             .map_err(backend)?;
-        let mut rows = rows.collect::<Result<Vec<_>, _>>().map_err(backend)?;
+        chosen.sort_unstable();
+        let rowids = serde_json::to_string(&chosen).map_err(backend)?;
+        let mut rows = tx
+            .prepare_cached(&format!(
+                "SELECT {}, m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.rowid = j.value",
+                // Their tier is known: no second lookup per row for it.
+                COLUMNS.replace("t.tier", "'working'")
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([&rowids], |r| Ok((r.get::<_, i64>(9)?, row_to_entry(r)?)))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(backend)?;
+        drop(tx);
         rows.sort_unstable_by_key(|(rowid, e)| (e.created_at, *rowid));
         Ok(rows.into_iter().map(|(_, e)| e).collect())
     }
