@@ -315,9 +315,6 @@ impl SqliteStore {
                 Err(e) => return Err(backend(e)),
             }
         }
-        // Reads through a memory map (up to 1 GiB of the file): pages are used where the OS
-        // cache holds them instead of copied out by a read call each (a sleep reads every
-        // candidate's row; 5% of its time).
         conn.execute_batch(
             "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384;",
         )
@@ -422,11 +419,11 @@ fn insert_one(
         .execute(params![
             id,
             e.content,
-        e.source,
-        e.session_id,
-        e.created_at,
-        e.importance,
-        (!e.metadata.is_null()).then(|| e.metadata.to_string()),
+            e.source,
+            e.session_id,
+            e.created_at,
+            e.importance,
+            (!e.metadata.is_null()).then(|| e.metadata.to_string()),
             summary_of.map(|s| serde_json::to_string(s).unwrap_or_default()),
         ])?;
     if inserted == 0 {
@@ -807,10 +804,9 @@ fn consolidate_in(
             restore.execute([rowid]).map_err(backend)?;
         }
         let mut is_working = tx
-            .prepare_cached(
-                "SELECT 1 FROM memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid
-                 WHERE m.id = ?1 AND t.tier = 'working'",
-            )
+            .prepare_cached(&format!(
+                "SELECT 1 FROM {MEMORY} WHERE m.id = ?1 AND t.tier = 'working'"
+            ))
             .map_err(backend)?;
         let mut not_working = Vec::new();
         for id in &c.ids {

@@ -231,29 +231,8 @@ impl Inline<'_> {
     /// Commits the index after the transaction committed, up to `newest`, the queue's last
     /// position in that transaction. A failure here loses nothing (the queue keeps the rows
     /// and the next catch-up indexes them), so it is not the write's failure.
-    pub(crate) fn commit(mut self, conn: &mut Connection, newest: i64) {
-        let store_id = self
-            .index
-            .store_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let committed = self.writer.prepare_commit().and_then(|mut commit| {
-            commit.set_payload(&format!("{store_id}:{newest}"));
-            commit.commit()
-        });
-        if committed.is_err() {
-            return;
-        }
-        let _ = self.writer.wait_merging_threads();
-        if let Ok(tx) = write_tx(conn)
-            && tx
-                .execute("DELETE FROM index_queue WHERE seq <= ?1", [newest])
-                .is_ok()
-        {
-            let _ = tx.commit();
-        }
-        let _ = self.index.reader.reload();
+    pub(crate) fn commit(self, conn: &mut Connection, newest: i64) {
+        let _ = self.index.publish(self.writer, conn, newest);
     }
 }
 
@@ -429,7 +408,7 @@ impl TextIndex {
         if newest <= applied {
             return Ok(0);
         }
-        let mut writer = self.writer(newest - applied)?;
+        let writer = self.writer(newest - applied)?;
         // Read again under the writer lock: another process may have caught up meanwhile.
         applied = self.applied()?;
         let f = self.fields;
@@ -481,6 +460,19 @@ impl TextIndex {
                 break;
             }
         }
+        self.publish(writer, conn, applied)?;
+        Ok(done)
+    }
+
+    /// Commits what `writer` was given as the index's state up to queue position `applied`
+    /// (the commit's payload, which catching up starts from), then lets the queue drop what
+    /// the index now holds and shows the commit to searches.
+    fn publish(
+        &self,
+        mut writer: IndexWriter,
+        conn: &mut Connection,
+        applied: i64,
+    ) -> Result<(), MemoryError> {
         let mut commit = writer.prepare_commit().map_err(index_error)?;
         let store_id = self
             .store_id
@@ -495,8 +487,7 @@ impl TextIndex {
         tx.execute("DELETE FROM index_queue WHERE seq <= ?1", [applied])
             .map_err(backend)?;
         tx.commit().map_err(backend)?;
-        self.reader.reload().map_err(index_error)?;
-        Ok(done)
+        self.reader.reload().map_err(index_error)
     }
 
     /// The index's document for a memory row.

@@ -216,26 +216,7 @@ fn consolidation_is_atomic(store: &dyn MemoryStore) {
         ["c1", "c2"],
         "oldest first"
     );
-    let mut consolidation = super::Consolidation {
-        ids: vec!["c1".into(), "c2".into()],
-        summary: NewEntry {
-            tier: Tier::Episodic,
-            ..entry("sum", "facts one and two", "a", None, t + 1)
-        },
-        record: super::ConsolidationRecord {
-            id: 0,
-            session_id: None,
-            source: "a".into(),
-            items_consolidated: 2,
-            summary_preview: "facts one and two".into(),
-            created_at: t + 5,
-            strategy: "extractive".into(),
-            model: None,
-            duration_ms: 0.1,
-            ids_in: vec!["c1".into(), "c2".into()],
-            ids_out: vec![],
-        },
-    };
+    let mut consolidation = group(&["c1", "c2"], "sum", t + 5);
     let record = store.consolidate(&consolidation).expect("consolidate");
     assert_eq!(record.ids_out, ["sum"]);
     let summary = store.get("sum").expect("get").expect("summary stored");
