@@ -28,7 +28,7 @@ use serde_json::Value;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -193,11 +193,67 @@ CREATE TRIGGER memory_tier_au AFTER UPDATE OF created_at ON memory BEGIN
 END;
 ";
 
+/// Version 5: working memory is a table of its own, holding the working entries' rowids (and
+/// times, to choose the oldest). An entry's tier in `memory_tier` is `entry` while it is
+/// working or archived; which of the two is whether `memory_working` has it. Consolidation
+/// archives an entry by deleting one small row: no rewrite of its tier row and no index entry
+/// to remove (that index's upkeep was two thirds of the cost of archiving).
+const SCHEMA_V5: &str = "
+DROP INDEX memory_working;
+DROP INDEX memory_small_tiers;
+CREATE TABLE memory_working (
+    entry INTEGER PRIMARY KEY,
+    created_at INTEGER NOT NULL
+);
+INSERT INTO memory_working (entry, created_at)
+    SELECT rowid, created_at FROM memory_tier WHERE tier = 'working';
+UPDATE memory_tier SET tier = 'entry' WHERE tier IN ('working', 'archive');
+CREATE INDEX memory_small_tiers ON memory_tier(tier) WHERE tier <> 'entry';
+DROP TRIGGER memory_tier_ad;
+DROP TRIGGER memory_tier_au;
+CREATE TRIGGER memory_tier_ad AFTER DELETE ON memory BEGIN
+    DELETE FROM memory_tier WHERE rowid = old.rowid;
+    DELETE FROM memory_working WHERE entry = old.rowid;
+END;
+CREATE TRIGGER memory_tier_au AFTER UPDATE OF created_at ON memory BEGIN
+    UPDATE memory_tier SET created_at = new.created_at WHERE rowid = new.rowid;
+    UPDATE memory_working SET created_at = new.created_at WHERE entry = new.rowid;
+END;
+";
+
+/// How `memory_tier` spells a tier: working and archived entries are both `entry` (see
+/// [`SCHEMA_V5`]).
+fn stored_tier(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Working | Tier::Archive => "entry",
+        other => other.as_str(),
+    }
+}
+
 /// A SQLite-backed store.
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     index: search::TextIndex,
+    candidates: Mutex<Candidates>,
+}
+
+/// The rowids of the entries the last candidate read returned, by id, and the index queue's
+/// position when it read them. Every insert, update and delete of a memory row moves that
+/// position (by trigger); while it has not moved, no rowid was freed and given to another
+/// entry, so consolidation can archive these entries by rowid instead of looking each id up.
+#[derive(Debug, Default)]
+struct Candidates {
+    seq: i64,
+    rowids: std::collections::HashMap<String, i64>,
+}
+
+/// The index queue's last position (SQLite's `AUTOINCREMENT` counter: it never goes back).
+fn queue_seq(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'index_queue'), 0)",
+    )?
+    .query_row([], |r| r.get(0))
 }
 
 pub(crate) fn backend(e: impl std::fmt::Display) -> MemoryError {
@@ -333,6 +389,7 @@ impl SqliteStore {
                 (2, SCHEMA_V2),
                 (3, SCHEMA_V3),
                 (4, SCHEMA_V4),
+                (5, SCHEMA_V5),
             ] {
                 if current < to {
                     tx.execute_batch(schema).map_err(backend)?;
@@ -356,6 +413,7 @@ impl SqliteStore {
         };
         index.reconcile(&mut conn)?;
         Ok(SqliteStore {
+            candidates: Mutex::default(),
             conn: Mutex::new(conn),
             index,
         })
@@ -373,8 +431,20 @@ impl SqliteStore {
     }
 }
 
+/// The columns [`row_to_entry`] reads after the tier.
+macro_rules! columns_after_tier {
+    () => {
+        "m.content, m.source, m.session_id, m.created_at, m.importance, m.metadata, m.summary_of"
+    };
+}
+
 /// The columns [`row_to_entry`] reads, from [`MEMORY`] (or any join naming the tables `m` and `t`).
-pub(crate) const COLUMNS: &str = "m.id, t.tier, m.content, m.source, m.session_id, m.created_at, m.importance, m.metadata, m.summary_of";
+pub(crate) const COLUMNS: &str = concat!(
+    "m.id, CASE WHEN t.tier <> 'entry' THEN t.tier
+     WHEN EXISTS (SELECT 1 FROM memory_working w WHERE w.entry = m.rowid) THEN 'working'
+     ELSE 'archive' END, ",
+    columns_after_tier!()
+);
 
 /// Memory rows with their tiers, for lookups by the row's own columns (the wide row first).
 pub(crate) const MEMORY: &str = "memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid";
@@ -431,7 +501,11 @@ fn insert_one(
     }
     let rowid = tx.last_insert_rowid();
     tx.prepare_cached("INSERT INTO memory_tier (rowid, tier, created_at) VALUES (?1, ?2, ?3)")?
-        .execute(params![rowid, e.tier.as_str(), e.created_at])?;
+        .execute(params![rowid, stored_tier(e.tier), e.created_at])?;
+    if e.tier == Tier::Working {
+        tx.prepare_cached("INSERT INTO memory_working (entry, created_at) VALUES (?1, ?2)")?
+            .execute(params![rowid, e.created_at])?;
+    }
     Ok(Some(rowid))
 }
 
@@ -489,14 +563,14 @@ impl MemoryStore for SqliteStore {
     }
 
     fn stats(&self) -> Result<Stats, MemoryError> {
-        // No scan of the archive, which grows without bound: working and the small tiers are
-        // counted from their indexes, the archive is what remains of the total (a count of
-        // the table's cells, without reading its rows).
+        // No scan of the archive, which grows without bound: working memory and the small
+        // tiers are counted from their own table and index, the archive is what remains of
+        // the total (a count of the table's cells, without reading its rows).
         let conn = self.conn();
         let (total, working): (i64, i64) = conn
             .prepare_cached(
                 "SELECT (SELECT count(*) FROM memory_tier),
-                        (SELECT count(*) FROM memory_tier WHERE tier = 'working')",
+                        (SELECT count(*) FROM memory_working)",
             )
             .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
             .map_err(backend)?;
@@ -507,8 +581,7 @@ impl MemoryStore for SqliteStore {
         let mut others = 0;
         let mut stmt = conn
             .prepare_cached(
-                "SELECT tier, count(*) FROM memory_tier
-                 WHERE tier NOT IN ('working', 'archive') GROUP BY tier",
+                "SELECT tier, count(*) FROM memory_tier WHERE tier <> 'entry' GROUP BY tier",
             )
             .map_err(backend)?;
         let rows = stmt
@@ -534,32 +607,34 @@ impl MemoryStore for SqliteStore {
         before: Timestamp,
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, MemoryError> {
-        // The oldest `limit` are chosen from the index, then their rows are read in rowid
-        // order (neighbours on a page come together, instead of one seek each in time order),
-        // driven by the sorted list (no temporary index for an IN list), and put back in time
-        // order here. One read transaction: both statements see the same snapshot.
+        // The oldest `limit` are chosen from working memory's own small table, then their rows
+        // are read in rowid order (neighbours on a page come together, instead of one seek
+        // each in time order), driven by the sorted list (no temporary index for an IN list),
+        // and put back in time order here. One read transaction: every statement sees the
+        // same snapshot.
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(backend)?;
-        let mut chosen: Vec<i64> = tx
-            .prepare_cached(
-                "SELECT rowid FROM memory_tier
-                 WHERE tier = 'working' AND created_at < ?1
-                 ORDER BY created_at, rowid LIMIT ?2",
-            )
+        let seq = queue_seq(&tx).map_err(backend)?;
+        let mut chosen: Vec<(i64, i64)> = tx
+            .prepare_cached("SELECT created_at, entry FROM memory_working WHERE created_at < ?1")
             .and_then(|mut stmt| {
-                stmt.query_map(params![before, limit.min(i64::MAX as usize) as i64], |r| {
-                    r.get(0)
-                })?
-                .collect()
+                stmt.query_map([before], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
             })
             .map_err(backend)?;
-        chosen.sort_unstable();
-        let rowids = serde_json::to_string(&chosen).map_err(backend)?;
+        if chosen.len() > limit {
+            chosen.select_nth_unstable(limit);
+            chosen.truncate(limit);
+        }
+        let mut rowids: Vec<i64> = chosen.iter().map(|&(_, rowid)| rowid).collect();
+        rowids.sort_unstable();
+        let rowids = serde_json::to_string(&rowids).map_err(backend)?;
         let mut rows = tx
-            .prepare_cached(&format!(
-                "SELECT {}, m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.rowid = j.value",
-                // Their tier is known: no second lookup per row for it.
-                COLUMNS.replace("t.tier", "'working'")
+            .prepare_cached(concat!(
+                // Their tier is known: no lookup per row for it.
+                "SELECT m.id, 'working', ",
+                columns_after_tier!(),
+                ", m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.rowid = j.value"
             ))
             .and_then(|mut stmt| {
                 stmt.query_map([&rowids], |r| Ok((r.get::<_, i64>(9)?, row_to_entry(r)?)))?
@@ -568,6 +643,12 @@ impl MemoryStore for SqliteStore {
             .map_err(backend)?;
         drop(tx);
         rows.sort_unstable_by_key(|(rowid, e)| (e.created_at, *rowid));
+        let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
+        candidates.seq = seq;
+        candidates.rowids.clear();
+        candidates
+            .rowids
+            .extend(rows.iter().map(|(rowid, e)| (e.id.clone(), *rowid)));
         Ok(rows.into_iter().map(|(_, e)| e).collect())
     }
 
@@ -578,7 +659,7 @@ impl MemoryStore for SqliteStore {
     fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let record = consolidate_in(&tx, c, None)?;
+        let record = consolidate_in(&tx, c, None, None)?;
         tx.commit().map_err(backend)?;
         Ok(record)
     }
@@ -592,12 +673,16 @@ impl MemoryStore for SqliteStore {
         // The summaries are indexed while the transaction runs (tantivy's thread works while
         // SQLite does), not read back from the queue after it.
         let mut inline = self.index.inline(&tx)?;
+        // The last candidate read's rowids hold while no memory row was written since it.
+        let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
+        let known = candidates.seq == queue_seq(&tx).map_err(backend)?;
+        let rowids = known.then_some(&candidates.rowids);
         let mut out = Vec::with_capacity(consolidations.len());
         for c in consolidations {
             // A group another process consolidated meanwhile is skipped whole: consolidate_in
             // puts back what it had archived of it (no savepoint per group: SQLite copies every
             // page a savepoint touches, a third of the cost of a sleep).
-            match consolidate_in(&tx, c, inline.as_mut()) {
+            match consolidate_in(&tx, c, rowids, inline.as_mut()) {
                 Ok(record) => out.push(record),
                 Err(MemoryError::NotWorking(_)) => {}
                 Err(e) => return Err(e),
@@ -607,7 +692,13 @@ impl MemoryStore for SqliteStore {
             Some(_) => search::newest_queued(&tx)?,
             None => 0,
         };
+        // This transaction only inserted rows (the summaries): the rowids still hold after it.
+        let seq = queue_seq(&tx).map_err(backend)?;
         tx.commit().map_err(backend)?;
+        if known {
+            candidates.seq = seq;
+        }
+        drop(candidates);
         if let Some(inline) = inline {
             inline.commit(&mut conn, newest);
         }
@@ -664,7 +755,8 @@ impl MemoryStore for SqliteStore {
         let tx = write_tx(&mut conn)?;
         let out = forget_where(
             &tx,
-            "rowid IN (SELECT rowid FROM memory_tier WHERE tier = 'archive' AND created_at < ?1)",
+            "rowid IN (SELECT t.rowid FROM memory_tier t WHERE t.tier = 'entry' AND t.created_at < ?1
+                       AND NOT EXISTS (SELECT 1 FROM memory_working w WHERE w.entry = t.rowid))",
             &[&before],
         )?;
         tx.commit().map_err(backend)?;
@@ -777,20 +869,36 @@ pub(crate) fn forget_where(
 fn consolidate_in(
     tx: &Connection,
     c: &Consolidation,
+    rowids: Option<&std::collections::HashMap<String, i64>>,
     inline: Option<&mut search::Inline<'_>>,
 ) -> Result<ConsolidationRecord, MemoryError> {
-    // One statement per group, not one per entry: the ids go in as a JSON array, the rows it
-    // archived come back. When one of the group's entries was not working, those rows go back
-    // (the transaction holds the write lock: nothing else changed them meanwhile).
-    let ids = serde_json::to_string(&c.ids).map_err(backend)?;
-    let archived = tx
-        .prepare_cached(
-            "UPDATE memory_tier SET tier = 'archive' WHERE tier = 'working' AND rowid IN
+    // One statement per group, not one per entry: the entries (their rowids when the candidate
+    // read's still hold, else their ids) go in as a JSON array, and the rows it took out of
+    // working memory come back. When one of the group's entries was not working, those rows
+    // go back (the transaction holds the write lock: nothing else changed them meanwhile).
+    let by_rowid: Option<Vec<i64>> =
+        rowids.and_then(|known| c.ids.iter().map(|id| known.get(id).copied()).collect());
+    let (sql, keys) = match by_rowid {
+        Some(mut by_rowid) => {
+            by_rowid.sort_unstable();
+            (
+                "DELETE FROM memory_working WHERE entry IN (SELECT value FROM json_each(?1))
+                 RETURNING entry, created_at",
+                serde_json::to_string(&by_rowid),
+            )
+        }
+        None => (
+            "DELETE FROM memory_working WHERE entry IN
              (SELECT m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.id = j.value)
-             RETURNING rowid",
-        )
+             RETURNING entry, created_at",
+            serde_json::to_string(&c.ids),
+        ),
+    };
+    let keys = keys.map_err(backend)?;
+    let archived = tx
+        .prepare_cached(sql)
         .and_then(|mut s| {
-            s.query_map([&ids], |r| r.get::<_, i64>(0))?
+            s.query_map([&keys], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
                 .collect::<Result<Vec<_>, _>>()
         })
         .map_err(backend)?;
@@ -798,15 +906,16 @@ fn consolidate_in(
         && archived.len() < c.ids.iter().collect::<std::collections::HashSet<_>>().len()
     {
         let mut restore = tx
-            .prepare_cached("UPDATE memory_tier SET tier = 'working' WHERE rowid = ?1")
+            .prepare_cached("INSERT INTO memory_working (entry, created_at) VALUES (?1, ?2)")
             .map_err(backend)?;
-        for rowid in archived {
-            restore.execute([rowid]).map_err(backend)?;
+        for (rowid, created_at) in archived {
+            restore.execute([rowid, created_at]).map_err(backend)?;
         }
         let mut is_working = tx
-            .prepare_cached(&format!(
-                "SELECT 1 FROM {MEMORY} WHERE m.id = ?1 AND t.tier = 'working'"
-            ))
+            .prepare_cached(
+                "SELECT 1 FROM memory m CROSS JOIN memory_working w ON w.entry = m.rowid
+                 WHERE m.id = ?1",
+            )
             .map_err(backend)?;
         let mut not_working = Vec::new();
         for id in &c.ids {
@@ -932,7 +1041,8 @@ mod tests {
         let old1 = store.get("old1").expect("get").expect("kept");
         assert_eq!(old1.content, "written by version 1");
         assert_eq!(old1.tier, Tier::Working);
-        // Every tier survives the move of tiers to their own table (schema 4).
+        // Every tier survives the move of tiers to their own table (schema 4) and of working
+        // memory to its own (schema 5).
         assert_eq!(
             store.get("old2").expect("get").expect("kept").tier,
             Tier::Archive

@@ -29,6 +29,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     search_ranks_and_filters(make().as_ref());
     consolidation_is_atomic(make().as_ref());
     a_partly_taken_group_is_skipped_whole(make().as_ref());
+    an_entry_replaced_after_the_read_is_not_archived_in_its_place(make().as_ref());
     sleep_consolidates_by_source_and_session(make().as_ref());
     the_cap_consolidates_early_and_never_deletes(make().as_ref());
     forget_updates_lineage_and_search(make().as_ref());
@@ -275,6 +276,49 @@ fn group(ids: &[&str], summary_id: &str, t: Timestamp) -> super::Consolidation {
             ids_out: vec![],
         },
     }
+}
+
+/// Between a sleep's candidate read and its consolidation, an entry is forgotten and another
+/// written (in SQLite, the newest row's rowid is given again): the group fails as one whose
+/// entry is gone, and the new entry stays working.
+fn an_entry_replaced_after_the_read_is_not_archived_in_its_place(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-03T00:00:00Z").expect("time");
+    store
+        .insert(&[
+            entry("keep", "an entry that stays", "a", None, t),
+            entry("gone", "an entry about to be forgotten", "a", None, t + 1),
+        ])
+        .expect("insert");
+    let read: Vec<String> = store
+        .working_before(t + 10, 10)
+        .expect("candidates")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(read, ["keep", "gone"]);
+    store
+        .forget(&super::Forget {
+            id: Some("gone".into()),
+            ..Default::default()
+        })
+        .expect("forget");
+    store
+        .insert(&[entry("new", "written after the read", "a", None, t + 2)])
+        .expect("insert");
+    let records = store
+        .consolidate_many(&[group(&["keep", "gone"], "sum", t + 3)])
+        .expect("consolidate_many");
+    assert!(records.is_empty(), "{records:?}");
+    let tier = |id: &str| store.get(id).expect("get").map(|e| e.tier);
+    assert_eq!(tier("new"), Some(Tier::Working));
+    assert_eq!(tier("keep"), Some(Tier::Working));
+    assert_eq!(tier("sum"), None);
+    let records = store
+        .consolidate_many(&[group(&["keep"], "sum", t + 3)])
+        .expect("consolidate_many");
+    assert_eq!(records.len(), 1);
+    assert_eq!(tier("keep"), Some(Tier::Archive));
+    assert_eq!(tier("new"), Some(Tier::Working));
 }
 
 /// consolidate_many: a group one of whose entries another sleep took meanwhile changes
