@@ -245,7 +245,7 @@ pub struct SqliteStore {
 #[derive(Debug, Default)]
 struct Candidates {
     seq: i64,
-    rowids: std::collections::HashMap<String, i64>,
+    rowids: rustc_hash::FxHashMap<String, i64>,
 }
 
 /// The index queue's last position (SQLite's `AUTOINCREMENT` counter: it never goes back).
@@ -420,10 +420,11 @@ impl SqliteStore {
     }
 
     /// Brings the search index up to date now (a search does it anyway; bulk writers call this
-    /// so that the next search is fast). Returns the changes applied.
+    /// so that the next search is fast). Returns the changes applied. An index commit still
+    /// running that covers every change is left to finish on its own.
     pub fn sync_index(&self) -> Result<usize, MemoryError> {
         let mut conn = self.conn();
-        self.index.catch_up(&mut conn)
+        self.index.catch_up(&mut conn, false)
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -547,7 +548,7 @@ impl MemoryStore for SqliteStore {
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
         let mut conn = self.conn();
-        self.index.catch_up(&mut conn)?;
+        self.index.catch_up(&mut conn, true)?;
         self.index.search(&conn, query)
     }
 
@@ -700,7 +701,7 @@ impl MemoryStore for SqliteStore {
         }
         drop(candidates);
         if let Some(inline) = inline {
-            inline.commit(&mut conn, newest);
+            inline.commit(newest);
         }
         Ok(out)
     }
@@ -869,7 +870,7 @@ pub(crate) fn forget_where(
 fn consolidate_in(
     tx: &Connection,
     c: &Consolidation,
-    rowids: Option<&std::collections::HashMap<String, i64>>,
+    rowids: Option<&rustc_hash::FxHashMap<String, i64>>,
     inline: Option<&mut search::Inline<'_>>,
 ) -> Result<ConsolidationRecord, MemoryError> {
     // One statement per group, not one per entry: the entries (their rowids when the candidate
@@ -1175,13 +1176,24 @@ mod tests {
         sleep(&store, 2 * day, &SleepPolicy::default()).expect("sleep");
         assert_eq!(summaries(&store, "zebra"), 1);
         assert_eq!(queued(&store), 0, "applied and removed by the search");
-        // The index is up to date: the sleep indexes its summary itself and leaves no queue.
+        // The index is up to date: the sleep indexes its summary itself (the commit finishing
+        // on its own thread) and leaves nothing for a catch-up.
         store
             .insert(&[old("b1", "the giraffe module compiles")])
             .expect("insert");
         store.sync_index().expect("sync");
         sleep(&store, 2 * day, &SleepPolicy::default()).expect("sleep");
-        assert_eq!(queued(&store), 0, "nothing left for a catch-up");
+        assert_eq!(
+            store.sync_index().expect("sync"),
+            0,
+            "a commit under way covers the queue"
+        );
+        let caught_up = store
+            .index
+            .catch_up(&mut store.conn(), true)
+            .expect("catch up");
+        assert_eq!(caught_up, 0, "the sleep's commit applied its summary");
+        assert_eq!(queued(&store), 0, "which then left the queue");
         assert_eq!(summaries(&store, "giraffe"), 1);
         assert_eq!(summaries(&store, "zebra"), 1, "the earlier summary once");
     }

@@ -229,11 +229,37 @@ impl Inline<'_> {
     }
 
     /// Commits the index after the transaction committed, up to `newest`, the queue's last
-    /// position in that transaction. A failure here loses nothing (the queue keeps the rows
-    /// and the next catch-up indexes them), so it is not the write's failure.
-    pub(crate) fn commit(self, conn: &mut Connection, newest: i64) {
-        let _ = self.index.publish(self.writer, conn, newest);
+    /// position in that transaction. The commit (mostly waiting for its files to reach the
+    /// disk) runs on a thread of its own while the caller goes on; whatever next uses the
+    /// index waits for it first ([`TextIndex::settle`]), and so does dropping the index. A
+    /// failure loses nothing (the queue keeps the rows and the next catch-up indexes them),
+    /// so it is not the write's failure.
+    pub(crate) fn commit(self, newest: i64) {
+        let payload = format!("{}:{newest}", self.index.store_id());
+        let mut writer = self.writer;
+        let commit = move || -> tantivy::Result<()> {
+            let mut commit = writer.prepare_commit()?;
+            commit.set_payload(&payload);
+            commit.commit()?;
+            writer.wait_merging_threads()
+        };
+        let mut pending = self.index.pending();
+        *pending = match std::thread::Builder::new()
+            .name("engram-index-commit".into())
+            .spawn(commit)
+        {
+            Ok(handle) => Some(Pending { handle, newest }),
+            // No thread to be had: the writer went with the closure, so nothing is committed
+            // and the queue keeps the rows for the next catch-up.
+            Err(_) => None,
+        };
     }
+}
+
+/// An index commit running on its own thread, up to queue position `newest`.
+struct Pending {
+    handle: std::thread::JoinHandle<tantivy::Result<()>>,
+    newest: i64,
 }
 
 /// The search index of one store.
@@ -246,6 +272,18 @@ pub(crate) struct TextIndex {
     sync: Mutex<()>,
     /// The database's id (`meta.store_id`), written into every commit.
     store_id: Mutex<String>,
+    /// The commit [`Inline::commit`] left running, if any.
+    pending: Mutex<Option<Pending>>,
+}
+
+impl Drop for TextIndex {
+    fn drop(&mut self) {
+        // The process may end right after: the commit finishes first. (Its queue entries
+        // stay until the next commit drops them; catching up skips what the index holds.)
+        if let Some(pending) = self.pending().take() {
+            let _ = pending.handle.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for TextIndex {
@@ -314,7 +352,33 @@ impl TextIndex {
             analyzer: Mutex::new(StemmingTokenizer::default()),
             sync: Mutex::new(()),
             store_id: Mutex::new(String::new()),
+            pending: Mutex::new(None),
         })
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Option<Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn store_id(&self) -> String {
+        self.store_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Waits for the commit [`Inline::commit`] left running, then lets the queue drop what
+    /// the index now holds and shows the commit to searches. Callers hold `sync`.
+    fn settle(&self, conn: &mut Connection) -> Result<(), MemoryError> {
+        let Some(pending) = self.pending().take() else {
+            return Ok(());
+        };
+        match pending.handle.join() {
+            Ok(Ok(())) => self.after_commit(conn, pending.newest),
+            // The queue still holds the rows: the next catch-up indexes them.
+            Ok(Err(_)) => Ok(()),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 
     /// The store the index belongs to and the last queue position it has applied, from the
@@ -401,9 +465,15 @@ impl TextIndex {
 
     /// Applies what the queue holds beyond the index's last commit. `conn` is locked by the
     /// caller for as long as this runs.
-    pub(crate) fn catch_up(&self, conn: &mut Connection) -> Result<usize, MemoryError> {
+    /// With `wait` false, a commit still running that covers the queue leaves nothing to do
+    /// (a search passes true: it must see that commit).
+    pub(crate) fn catch_up(&self, conn: &mut Connection, wait: bool) -> Result<usize, MemoryError> {
         let _guard = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         let newest = newest_queued(conn)?;
+        if !wait && self.pending().as_ref().is_some_and(|p| p.newest >= newest) {
+            return Ok(0);
+        }
+        self.settle(conn)?;
         let mut applied = self.applied()?;
         if newest <= applied {
             return Ok(0);
@@ -474,15 +544,15 @@ impl TextIndex {
         applied: i64,
     ) -> Result<(), MemoryError> {
         let mut commit = writer.prepare_commit().map_err(index_error)?;
-        let store_id = self
-            .store_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        commit.set_payload(&format!("{store_id}:{applied}"));
+        commit.set_payload(&format!("{}:{applied}", self.store_id()));
         commit.commit().map_err(index_error)?;
         writer.wait_merging_threads().map_err(index_error)?;
-        // What the index holds can leave the queue (a crash here only leaves it longer).
+        self.after_commit(conn, applied)
+    }
+
+    /// After a commit up to queue position `applied`: what the index holds leaves the queue
+    /// (a crash here only leaves it longer) and searches see the commit.
+    fn after_commit(&self, conn: &mut Connection, applied: i64) -> Result<(), MemoryError> {
         let tx = write_tx(conn)?;
         tx.execute("DELETE FROM index_queue WHERE seq <= ?1", [applied])
             .map_err(backend)?;
@@ -519,6 +589,19 @@ impl TextIndex {
     /// every other write's are.
     pub(crate) fn inline(&self, tx: &Connection) -> Result<Option<Inline<'_>>, MemoryError> {
         let sync = self.sync.lock().unwrap_or_else(|p| p.into_inner());
+        // A commit still running holds the writer: it is waited for, and what it applied
+        // leaves the queue in this transaction.
+        if let Some(pending) = self.pending().take() {
+            match pending.handle.join() {
+                Ok(Ok(())) => {
+                    tx.execute("DELETE FROM index_queue WHERE seq <= ?1", [pending.newest])
+                        .map_err(backend)?;
+                    self.reader.reload().map_err(index_error)?;
+                }
+                Ok(Err(_)) => {}
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
         let writer = match self
             .index
             .writer_with_num_threads::<TantivyDocument>(1, 20 << 20)

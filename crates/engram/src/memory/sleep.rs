@@ -294,6 +294,8 @@ fn sort_into_groups(batch: &mut Vec<MemoryEntry>) {
         .collect();
     order.sort_unstable();
     let mut slots: Vec<Option<MemoryEntry>> = std::mem::take(batch).into_iter().map(Some).collect();
+    // Room for all at once: growing by doubling would copy the entries over and over.
+    batch.reserve_exact(order.len());
     batch.extend(
         order
             .iter()
