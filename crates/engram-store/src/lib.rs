@@ -532,17 +532,39 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Inserted, MemoryError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
+        // An import is indexed as it is inserted: tantivy's threads work while SQLite does,
+        // and nothing is read back from the queue afterwards.
+        let mut inline = self.index.inline(&tx, true)?;
         let mut out = Inserted::default();
         for e in entries {
-            // An error returns before the commit: the transaction rolls back.
+            // An error returns before the commit: the transaction rolls back (and the
+            // indexer, dropped uncommitted, with it).
             let e = e?;
             let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
             match insert_one(&tx, &id, &e, None).map_err(backend)? {
                 None => out.skipped += 1,
-                Some(_) => out.inserted += 1,
+                Some(rowid) => {
+                    out.inserted += 1;
+                    if let Some(inline) = inline.as_mut() {
+                        inline.add(
+                            rowid,
+                            &e.content,
+                            e.session_id.as_deref(),
+                            &e.source,
+                            e.created_at,
+                        )?;
+                    }
+                }
             }
         }
+        let newest = match inline {
+            Some(_) => search::newest_queued(&tx)?,
+            None => 0,
+        };
         tx.commit().map_err(backend)?;
+        if let Some(inline) = inline {
+            inline.commit(newest);
+        }
         Ok(out)
     }
 
@@ -673,7 +695,7 @@ impl MemoryStore for SqliteStore {
         let tx = write_tx(&mut conn)?;
         // The summaries are indexed while the transaction runs (tantivy's thread works while
         // SQLite does), not read back from the queue after it.
-        let mut inline = self.index.inline(&tx)?;
+        let mut inline = self.index.inline(&tx, false)?;
         // The last candidate read's rowids hold while no memory row was written since it.
         let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
         let known = candidates.seq == queue_seq(&tx).map_err(backend)?;
@@ -1114,6 +1136,42 @@ mod tests {
                     "zoo",
                 )])
                 .expect("insert");
+            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+        }
+        // An index written by an earlier engram (its first tokenizer, which indexed
+        // stopwords), claiming to have applied everything: rebuilt from the rows on open.
+        {
+            let store_id: String = rusqlite::Connection::open(&path)
+                .and_then(|c| {
+                    c.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
+                        r.get(0)
+                    })
+                })
+                .expect("store id");
+            std::fs::remove_dir_all(&index).expect("remove index");
+            std::fs::create_dir_all(&index).expect("index dir");
+            let mut schema = tantivy::schema::Schema::builder();
+            let text = tantivy::schema::TextOptions::default().set_indexing_options(
+                tantivy::schema::TextFieldIndexing::default()
+                    .set_tokenizer("engram")
+                    .set_index_option(tantivy::schema::IndexRecordOption::WithFreqs),
+            );
+            schema.add_u64_field("rowid", tantivy::schema::INDEXED | tantivy::schema::FAST);
+            schema.add_text_field("content", text);
+            schema.add_text_field("session", tantivy::schema::STRING);
+            schema.add_text_field("source", tantivy::schema::STRING);
+            schema.add_i64_field(
+                "created_at",
+                tantivy::schema::INDEXED | tantivy::schema::FAST,
+            );
+            let old = tantivy::Index::create_in_dir(&index, schema.build()).expect("old index");
+            let mut writer: tantivy::IndexWriter = old.writer(15 << 20).expect("writer");
+            let mut commit = writer.prepare_commit().expect("prepare");
+            commit.set_payload(&format!("{store_id}:1000000"));
+            commit.commit().expect("commit");
+        }
+        {
+            let store = SqliteStore::open(&path).expect("reopen over an old index");
             assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
         }
         // The index is deleted: the next open rebuilds it from the rows.

@@ -31,8 +31,11 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 
 use crate::{COLUMNS, MEMORY, backend, row_to_entry, write_tx};
 
-/// Memory the index writer may use before it writes a segment.
-const WRITER_HEAP: usize = 96 << 20;
+/// Memory a bulk index writer may use before it writes segments (shared by its threads). A
+/// million entries make four segments of it: below the merge policy's eight, so an import
+/// writes its postings once (with half of it, the import wrote twenty segments and merged
+/// them, a tenth of its time, and its peak memory was no lower).
+const WRITER_HEAP: usize = 192 << 20;
 /// Queue rows read per batch while catching up.
 const BATCH: i64 = 50_000;
 
@@ -45,20 +48,84 @@ struct Fields {
     created_at: Field,
 }
 
-/// The name the tokenizer is registered under.
-const TOKENIZER: &str = "engram";
+/// The name the tokenizer is registered under. It is part of the schema: an index written
+/// with another tokenizer (engram's first, which indexed stopwords) is rebuilt on open.
+const TOKENIZER: &str = "engram-2";
 /// Words longer than this are not indexed (tantivy's default: base64, hashes).
 const MAX_WORD: usize = 40;
 
-/// Words, lowercased and stemmed (English Porter2), with a cache of stems: stemming was a
-/// third of indexing time, and text repeats its words.
+/// Words, lowercased and stemmed (English Porter2), without [`STOPWORDS`], with a cache of
+/// stems: stemming was a third of indexing time, and text repeats its words. Stopwords are a
+/// third of the words of the memory the benchmarks import; a query leaves them out anyway, and
+/// indexing them was a third of the postings to build.
 #[derive(Clone)]
 struct StemmingTokenizer {
     stemmer: std::sync::Arc<rust_stemmers::Stemmer>,
-    cache: rustc_hash::FxHashMap<String, String>,
+    /// Made on first use (tantivy clones the tokenizer for every segment it writes, and a
+    /// clone of an unused tokenizer should cost nothing).
+    cache: Option<Box<[StemSlot]>>,
+    lower: String,
     tokens: Vec<tantivy::tokenizer::Token>,
     /// Tokens of the last text (the vector keeps more, for reuse).
     len: usize,
+}
+
+/// Slots in the stem cache. Direct-mapped: a word's hash picks its one slot, which holds the
+/// word and its stem inline, so a hit reads one cache line (a hash map of strings chased two
+/// pointers per word, and missed the processor's caches on most of them).
+const STEM_SLOTS: usize = 1 << 15;
+/// Longest word (in bytes, lowercased) the cache holds; longer ones are stemmed every time.
+const CACHED_WORD: usize = 15;
+
+/// One word and its stem (a word length of 0: an empty slot; a stem length of
+/// [`StemSlot::STOPWORD`]: the word is a stopword).
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct StemSlot {
+    word_len: u8,
+    stem_len: u8,
+    word: [u8; CACHED_WORD],
+    stem: [u8; CACHED_WORD],
+}
+
+impl StemSlot {
+    const EMPTY: StemSlot = StemSlot {
+        word_len: 0,
+        stem_len: 0,
+        word: [0; CACHED_WORD],
+        stem: [0; CACHED_WORD],
+    };
+    const STOPWORD: u8 = u8::MAX;
+}
+
+/// True when `word` (lowercased) is one of [`STOPWORDS`].
+fn is_stopword(word: &[u8]) -> bool {
+    // The short ones, which are most of the stopwords in a text, by a bit per pair of bytes.
+    static SHORT: std::sync::LazyLock<Box<[u64]>> = std::sync::LazyLock::new(|| {
+        let mut bits = vec![0u64; (1 << 16) / 64];
+        for w in STOPWORDS
+            .iter()
+            .map(|w| w.as_bytes())
+            .filter(|w| w.len() <= 2)
+        {
+            let key = short_key(w);
+            bits[key / 64] |= 1 << (key % 64);
+        }
+        bits.into_boxed_slice()
+    });
+    fn short_key(w: &[u8]) -> usize {
+        usize::from(w[0]) << 8 | usize::from(w.get(1).copied().unwrap_or(0))
+    }
+    match word.len() {
+        0 => false,
+        1 | 2 => {
+            let key = short_key(word);
+            SHORT[key / 64] & (1 << (key % 64)) != 0
+        }
+        _ => STOPWORDS
+            .binary_search_by(|w| w.as_bytes().cmp(word))
+            .is_ok(),
+    }
 }
 
 impl Default for StemmingTokenizer {
@@ -67,43 +134,79 @@ impl Default for StemmingTokenizer {
             stemmer: std::sync::Arc::new(rust_stemmers::Stemmer::create(
                 rust_stemmers::Algorithm::English,
             )),
-            cache: rustc_hash::FxHashMap::default(),
+            cache: None,
+            lower: String::new(),
             tokens: Vec::new(),
             len: 0,
         }
     }
 }
 
+/// True when Porter2 leaves `word` (lowercased) as it is, without asking it: words of one or
+/// two letters, and numbers (the algorithm only rewrites letters). The test
+/// `stems_skipped_are_the_stemmers_own` holds this to the stemmer.
+fn stem_is_word(word: &[u8]) -> bool {
+    word.len() <= 2 || word.iter().all(u8::is_ascii_digit)
+}
+
 impl StemmingTokenizer {
     /// Splits `text` into stemmed words with their offsets (token strings are reused).
     fn analyze(&mut self, text: &str) {
         let mut n = 0;
-        let mut lower = String::new();
         for (from, word) in words(text) {
             if word.len() > MAX_WORD {
                 continue;
             }
-            lower.clear();
+            self.lower.clear();
             if word.is_ascii() {
-                lower.push_str(word);
-                lower.make_ascii_lowercase();
+                self.lower.push_str(word);
+                self.lower.make_ascii_lowercase();
             } else {
-                lower.extend(word.chars().flat_map(char::to_lowercase));
-            }
-            if self.cache.len() > 200_000 {
-                self.cache.clear();
+                self.lower.extend(word.chars().flat_map(char::to_lowercase));
             }
             if n == self.tokens.len() {
                 self.tokens.push(tantivy::tokenizer::Token::default());
             }
             let token = &mut self.tokens[n];
             token.text.clear();
-            match self.cache.get(lower.as_str()) {
-                Some(stem) => token.text.push_str(stem),
-                None => {
-                    let stem = self.stemmer.stem(&lower).into_owned();
+            let lower = self.lower.as_bytes();
+            if stem_is_word(lower) {
+                if is_stopword(lower) {
+                    continue;
+                }
+                token.text.push_str(&self.lower);
+            } else if lower.len() > CACHED_WORD {
+                // (No stopword is this long.)
+                token.text.push_str(&self.stemmer.stem(&self.lower));
+            } else {
+                let cache = self
+                    .cache
+                    .get_or_insert_with(|| vec![StemSlot::EMPTY; STEM_SLOTS].into_boxed_slice());
+                let slot = &mut cache[fx_hash(lower) as usize & (STEM_SLOTS - 1)];
+                if usize::from(slot.word_len) != lower.len() || slot.word[..lower.len()] != *lower {
+                    slot.word_len = lower.len() as u8;
+                    slot.word[..lower.len()].copy_from_slice(lower);
+                    if is_stopword(lower) {
+                        slot.stem_len = StemSlot::STOPWORD;
+                        continue;
+                    }
+                    // Porter2 never makes a word longer.
+                    let stem = self.stemmer.stem(&self.lower);
+                    let len = stem.len().min(CACHED_WORD);
+                    slot.stem_len = len as u8;
+                    slot.stem[..len].copy_from_slice(&stem.as_bytes()[..len]);
+                    if len < stem.len() {
+                        slot.word_len = 0;
+                    }
                     token.text.push_str(&stem);
-                    self.cache.insert(lower.clone(), stem);
+                } else if slot.stem_len == StemSlot::STOPWORD {
+                    continue;
+                } else {
+                    let stem = &slot.stem[..usize::from(slot.stem_len)];
+                    // The slot's bytes were copied from a `str` (the stemmer's output).
+                    token
+                        .text
+                        .push_str(std::str::from_utf8(stem).unwrap_or_default());
                 }
             }
             token.offset_from = from;
@@ -116,17 +219,51 @@ impl StemmingTokenizer {
     }
 }
 
-/// Runs of alphanumeric characters with their byte offsets (tantivy's simple tokenizer's rule).
+fn fx_hash(bytes: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    h.write(bytes);
+    h.finish()
+}
+
+/// Runs of alphanumeric characters with their byte offsets (tantivy's simple tokenizer's rule),
+/// read a byte at a time where the text is ASCII.
 fn words(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut rest = text.char_indices().peekable();
-    std::iter::from_fn(move || {
-        while rest.next_if(|(_, c)| !c.is_alphanumeric()).is_some() {}
-        let (start, _) = *rest.peek()?;
-        let mut end = start;
-        while let Some((i, c)) = rest.next_if(|(_, c)| c.is_alphanumeric()) {
-            end = i + c.len_utf8();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    // The length of the character at `at` when it is alphanumeric, else `None`.
+    let alnum_at = move |at: usize| -> (bool, usize) {
+        let b = bytes[at];
+        if b < 0x80 {
+            (b.is_ascii_alphanumeric(), 1)
+        } else {
+            let c = text[at..]
+                .chars()
+                .next()
+                .unwrap_or(char::REPLACEMENT_CHARACTER);
+            (c.is_alphanumeric(), c.len_utf8())
         }
-        Some((start, &text[start..end]))
+    };
+    std::iter::from_fn(move || {
+        loop {
+            if i >= bytes.len() {
+                return None;
+            }
+            let (alnum, len) = alnum_at(i);
+            if alnum {
+                break;
+            }
+            i += len;
+        }
+        let start = i;
+        while i < bytes.len() {
+            let (alnum, len) = alnum_at(i);
+            if !alnum {
+                break;
+            }
+            i += len;
+        }
+        Some((start, &text[start..i]))
     })
 }
 
@@ -159,9 +296,9 @@ impl tantivy::tokenizer::Tokenizer for StemmingTokenizer {
     }
 }
 
-/// Words a question is mostly made of, which say little about what it asks for; left out of
-/// queries that have other words (BM25 gives them little weight anyway, but they match most
-/// entries, which is what makes a query slow).
+/// Words a question is mostly made of, which say little about what it asks for; neither
+/// indexed nor searched (BM25 gives them little weight anyway, but they match most entries,
+/// which is what made a query slow). Sorted, for a binary search.
 const STOPWORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
     "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
@@ -298,6 +435,19 @@ fn schema_differs(dir: &Path, schema: &Schema) -> bool {
         return false;
     };
     Index::open(directory).is_ok_and(|index| index.schema() != *schema)
+}
+
+/// Indexing threads and memory for `pending` changes: one thread and a small arena for a few,
+/// every core (up to 4) for a bulk import.
+fn writer_size(pending: i64) -> (usize, usize) {
+    if pending < 20_000 {
+        (1, 20 << 20)
+    } else {
+        (
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            WRITER_HEAP,
+        )
+    }
 }
 
 impl TextIndex {
@@ -439,14 +589,7 @@ impl TextIndex {
     fn writer(&self, pending: i64) -> Result<IndexWriter, MemoryError> {
         // Another process may be writing: wait for its lock as SQLite waits for its own.
         let started = Instant::now();
-        let (threads, heap) = if pending < 20_000 {
-            (1, 20 << 20)
-        } else {
-            (
-                std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-                WRITER_HEAP,
-            )
-        };
+        let (threads, heap) = writer_size(pending);
         loop {
             match self
                 .index
@@ -587,7 +730,13 @@ impl TextIndex {
     /// when the index has not applied everything queued before this transaction, or another
     /// process holds the index's writer: the rows are then indexed from the queue later, as
     /// every other write's are.
-    pub(crate) fn inline(&self, tx: &Connection) -> Result<Option<Inline<'_>>, MemoryError> {
+    /// `bulk` asks for a writer sized for an import (every core, a large arena) rather than
+    /// for a few rows.
+    pub(crate) fn inline(
+        &self,
+        tx: &Connection,
+        bulk: bool,
+    ) -> Result<Option<Inline<'_>>, MemoryError> {
         let sync = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         // A commit still running holds the writer: it is waited for, and what it applied
         // leaves the queue in this transaction.
@@ -602,9 +751,10 @@ impl TextIndex {
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
+        let (threads, heap) = writer_size(if bulk { i64::MAX } else { 0 });
         let writer = match self
             .index
-            .writer_with_num_threads::<TantivyDocument>(1, 20 << 20)
+            .writer_with_num_threads::<TantivyDocument>(threads, heap)
         {
             Ok(w) => w,
             Err(tantivy::TantivyError::LockFailure(..)) => return Ok(None),
@@ -622,20 +772,10 @@ impl TextIndex {
         }))
     }
 
-    /// The query's words as the index spells them (lowercased, stemmed), without the
-    /// stopwords unless nothing else is left.
+    /// The query's words as the index spells them (lowercased, stemmed, without stopwords).
     fn terms(&self, text: &str) -> Vec<String> {
-        let kept: Vec<&str> = words(text)
-            .map(|(_, w)| w)
-            .filter(|w| !STOPWORDS.contains(&w.to_lowercase().as_str()))
-            .collect();
-        let text = if kept.is_empty() {
-            text.to_owned()
-        } else {
-            kept.join(" ")
-        };
         let mut analyzer = self.analyzer.lock().unwrap_or_else(|p| p.into_inner());
-        analyzer.analyze(&text);
+        analyzer.analyze(text);
         let mut out: Vec<String> = Vec::new();
         for t in &analyzer.tokens[..analyzer.len] {
             if !out.contains(&t.text) {
@@ -753,6 +893,131 @@ impl TextIndex {
                 return Ok(hits);
             }
             fetch *= 4;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The analyzer without its shortcuts: every word split by `char::is_alphanumeric`,
+    /// lowercased and stemmed.
+    fn plain(text: &str) -> Vec<(String, usize, usize)> {
+        let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+        let mut out = Vec::new();
+        let mut word = String::new();
+        let mut from = 0;
+        for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+            if c.is_alphanumeric() && i < text.len() {
+                if word.is_empty() {
+                    from = i;
+                }
+                word.push(c);
+            } else if !word.is_empty() {
+                let lower: String = word.chars().flat_map(char::to_lowercase).collect();
+                if word.len() <= MAX_WORD && !STOPWORDS.contains(&lower.as_str()) {
+                    out.push((stemmer.stem(&lower).into_owned(), from, i));
+                }
+                word.clear();
+            }
+        }
+        out
+    }
+
+    fn analyzed(analyzer: &mut StemmingTokenizer, text: &str) -> Vec<(String, usize, usize)> {
+        analyzer.analyze(text);
+        analyzer.tokens[..analyzer.len]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                assert_eq!(t.position, i);
+                (t.text.clone(), t.offset_from, t.offset_to)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stopwords_are_sorted_and_found() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]));
+        for w in STOPWORDS {
+            assert!(is_stopword(w.as_bytes()), "{w}");
+            assert!(w.len() <= CACHED_WORD);
+        }
+        for w in [
+            "", "b", "ab", "zz", "x1", "th", "thee", "abouts", "whos", "ı",
+        ] {
+            assert!(!is_stopword(w.as_bytes()), "{w}");
+        }
+    }
+
+    #[test]
+    fn stems_skipped_are_the_stemmers_own() {
+        let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+        let mut words: Vec<String> = Vec::new();
+        let alnum: Vec<char> = ('a'..='z').chain('0'..='9').collect();
+        for a in &alnum {
+            words.push(a.to_string());
+            for b in &alnum {
+                words.push(format!("{a}{b}"));
+                // Three letters: not skipped (these the stemmer does change: "abs", "its").
+                for c in &alnum {
+                    words.push(format!("{a}{b}{c}"));
+                }
+            }
+        }
+        // Every lowercase letter or digit of two bytes, alone.
+        words.extend(
+            ('\u{80}'..='\u{7ff}')
+                .filter(|c| c.is_alphanumeric() && !c.is_uppercase())
+                .map(String::from),
+        );
+        for n in 3..=MAX_WORD {
+            words.push("1234567890".repeat(5)[..n].to_owned());
+            words.push("9".repeat(n));
+        }
+        for word in &words {
+            if stem_is_word(word.as_bytes()) {
+                assert_eq!(stemmer.stem(word), word.as_str(), "{word}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_analyzer_reads_text_as_the_plain_rule_does() {
+        let mut analyzer = StemmingTokenizer::default();
+        for text in [
+            "",
+            "The agents were RUNNING tests; 2 failures in src/lib.rs:120 (retrying...)",
+            "Über-naïve café façade: İstanbul ΣΊΣΥΦΟΣ straße ﬁnal 東京タワー ١٢٣",
+            "happily happy happiness generously generalization generalizations",
+            "x y z 12 345 67890 0x7fffabcd deadbeefdeadbeefdeadbeefdeadbeefdeadbeefdeadbeef",
+            "The THE the; To be or not to be: that is the question. Who? WHOM, whose, whom",
+            "the",
+            "a an the of",
+        ] {
+            assert_eq!(analyzed(&mut analyzer, text), plain(text), "{text}");
+        }
+    }
+
+    proptest! {
+        /// Whatever the text, and whatever an earlier text left in the cache.
+        #[test]
+        fn the_analyzer_matches_the_plain_rule_on_any_text(
+            texts in proptest::collection::vec(
+                prop_oneof![
+                    "[a-zA-Z0-9 éÉßİ_.,-]{0,120}",
+                    "(run|runs|running|ran|RUN|the|The|a|an|whom|généralement|x1|22|happy) {0,3}{0,40}",
+                    any::<String>(),
+                ],
+                1..8,
+            )
+        ) {
+            let mut analyzer = StemmingTokenizer::default();
+            for text in &texts {
+                prop_assert_eq!(analyzed(&mut analyzer, text), plain(text));
+            }
         }
     }
 }
