@@ -33,7 +33,7 @@ pub(crate) fn read_bytes(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
 }
 
 /// A line reader over `file` (`-`: standard input), for inputs too large to hold at once.
-pub(crate) fn open_lines(file: &Path) -> anyhow::Result<Box<dyn std::io::BufRead>> {
+pub(crate) fn open_lines(file: &Path) -> anyhow::Result<Box<dyn std::io::BufRead + Send>> {
     if file == Path::new("-") {
         let stdin = std::io::stdin();
         if stdin.is_terminal() {

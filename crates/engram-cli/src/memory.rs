@@ -24,6 +24,60 @@ pub(crate) fn db_path(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
     }
 }
 
+/// Entries sent at a time from the parsing thread to the storing one.
+const PARSED_BATCH: usize = 256;
+
+/// Reads `reader`'s JSONL entries (`name` is the file, for errors) and sends them in batches,
+/// redacted when asked, until the end, the first bad line (sent as an error, naming the line,
+/// the column or the field) or a receiver that has gone. Returns how many secrets it replaced.
+fn parse_entries(
+    reader: Box<dyn BufRead + Send>,
+    name: &str,
+    default_time: engram::memory::Timestamp,
+    redact: bool,
+    sender: &std::sync::mpsc::SyncSender<Vec<Result<NewEntry, MemoryError>>>,
+) -> usize {
+    let mut redacted = 0;
+    let mut batch = Vec::with_capacity(PARSED_BATCH);
+    for (i, line) in reader.lines().enumerate() {
+        let reject = |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
+        let entry = match line {
+            Ok(l) if l.trim().is_empty() => continue,
+            Err(e) => Err(reject(format!(": {e}"))),
+            Ok(line) => match serde_json::from_str::<Value>(&line) {
+                Err(e) => Err(reject(format!(
+                    ", column {}: invalid JSON: {e}",
+                    e.column()
+                ))),
+                Ok(value) => NewEntry::from_json(&value, default_time).map_err(|(field, m)| {
+                    if field.is_empty() {
+                        reject(format!(": {m}"))
+                    } else {
+                        reject(format!(", field `{field}`: {m}"))
+                    }
+                }),
+            },
+        };
+        let failed = entry.is_err();
+        batch.push(entry.map(|mut e| {
+            if redact {
+                let (text, n) = engram::redact::redact(&e.content);
+                e.content = text;
+                redacted += n;
+            }
+            e
+        }));
+        if failed || batch.len() == PARSED_BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(PARSED_BATCH));
+            if sender.send(full).is_err() || failed {
+                return redacted;
+            }
+        }
+    }
+    let _ = sender.send(batch);
+    redacted
+}
+
 pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Result<()> {
     let config = crate::config::load(global)?;
     let path = db_path(global)?;
@@ -34,51 +88,27 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
         MemoryCommand::Import { file } => {
             let started = Instant::now();
             let reader = crate::input::open_lines(file)?;
-            let redacted = std::cell::Cell::new(0usize);
-            let default_time = now();
-            // One transaction, streamed: a bad line rolls back everything before it, so
-            // nothing is stored unless every line is good.
             let name = file.display().to_string();
-            let mut lines = reader.lines().enumerate();
-            let mut entries = std::iter::from_fn(|| {
-                let (i, line) = loop {
-                    let (i, line) = lines.next()?;
-                    match line {
-                        Ok(l) if l.trim().is_empty() => continue,
-                        Ok(l) => break (i, l),
-                        Err(e) => {
-                            return Some(Err(MemoryError::Rejected(format!(
-                                "{name}: line {}: {e}",
-                                i + 1
-                            ))));
-                        }
-                    }
-                };
-                let reject =
-                    |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
-                let entry = match serde_json::from_str::<Value>(&line) {
-                    Err(e) => Err(reject(format!(
-                        ", column {}: invalid JSON: {e}",
-                        e.column()
-                    ))),
-                    Ok(value) => NewEntry::from_json(&value, default_time).map_err(|(field, m)| {
-                        if field.is_empty() {
-                            reject(format!(": {m}"))
-                        } else {
-                            reject(format!(", field `{field}`: {m}"))
-                        }
-                    }),
-                };
-                Some(entry.map(|mut e| {
-                    if config.memory.redact {
-                        let (text, n) = engram::redact::redact(&e.content);
-                        e.content = text;
-                        redacted.set(redacted.get() + n);
-                    }
-                    e
-                }))
-            });
-            let result = store.insert_stream(&mut entries)?;
+            let redact = config.memory.redact;
+            // One transaction, streamed: a bad line rolls back everything before it, so
+            // nothing is stored unless every line is good. The lines are read, parsed and
+            // redacted on a thread of their own while this one stores them.
+            let (sender, receiver) = std::sync::mpsc::sync_channel(16);
+            let (result, redacted) = std::thread::scope(|scope| {
+                let parser = std::thread::Builder::new()
+                    .name("engram-import-parse".into())
+                    .spawn_scoped(scope, move || {
+                        parse_entries(reader, &name, now(), redact, &sender)
+                    })?;
+                let mut entries = receiver.into_iter().flatten();
+                let result = store.insert_stream(&mut entries);
+                // Stops the parser when the store gave up early (it finds no receiver).
+                drop(entries);
+                let redacted = parser
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                anyhow::Ok((result?, redacted))
+            })?;
             // Index now, so that the first search does not pay for the whole import.
             store.sync_index()?;
             crate::config::auto_sleep(&store, &config)?;
@@ -89,7 +119,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 result.skipped,
                 path.display(),
                 started.elapsed().as_secs_f64() * 1e3,
-                match redacted.get() {
+                match redacted {
                     0 => String::new(),
                     n => format!("; {n} secrets replaced by placeholders"),
                 }
