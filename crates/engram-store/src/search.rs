@@ -231,7 +231,7 @@ fn fx_hash(bytes: &[u8]) -> u64 {
 fn words(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let bytes = text.as_bytes();
     let mut i = 0;
-    // The length of the character at `at` when it is alphanumeric, else `None`.
+    // Whether the character at `at` is alphanumeric, and its length in bytes.
     let alnum_at = move |at: usize| -> (bool, usize) {
         let b = bytes[at];
         if b < 0x80 {
