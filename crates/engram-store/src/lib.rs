@@ -371,8 +371,10 @@ impl SqliteStore {
                 Err(e) => return Err(backend(e)),
             }
         }
+        // Reads come from a mapping of the file (its first 256 MiB), not a copy of each page
+        // into SQLite's cache: a sleep reads every candidate's row.
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384; PRAGMA mmap_size=268435456;",
         )
         .map_err(backend)?;
         // Migrations, each in its own transaction: a crash leaves the previous version. The
@@ -625,6 +627,14 @@ impl MemoryStore for SqliteStore {
         Ok(stats)
     }
 
+    fn working_count(&self) -> Result<usize, MemoryError> {
+        self.conn()
+            .prepare_cached("SELECT count(*) FROM memory_working")
+            .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
+            .map(|n| n as usize)
+            .map_err(backend)
+    }
+
     fn working_before(
         &self,
         before: Timestamp,
@@ -682,7 +692,12 @@ impl MemoryStore for SqliteStore {
     fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let record = consolidate_in(&tx, c, None, None)?;
+        let record = match consolidate_in(&tx, c, None, None) {
+            Ok(record) => record,
+            Err(GroupError::Store(e)) => return Err(e),
+            // Only a group archived by known rowids can find them stale, and none were given.
+            Err(GroupError::Stale) => return Err(backend("stale rowids without rowids")),
+        };
         tx.commit().map_err(backend)?;
         Ok(record)
     }
@@ -692,25 +707,42 @@ impl MemoryStore for SqliteStore {
         consolidations: &[Consolidation],
     ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
         let mut conn = self.conn();
-        let tx = write_tx(&mut conn)?;
-        // The summaries are indexed while the transaction runs (tantivy's thread works while
-        // SQLite does), not read back from the queue after it.
-        let mut inline = self.index.inline(&tx, false)?;
-        // The last candidate read's rowids hold while no memory row was written since it.
         let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
-        let known = candidates.seq == queue_seq(&tx).map_err(backend)?;
-        let rowids = known.then_some(&candidates.rowids);
-        let mut out = Vec::with_capacity(consolidations.len());
-        for c in consolidations {
-            // A group another process consolidated meanwhile is skipped whole: consolidate_in
-            // puts back what it had archived of it (no savepoint per group: SQLite copies every
-            // page a savepoint touches, a third of the cost of a sleep).
-            match consolidate_in(&tx, c, rowids, inline.as_mut()) {
-                Ok(record) => out.push(record),
-                Err(MemoryError::NotWorking(_)) => {}
-                Err(e) => return Err(e),
+        let mut trust_rowids = true;
+        let (tx, inline, known, out) = loop {
+            let tx = write_tx(&mut conn)?;
+            // The summaries are indexed while the transaction runs (tantivy's thread works
+            // while SQLite does), not read back from the queue after it.
+            let mut inline = self.index.inline(&tx, false)?;
+            // The last candidate read's rowids hold while no memory row was written since it.
+            let known = trust_rowids && candidates.seq == queue_seq(&tx).map_err(backend)?;
+            let rowids = known.then_some(&candidates.rowids);
+            let mut out = Vec::with_capacity(consolidations.len());
+            let mut stale = false;
+            for c in consolidations {
+                // A group another process consolidated meanwhile is skipped whole:
+                // consolidate_in puts back what it had archived of it (no savepoint per group:
+                // SQLite copies every page a savepoint touches, a third of the cost of a sleep).
+                match consolidate_in(&tx, c, rowids, inline.as_mut()) {
+                    Ok(record) => out.push(record),
+                    Err(GroupError::Store(MemoryError::NotWorking(_))) => {}
+                    Err(GroupError::Store(e)) => return Err(e),
+                    Err(GroupError::Stale) => {
+                        stale = true;
+                        break;
+                    }
+                }
             }
-        }
+            if !stale {
+                break (tx, inline, known, out);
+            }
+            // The rowids did not hold: the transaction (and the indexer with it) is rolled
+            // back, and done again looking each entry up by id.
+            drop(inline);
+            drop(tx);
+            candidates.seq = -1;
+            trust_rowids = false;
+        };
         let newest = match inline {
             Some(_) => search::newest_queued(&tx)?,
             None => 0,
@@ -887,6 +919,22 @@ pub(crate) fn forget_where(
     })
 }
 
+/// Why [`consolidate_in`] did not apply a group.
+enum GroupError {
+    /// The store's error; [`MemoryError::NotWorking`] when one of the group's entries is not
+    /// in working memory any more (nothing of the group stays applied).
+    Store(MemoryError),
+    /// The candidate read's rowids did not hold: the transaction must be rolled back, as part
+    /// of the group may be applied.
+    Stale,
+}
+
+impl From<MemoryError> for GroupError {
+    fn from(e: MemoryError) -> Self {
+        GroupError::Store(e)
+    }
+}
+
 /// Applies one consolidation inside the caller's transaction. When one of its entries is not
 /// in working memory any more, nothing of it stays applied and the error names those entries.
 fn consolidate_in(
@@ -894,66 +942,39 @@ fn consolidate_in(
     c: &Consolidation,
     rowids: Option<&rustc_hash::FxHashMap<String, i64>>,
     inline: Option<&mut search::Inline<'_>>,
-) -> Result<ConsolidationRecord, MemoryError> {
+) -> Result<ConsolidationRecord, GroupError> {
     // One statement per group, not one per entry: the entries (their rowids when the candidate
-    // read's still hold, else their ids) go in as a JSON array, and the rows it took out of
-    // working memory come back. When one of the group's entries was not working, those rows
-    // go back (the transaction holds the write lock: nothing else changed them meanwhile).
+    // read's still hold, else their ids) go in as a JSON array.
     let by_rowid: Option<Vec<i64>> =
         rowids.and_then(|known| c.ids.iter().map(|id| known.get(id).copied()).collect());
-    let (sql, keys) = match by_rowid {
-        Some(mut by_rowid) => {
-            by_rowid.sort_unstable();
-            (
-                "DELETE FROM memory_working WHERE entry IN (SELECT value FROM json_each(?1))
-                 RETURNING entry, created_at",
-                serde_json::to_string(&by_rowid),
-            )
-        }
-        None => (
-            "DELETE FROM memory_working WHERE entry IN
-             (SELECT m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.id = j.value)
-             RETURNING entry, created_at",
-            serde_json::to_string(&c.ids),
-        ),
-    };
-    let keys = keys.map_err(backend)?;
-    let archived = tx
-        .prepare_cached(sql)
-        .and_then(|mut s| {
-            s.query_map([&keys], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(backend)?;
-    if archived.len() < c.ids.len()
-        && archived.len() < c.ids.iter().collect::<std::collections::HashSet<_>>().len()
-    {
-        let mut restore = tx
-            .prepare_cached("INSERT INTO memory_working (entry, created_at) VALUES (?1, ?2)")
-            .map_err(backend)?;
-        for (rowid, created_at) in archived {
-            restore.execute([rowid, created_at]).map_err(backend)?;
-        }
-        let mut is_working = tx
+    if let Some(mut by_rowid) = by_rowid {
+        // Every write that takes an entry out of working memory also writes a memory row (a
+        // summary, or the entry's deletion), which moves the queue's position; while it has
+        // not moved since the candidate read, every candidate is still working, and there
+        // is nothing to put back. No rows come back (RETURNING doubles a delete's cost):
+        // the count is checked, and should it differ, the caller starts over.
+        by_rowid.sort_unstable();
+        by_rowid.dedup();
+        let keys = serde_json::to_string(&by_rowid).map_err(backend)?;
+        let deleted = tx
             .prepare_cached(
-                "SELECT 1 FROM memory m CROSS JOIN memory_working w ON w.entry = m.rowid
-                 WHERE m.id = ?1",
+                "DELETE FROM memory_working WHERE entry IN (SELECT value FROM json_each(?1))",
             )
+            .and_then(|mut s| s.execute([&keys]))
             .map_err(backend)?;
-        let mut not_working = Vec::new();
-        for id in &c.ids {
-            if !is_working.exists([id]).map_err(backend)? {
-                not_working.push(id.clone());
-            }
+        if deleted != by_rowid.len() {
+            return Err(GroupError::Stale);
         }
-        return Err(MemoryError::NotWorking(not_working));
+    } else {
+        archive_by_id(tx, c)?;
     }
     let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
     let Some(rowid) = insert_one(tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)?
     else {
         return Err(backend(format!(
             "a memory entry with id {summary_id} exists already"
-        )));
+        ))
+        .into());
     };
     if let Some(inline) = inline {
         let s = &c.summary;
@@ -988,6 +1009,48 @@ fn consolidate_in(
     .map_err(backend)?;
     record.id = tx.last_insert_rowid();
     Ok(record)
+}
+
+/// Takes a group's entries, looked up by id, out of working memory; when one of them was not
+/// working, puts back those it took (the transaction holds the write lock: nothing else
+/// changed them meanwhile) and says which were not.
+fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), MemoryError> {
+    let keys = serde_json::to_string(&c.ids).map_err(backend)?;
+    let archived = tx
+        .prepare_cached(
+            "DELETE FROM memory_working WHERE entry IN
+             (SELECT m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.id = j.value)
+             RETURNING entry, created_at",
+        )
+        .and_then(|mut s| {
+            s.query_map([&keys], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(backend)?;
+    if archived.len() < c.ids.len()
+        && archived.len() < c.ids.iter().collect::<std::collections::HashSet<_>>().len()
+    {
+        let mut restore = tx
+            .prepare_cached("INSERT INTO memory_working (entry, created_at) VALUES (?1, ?2)")
+            .map_err(backend)?;
+        for (rowid, created_at) in archived {
+            restore.execute([rowid, created_at]).map_err(backend)?;
+        }
+        let mut is_working = tx
+            .prepare_cached(
+                "SELECT 1 FROM memory m CROSS JOIN memory_working w ON w.entry = m.rowid
+                 WHERE m.id = ?1",
+            )
+            .map_err(backend)?;
+        let mut not_working = Vec::new();
+        for id in &c.ids {
+            if !is_working.exists([id]).map_err(backend)? {
+                not_working.push(id.clone());
+            }
+        }
+        return Err(MemoryError::NotWorking(not_working));
+    }
+    Ok(())
 }
 
 #[cfg(feature = "postgres")]
@@ -1254,6 +1317,68 @@ mod tests {
         assert_eq!(queued(&store), 0, "which then left the queue");
         assert_eq!(summaries(&store, "giraffe"), 1);
         assert_eq!(summaries(&store, "zebra"), 1, "the earlier summary once");
+    }
+
+    /// consolidate_many archives by the candidate read's rowids, trusting that nothing took an
+    /// entry out of working memory without writing a memory row. Should that ever not hold,
+    /// the count of deleted rows catches it and the transaction is done again by id.
+    #[test]
+    fn rowids_that_do_not_hold_are_caught_and_the_groups_redone_by_id() {
+        let store = SqliteStore::open_in_memory().expect("store");
+        let old = |id: &str| engram::memory::NewEntry {
+            id: Some(id.into()),
+            created_at: 0,
+            ..engram::memory::NewEntry::working(format!("entry {id}"), "shell")
+        };
+        store
+            .insert(&[old("g1a"), old("g1b"), old("g2a"), old("g2b")])
+            .expect("insert");
+        let read = store.working_before(10, 10).expect("candidates");
+        assert_eq!(read.len(), 4);
+        // Out of working memory behind the store's back: no memory row written, so the
+        // queue's position (what tells the rowids still hold) does not move.
+        store
+            .conn()
+            .execute(
+                "DELETE FROM memory_working WHERE entry = (SELECT rowid FROM memory WHERE id = 'g2b')",
+                [],
+            )
+            .expect("delete");
+        let group = |ids: &[&str], summary: &str| Consolidation {
+            ids: ids.iter().map(|&id| id.to_owned()).collect(),
+            summary: engram::memory::NewEntry {
+                id: Some(summary.into()),
+                tier: Tier::Episodic,
+                ..engram::memory::NewEntry::working("a summary", "shell")
+            },
+            record: ConsolidationRecord {
+                id: 0,
+                session_id: None,
+                source: "shell".into(),
+                items_consolidated: ids.len(),
+                summary_preview: String::new(),
+                created_at: 20,
+                strategy: "extractive".into(),
+                model: None,
+                duration_ms: 0.1,
+                ids_in: ids.iter().map(|&id| id.to_owned()).collect(),
+                ids_out: vec![],
+            },
+        };
+        let records = store
+            .consolidate_many(&[group(&["g1a", "g1b"], "s1"), group(&["g2a", "g2b"], "s2")])
+            .expect("consolidate_many");
+        assert_eq!(records.len(), 1, "{records:?}");
+        let tier = |id: &str| store.get(id).expect("get").map(|e| e.tier);
+        assert_eq!(tier("s1"), Some(Tier::Episodic));
+        assert_eq!(tier("s2"), None, "the group with an entry gone is skipped");
+        assert_eq!(tier("g1a"), Some(Tier::Archive));
+        assert_eq!(
+            tier("g2a"),
+            Some(Tier::Working),
+            "and its other entry stays working"
+        );
+        assert_eq!(store.working_count().expect("count"), 1);
     }
 
     #[test]

@@ -574,6 +574,18 @@ impl MemoryStore for PostgresStore {
         Ok(stats)
     }
 
+    fn working_count(&self) -> Result<usize, MemoryError> {
+        let row = self
+            .pool
+            .get()?
+            .query_one(
+                "SELECT count(*) FROM engram_memory WHERE tenant = $1 AND tier = 'working'",
+                &[&self.tenant],
+            )
+            .map_err(pg)?;
+        Ok(row.get::<_, i64>(0) as usize)
+    }
+
     fn working_before(
         &self,
         before: Timestamp,

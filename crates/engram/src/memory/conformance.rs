@@ -102,6 +102,7 @@ fn insert_get_and_skip(store: &dyn MemoryStore) {
     assert!(store.get("zzz").expect("get").is_none());
     let stats = store.stats().expect("stats");
     assert_eq!((stats.working, stats.episodic, stats.archive), (2, 0, 0));
+    assert_eq!(store.working_count().expect("working count"), 2);
     let generated = store
         .insert(&[NewEntry::working("no id given", "x")])
         .expect("insert");
@@ -232,6 +233,7 @@ fn consolidation_is_atomic(store: &dyn MemoryStore) {
     );
     let stats = store.stats().expect("stats");
     assert_eq!((stats.working, stats.episodic, stats.archive), (0, 1, 2));
+    assert_eq!(store.working_count().expect("working count"), 0);
     // Again: nothing is working any more; nothing changes.
     consolidation.summary.id = Some("sum2".into());
     match store.consolidate(&consolidation) {
@@ -369,6 +371,7 @@ fn a_partly_taken_group_is_skipped_whole(store: &dyn MemoryStore) {
         (1, 3, 4),
         "{stats:?}"
     );
+    assert_eq!(store.working_count().expect("working count"), 1);
     assert_eq!(store.log(10).expect("log").len(), 3);
     assert_eq!(
         store

@@ -466,6 +466,12 @@ pub trait MemoryStore: Send + Sync {
     fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError>;
     /// Entries per tier.
     fn stats(&self) -> Result<Stats, MemoryError>;
+    /// How many entries working memory holds: `stats().working`, which a store may count
+    /// without counting the other tiers (sleep asks after every run, and the archive only
+    /// grows).
+    fn working_count(&self) -> Result<usize, MemoryError> {
+        self.stats().map(|s| s.working)
+    }
     /// Working entries written before `before`, oldest first, at most `limit`.
     fn working_before(
         &self,

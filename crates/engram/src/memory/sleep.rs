@@ -127,7 +127,7 @@ pub fn sleep_with(
         }
     }
     // The cap: consolidate the oldest overflow early, never delete it.
-    let working = store.stats()?.working;
+    let working = store.working_count()?;
     if working > policy.max_working {
         let overflow = store.oldest_working(working - policy.max_working)?;
         report.over_cap = overflow.len();
@@ -262,7 +262,22 @@ fn consolidate_batch(
             }
         }
     }
+    // The entries are summarised and their ids moved out: they are freed while the last
+    // transaction runs.
+    free_in_background(batch);
     flush(store, &mut pending, report)
+}
+
+/// Drops `entries` on a thread of its own when there are many (freeing ten thousand entries'
+/// strings takes milliseconds), here when there are few or no thread is to be had.
+fn free_in_background(entries: Vec<MemoryEntry>) {
+    if entries.len() < 1_000 {
+        return;
+    }
+    // When the thread cannot start, the closure (and the entries with it) is dropped here.
+    let _ = std::thread::Builder::new()
+        .name("engram-free".into())
+        .spawn(move || drop(entries));
 }
 
 /// Sorts `batch` into groups by source and session, in that order, each group's entries in
@@ -425,6 +440,9 @@ fn first_chars(s: &str, n: usize) -> &str {
     if s.len() <= n {
         return s; // no more characters than bytes
     }
+    if s.as_bytes()[..n].is_ascii() {
+        return &s[..n]; // n one-byte characters, and a character starts after them
+    }
     match s.char_indices().nth(n) {
         Some((end, _)) => &s[..end],
         None => s,
@@ -438,7 +456,8 @@ fn first_chars(s: &str, n: usize) -> &str {
 pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
     let header = group_header(entries);
     let mut lines: Vec<(usize, usize, &str)> = Vec::new(); // (order, weight, line)
-    let mut seen = std::collections::HashSet::new();
+    // Lines are short and many: a fast hash, not SipHash.
+    let mut seen = rustc_hash::FxHashSet::default();
     for (i, e) in entries.iter().enumerate() {
         let mut candidates = e.content.lines().map(str::trim).filter(|l| !l.is_empty());
         let first = candidates.next().unwrap_or("");
@@ -587,6 +606,10 @@ mod tests {
         assert_eq!(first_chars("héllo", 9), "héllo");
         assert_eq!(first_chars("日本語", 2), "日本");
         assert_eq!(first_chars("", 3), "");
+        // ASCII first, then not: cut on the ASCII, after a multi-byte character, within one.
+        assert_eq!(first_chars("abcdé", 4), "abcd");
+        assert_eq!(first_chars("abcdéf", 5), "abcdé");
+        assert_eq!(first_chars("abé日本", 4), "abé日");
     }
 
     #[test]
