@@ -371,10 +371,8 @@ impl SqliteStore {
                 Err(e) => return Err(backend(e)),
             }
         }
-        // Reads come from a mapping of the file (its first 256 MiB), not a copy of each page
-        // into SQLite's cache: a sleep reads every candidate's row.
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384; PRAGMA mmap_size=268435456;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=16384;",
         )
         .map_err(backend)?;
         // Migrations, each in its own transaction: a crash leaves the previous version. The
