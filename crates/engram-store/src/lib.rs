@@ -706,14 +706,13 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
         let mut conn = self.conn();
         let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
-        let mut trust_rowids = true;
         let (tx, inline, known, out) = loop {
             let tx = write_tx(&mut conn)?;
             // The summaries are indexed while the transaction runs (tantivy's thread works
             // while SQLite does), not read back from the queue after it.
             let mut inline = self.index.inline(&tx, false)?;
             // The last candidate read's rowids hold while no memory row was written since it.
-            let known = trust_rowids && candidates.seq == queue_seq(&tx).map_err(backend)?;
+            let known = candidates.seq == queue_seq(&tx).map_err(backend)?;
             let rowids = known.then_some(&candidates.rowids);
             let mut out = Vec::with_capacity(consolidations.len());
             let mut stale = false;
@@ -735,11 +734,10 @@ impl MemoryStore for SqliteStore {
                 break (tx, inline, known, out);
             }
             // The rowids did not hold: the transaction (and the indexer with it) is rolled
-            // back, and done again looking each entry up by id.
+            // back, and done again looking each entry up by id (no queue position is -1).
             drop(inline);
             drop(tx);
             candidates.seq = -1;
-            trust_rowids = false;
         };
         let newest = match inline {
             Some(_) => search::newest_queued(&tx)?,
