@@ -552,6 +552,7 @@ impl MemoryStore for SqliteStore {
                             e.session_id.as_deref(),
                             &e.source,
                             e.created_at,
+                            e.tier,
                         )?;
                     }
                 }
@@ -980,6 +981,7 @@ fn consolidate_in(
             s.session_id.as_deref(),
             &s.source,
             s.created_at,
+            s.tier,
         )?;
     }
     let mut record = c.record.clone();

@@ -27,6 +27,7 @@ fn entry(id: &str, content: &str, source: &str, session: Option<&str>, at: Times
 pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     insert_get_and_skip(make().as_ref());
     search_ranks_and_filters(make().as_ref());
+    search_finds_every_tier_asked_for(make().as_ref());
     consolidation_is_atomic(make().as_ref());
     a_partly_taken_group_is_skipped_whole(make().as_ref());
     an_entry_replaced_after_the_read_is_not_archived_in_its_place(make().as_ref());
@@ -202,6 +203,83 @@ fn search_ranks_and_filters(store: &dyn MemoryStore) {
             .expect("odd characters are not syntax")
             .is_empty()
     );
+}
+
+/// Every combination of tiers finds exactly the matching entries of those tiers, the working
+/// and archived ones told apart whether they were archived by consolidation or stored so.
+fn search_finds_every_tier_asked_for(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-05T00:00:00Z").expect("time");
+    let mut entries = Vec::new();
+    for (i, tier) in [
+        Tier::Working,
+        Tier::Archive,
+        Tier::Working,
+        Tier::Episodic,
+        Tier::Learning,
+        Tier::Working,
+        Tier::Journal,
+        Tier::Working,
+        Tier::Archive,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        entries.push(NewEntry {
+            tier,
+            ..entry(
+                &format!("t{i}"),
+                &format!("the harbour crane {} number {i}", tier.as_str()),
+                "a",
+                None,
+                t + i as i64,
+            )
+        });
+    }
+    entries.push(entry("other", "nothing in common", "a", None, t));
+    store.insert(&entries).expect("insert");
+    // t2 and t5 leave working memory for a summary that matches too (t9).
+    let mut g = group(&["t2", "t5"], "t9", t + 20);
+    g.summary.content = "summary: the harbour crane was fixed".into();
+    store.consolidate_many(&[g]).expect("consolidate");
+    let tier_of = |id: &str| match id {
+        "t0" | "t7" => Tier::Working,
+        "t1" | "t2" | "t5" | "t8" => Tier::Archive,
+        "t3" | "t9" => Tier::Episodic,
+        "t4" => Tier::Learning,
+        _ => Tier::Journal,
+    };
+    let all: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
+    for mask in 0u32..32 {
+        let tiers: Vec<Tier> = Tier::ALL
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, t)| t)
+            .collect();
+        let asked = if tiers.is_empty() {
+            vec![Tier::Working, Tier::Episodic]
+        } else {
+            tiers.clone()
+        };
+        let mut expected: Vec<&str> = all
+            .iter()
+            .map(String::as_str)
+            .filter(|id| asked.contains(&tier_of(id)))
+            .collect();
+        expected.sort_unstable();
+        let hits = store
+            .search(&SearchQuery {
+                tiers: tiers.clone(),
+                ..SearchQuery::new("harbour crane", 50)
+            })
+            .expect("search");
+        let mut found: Vec<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
+        found.sort_unstable();
+        assert_eq!(found, expected, "tiers {tiers:?}");
+        for h in &hits {
+            assert_eq!(h.entry.tier, tier_of(&h.entry.id), "{}", h.entry.id);
+        }
+    }
 }
 
 fn consolidation_is_atomic(store: &dyn MemoryStore) {
