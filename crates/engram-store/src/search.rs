@@ -343,7 +343,8 @@ fn schema() -> (Schema, Fields) {
         // A fast field only: a range query over a fast field reads its column, and an indexed
         // time would add a term of its own to the index for nearly every entry.
         created_at: b.add_i64_field("created_at", FAST),
-        // Indexed, to filter on; fast, to check a hit (see `tier_code`).
+        // Indexed, to filter on; fast, to check a hit (see `tier_code`). Only the entries of
+        // the tiers kept for good have one.
         tier: b.add_u64_field("tier", INDEXED | FAST),
     };
     (b.build(), fields)
@@ -778,7 +779,11 @@ impl TextIndex {
         }
         doc.add_text(f.source, source);
         doc.add_i64(f.created_at, created_at);
-        doc.add_u64(f.tier, tier);
+        // Working and archived entries, most of the index, have no tier value (a hit without
+        // one is such an entry): no posting or column value for each of them.
+        if tier != ENTRY {
+            doc.add_u64(f.tier, tier);
+        }
         doc
     }
 
@@ -1212,13 +1217,15 @@ impl TierPlan {
         let code = |c: u64| Term::from_field_u64(f.tier, c);
         let count = |c: u64| searcher.doc_freq(&code(c)).map_err(index_error);
         let mut queries = Vec::new();
+        let mut kept = [0; KEPT.len()];
+        for (n, c) in kept.iter_mut().zip(KEPT) {
+            *n = count(c)?;
+        }
+        let all: u64 = kept.iter().sum();
         if self.kept != 0 {
             let mut wanted = 0;
-            let mut all = 0;
             let mut codes: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-            for c in KEPT {
-                let n = count(c)?;
-                all += n;
+            for (n, c) in kept.into_iter().zip(KEPT) {
                 if self.kept & (1 << c) != 0 {
                     wanted += n;
                     codes.push((
@@ -1231,7 +1238,10 @@ impl TierPlan {
                 (wanted * 2 <= all).then(|| Box::new(BooleanQuery::new(codes)) as _);
             queries.push(filtered(any_of(f.kept, terms), filters, filter));
         }
-        let entries = count(ENTRY)?;
+        let entries = searcher
+            .total_num_docs()
+            .map_err(index_error)?
+            .saturating_sub(all);
         let filter: Option<Box<dyn Query>> = match (self.entries, &self.working) {
             (Entries::None, _) => return Ok(queries),
             (Entries::Working, Some(working)) if working.is_empty() => return Ok(queries),
