@@ -893,8 +893,20 @@ impl TextIndex {
         // Whether the working set was read, or found too large to read.
         let mut read = !plan.needs_working();
         if !read {
-            plan.working = working_rowids(conn, false)?;
-            read = plan.working.is_some();
+            let span = working_span(conn)?;
+            if span == 0 {
+                plan.working = Some(Vec::new());
+                read = true;
+            } else if plan.entries == Entries::Working
+                && span <= WORKING_SET as u64
+                && span * 2 <= entry_docs(&searcher, f)?
+            {
+                // Few working entries among many archived: a filter on them is sure to pay.
+                plan.working = working_rowids(conn)?;
+                read = true;
+            }
+            // Otherwise hits are checked one by one (working memory is most entries, or too
+            // large to read), and the working entries read only if too few hits pass.
         }
         let mut is_working = conn
             .prepare_cached("SELECT 1 FROM memory_working WHERE entry = ?1")
@@ -956,7 +968,7 @@ impl TextIndex {
                     // them inside the index does better than fetching more.
                     if !read {
                         read = true;
-                        if let Some(set) = working_rowids(conn, true)? {
+                        if let Some(set) = working_rowids(conn)? {
                             plan.working = Some(set);
                             continue 'plan;
                         }
@@ -1076,25 +1088,25 @@ impl Columns {
 /// (Small in unit tests, so that their stores take every path.)
 const WORKING_SET: usize = if cfg!(test) { 24 } else { 20_000 };
 
+/// How many values the working entries' rowids span (0 when there are none): a bound on their
+/// number from two lookups, where counting them reads them all.
+fn working_span(conn: &Connection) -> Result<u64, MemoryError> {
+    let (low, high): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(
+            "SELECT (SELECT min(entry) FROM memory_working),
+                    (SELECT max(entry) FROM memory_working)",
+        )
+        .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+        .map_err(backend)?;
+    Ok(match (low, high) {
+        (Some(low), Some(high)) => high.saturating_sub(low).unsigned_abs() + 1,
+        _ => 0,
+    })
+}
+
 /// The rowids of the working entries, sorted, when there are at most [`WORKING_SET`] of
-/// them; `None` when there are more. With `scan` false, only when their rowids span so few
-/// values that there cannot be more (two lookups, where counting them reads them all).
-fn working_rowids(conn: &Connection, scan: bool) -> Result<Option<Vec<u64>>, MemoryError> {
-    if !scan {
-        let (low, high): (Option<i64>, Option<i64>) = conn
-            .prepare_cached(
-                "SELECT (SELECT min(entry) FROM memory_working),
-                        (SELECT max(entry) FROM memory_working)",
-            )
-            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
-            .map_err(backend)?;
-        let (Some(low), Some(high)) = (low, high) else {
-            return Ok(Some(Vec::new()));
-        };
-        if high.saturating_sub(low) >= WORKING_SET as i64 {
-            return Ok(None);
-        }
-    }
+/// them; `None` when there are more.
+fn working_rowids(conn: &Connection) -> Result<Option<Vec<u64>>, MemoryError> {
     let mut stmt = conn
         .prepare_cached("SELECT entry FROM memory_working ORDER BY entry LIMIT ?1")
         .map_err(backend)?;
@@ -1106,6 +1118,21 @@ fn working_rowids(conn: &Connection, scan: bool) -> Result<Option<Vec<u64>>, Mem
         })
         .map_err(backend)?;
     Ok((rowids.len() <= WORKING_SET).then_some(rowids))
+}
+
+/// The index's working and archived entries (deleted ones included, as BM25 counts them): the
+/// documents less those of the tiers kept for good.
+fn entry_docs(searcher: &tantivy::Searcher, f: Fields) -> Result<u64, MemoryError> {
+    let mut kept = 0;
+    for c in KEPT {
+        kept += searcher
+            .doc_freq(&Term::from_field_u64(f.tier, c))
+            .map_err(index_error)?;
+    }
+    Ok(searcher
+        .total_num_docs()
+        .map_err(index_error)?
+        .saturating_sub(kept))
 }
 
 /// Working sets in more runs of consecutive rowids than this are filtered on as sets of terms.
@@ -1217,15 +1244,13 @@ impl TierPlan {
         let code = |c: u64| Term::from_field_u64(f.tier, c);
         let count = |c: u64| searcher.doc_freq(&code(c)).map_err(index_error);
         let mut queries = Vec::new();
-        let mut kept = [0; KEPT.len()];
-        for (n, c) in kept.iter_mut().zip(KEPT) {
-            *n = count(c)?;
-        }
-        let all: u64 = kept.iter().sum();
         if self.kept != 0 {
             let mut wanted = 0;
+            let mut all = 0;
             let mut codes: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-            for (n, c) in kept.into_iter().zip(KEPT) {
+            for c in KEPT {
+                let n = count(c)?;
+                all += n;
                 if self.kept & (1 << c) != 0 {
                     wanted += n;
                     codes.push((
@@ -1238,10 +1263,7 @@ impl TierPlan {
                 (wanted * 2 <= all).then(|| Box::new(BooleanQuery::new(codes)) as _);
             queries.push(filtered(any_of(f.kept, terms), filters, filter));
         }
-        let entries = searcher
-            .total_num_docs()
-            .map_err(index_error)?
-            .saturating_sub(all);
+        let entries = entry_docs(searcher, f)?;
         let filter: Option<Box<dyn Query>> = match (self.entries, &self.working) {
             (Entries::None, _) => return Ok(queries),
             (Entries::Working, Some(working)) if working.is_empty() => return Ok(queries),
@@ -1495,7 +1517,8 @@ mod tier_tests {
     /// Two working entries far apart among many archived ones that score higher: the first
     /// search checks hits one by one, finds too few working ones, reads the working entries
     /// (few enough) and filters on them inside the index. And a few archived entries among
-    /// working ones, found by a filter for the entries not working.
+    /// working ones that score higher: found the same way, by a filter for the entries not
+    /// working.
     #[test]
     fn few_working_or_few_archived_entries_are_found() {
         let store = SqliteStore::open_in_memory().expect("store");
@@ -1525,21 +1548,22 @@ mod tier_tests {
 
         // Few archived entries among working ones: a filter for what is not working.
         let store = SqliteStore::open_in_memory().expect("store");
-        let mut entries = vec![new_entry("a0".into(), Tier::Archive, &[0])];
-        for i in 0..10 {
+        let mut entries = vec![new_entry("a0".into(), Tier::Archive, &[0, 1, 2])];
+        for i in 0..20 {
             entries.push(new_entry(format!("w{i}"), Tier::Working, &[0]));
         }
         entries.push(new_entry("a1".into(), Tier::Archive, &[0, 1]));
         store_all(&store, entries, true);
-        let hits = store
-            .search(&SearchQuery {
-                tiers: vec![Tier::Archive, Tier::Learning],
-                ..SearchQuery::new("crane", 100)
-            })
-            .expect("search");
-        let mut ids: Vec<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
-        ids.sort_unstable();
-        assert_eq!(ids, ["a0", "a1"]);
+        for (limit, expected) in [(1, vec!["a1"]), (5, vec!["a1", "a0"])] {
+            let hits = store
+                .search(&SearchQuery {
+                    tiers: vec![Tier::Archive, Tier::Learning],
+                    ..SearchQuery::new("crane", limit)
+                })
+                .expect("search");
+            let ids: Vec<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
+            assert_eq!(ids, expected, "limit {limit}");
+        }
     }
 
     proptest! {
