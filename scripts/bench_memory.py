@@ -16,7 +16,7 @@ engram: `engram memory import` (one process, timed end to end), `engram memory s
 --now after every entry's TTL/2, so everything is consolidated, as mnemosyne's force=True), and
 `engram bench search` (each query in process, after a warm-up pass; run before the sleep and again
 after it, when everything is archived and the default search finds the summaries). Peak memory is each
-process's maximum resident set (from wait4). mnemosyne: Mnemosyne(db_path=...).remember() per
+process's maximum resident set (GNU time's, or wait4's without it). mnemosyne: Mnemosyne(db_path=...).remember() per
 entry, sleep(force=True) until it has nothing left to consolidate (one call takes at most 5,000
 entries), recall(q, top_k=10) per query, in this Python process.
 """
@@ -104,17 +104,26 @@ def build_queries(dev, out, limit=200):
     return qs
 
 
+# A child's maximum resident set as wait4 reports it includes what it was before exec, a copy of
+# this Python process (60 MiB and more): GNU time, a small process, runs the command instead when
+# the machine has it (Debian's package `time`).
+GNU_TIME = "/usr/bin/time" if os.path.exists("/usr/bin/time") else None
+
+
 def run(cmd, env=None):
     """Runs a command; returns (seconds, peak RSS MiB, stdout)."""
-    started = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    seconds = time.perf_counter() - started
-    if status != 0:
-        sys.exit(f"{' '.join(cmd)} failed: {err.decode()}")
-    return seconds, usage.ru_maxrss / 1024, out.decode()
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".rss") as rss_file:
+        full = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *cmd] if GNU_TIME else cmd
+        started = time.perf_counter()
+        p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        out = p.stdout.read()
+        err = p.stderr.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        seconds = time.perf_counter() - started
+        if status != 0:
+            sys.exit(f"{' '.join(cmd)} failed: {err.decode()}")
+        rss_mib = int(rss_file.read().split()[-1]) / 1024 if GNU_TIME else usage.ru_maxrss / 1024
+    return seconds, rss_mib, out.decode()
 
 
 def bench_engram(binary, entries, queries, workdir, name="engram"):
