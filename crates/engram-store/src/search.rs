@@ -889,6 +889,7 @@ impl TextIndex {
             searcher: &searcher,
             fields: f,
         };
+        let counts = Counts::of(&searcher, f)?;
         let mut plan = TierPlan::new(&query.tiers());
         // Whether the working set was read, or found too large to read.
         let mut read = !plan.needs_working();
@@ -899,7 +900,7 @@ impl TextIndex {
                 read = true;
             } else if plan.entries == Entries::Working
                 && span <= WORKING_SET as u64
-                && span * 2 <= entry_docs(&searcher, f)?
+                && span * 2 <= counts.entries
             {
                 // Few working entries among many archived: a filter on them is sure to pay.
                 plan.working = working_rowids(conn)?;
@@ -917,7 +918,7 @@ impl TextIndex {
             ))
             .map_err(backend)?;
         'plan: loop {
-            let queries = plan.queries(&searcher, f, &terms, &filters)?;
+            let queries = plan.queries(&counts, f, &terms, &filters);
             let mut fetch = (query.limit * 2).max(16);
             loop {
                 // One search per text field, merged by score (scores do not depend on filters).
@@ -1120,19 +1121,29 @@ fn working_rowids(conn: &Connection) -> Result<Option<Vec<u64>>, MemoryError> {
     Ok((rowids.len() <= WORKING_SET).then_some(rowids))
 }
 
-/// The index's working and archived entries (deleted ones included, as BM25 counts them): the
-/// documents less those of the tiers kept for good.
-fn entry_docs(searcher: &tantivy::Searcher, f: Fields) -> Result<u64, MemoryError> {
-    let mut kept = 0;
-    for c in KEPT {
-        kept += searcher
-            .doc_freq(&Term::from_field_u64(f.tier, c))
-            .map_err(index_error)?;
+/// The index's documents by tier code (deleted ones included, as BM25 counts them), counted once
+/// per search.
+struct Counts {
+    /// Of each of [`KEPT`].
+    kept: [u64; KEPT.len()],
+    /// Working and archived entries: the documents less those of the tiers kept for good.
+    entries: u64,
+}
+
+impl Counts {
+    fn of(searcher: &tantivy::Searcher, f: Fields) -> Result<Self, MemoryError> {
+        let mut kept = [0; KEPT.len()];
+        for (n, c) in kept.iter_mut().zip(KEPT) {
+            *n = searcher
+                .doc_freq(&Term::from_field_u64(f.tier, c))
+                .map_err(index_error)?;
+        }
+        let all = searcher.total_num_docs().map_err(index_error)?;
+        Ok(Counts {
+            kept,
+            entries: all.saturating_sub(kept.iter().sum()),
+        })
     }
-    Ok(searcher
-        .total_num_docs()
-        .map_err(index_error)?
-        .saturating_sub(kept))
 }
 
 /// Working sets in more runs of consecutive rowids than this are filtered on as sets of terms.
@@ -1236,37 +1247,35 @@ impl TierPlan {
     /// faster than checking hits, and one keeping 73% made it a third slower.)
     fn queries(
         &self,
-        searcher: &tantivy::Searcher,
+        counts: &Counts,
         f: Fields,
         terms: &[String],
         filters: &[Box<dyn Query>],
-    ) -> Result<Vec<Box<dyn Query>>, MemoryError> {
-        let code = |c: u64| Term::from_field_u64(f.tier, c);
-        let count = |c: u64| searcher.doc_freq(&code(c)).map_err(index_error);
+    ) -> Vec<Box<dyn Query>> {
         let mut queries = Vec::new();
         if self.kept != 0 {
             let mut wanted = 0;
-            let mut all = 0;
             let mut codes: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-            for c in KEPT {
-                let n = count(c)?;
-                all += n;
+            for (n, c) in counts.kept.into_iter().zip(KEPT) {
                 if self.kept & (1 << c) != 0 {
                     wanted += n;
                     codes.push((
                         Occur::Should,
-                        Box::new(TermQuery::new(code(c), IndexRecordOption::Basic)),
+                        Box::new(TermQuery::new(
+                            Term::from_field_u64(f.tier, c),
+                            IndexRecordOption::Basic,
+                        )),
                     ));
                 }
             }
-            let filter: Option<Box<dyn Query>> =
-                (wanted * 2 <= all).then(|| Box::new(BooleanQuery::new(codes)) as _);
+            let filter: Option<Box<dyn Query>> = (wanted * 2 <= counts.kept.iter().sum())
+                .then(|| Box::new(BooleanQuery::new(codes)) as _);
             queries.push(filtered(any_of(f.kept, terms), filters, filter));
         }
-        let entries = entry_docs(searcher, f)?;
+        let entries = counts.entries;
         let filter: Option<Box<dyn Query>> = match (self.entries, &self.working) {
-            (Entries::None, _) => return Ok(queries),
-            (Entries::Working, Some(working)) if working.is_empty() => return Ok(queries),
+            (Entries::None, _) => return queries,
+            (Entries::Working, Some(working)) if working.is_empty() => return queries,
             (Entries::Working, Some(working)) if working.len() as u64 * 2 <= entries => {
                 Some(rowid_set(f.rowid, working))
             }
@@ -1281,7 +1290,7 @@ impl TierPlan {
             _ => None,
         };
         queries.push(filtered(any_of(f.content, terms), filters, filter));
-        Ok(queries)
+        queries
     }
 }
 
@@ -1521,6 +1530,17 @@ mod tier_tests {
     /// working.
     #[test]
     fn few_working_or_few_archived_entries_are_found() {
+        fn found(store: &SqliteStore, tiers: &[Tier], limit: usize) -> Vec<String> {
+            store
+                .search(&SearchQuery {
+                    tiers: tiers.to_vec(),
+                    ..SearchQuery::new("crane", limit)
+                })
+                .expect("search")
+                .into_iter()
+                .map(|h| h.entry.id)
+                .collect()
+        }
         let store = SqliteStore::open_in_memory().expect("store");
         let mut entries = vec![new_entry("w0".into(), Tier::Working, &[0, 1, 2])];
         for i in 0..60 {
@@ -1529,22 +1549,13 @@ mod tier_tests {
         entries.push(new_entry("w1".into(), Tier::Working, &[0, 3]));
         store_all(&store, entries, false);
         for (limit, expected) in [(1, vec!["w1"]), (5, vec!["w1", "w0"])] {
-            let hits = store
-                .search(&SearchQuery {
-                    tiers: vec![Tier::Working],
-                    ..SearchQuery::new("crane", limit)
-                })
-                .expect("search");
-            let ids: Vec<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
-            assert_eq!(ids, expected, "limit {limit}");
+            assert_eq!(
+                found(&store, &[Tier::Working], limit),
+                expected,
+                "limit {limit}"
+            );
         }
-        let archived = store
-            .search(&SearchQuery {
-                tiers: vec![Tier::Archive],
-                ..SearchQuery::new("crane", 100)
-            })
-            .expect("search");
-        assert_eq!(archived.len(), 60);
+        assert_eq!(found(&store, &[Tier::Archive], 100).len(), 60);
 
         // Few archived entries among working ones: a filter for what is not working.
         let store = SqliteStore::open_in_memory().expect("store");
@@ -1555,14 +1566,11 @@ mod tier_tests {
         entries.push(new_entry("a1".into(), Tier::Archive, &[0, 1]));
         store_all(&store, entries, true);
         for (limit, expected) in [(1, vec!["a1"]), (5, vec!["a1", "a0"])] {
-            let hits = store
-                .search(&SearchQuery {
-                    tiers: vec![Tier::Archive, Tier::Learning],
-                    ..SearchQuery::new("crane", limit)
-                })
-                .expect("search");
-            let ids: Vec<&str> = hits.iter().map(|h| h.entry.id.as_str()).collect();
-            assert_eq!(ids, expected, "limit {limit}");
+            assert_eq!(
+                found(&store, &[Tier::Archive, Tier::Learning], limit),
+                expected,
+                "limit {limit}"
+            );
         }
     }
 
