@@ -24,6 +24,12 @@ use clap::Parser;
 
 use crate::cli::{BenchCommand, Cli, Command};
 
+// mimalloc, not the system's allocator: a sleep or an import allocates and frees millions of
+// small strings, and glibc's malloc spent a fifth of a 10k-entry sleep in allocating,
+// consolidating and freeing (docs/benchmarks.md, "2026-11-23, a fourth machine").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
