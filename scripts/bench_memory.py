@@ -16,7 +16,8 @@ engram: `engram memory import` (one process, timed end to end), `engram memory s
 --now after every entry's TTL/2, so everything is consolidated, as mnemosyne's force=True), and
 `engram bench search` (each query in process, after a warm-up pass; run before the sleep and again
 after it, when everything is archived and the default search finds the summaries). Peak memory is each
-process's maximum resident set (GNU time's, or wait4's without it). mnemosyne: Mnemosyne(db_path=...).remember() per
+process's maximum resident set (GNU time's, or wait4's without it). Every timed step, of either tool,
+starts after os.sync(). mnemosyne: Mnemosyne(db_path=...).remember() per
 entry, sleep(force=True) until it has nothing left to consolidate (one call takes at most 5,000
 entries), recall(q, top_k=10) per query, in this Python process.
 """
@@ -110,8 +111,16 @@ def build_queries(dev, out, limit=200):
 GNU_TIME = "/usr/bin/time" if os.path.exists("/usr/bin/time") else None
 
 
+def settle():
+    """Writes out what earlier steps left in the page cache, so that a step's fsyncs do not wait
+    for the previous step's data (a 10k sleep right after the import took 20 ms longer)."""
+    if hasattr(os, "sync"):
+        os.sync()
+
+
 def run(cmd, env=None):
     """Runs a command; returns (seconds, peak RSS MiB, stdout)."""
+    settle()
     with tempfile.NamedTemporaryFile(mode="r", suffix=".rss") as rss_file:
         full = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *cmd] if GNU_TIME else cmd
         started = time.perf_counter()
@@ -175,6 +184,7 @@ def bench_mnemosyne(entries, queries, workdir):
     db = workdir / "mnemosyne.db"
     db.unlink(missing_ok=True)
     mem = Mnemosyne(session_id="bench", db_path=db)
+    settle()
     started = time.perf_counter()
     for r in rows:
         mem.remember(r["content"], source=r["source"], importance=r["importance"])
@@ -189,6 +199,7 @@ def bench_mnemosyne(entries, queries, workdir):
     result["search_p99_ms"] = times[round((len(times) - 1) * 0.99)]
     # One sleep(force=True) consolidates at most SLEEP_BATCH_SIZE (5,000) entries: it is
     # called until it has nothing left, so both tools do the same work (every entry).
+    settle()
     started = time.perf_counter()
     reports = []
     while True:
