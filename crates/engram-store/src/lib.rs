@@ -592,9 +592,9 @@ impl MemoryStore for SqliteStore {
         }
         if bulk {
             // Passive: it copies what no reader still needs and waits for no one; what is
-            // left, the next commit's autocheckpoint copies.
-            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                .map_err(backend)?;
+            // left, the next commit's autocheckpoint copies. The entries are committed (safe
+            // in the WAL): a checkpoint that fails is not the import's failure.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
         Ok(out)
     }
