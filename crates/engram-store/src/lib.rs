@@ -33,6 +33,9 @@ const WAL_AUTOCHECKPOINT: i64 = 16_384;
 /// index's commit (see `insert_stream`).
 const BULK_CHECKPOINT: usize = if cfg!(test) { 100 } else { 20_000 };
 
+/// Candidates handed over at a time by `working_before_each`.
+const READ_BATCH: usize = 512;
+
 /// The most of the file the candidate read maps (`PRAGMA mmap_size`; SQLite maps no more
 /// than the file's size).
 const MAPPED_READ: i64 = 1 << 40;
@@ -441,6 +444,38 @@ impl SqliteStore {
         self.index.catch_up(&mut conn, false)
     }
 
+    /// Reads the candidates ([`read_candidates`]) and keeps their rowids for consolidation
+    /// ([`Candidates`]).
+    fn read_working(
+        &self,
+        before: Timestamp,
+        limit: usize,
+        each: &mut dyn FnMut(i64, MemoryEntry),
+    ) -> Result<(), MemoryError> {
+        let mut conn = self.conn();
+        let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
+        // Not to be trusted until the read is whole.
+        candidates.seq = -1;
+        candidates.rowids.clear();
+        let rowids = &mut candidates.rowids;
+        // The rows are read through a mapping of the file, not copied page by page into
+        // SQLite's cache: a sleep reads every candidate once, and each page it copied was
+        // fresh memory (a 10k sleep: 1,300 fewer page faults, 4 ms of 48). Unmapped after the
+        // read, so that the file's pages do not stay in the process's resident set (mapped
+        // for good, a search at a million entries showed the whole file there).
+        conn.pragma_update(None, "mmap_size", MAPPED_READ)
+            .map_err(backend)?;
+        let read = read_candidates(&mut conn, before, limit, &mut |rowid, e| {
+            rowids.insert(e.id.clone(), rowid);
+            each(rowid, e);
+        });
+        let unmapped = conn.pragma_update(None, "mmap_size", 0).map_err(backend);
+        let seq = read?;
+        unmapped?;
+        candidates.seq = seq;
+        Ok(())
+    }
+
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -524,8 +559,9 @@ fn insert_one(
     Ok(Some(rowid))
 }
 
-/// The queue's position and the oldest `limit` working entries older than `before` with their
-/// rowids, in rowid order, read in one transaction (every statement sees the same snapshot).
+/// The oldest `limit` working entries older than `before`, handed to `each` with their rowids
+/// in rowid order, and the queue's position, read in one transaction (every statement sees
+/// the same snapshot).
 /// The oldest are chosen from working memory's own small table, then their rows are read in
 /// rowid order (neighbours on a page come together, instead of one seek each in time order),
 /// driven by the sorted list (no temporary index for an IN list).
@@ -533,7 +569,8 @@ fn read_candidates(
     conn: &mut Connection,
     before: Timestamp,
     limit: usize,
-) -> Result<(i64, Vec<(i64, MemoryEntry)>), MemoryError> {
+    each: &mut dyn FnMut(i64, MemoryEntry),
+) -> Result<i64, MemoryError> {
     let tx = conn.transaction().map_err(backend)?;
     let seq = queue_seq(&tx).map_err(backend)?;
     let mut chosen: Vec<(i64, i64)> = tx
@@ -550,19 +587,21 @@ fn read_candidates(
     let mut rowids: Vec<i64> = chosen.iter().map(|&(_, rowid)| rowid).collect();
     rowids.sort_unstable();
     let rowids = serde_json::to_string(&rowids).map_err(backend)?;
-    let rows = tx
-        .prepare_cached(concat!(
-            // Their tier is known: no lookup per row for it.
-            "SELECT m.id, 'working', ",
-            columns_after_tier!(),
-            ", m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.rowid = j.value"
-        ))
-        .and_then(|mut stmt| {
-            stmt.query_map([&rowids], |r| Ok((r.get::<_, i64>(9)?, row_to_entry(r)?)))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .map_err(backend)?;
-    Ok((seq, rows))
+    tx.prepare_cached(concat!(
+        // Their tier is known: no lookup per row for it.
+        "SELECT m.id, 'working', ",
+        columns_after_tier!(),
+        ", m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.rowid = j.value"
+    ))
+    .and_then(|mut stmt| {
+        let mut rows = stmt.query([&rowids])?;
+        while let Some(r) = rows.next()? {
+            each(r.get(9)?, row_to_entry(r)?);
+        }
+        Ok(())
+    })
+    .map_err(backend)?;
+    Ok(seq)
 }
 
 impl MemoryStore for SqliteStore {
@@ -714,27 +753,33 @@ impl MemoryStore for SqliteStore {
         before: Timestamp,
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, MemoryError> {
-        // Read in rowid order (read_candidates), put back in time order here.
-        let mut conn = self.conn();
-        // The rows are read through a mapping of the file, not copied page by page into
-        // SQLite's cache: a sleep reads every candidate once, and each page it copied was
-        // fresh memory (a 10k sleep: 1,300 fewer page faults, 4 ms of 48). Unmapped after the
-        // read, so that the file's pages do not stay in the process's resident set (mapped
-        // for good, a search at a million entries showed the whole file there).
-        conn.pragma_update(None, "mmap_size", MAPPED_READ)
-            .map_err(backend)?;
-        let read = read_candidates(&mut conn, before, limit);
-        let unmapped = conn.pragma_update(None, "mmap_size", 0).map_err(backend);
-        let (seq, mut rows) = read?;
-        unmapped?;
+        // Read in rowid order, put back in time order here.
+        let mut rows = Vec::new();
+        self.read_working(before, limit, &mut |rowid, e| rows.push((rowid, e)))?;
         rows.sort_unstable_by_key(|(rowid, e)| (e.created_at, *rowid));
-        let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
-        candidates.seq = seq;
-        candidates.rowids.clear();
-        candidates
-            .rowids
-            .extend(rows.iter().map(|(rowid, e)| (e.id.clone(), *rowid)));
         Ok(rows.into_iter().map(|(_, e)| e).collect())
+    }
+
+    fn working_before_each(
+        &self,
+        before: Timestamp,
+        limit: usize,
+        each: &mut dyn FnMut(Vec<MemoryEntry>),
+    ) -> Result<(), MemoryError> {
+        let mut batch = Vec::with_capacity(READ_BATCH);
+        self.read_working(before, limit, &mut |_, e| {
+            batch.push(e);
+            if batch.len() == READ_BATCH {
+                each(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(READ_BATCH),
+                ));
+            }
+        })?;
+        if !batch.is_empty() {
+            each(batch);
+        }
+        Ok(())
     }
 
     fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
@@ -1028,7 +1073,7 @@ fn archive_known(
 }
 
 /// Applies one consolidation inside the caller's transaction; `archived` when its entries
-/// have left working memory already ([`archive_known`]). When one of its entries is not in
+/// have left working memory already ([`archive_runs`]). When one of its entries is not in
 /// working memory any more, nothing of it stays applied and the error names those entries.
 fn consolidate_in(
     tx: &Connection,

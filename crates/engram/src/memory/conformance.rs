@@ -5,7 +5,10 @@
 use serde_json::json;
 
 use super::sleep::{SleepPolicy, sleep};
-use super::{Forget, MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp, parse_time};
+use super::{
+    Forget, MemoryEntry, MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp,
+    parse_time,
+};
 
 const DAY: i64 = 24 * 3600 * 1000;
 
@@ -29,6 +32,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     search_ranks_and_filters(make().as_ref());
     search_finds_every_tier_asked_for(make().as_ref());
     consolidation_is_atomic(make().as_ref());
+    the_streamed_read_reads_what_the_read_reads(make().as_ref());
     a_partly_taken_group_is_skipped_whole(make().as_ref());
     an_entry_replaced_after_the_read_is_not_archived_in_its_place(make().as_ref());
     sleep_consolidates_by_source_and_session(make().as_ref());
@@ -332,6 +336,48 @@ fn consolidation_is_atomic(store: &dyn MemoryStore) {
         2,
         "the archive is searchable"
     );
+}
+
+fn the_streamed_read_reads_what_the_read_reads(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-01T00:00:00Z").expect("time");
+    // More than a store's batch or two, times out of insertion order, some too new.
+    let entries: Vec<NewEntry> = (0..1_300)
+        .map(|i| {
+            let at = t + (i * 7919 % 1_300) as Timestamp;
+            entry(&format!("s{i}"), &format!("note {i}"), "a", None, at)
+        })
+        .collect();
+    store.insert(&entries).expect("insert");
+    for (before, limit) in [(t + 1_200, 2_000), (t + 1_200, 700), (t + 10_000, 1_300)] {
+        let read = store.working_before(before, limit).expect("read");
+        let mut streamed = Vec::new();
+        store
+            .working_before_each(before, limit, &mut |batch| streamed.extend(batch))
+            .expect("streamed read");
+        streamed.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        let ids = |v: &[MemoryEntry]| v.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+        let mut expected = read.clone();
+        expected.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        assert_eq!(
+            ids(&streamed),
+            ids(&expected),
+            "before {before}, limit {limit}"
+        );
+        assert_eq!(streamed, expected);
+        let due = entries.iter().filter(|e| e.created_at < before).count();
+        assert_eq!(read.len(), limit.min(due));
+    }
+    // The streamed read is one a consolidation can follow.
+    let mut batch = Vec::new();
+    store
+        .working_before_each(t + 10, 100, &mut |b| batch.extend(b))
+        .expect("streamed read");
+    let ids: Vec<&str> = batch.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids.len(), 10);
+    store
+        .consolidate_many(&[group(&ids, "streamed", t + 20)])
+        .expect("consolidate");
+    assert_eq!(store.working_count().expect("count"), 1_290);
 }
 
 /// One consolidation of `ids` into a summary `summary_id`, as sleep makes them.

@@ -478,6 +478,19 @@ pub trait MemoryStore: Send + Sync {
         before: Timestamp,
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, MemoryError>;
+    /// [`working_before`](Self::working_before)'s entries, handed to `each` in batches as
+    /// they are read, in an order of the store's choosing (not oldest first): a caller can
+    /// start on them before the read ends (sleep works out each entry's summary line
+    /// meanwhile). The default hands them over in one batch.
+    fn working_before_each(
+        &self,
+        before: Timestamp,
+        limit: usize,
+        each: &mut dyn FnMut(Vec<MemoryEntry>),
+    ) -> Result<(), MemoryError> {
+        each(self.working_before(before, limit)?);
+        Ok(())
+    }
     /// The `n` oldest working entries.
     fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError>;
     /// Applies one group's consolidation in one transaction: the summary is inserted as

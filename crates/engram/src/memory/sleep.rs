@@ -99,15 +99,19 @@ pub fn sleep_with(
     let cutoff = now - policy.ttl_ms / 2;
     let mut breaker = Breaker::default();
     loop {
-        let batch = store.working_before(cutoff, policy.batch.max(1))?;
-        if batch.is_empty() {
+        let batch = match summarizer {
+            // The extractive summary's work on each entry is done while the rest are read.
+            None => read_with_lines(store, cutoff, policy.batch.max(1))?,
+            Some(_) => Batch::new(store.working_before(cutoff, policy.batch.max(1))?),
+        };
+        if batch.entries.is_empty() {
             break;
         }
         let before = report.items_consolidated;
         // A short batch was all there was: when all of it was consolidated, there is no need
         // to ask again (when another sleep held some of it, there may be: what it skipped).
-        let short = batch.len() < policy.batch.max(1);
-        let read = batch.len();
+        let short = batch.entries.len() < policy.batch.max(1);
+        let read = batch.entries.len();
         consolidate_batch(
             store,
             batch,
@@ -133,7 +137,7 @@ pub fn sleep_with(
         report.over_cap = overflow.len();
         consolidate_batch(
             store,
-            overflow,
+            Batch::new(overflow),
             now,
             policy,
             summarizer,
@@ -156,110 +160,188 @@ struct Breaker {
     last: String,
 }
 
+/// Candidates to consolidate, in any order, with their [`Line`]s when those were worked out
+/// already (else `lines` is empty).
+struct Batch {
+    entries: Vec<MemoryEntry>,
+    lines: Vec<Line>,
+}
+
+impl Batch {
+    fn new(entries: Vec<MemoryEntry>) -> Self {
+        Batch {
+            entries,
+            lines: Vec::new(),
+        }
+    }
+}
+
+/// The candidates older than `before` (at most `limit`) as the store reads them, with each
+/// one's [`Line`] worked out on a thread of its own while the rest are still being read.
+fn read_with_lines(
+    store: &dyn MemoryStore,
+    before: Timestamp,
+    limit: usize,
+) -> Result<Batch, MemoryError> {
+    let (send, receive) = std::sync::mpsc::sync_channel::<Vec<MemoryEntry>>(64);
+    let work = move || {
+        let mut batches = Vec::new();
+        let mut lines = Vec::new();
+        for batch in receive {
+            lines.extend(batch.iter().map(|e| best_line(&e.content)));
+            batches.push(batch);
+        }
+        let mut entries = Vec::with_capacity(lines.len());
+        for batch in batches {
+            entries.extend(batch);
+        }
+        Batch { entries, lines }
+    };
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("engram-lines".into())
+            .spawn_scoped(scope, work);
+        let Ok(worker) = worker else {
+            // No thread to be had: the lines are worked out after the read.
+            let mut entries = Vec::new();
+            store.working_before_each(before, limit, &mut |batch| entries.extend(batch))?;
+            let lines = entries.iter().map(|e| best_line(&e.content)).collect();
+            return Ok(Batch { entries, lines });
+        };
+        let read = store.working_before_each(before, limit, &mut |batch| {
+            // The worker only ends when the channel closes.
+            let _ = send.send(batch);
+        });
+        drop(send);
+        let out = match worker.join() {
+            Ok(out) => out,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        read.map(|()| out)
+    })
+}
+
 fn consolidate_batch(
     store: &dyn MemoryStore,
-    mut batch: Vec<MemoryEntry>,
+    batch: Batch,
     now: Timestamp,
     policy: &SleepPolicy,
     summarizer: Option<&dyn Summarizer>,
     breaker: &mut Breaker,
     report: &mut SleepReport,
 ) -> Result<(), MemoryError> {
-    sort_into_groups(&mut batch);
+    let Batch {
+        entries: mut batch,
+        mut lines,
+    } = batch;
+    if lines.len() != batch.len() {
+        lines = Vec::new();
+    }
+    sort_into_groups(&mut batch, &mut lines);
+    // Each group's chunks, as ranges of the batch (a group's first chunk counts the group).
     let chunk_size = policy.group_chunk.max(1);
+    let mut chunks: Vec<(usize, usize, bool)> = Vec::new();
+    let mut start = 0;
+    for group in batch.chunk_by(same_group) {
+        let end = start + group.len();
+        for from in (start..end).step_by(chunk_size) {
+            chunks.push((from, (from + chunk_size).min(end), from == start));
+        }
+        start = end;
+    }
     // Without a summarizer, the extractive summaries are all written first (on two threads
     // when there are enough of them).
     let mut extractive = match summarizer {
-        None => summarize_chunks(&batch, chunk_size, policy.summary_chars),
+        None => summarize_chunks(&batch, &lines, &chunks, policy.summary_chars),
         Some(_) => Vec::new(),
     }
     .into_iter();
     let mut pending = Vec::new();
     let mut pending_entries = 0;
-    for entries in batch.chunk_by_mut(same_group) {
-        report.groups += 1;
-        let source = entries[0].source.clone();
-        let session_id = entries[0].session_id.clone();
-        for chunk in entries.chunks_mut(chunk_size) {
-            let started = Instant::now();
-            let mut duration_ms = None;
-            let (content, strategy, model) = match summarizer {
-                Some(s) if breaker.failures >= SUMMARIZER_FAILURES => {
+    for &(from, to, first) in &chunks {
+        if first {
+            report.groups += 1;
+        }
+        let chunk = &mut batch[from..to];
+        let source = chunk[0].source.clone();
+        let session_id = chunk[0].session_id.clone();
+        let started = Instant::now();
+        let mut duration_ms = None;
+        let (content, strategy, model) = match summarizer {
+            Some(s) if breaker.failures >= SUMMARIZER_FAILURES => {
+                report.fallbacks += 1;
+                (
+                    summarize(chunk, policy.summary_chars),
+                    format!(
+                        "extractive (fallback: {} failed {SUMMARIZER_FAILURES} times in a row, not called again in this sleep; last: {})",
+                        s.name(),
+                        breaker.last
+                    ),
+                    Some(s.name().to_owned()),
+                )
+            }
+            Some(s) => match summarize_with(s, chunk, policy.summary_chars) {
+                Ok(text) => {
+                    breaker.failures = 0;
+                    (text, "summarizer".to_owned(), Some(s.name().to_owned()))
+                }
+                Err(reason) => {
+                    breaker.failures += 1;
+                    breaker.last.clone_from(&reason);
                     report.fallbacks += 1;
                     (
                         summarize(chunk, policy.summary_chars),
-                        format!(
-                            "extractive (fallback: {} failed {SUMMARIZER_FAILURES} times in a row, not called again in this sleep; last: {})",
-                            s.name(),
-                            breaker.last
-                        ),
+                        format!("extractive (fallback: {reason})"),
                         Some(s.name().to_owned()),
                     )
                 }
-                Some(s) => match summarize_with(s, chunk, policy.summary_chars) {
-                    Ok(text) => {
-                        breaker.failures = 0;
-                        (text, "summarizer".to_owned(), Some(s.name().to_owned()))
-                    }
-                    Err(reason) => {
-                        breaker.failures += 1;
-                        breaker.last.clone_from(&reason);
-                        report.fallbacks += 1;
-                        (
-                            summarize(chunk, policy.summary_chars),
-                            format!("extractive (fallback: {reason})"),
-                            Some(s.name().to_owned()),
-                        )
-                    }
-                },
-                None => {
-                    let (text, ms) = extractive
-                        .next()
-                        .ok_or_else(|| MemoryError::Backend("a chunk without a summary".into()))?;
-                    duration_ms = Some(ms);
-                    (text, "extractive".to_owned(), None)
-                }
-            };
-            // The entries are not needed after their summary: their ids move out.
-            let ids: Vec<String> = chunk
-                .iter_mut()
-                .map(|e| std::mem::take(&mut e.id))
-                .collect();
-            let summary_preview = first_chars(&content, 200).to_owned();
-            let consolidation = Consolidation {
-                summary: NewEntry {
-                    id: None,
-                    tier: Tier::Episodic,
-                    content,
-                    source: source.clone(),
-                    session_id: session_id.clone(),
-                    created_at: chunk.iter().map(|e| e.created_at).max().unwrap_or(now),
-                    importance: chunk.iter().map(|e| e.importance).fold(0.0, f64::max),
-                    metadata: json!({"consolidated": chunk.len()}),
-                    summary_of: Vec::new(),
-                },
-                record: ConsolidationRecord {
-                    id: 0,
-                    session_id: session_id.clone(),
-                    source: source.clone(),
-                    items_consolidated: chunk.len(),
-                    summary_preview,
-                    created_at: now,
-                    strategy,
-                    model,
-                    duration_ms: duration_ms
-                        .unwrap_or_else(|| started.elapsed().as_secs_f64() * 1e3),
-                    ids_in: ids.clone(),
-                    ids_out: Vec::new(),
-                },
-                ids,
-            };
-            pending_entries += chunk.len();
-            pending.push(consolidation);
-            if pending_entries >= policy.entries_per_transaction {
-                flush(store, &mut pending, report)?;
-                pending_entries = 0;
+            },
+            None => {
+                let (text, ms) = extractive
+                    .next()
+                    .ok_or_else(|| MemoryError::Backend("a chunk without a summary".into()))?;
+                duration_ms = Some(ms);
+                (text, "extractive".to_owned(), None)
             }
+        };
+        // The entries are not needed after their summary: their ids move out.
+        let ids: Vec<String> = chunk
+            .iter_mut()
+            .map(|e| std::mem::take(&mut e.id))
+            .collect();
+        let summary_preview = first_chars(&content, 200).to_owned();
+        let consolidation = Consolidation {
+            summary: NewEntry {
+                id: None,
+                tier: Tier::Episodic,
+                content,
+                source: source.clone(),
+                session_id: session_id.clone(),
+                created_at: chunk.iter().map(|e| e.created_at).max().unwrap_or(now),
+                importance: chunk.iter().map(|e| e.importance).fold(0.0, f64::max),
+                metadata: json!({"consolidated": chunk.len()}),
+                summary_of: Vec::new(),
+            },
+            record: ConsolidationRecord {
+                id: 0,
+                session_id: session_id.clone(),
+                source: source.clone(),
+                items_consolidated: chunk.len(),
+                summary_preview,
+                created_at: now,
+                strategy,
+                model,
+                duration_ms: duration_ms.unwrap_or_else(|| started.elapsed().as_secs_f64() * 1e3),
+                ids_in: ids.clone(),
+                ids_out: Vec::new(),
+            },
+            ids,
+        };
+        pending_entries += chunk.len();
+        pending.push(consolidation);
+        if pending_entries >= policy.entries_per_transaction {
+            flush(store, &mut pending, report)?;
+            pending_entries = 0;
         }
     }
     // The entries are summarised and their ids moved out: they are freed while the last
@@ -280,11 +362,12 @@ fn free_in_background(entries: Vec<MemoryEntry>) {
         .spawn(move || drop(entries));
 }
 
-/// Sorts `batch` into groups by source and session, in that order, each group's entries in
-/// the order they came (oldest first). Each entry's group gets a rank (its key's place among
-/// the few distinct keys) and the entries are ordered by (rank, position): no string is
-/// compared per entry pair and no entry is moved more than once.
-fn sort_into_groups(batch: &mut Vec<MemoryEntry>) {
+/// Sorts `batch` into groups by source and session, in that order, each group's entries
+/// oldest first (entries of the same time in the order they came), and `lines` (when not
+/// empty) with them. Each entry's group gets a rank (its key's place among the few distinct
+/// keys) and the entries are ordered by (rank, time, position): no string is compared per
+/// entry pair, and the entries are put in place by swaps, with no second copy of the batch.
+fn sort_into_groups(batch: &mut [MemoryEntry], lines: &mut [Line]) {
     // Fx, not SipHash: hashing every entry's key with SipHash was a third of this function's
     // time.
     let mut keys: rustc_hash::FxHashMap<(&str, Option<&str>), u32> =
@@ -304,20 +387,30 @@ fn sort_into_groups(batch: &mut Vec<MemoryEntry>) {
     for (r, (_, id)) in sorted.iter().enumerate() {
         rank[*id as usize] = r as u32;
     }
-    let mut order: Vec<u64> = ids
+    let mut order: Vec<(u32, i64, u32)> = batch
         .iter()
+        .zip(&ids)
         .enumerate()
-        .map(|(i, &id)| (u64::from(rank[id as usize]) << 32) | i as u64)
+        .map(|(i, (e, &id))| (rank[id as usize], e.created_at, i as u32))
         .collect();
     order.sort_unstable();
-    let mut slots: Vec<Option<MemoryEntry>> = std::mem::take(batch).into_iter().map(Some).collect();
-    // Room for all at once: growing by doubling would copy the entries over and over.
-    batch.reserve_exact(order.len());
-    batch.extend(
-        order
-            .iter()
-            .filter_map(|&k| slots[(k & 0xffff_ffff) as usize].take()),
-    );
+    // The entry that goes to place k is the one at order[k]'s position; each cycle of that
+    // permutation is followed with swaps.
+    let mut from: Vec<u32> = order.into_iter().map(|(_, _, i)| i).collect();
+    let with_lines = lines.len() == batch.len();
+    for start in 0..from.len() {
+        let mut k = start;
+        while from[k] as usize != start {
+            let next = from[k] as usize;
+            batch.swap(k, next);
+            if with_lines {
+                lines.swap(k, next);
+            }
+            from[k] = k as u32;
+            k = next;
+        }
+        from[k] = k as u32;
+    }
 }
 
 /// True when two (neighbouring, sorted) entries belong to one group.
@@ -325,39 +418,33 @@ fn same_group(a: &MemoryEntry, b: &MemoryEntry) -> bool {
     a.source == b.source && a.session_id == b.session_id
 }
 
-/// The extractive summary of every chunk of `batch` (sorted into groups), in order, with the
-/// milliseconds each took; split between two threads when there is enough to split.
+/// The extractive summary of each of `chunks` (ranges of `batch`, sorted into groups), in
+/// order, with the milliseconds each took; split between two threads when there is enough to
+/// split. `lines` are the entries' [`Line`]s, or empty.
 fn summarize_chunks(
     batch: &[MemoryEntry],
-    chunk_size: usize,
+    lines: &[Line],
+    chunks: &[(usize, usize, bool)],
     max_chars: usize,
 ) -> Vec<(String, f64)> {
-    let chunks: Vec<&[MemoryEntry]> = batch
-        .chunk_by(same_group)
-        .flat_map(|group| group.chunks(chunk_size))
-        .collect();
-    let run = |chunks: &[&[MemoryEntry]]| -> Vec<(String, f64)> {
+    let run = |chunks: &[(usize, usize, bool)]| -> Vec<(String, f64)> {
         chunks
             .iter()
-            .map(|chunk| {
+            .map(|&(from, to, _)| {
                 let started = Instant::now();
-                let text = summarize(chunk, max_chars);
+                let text = summarize_lines(&batch[from..to], lines.get(from..to), max_chars);
                 (text, started.elapsed().as_secs_f64() * 1e3)
             })
             .collect()
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores < 2 || batch.len() < 2_000 {
-        return run(&chunks);
+        return run(chunks);
     }
     // Two halves of about the same number of entries.
-    let mut seen = 0;
     let middle = chunks
         .iter()
-        .position(|c| {
-            seen += c.len();
-            seen * 2 >= batch.len()
-        })
+        .position(|&(_, to, _)| to * 2 >= batch.len())
         .map_or(chunks.len(), |i| i + 1);
     let (first, second) = chunks.split_at(middle);
     std::thread::scope(|scope| {
@@ -456,25 +543,62 @@ fn first_chars(s: &str, n: usize) -> &str {
 /// (the one with the most identifiers, or its first), duplicates removed, newest last, within
 /// `max_chars`; the entries with the most identifiers win when not all fit.
 pub fn summarize(entries: &[MemoryEntry], max_chars: usize) -> String {
+    summarize_lines(entries, None, max_chars)
+}
+
+/// An entry's most informative line (the one with the most identifiers, or its first, cut to
+/// 240 characters) as a range of its content, and that line's weight (its identifiers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Line {
+    start: u32,
+    len: u32,
+    weight: u32,
+}
+
+fn best_line(content: &str) -> Line {
+    let mut candidates = content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = candidates.next().unwrap_or("");
+    // Most entries are one line: no need to score it against nothing.
+    let best = match candidates.next() {
+        None => first,
+        Some(second) => [first, second]
+            .into_iter()
+            .chain(candidates)
+            .max_by_key(|l| (count_salient(l), std::cmp::Reverse(l.len() / 40)))
+            .unwrap_or(""),
+    };
+    let line = first_chars(best, 240);
+    // A line of the content: its offset is within the content.
+    let start = if line.is_empty() {
+        0
+    } else {
+        line.as_ptr() as usize - content.as_ptr() as usize
+    };
+    Line {
+        start: start as u32,
+        len: line.len() as u32,
+        weight: if line.is_empty() {
+            0
+        } else {
+            count_salient(line) as u32
+        },
+    }
+}
+
+/// [`summarize`], with the entries' [`Line`]s when they were worked out already.
+fn summarize_lines(entries: &[MemoryEntry], known: Option<&[Line]>, max_chars: usize) -> String {
     let header = group_header(entries);
     let mut lines: Vec<(usize, usize, &str)> = Vec::new(); // (order, weight, line)
     // Lines are short and many: a fast hash, not SipHash.
     let mut seen = rustc_hash::FxHashSet::default();
     for (i, e) in entries.iter().enumerate() {
-        let mut candidates = e.content.lines().map(str::trim).filter(|l| !l.is_empty());
-        let first = candidates.next().unwrap_or("");
-        // Most entries are one line: no need to score it against nothing.
-        let best = match candidates.next() {
-            None => first,
-            Some(second) => [first, second]
-                .into_iter()
-                .chain(candidates)
-                .max_by_key(|l| (count_salient(l), std::cmp::Reverse(l.len() / 40)))
-                .unwrap_or(""),
+        let at = match known {
+            Some(known) => known[i],
+            None => best_line(&e.content),
         };
-        let line = first_chars(best, 240);
+        let line = &e.content[at.start as usize..(at.start + at.len) as usize];
         if !line.is_empty() && seen.insert(line) {
-            lines.push((i, count_salient(line), line));
+            lines.push((i, at.weight as usize, line));
         }
     }
     let mut budget = max_chars.saturating_sub(header.len());
@@ -566,11 +690,22 @@ mod tests {
             .flat_map(|group| group.chunks(200))
             .map(|chunk| summarize(chunk, 1_200))
             .collect();
-        let got: Vec<String> = summarize_chunks(&batch, 200, 1_200)
-            .into_iter()
-            .map(|(text, _)| text)
-            .collect();
-        assert_eq!(got, expected);
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for group in batch.chunk_by(same_group) {
+            for (i, chunk) in group.chunks(200).enumerate() {
+                chunks.push((start, start + chunk.len(), i == 0));
+                start += chunk.len();
+            }
+        }
+        let lines: Vec<Line> = batch.iter().map(|e| best_line(&e.content)).collect();
+        for lines in [&lines[..], &[]] {
+            let got: Vec<String> = summarize_chunks(&batch, lines, &chunks, 1_200)
+                .into_iter()
+                .map(|(text, _)| text)
+                .collect();
+            assert_eq!(got, expected);
+        }
     }
 
     #[test]
@@ -595,10 +730,45 @@ mod tests {
             entry("6", "a", Some("s2")),
             entry("7", "a", None),
         ];
-        sort_into_groups(&mut batch);
+        sort_into_groups(&mut batch, &mut []);
         let ids: Vec<&str> = batch.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["3", "7", "5", "2", "6", "1", "4"]);
-        sort_into_groups(&mut Vec::new());
+        sort_into_groups(&mut [], &mut []);
+    }
+
+    proptest::proptest! {
+        /// The batch comes out as a stable sort by (source, session, time) would leave it,
+        /// with each entry's line still beside it.
+        #[test]
+        fn groups_sort_as_a_stable_sort_would_and_lines_follow_their_entries(
+            keys in proptest::collection::vec((0u8..4, proptest::option::of(0u8..3), 0i64..6), 0..80),
+        ) {
+            let mut batch: Vec<MemoryEntry> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &(source, session, at))| MemoryEntry {
+                    id: i.to_string(),
+                    tier: Tier::Working,
+                    content: format!("entry {i} edited src/f{i}.rs\nsecond line {i}"),
+                    source: format!("s{source}"),
+                    session_id: session.map(|s| format!("t{s}")),
+                    created_at: at,
+                    importance: 0.5,
+                    metadata: serde_json::Value::Null,
+                    summary_of: Vec::new(),
+                })
+                .collect();
+            let mut expected = batch.clone();
+            expected.sort_by(|a, b| {
+                (&a.source, &a.session_id, a.created_at).cmp(&(&b.source, &b.session_id, b.created_at))
+            });
+            let mut lines: Vec<Line> = batch.iter().map(|e| best_line(&e.content)).collect();
+            sort_into_groups(&mut batch, &mut lines);
+            proptest::prop_assert_eq!(&batch, &expected);
+            for (e, line) in batch.iter().zip(&lines) {
+                proptest::prop_assert_eq!(*line, best_line(&e.content));
+            }
+        }
     }
 
     #[test]
