@@ -80,8 +80,10 @@ const MAX_WORD: usize = 40;
 struct StemmingTokenizer {
     stemmer: std::sync::Arc<rust_stemmers::Stemmer>,
     /// Made on first use (tantivy clones the tokenizer for every segment it writes, and a
-    /// clone of an unused tokenizer should cost nothing).
+    /// clone of an unused tokenizer should cost nothing), small at first.
     cache: Option<Box<[StemSlot]>>,
+    /// Words looked up in the cache while it is small.
+    looked_up: usize,
     lower: String,
     tokens: Vec<tantivy::tokenizer::Token>,
     /// Tokens of the last text (the vector keeps more, for reuse).
@@ -92,6 +94,12 @@ struct StemmingTokenizer {
 /// word and its stem inline, so a hit reads one cache line (a hash map of strings chased two
 /// pointers per word, and missed the processor's caches on most of them).
 const STEM_SLOTS: usize = 1 << 15;
+/// Slots the stem cache starts with (32 KiB), and the words looked up in it before it grows
+/// to [`STEM_SLOTS`] (1 MiB): a query, or a sleep's few summaries, would otherwise pay for a
+/// whole table of fresh memory, which costs more than their stemming.
+const FIRST_STEM_SLOTS: usize = 1 << 10;
+/// (Small in tests, so that they see the cache grow.)
+const GROW_AFTER: usize = if cfg!(test) { 1 << 6 } else { 1 << 16 };
 /// Longest word (in bytes, lowercased) the cache holds; longer ones are stemmed every time.
 const CACHED_WORD: usize = 15;
 
@@ -153,6 +161,7 @@ impl Default for StemmingTokenizer {
                 rust_stemmers::Algorithm::English,
             )),
             cache: None,
+            looked_up: 0,
             lower: String::new(),
             tokens: Vec::new(),
             len: 0,
@@ -197,10 +206,18 @@ impl StemmingTokenizer {
                 // (No stopword is this long.)
                 token.text.push_str(&self.stemmer.stem(&self.lower));
             } else {
-                let cache = self
-                    .cache
-                    .get_or_insert_with(|| vec![StemSlot::EMPTY; STEM_SLOTS].into_boxed_slice());
-                let slot = &mut cache[fx_hash(lower) as usize & (STEM_SLOTS - 1)];
+                if self.looked_up == GROW_AFTER {
+                    self.cache = None;
+                }
+                self.looked_up = self.looked_up.saturating_add(1);
+                let cache = self.cache.get_or_insert_with(|| {
+                    let slots = match self.looked_up > GROW_AFTER {
+                        true => STEM_SLOTS,
+                        false => FIRST_STEM_SLOTS,
+                    };
+                    vec![StemSlot::EMPTY; slots].into_boxed_slice()
+                });
+                let slot = &mut cache[fx_hash(lower) as usize & (cache.len() - 1)];
                 if usize::from(slot.word_len) != lower.len() || slot.word[..lower.len()] != *lower {
                     slot.word_len = lower.len() as u8;
                     slot.word[..lower.len()].copy_from_slice(lower);
