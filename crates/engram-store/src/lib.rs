@@ -565,10 +565,9 @@ fn insert_one(
 
 /// The oldest `limit` working entries older than `before`, handed to `each` with their rowids
 /// in rowid order, and the queue's position, read in one transaction (every statement sees
-/// the same snapshot).
-/// The oldest are chosen from working memory's own small table, then their rows are read in
-/// rowid order (neighbours on a page come together, instead of one seek each in time order),
-/// driven by the sorted list (no temporary index for an IN list).
+/// the same snapshot). The oldest are chosen from working memory's own small table, then
+/// their rows are read in rowid order (neighbours on a page come together, instead of one seek
+/// each in time order), driven by the sorted list (no temporary index for an IN list).
 fn read_candidates(
     conn: &mut Connection,
     before: Timestamp,
@@ -1077,7 +1076,7 @@ fn archive_known(
 }
 
 /// Applies one consolidation inside the caller's transaction; `archived` when its entries
-/// have left working memory already ([`archive_runs`]). When one of its entries is not in
+/// have left working memory already ([`archive_known`]). When one of its entries is not in
 /// working memory any more, nothing of it stays applied and the error names those entries.
 fn consolidate_in(
     tx: &Connection,

@@ -238,17 +238,7 @@ fn consolidate_batch(
         lines = Vec::new();
     }
     sort_into_groups(&mut batch, &mut lines);
-    // Each group's chunks, as ranges of the batch (a group's first chunk counts the group).
-    let chunk_size = policy.group_chunk.max(1);
-    let mut chunks: Vec<(usize, usize, bool)> = Vec::new();
-    let mut start = 0;
-    for group in batch.chunk_by(same_group) {
-        let end = start + group.len();
-        for from in (start..end).step_by(chunk_size) {
-            chunks.push((from, (from + chunk_size).min(end), from == start));
-        }
-        start = end;
-    }
+    let chunks = chunk_ranges(&batch, policy.group_chunk.max(1));
     // Without a summarizer, the extractive summaries are all written first (on two threads
     // when there are enough of them).
     let mut extractive = match summarizer {
@@ -411,6 +401,21 @@ fn sort_into_groups(batch: &mut [MemoryEntry], lines: &mut [Line]) {
         }
         from[k] = k as u32;
     }
+}
+
+/// Each group's chunks of at most `chunk_size` entries, as ranges of `batch` (sorted into
+/// groups), with whether the chunk is its group's first.
+fn chunk_ranges(batch: &[MemoryEntry], chunk_size: usize) -> Vec<(usize, usize, bool)> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    for group in batch.chunk_by(same_group) {
+        let end = start + group.len();
+        for from in (start..end).step_by(chunk_size) {
+            chunks.push((from, (from + chunk_size).min(end), from == start));
+        }
+        start = end;
+    }
+    chunks
 }
 
 /// True when two (neighbouring, sorted) entries belong to one group.
@@ -690,14 +695,7 @@ mod tests {
             .flat_map(|group| group.chunks(200))
             .map(|chunk| summarize(chunk, 1_200))
             .collect();
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        for group in batch.chunk_by(same_group) {
-            for (i, chunk) in group.chunks(200).enumerate() {
-                chunks.push((start, start + chunk.len(), i == 0));
-                start += chunk.len();
-            }
-        }
+        let chunks = chunk_ranges(&batch, 200);
         let lines: Vec<Line> = batch.iter().map(|e| best_line(&e.content)).collect();
         for lines in [&lines[..], &[]] {
             let got: Vec<String> = summarize_chunks(&batch, lines, &chunks, 1_200)
