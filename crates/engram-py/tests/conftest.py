@@ -1,4 +1,9 @@
-"""Shared fixtures: the dev data, a scripted fake OpenAI-compatible server, a store."""
+"""Shared fixtures: the dev data, a scripted fake OpenAI-compatible server, a store.
+
+The dev data is the repository's fixtures (testdata/dev/, a few records of each dev file) unless
+ENGRAM_DEV_DATA points at the full dev data. A skipped test is appended to ENGRAM_SKIP_LOG (when
+set, as scripts/test.sh does) so the suite's summary counts it; a skip reason starts with one word
+and a colon that says what is missing ("llama: ...", "tiktoken: ...")."""
 
 from __future__ import annotations
 
@@ -14,11 +19,27 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
+FIXTURES = REPO / "testdata" / "dev"
+
+
 def dev_data() -> pathlib.Path:
-    path = pathlib.Path(os.environ.get("ENGRAM_DEV_DATA", REPO.parent / "shared" / "data" / "dev"))
+    path = pathlib.Path(os.environ.get("ENGRAM_DEV_DATA") or FIXTURES)
     if not path.is_dir():
-        pytest.fail(f"the dev data is missing at {path} (set ENGRAM_DEV_DATA)")
+        pytest.fail(f"the dev data is missing at {path} (ENGRAM_DEV_DATA)")
     return path
+
+
+def pytest_runtest_logreport(report):
+    """Counts skips for scripts/test.sh: one line per skipped test, "kind<TAB>python<TAB>test"."""
+    log = os.environ.get("ENGRAM_SKIP_LOG")
+    if not (log and report.skipped) or getattr(report, "wasxfail", None):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    head = reason.split(":", 1)[0].strip()
+    kind = head if head and " " not in head else "other"
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"{kind}\tpython\t{report.nodeid}\n")
 
 
 def load_records(name: str, limit: Optional[int] = None) -> list[dict]:

@@ -1,4 +1,9 @@
-"""Token counts: exact against tiktoken on the dev data, per message and per request."""
+"""Token counts: exact against tiktoken on the dev data, per message and per request.
+
+The default check compares with counts tiktoken made once for every dev message
+(crates/engram/tests/fixtures/tiktoken_dev_counts.jsonl, scripts/gen_token_fixtures.py), so it needs
+no vocabulary download; a second check runs tiktoken itself when its vocabularies are at hand offline
+(TIKTOKEN_CACHE_DIR, or the eval harness's cache beside the repository)."""
 
 from __future__ import annotations
 
@@ -12,14 +17,30 @@ import engram
 from conftest import REPO, load_records, openai_messages
 
 
+COUNTS = REPO / "crates" / "engram" / "tests" / "fixtures" / "tiktoken_dev_counts.jsonl"
+
+
 def tiktoken_encoding(name: str):
     tiktoken = pytest.importorskip("tiktoken")
-    cache = REPO.parent / "shared" / "eval" / "tiktoken_cache"
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(cache))
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR") or str(REPO.parent / "shared" / "eval" / "tiktoken_cache")
+    if not pathlib.Path(cache).is_dir():
+        pytest.skip(f"tiktoken: no offline vocabulary cache at {cache} (set TIKTOKEN_CACHE_DIR); "
+                    "the fixture counts were checked")
+    os.environ["TIKTOKEN_CACHE_DIR"] = cache
     try:
         return tiktoken.get_encoding(name)
-    except Exception as e:  # no vocabulary offline
+    except Exception as e:  # the cache is there but lacks this vocabulary
         pytest.fail(f"tiktoken's {name} vocabulary is not in {cache}: {e}")
+
+
+def fixture_counts() -> dict:
+    """(file, id) -> {"cl100k": [[content, [calls]], ...], "o200k": ...}, made by tiktoken."""
+    out = {}
+    with open(COUNTS, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            out[(row["file"], row["id"])] = row
+    return out
 
 
 def dev_texts(limit_records: int = 3) -> list[str]:
@@ -31,6 +52,26 @@ def dev_texts(limit_records: int = 3) -> list[str]:
                     texts.append(m["content"])
     assert len(texts) > 100
     return texts
+
+
+@pytest.mark.parametrize("tokenizer", ["cl100k", "o200k"])
+def test_text_counts_equal_tiktokens_fixture_counts(tokenizer):
+    counts = fixture_counts()
+    counter = engram.Counter(tokenizer=tokenizer)
+    texts, expected = [], []
+    for name in ("sweagent_demos.jsonl", "taubench_gpt4o_airline.jsonl", "locomo.jsonl"):
+        for record in load_records(name, 3):
+            row = counts[(name, record["id"])][tokenizer]
+            assert len(row) == len(record["messages"])
+            for m, (content, _calls) in zip(record["messages"], row):
+                if isinstance(m.get("content"), str):
+                    texts.append(m["content"])
+                    expected.append(content)
+    assert len(texts) > 100
+    ours = counter.count_batch(texts)
+    mismatches = [(i, a, b) for i, (a, b) in enumerate(zip(ours, expected)) if a != b]
+    assert not mismatches, f"{len(mismatches)} texts differ, first: {mismatches[:3]}"
+    assert [counter.count(t) for t in texts[:50]] == expected[:50]
 
 
 @pytest.mark.parametrize("encoding,tokenizer", [("cl100k_base", "cl100k"), ("o200k_base", "o200k")])

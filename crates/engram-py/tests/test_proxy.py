@@ -29,7 +29,7 @@ REPLY = 1_000
 def engram_bin() -> str:
     path = os.environ.get("ENGRAM_BIN")
     if not path or not os.path.isfile(path):
-        pytest.skip("needs the engram binary: set ENGRAM_BIN (scripts/test.sh does)")
+        pytest.skip("engram-bin: needs the engram binary: set ENGRAM_BIN (scripts/test.sh does)")
     return path
 
 

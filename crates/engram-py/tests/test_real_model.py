@@ -23,7 +23,7 @@ def llama():
     if not (server and model and os.path.isfile(server) and os.path.isfile(model)):
         if os.environ.get("CI"):
             pytest.fail('CI must run the real-model test: eval "$(scripts/llama_server.sh)" first')
-        pytest.skip('needs llama-server and SmolLM2: eval "$(scripts/llama_server.sh)"')
+        pytest.skip('llama: needs llama-server and SmolLM2: eval "$(scripts/llama_server.sh)"')
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

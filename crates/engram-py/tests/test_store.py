@@ -115,7 +115,7 @@ def test_the_cli_reads_what_python_wrote(tmp_path, trajectory):
     else:
         if os.environ.get("CI"):
             pytest.fail("CI must run the CLI interop test: set ENGRAM_BIN to a built engram")
-        pytest.skip("no engram binary built (set ENGRAM_BIN)")
+        pytest.skip("engram-bin: no engram binary built (set ENGRAM_BIN)")
     db = tmp_path / "shared.db"
     store = engram.Store(str(db))
     store.add("python wrote this note about the migration", "py")

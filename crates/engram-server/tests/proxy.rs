@@ -4,7 +4,6 @@
 //! harder retry on "context length exceeded" (never a loop), other /v1 routes passed through,
 //! the caller's Authorization forwarded and the engram key (X-Engram-Key) not.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
@@ -183,12 +182,8 @@ fn trajectory() -> Vec<Value> {
 
 /// The messages of the longest record of a dev data file, without engram's ids and metadata.
 fn longest_in(file: &str) -> Vec<Value> {
-    let dir = std::env::var_os("ENGRAM_DEV_DATA").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/dev"),
-        PathBuf::from,
-    );
-    let text = std::fs::read_to_string(dir.join(file)).expect("dev data");
-    let longest = text.lines().max_by_key(|l| l.len()).expect("a line");
+    let lines = engram_testkit::dev_lines(file);
+    let longest = lines.iter().max_by_key(|l| l.len()).expect("a line");
     let record: Value = serde_json::from_str(longest).expect("json");
     record["messages"]
         .as_array()

@@ -3,25 +3,14 @@
 //! (one line per message) followed by the report's steps and token counts.
 #![cfg(feature = "openai-bpe")]
 
-use std::path::PathBuf;
-
 use engram::compact::{CompactOptions, compact, render};
 use engram::{Conversation, Message, TokenCounter, Tokenizer};
 use serde_json::Value;
 
-fn dev_data() -> PathBuf {
-    std::env::var_os("ENGRAM_DEV_DATA").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/dev"),
-        PathBuf::from,
-    )
-}
-
 /// The first `upto` messages of conversation `id` in `file`, without the harness's `meta`.
 fn load(file: &str, id: &str, upto: usize) -> Vec<Message> {
-    let path = dev_data().join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let conversation: Value = text
-        .lines()
+    let conversation: Value = engram_testkit::dev_lines(file)
+        .iter()
         .map(|l| serde_json::from_str::<Value>(l).expect("json"))
         .find(|c| c["id"] == id)
         .unwrap_or_else(|| panic!("{id} not in {file}"));

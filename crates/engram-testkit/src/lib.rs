@@ -1,0 +1,84 @@
+//! Test support for engram's own integration tests (a dev-dependency only).
+//!
+//! - **Dev data.** The default suite runs on the small fixtures in `testdata/dev/` (a few whole
+//!   records of each public dev file, under the same names). `ENGRAM_DEV_DATA` pointing at the
+//!   full dev data makes the same tests read it instead, and lets the tests that want every record
+//!   ([`full_dev_data`]) run.
+//! - **Skips.** A test that cannot run here calls [`skip`]: it prints `SKIPPED (kind): why` and,
+//!   when `ENGRAM_SKIP_LOG` names a file (as `scripts/test.sh` does), appends a line there so the
+//!   suite's summary counts it. [`skip_or_fail_in_ci`] fails instead when `CI` is set, for what CI
+//!   always provides (PostgreSQL, llama-server).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The folder of the fixtures cut from the dev data, in the repository.
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/dev")
+}
+
+/// The dev data folder the tests read: `ENGRAM_DEV_DATA` when set, else the fixtures.
+pub fn dev_data() -> PathBuf {
+    full_dev_data().unwrap_or_else(fixtures_dir)
+}
+
+/// The path of the dev data file `name` (see [`dev_data`]).
+pub fn dev_file(name: &str) -> PathBuf {
+    dev_data().join(name)
+}
+
+/// The full dev data, when `ENGRAM_DEV_DATA` points at it; `None` otherwise.
+pub fn full_dev_data() -> Option<PathBuf> {
+    std::env::var_os("ENGRAM_DEV_DATA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The records (one JSON document a line) of the dev data file `name`, as text lines.
+///
+/// # Panics
+/// When the file cannot be read, naming it.
+pub fn dev_lines(name: &str) -> Vec<String> {
+    let path = dev_file(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Records that the calling test cannot run here, and why. `kind` is one short word that the
+/// suite's summary groups skips by (`postgres`, `llama`, `dev-data`, `feature`).
+pub fn skip(kind: &str, why: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed test")
+        .to_owned();
+    eprintln!("SKIPPED ({kind}): {test}: {why}");
+    if let Some(log) = std::env::var_os("ENGRAM_SKIP_LOG").filter(|v| !v.is_empty()) {
+        let line = format!("{kind}\trust\t{test}\n");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "could not record the skip in {}: {e}",
+                log.to_string_lossy()
+            );
+        }
+    }
+}
+
+/// [`skip`], except under CI (`CI` set), where what is missing is a failure: CI installs it.
+///
+/// # Panics
+/// When `CI` is set.
+pub fn skip_or_fail_in_ci(kind: &str, why: &str) {
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+        panic!("CI must run this test ({kind}): {why}");
+    }
+    skip(kind, why);
+}
