@@ -134,7 +134,14 @@ pub fn compact_history_result(
         0
     };
     format!(
-        "Successfully compacted {messages_compacted} messages into a summary, preserving the {preserved} most recent messages. Reduced message history size by approximately {reduction}% ({tokens_before} -> {tokens_after} tokens)."
+        "Successfully compacted {} into a summary, preserving the {} most recent {}. Reduced message history size by approximately {reduction}% ({tokens_before} -> {tokens_after} tokens).",
+        crate::plural(messages_compacted, "message", "messages"),
+        preserved,
+        if preserved == 1 {
+            "message"
+        } else {
+            "messages"
+        }
     )
 }
 

@@ -65,3 +65,12 @@ pub use input::{Conversation, InputFormat, parse_conversation, parse_conversatio
 pub use message::{Content, ContentPart, Message, Role, ToolCall};
 pub use registry::{ModelMatch, ModelRegistry, ModelSpec, Pricing, ResolvedModel};
 pub use tokenize::{TextTokenizer, Tokenizer, TokenizerName};
+
+/// `n` with the noun that agrees with it, for text people read: `1 message`, `3 messages`.
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}

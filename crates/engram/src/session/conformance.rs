@@ -467,7 +467,9 @@ fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn Store) {
     // A manual compaction with a focus brings the focus back.
     let record = s
         .compact(Trigger::Manual, 1_500, Some("module_3 src/module_3.rs"))
-        .expect("manual");
+        .expect("manual")
+        .recorded()
+        .expect("recorded");
     assert_eq!(record.trigger, "manual");
     let view = s.view().expect("view");
     assert!(view.tokens <= 1_500, "{}", view.tokens);
@@ -744,13 +746,30 @@ fn the_agents_compact_history_tool(store: &dyn Store) {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
     assert!((35..=38).contains(&compacted), "{text}");
+    // At least the 10 asked for, as whole tool units; the answer says how many.
+    let preserved: usize = text
+        .split("preserving the ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((10..=12).contains(&preserved), "{text}");
     assert!(
-        text.contains(
-            "preserving the 10 most recent messages. Reduced message history size by approximately "
-        ),
+        text.contains(" most recent messages. Reduced message history size by approximately "),
         "{text}"
     );
     let after = s.view().expect("view");
+    let tail = after
+        .messages
+        .iter()
+        .rev()
+        .take_while(|v| v.kind == crate::compact::Kind::Original)
+        .count();
+    assert_eq!(tail, preserved, "{text}");
+    assert!(
+        text.ends_with(&format!("({} -> {} tokens).", before.tokens, after.tokens)),
+        "{text}"
+    );
     assert!(after.tokens < before.tokens);
     let tail: Vec<&Message> = after
         .messages

@@ -118,6 +118,12 @@ pub struct Appended {
     /// True when the view is over the threshold but automatic compaction gave up (the
     /// circuit breaker is open); a manual compaction still works.
     pub breaker_open: bool,
+    /// Why the view stays over the threshold after this append, when automatic compaction
+    /// could not bring it down (what must be kept is larger than the window, say). The
+    /// messages are stored all the same: the append succeeded, and the caller decides what to
+    /// send.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_threshold: Option<String>,
     /// Seed 004's status update, when one is due (every few user turns, or the view crossed
     /// one of the schedule's shares of the window): a system message for the caller to insert
     /// before the next model call.
@@ -172,6 +178,81 @@ impl CompactionSummary {
             tokens_after: record.tokens_after,
             summaries: record.summary_ids.len(),
             facts_extracted: facts,
+        }
+    }
+}
+
+/// What [`Session::compact`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Compaction {
+    /// The view was compacted and the compaction recorded.
+    Recorded(Box<CompactionRecord>),
+    /// Nothing was recorded and the view is as it was: a manual compaction that could not make
+    /// the view smaller, or could only do so by dropping messages with no summary of them.
+    Unchanged {
+        /// The view's tokens (unchanged).
+        tokens: usize,
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+impl Compaction {
+    /// The record, when the compaction was recorded.
+    pub fn recorded(self) -> Option<CompactionRecord> {
+        match self {
+            Compaction::Recorded(record) => Some(*record),
+            Compaction::Unchanged { .. } => None,
+        }
+    }
+
+    /// The view's tokens before and after.
+    pub fn tokens(&self) -> (usize, usize) {
+        match self {
+            Compaction::Recorded(r) => (r.tokens_before, r.tokens_after),
+            Compaction::Unchanged { tokens, .. } => (*tokens, *tokens),
+        }
+    }
+
+    /// As JSON, the same shape over every API: the record's fields with `"compacted": true`,
+    /// or `{"compacted": false, "tokens_before", "tokens_after", "reason"}`.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Compaction::Recorded(record) => {
+                let mut value = serde_json::to_value(record.as_ref()).unwrap_or(Value::Null);
+                if let Value::Object(map) = &mut value {
+                    map.insert("compacted".into(), Value::Bool(true));
+                }
+                value
+            }
+            Compaction::Unchanged { tokens, reason } => json!({
+                "compacted": false,
+                "tokens_before": tokens,
+                "tokens_after": tokens,
+                "reason": reason,
+            }),
+        }
+    }
+
+    /// One line for people: what was done, or why nothing was.
+    pub fn describe(&self, session_id: &str) -> String {
+        match self {
+            Compaction::Recorded(record) => {
+                let reduction = if record.tokens_before > 0 {
+                    100.0 * (1.0 - record.tokens_after as f64 / record.tokens_before as f64)
+                } else {
+                    0.0
+                };
+                format!(
+                    "compacted session {session_id}: {} -> {} tokens ({reduction:.0}% smaller), {}; the log keeps every message",
+                    record.tokens_before,
+                    record.tokens_after,
+                    crate::plural(record.summary_ids.len(), "summary", "summaries")
+                )
+            }
+            Compaction::Unchanged { tokens, reason } => {
+                format!("session {session_id} left unchanged ({tokens} tokens): {reason}")
+            }
         }
     }
 }
@@ -362,14 +443,25 @@ impl<'s> Session<'s> {
         let threshold = self.policy.trigger.threshold * self.info.window as f64;
         let mut compaction = None;
         let mut breaker_open = false;
+        let mut over_threshold = None;
         if view_tokens as f64 > threshold {
             if self.breaker_open()? {
                 breaker_open = true;
             } else {
                 let target = (self.policy.trigger.target * self.info.window as f64) as usize;
-                let record = self.compact(Trigger::Threshold, target, None)?;
-                view_tokens = record.tokens_after;
-                compaction = Some(CompactionSummary::of(&record, 0));
+                // The messages are stored: a compaction that cannot be done is reported, not
+                // returned as the append's failure (a client retrying it would store them twice).
+                match self.compact(Trigger::Threshold, target, None) {
+                    Ok(Compaction::Recorded(record)) => {
+                        view_tokens = record.tokens_after;
+                        compaction = Some(CompactionSummary::of(&record, 0));
+                    }
+                    Ok(Compaction::Unchanged { reason, .. }) => over_threshold = Some(reason),
+                    Err(SessionError::Compact(e)) => {
+                        over_threshold = Some(format!("automatic compaction failed: {e}"));
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         let status = if status_due {
@@ -384,6 +476,7 @@ impl<'s> Session<'s> {
             window: self.info.window,
             compaction,
             breaker_open,
+            over_threshold,
             status,
         })
     }
@@ -596,15 +689,29 @@ impl<'s> Session<'s> {
         Ok(out)
     }
 
-    /// Compacts the active log to `target` tokens and records it. The window is the limit
-    /// when the target cannot be met. The session is unchanged when anything fails.
+    /// Compacts the active log to `target` tokens and records it. When the target cannot be
+    /// met, the limit is what must be kept plus a quarter of the target, at most the window.
+    /// The session is unchanged when anything fails.
+    ///
+    /// The task statement (the log's first user message) stays in the view, verbatim or word
+    /// for word inside a summary: when the pipeline would drop it, it is pinned, unless keeping
+    /// it whole would leave the view above the compaction threshold (a task of most of the
+    /// window), where the summary's key lines of it stand in.
+    /// A manual compaction ([`Trigger::Manual`]) is recorded only when it makes the view
+    /// smaller and keeps a summary of the messages it drops; otherwise the view is left as it
+    /// is and [`Compaction::Unchanged`] says why.
     pub fn compact(
         &mut self,
         trigger: Trigger,
         target: usize,
         focus: Option<&str>,
-    ) -> Result<CompactionRecord, SessionError> {
-        Ok(self.compact_with_facts(trigger, target, focus, None)?.0)
+    ) -> Result<Compaction, SessionError> {
+        Ok(
+            match self.compact_with_facts(trigger, target, focus, None)? {
+                Outcome::Recorded(record, _) => Compaction::Recorded(record),
+                Outcome::Unchanged { tokens, reason } => Compaction::Unchanged { tokens, reason },
+            },
+        )
     }
 
     fn compact_with_facts(
@@ -613,7 +720,7 @@ impl<'s> Session<'s> {
         target: usize,
         focus: Option<&str>,
         facts_into: Option<&dyn MemoryStore>,
-    ) -> Result<(CompactionRecord, usize), SessionError> {
+    ) -> Result<Outcome, SessionError> {
         self.refresh()?;
         let epoch = self.info.epoch;
         let log = self.log()?;
@@ -632,13 +739,49 @@ impl<'s> Session<'s> {
         });
         // Room for the summaries' headers, added after compaction.
         const HEADER_ROOM: usize = 40;
-        options.budget = target.saturating_sub(HEADER_ROOM).max(1);
-        let mut result = crate::compact::compact(&conversation, &self.counter, &options);
-        if matches!(result, Err(CompactError::CannotFit { .. })) && target < self.info.window {
-            options.budget = self.info.window.saturating_sub(HEADER_ROOM).max(1);
-            result = crate::compact::compact(&conversation, &self.counter, &options);
+        let window = self.info.window;
+        let counter = &self.counter;
+        // Within the target, else within what must be kept plus room for a summary, at most the
+        // window (and why the target could not be met).
+        let missed_target = std::cell::RefCell::new(None);
+        let run = |options: &mut CompactOptions| {
+            options.budget = target.saturating_sub(HEADER_ROOM).max(1);
+            let mut result = crate::compact::compact(&conversation, counter, options);
+            if let Err(e @ CompactError::CannotFit { required, .. }) = &result
+                && target < window
+            {
+                // What must be kept, and a quarter of the target for a summary of the rest:
+                // not the whole window, which would leave the view over the threshold.
+                let required = *required;
+                *missed_target.borrow_mut() = Some(e.to_string());
+                options.budget = (required + target / 4)
+                    .min(window)
+                    .saturating_sub(HEADER_ROOM)
+                    .max(required.min(window))
+                    .max(1);
+                result = crate::compact::compact(&conversation, counter, options);
+            }
+            result
+        };
+        let mut compacted = run(&mut options)?;
+        // The task statement stays: pinned when the pipeline dropped it, unless keeping it
+        // verbatim would leave the view over the threshold (a task of most of the window): then
+        // the digest's key lines of it stand in, and automatic compaction keeps working.
+        let task = log.iter().find(|m| m.message.role == Role::User);
+        let threshold = (self.policy.trigger.threshold * window as f64) as usize;
+        if let Some(task) = task
+            && !keeps_task(&compacted.messages, task)
+        {
+            let mut pinned = options.clone();
+            pinned.pinned_ids.push(task.id.clone());
+            if let Ok(with_task) = run(&mut pinned)
+                && (with_task.report.tokens_after <= threshold
+                    || with_task.report.tokens_after <= compacted.report.tokens_after)
+            {
+                compacted = with_task;
+                options = pinned;
+            }
         }
-        let compacted = result?;
         let budget = options.budget + HEADER_ROOM;
 
         let at: HashMap<&str, Timestamp> =
@@ -695,6 +838,18 @@ impl<'s> Session<'s> {
                 v.message.content = Some(Content::Text(s.text.clone()));
             }
             tokens_after = compacted.report.tokens_after;
+        }
+        if trigger == Trigger::Manual
+            && let Some(reason) = manual_refusal(&log, &view, tokens_before, tokens_after)
+        {
+            let reason = match missed_target.into_inner() {
+                Some(why) => format!("the target of {target} tokens cannot be met: {why}"),
+                None => reason,
+            };
+            return Ok(Outcome::Unchanged {
+                tokens: tokens_before,
+                reason,
+            });
         }
 
         // Sleep-time compaction: the key facts of what leaves the view go to working memory
@@ -774,7 +929,7 @@ impl<'s> Session<'s> {
             journal,
             created_at: now,
         })?;
-        Ok((record, facts_extracted))
+        Ok(Outcome::Recorded(Box::new(record), facts_extracted))
     }
 
     /// The agent's `compact_history` tool (seed 004): everything but the last
@@ -808,14 +963,47 @@ impl<'s> Session<'s> {
             .max(1);
         let result = self.compact(Trigger::Manual, target, None);
         self.options = saved;
-        let record = result?;
-        let removed = record.report["messages_removed"].as_u64().unwrap_or(0) as usize;
-        Ok(crate::agent::compact_history_result(
-            removed,
-            keep,
+        let record = match result? {
+            Compaction::Recorded(record) => record,
+            Compaction::Unchanged { reason, .. } => {
+                return Ok(format!("No changes made: {reason}."));
+            }
+        };
+        // What was actually done, read off the recorded view.
+        let view = self.view()?;
+        let task_id = self
+            .log()?
+            .into_iter()
+            .find(|m| m.message.role == Role::User)
+            .map(|m| m.id);
+        let summarized: usize = view
+            .messages
+            .iter()
+            .filter(|v| v.kind == Kind::Summary)
+            .map(|v| v.source_ids.len())
+            .sum();
+        let preserved = view
+            .messages
+            .iter()
+            .rev()
+            .take_while(|v| v.kind == Kind::Original)
+            .count();
+        // The task statement pinned before the preserved tail (the pipeline would have
+        // dropped it).
+        let recent_start = view.messages.len() - preserved;
+        let task_verbatim = view.messages[..recent_start].iter().any(|v| {
+            v.kind == Kind::Original && task_id.as_ref().is_some_and(|t| v.source_ids.contains(t))
+        });
+        let mut text = crate::agent::compact_history_result(
+            summarized,
+            preserved,
             record.tokens_before,
             record.tokens_after,
-        ))
+        );
+        if task_verbatim && summarized > 0 {
+            text.push_str(" The task statement (the first user message) was kept verbatim.");
+        }
+        Ok(text)
     }
 
     /// Seed 004's status update for this session now: the view's tokens of the window, and
@@ -878,13 +1066,15 @@ impl<'s> Session<'s> {
         }
         let target = (self.policy.sleep_target * self.info.window as f64) as usize;
         let store = self.store;
-        let (record, facts) = self.compact_with_facts(
+        match self.compact_with_facts(
             Trigger::Sleep,
             target,
             None,
             Some(store as &dyn MemoryStore),
-        )?;
-        Ok(Some(CompactionSummary::of(&record, facts)))
+        )? {
+            Outcome::Recorded(record, facts) => Ok(Some(CompactionSummary::of(&record, facts))),
+            Outcome::Unchanged { .. } => Ok(None),
+        }
     }
 
     /// Names the current state.
@@ -970,6 +1160,57 @@ impl<'s> Session<'s> {
         }
         Ok(out)
     }
+}
+
+/// What `compact_with_facts` did (with the key facts it extracted, for sleep).
+enum Outcome {
+    Recorded(Box<CompactionRecord>, usize),
+    Unchanged { tokens: usize, reason: String },
+}
+
+/// True when `view` keeps the task statement `task`: verbatim, or word for word inside a
+/// summary. A task without text (an image, say) counts as kept when a summary stands for it.
+fn keeps_task(view: &[ViewMessage], task: &LoggedMessage) -> bool {
+    let text = task.message.text();
+    let text = text.trim();
+    view.iter().any(|v| {
+        let stands_for = v.source_ids.contains(&task.id);
+        match v.kind {
+            Kind::Original | Kind::Recalled => stands_for,
+            Kind::Summary => stands_for && (text.is_empty() || v.message.text().contains(text)),
+            Kind::Masked | Kind::Status => false,
+        }
+    })
+}
+
+/// Why a manual compaction to `view` should not be recorded, if it should not: it would not
+/// make the view smaller, or it would drop messages with no summary standing for them.
+fn manual_refusal(
+    log: &[LoggedMessage],
+    view: &[ViewMessage],
+    tokens_before: usize,
+    tokens_after: usize,
+) -> Option<String> {
+    if tokens_after >= tokens_before {
+        return Some(format!(
+            "compacting would not make the view smaller ({tokens_before} -> {tokens_after} tokens)"
+        ));
+    }
+    let traced: HashSet<&str> = view
+        .iter()
+        .flat_map(|v| v.source_ids.iter().map(String::as_str))
+        .collect();
+    let untraced = log
+        .iter()
+        .filter(|m| !traced.contains(m.id.as_str()))
+        .count();
+    if untraced > 0 && !view.iter().any(|v| v.kind == Kind::Summary) {
+        return Some(format!(
+            "it would drop {} with no room left for a summary of them",
+            crate::plural(untraced, "message", "messages")
+        ));
+    }
+    None
 }
 
 /// Encodes a view for storage: messages kept verbatim from the log become references to it

@@ -1,0 +1,211 @@
+//! Compactions of random sessions, as an agent drives them: appends (with threshold
+//! compactions), the agent's `compact_history` tool with any `preserveRecentMessages`, and
+//! manual compactions with any target, strategy and focus. After every step:
+//! - the task statement (the first user message) is in the view, verbatim or word for word
+//!   inside a summary;
+//! - a manual compaction or `compact_history` never makes the view larger;
+//! - messages that leave the view are summarised (a summary stands for them) or kept;
+//! - `compact_history`'s answer says what the recorded compaction did (or that nothing was).
+#![cfg(feature = "openai-bpe")]
+
+use engram::agent::CompactHistoryArgs;
+use engram::compact::{CompactOptions, Kind, Strategy as CompactStrategy};
+use engram::memory::InMemoryStore;
+use engram::session::{Compaction, Session, SessionStore, SessionView, Trigger, new_session};
+use engram::{Message, ModelRegistry, ToolCall};
+use proptest::prelude::*;
+use serde_json::json;
+
+const TASK: &str = "Fix the failing test in src/lib.rs";
+
+/// One agent turn: a user message, a tool call with its output, the assistant's answer.
+fn turn(i: usize, words: usize, user: bool) -> Vec<Message> {
+    let mut out = Vec::new();
+    if user {
+        out.push(Message::user(format!("also check src/module_{i}.rs")));
+    }
+    out.push(Message::assistant_tool_calls(vec![ToolCall::function(
+        format!("call_{i}"),
+        "bash",
+        format!("{{\"cmd\": \"cargo test module_{i}\"}}"),
+    )]));
+    out.push(Message::tool(
+        format!("call_{i}"),
+        format!(
+            "error[E0{i:03}]: test module_{i}::works failed at src/module_{i}.rs:{}\n{}",
+            10 + i,
+            "log line ".repeat(words)
+        ),
+    ));
+    out.push(Message::assistant(format!(
+        "Fixed module_{i} by handling the empty case."
+    )));
+    out
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Append {
+        words: usize,
+        user: bool,
+    },
+    CompactHistory {
+        keep: usize,
+    },
+    Compact {
+        target: Option<usize>,
+        strategy: CompactStrategy,
+        focus: bool,
+    },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0usize..400, any::<bool>()).prop_map(|(words, user)| Step::Append { words, user }),
+        1 => (1usize..=12).prop_map(|keep| Step::CompactHistory { keep }),
+        1 => (
+            proptest::option::of(1usize..6_000),
+            prop_oneof![
+                Just(CompactStrategy::Auto),
+                Just(CompactStrategy::Truncate),
+                Just(CompactStrategy::Mask),
+                Just(CompactStrategy::Extractive),
+                Just(CompactStrategy::Summarize),
+            ],
+            any::<bool>(),
+        )
+            .prop_map(|(target, strategy, focus)| Step::Compact { target, strategy, focus }),
+    ]
+}
+
+/// The task statement is in the view: verbatim, or word for word inside a summary.
+fn task_kept(view: &SessionView, task: &str) -> bool {
+    view.messages.iter().any(|v| match v.kind {
+        Kind::Original | Kind::Recalled => v.message.text() == task,
+        Kind::Summary => v.message.text().contains(task.trim()),
+        _ => false,
+    })
+}
+
+/// Every message of the active log is in the view or stood for by a summary in it.
+fn nothing_lost_without_a_summary(s: &Session<'_>, view: &SessionView) {
+    let traced: std::collections::HashSet<&str> = view
+        .messages
+        .iter()
+        .flat_map(|v| v.source_ids.iter().map(String::as_str))
+        .collect();
+    let lost: Vec<String> = s
+        .log()
+        .expect("log")
+        .into_iter()
+        .filter(|m| !traced.contains(m.id.as_str()))
+        .map(|m| m.id)
+        .collect();
+    let summaries = view.messages.iter().any(|v| v.kind == Kind::Summary);
+    assert!(
+        lost.is_empty() || summaries,
+        "messages {lost:?} left the view with no summary standing for them"
+    );
+}
+
+/// The number after `prefix` in `text`.
+fn number_after(text: &str, prefix: &str) -> Option<usize> {
+    let rest = &text[text.find(prefix)? + prefix.len()..];
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn compactions_keep_the_task_and_never_grow_the_view(
+        window in 2_000usize..8_000,
+        first_words in 0usize..300,
+        task_words in prop_oneof![Just(0usize), 1usize..250],
+        steps in proptest::collection::vec(step(), 1..14),
+    ) {
+        let store = InMemoryStore::new();
+        let registry = ModelRegistry::builtin();
+        let new = new_session(&registry, "gpt-4o-mini", Some(window), engram::memory::now());
+        let mut s = Session::create(&store, &new).expect("create");
+        s.append(vec![Message::system("You are a coding agent.")]).expect("append");
+        // A one-line task, or one with a long description (more than the digest keeps whole).
+        let task = if task_words == 0 {
+            TASK.to_owned()
+        } else {
+            format!("{TASK}. Details:\n{}", "the parser rejects empty input ".repeat(task_words / 5 + 1))
+        };
+        s.append(vec![Message::user(task.as_str())]).expect("append");
+        let _ = s.append(turn(0, first_words, false));
+        for (i, step) in steps.into_iter().enumerate() {
+            let i = i + 1;
+            let before = s.view().expect("view");
+            let records_before = compactions(&store, &s.info().id);
+            match step {
+                Step::Append { words, user } => {
+                    // Over the window even after compaction: refused or accepted, the task
+                    // stays (the caller learns of it either way).
+                    let _ = s.append(turn(i, words, user));
+                }
+                Step::CompactHistory { keep } => {
+                    let args = CompactHistoryArgs::parse(&json!({"preserveRecentMessages": keep}))
+                        .expect("args");
+                    let text = s.compact_history(&args).expect("compact_history");
+                    let after = s.view().expect("view");
+                    let records = compactions(&store, &s.info().id);
+                    prop_assert!(after.tokens <= before.tokens, "{text}: {} -> {}", before.tokens, after.tokens);
+                    if let Some(n) = number_after(&text, "Successfully compacted ") {
+                        prop_assert_eq!(records, records_before + 1, "{}", text);
+                        let summarized: usize = after.messages.iter()
+                            .filter(|v| v.kind == Kind::Summary)
+                            .map(|v| v.source_ids.len())
+                            .sum();
+                        prop_assert_eq!(n, summarized, "{}", text);
+                        let said = format!("({} -> {} tokens)", before.tokens, after.tokens);
+                        prop_assert!(text.contains(&said), "{} does not say {}", text, said);
+                        let preserved = number_after(&text, "preserving the ").expect("preserved");
+                        let tail = after.messages.iter().rev()
+                            .take_while(|v| v.kind == Kind::Original).count();
+                        prop_assert_eq!(preserved, tail, "{}", text);
+                    } else {
+                        prop_assert!(text.contains("No changes made"), "{}", text);
+                        prop_assert_eq!(records, records_before, "{}", text);
+                        prop_assert_eq!(&after, &before);
+                    }
+                }
+                Step::Compact { target, strategy, focus } => {
+                    let target = target.map(|t| t.min(window)).unwrap_or(window * 6 / 10);
+                    let mut options = CompactOptions::new(target);
+                    options.strategy = strategy;
+                    let mut session = Session::open(&store, &s.info().id).expect("open").with_options(options);
+                    let outcome = session
+                        .compact(Trigger::Manual, target, focus.then_some("module_1 src/module_1.rs"))
+                        .expect("a manual compaction");
+                    let after = s.view().expect("view");
+                    match &outcome {
+                        Compaction::Recorded(r) => {
+                            prop_assert!(r.tokens_after < r.tokens_before, "{:?}", r);
+                            prop_assert_eq!(r.tokens_before, before.tokens);
+                            prop_assert_eq!(after.tokens, r.tokens_after);
+                        }
+                        Compaction::Unchanged { tokens, reason } => {
+                            prop_assert_eq!(*tokens, before.tokens, "{}", reason);
+                            prop_assert_eq!(&after, &before, "{}", reason);
+                        }
+                    }
+                }
+            }
+            let view = s.view().expect("view");
+            prop_assert!(task_kept(&view, &task), "the task left the view after {:?}", view.messages.iter().map(|v| (v.kind, v.message.text().chars().take(60).collect::<String>())).collect::<Vec<_>>());
+            nothing_lost_without_a_summary(&s, &view);
+        }
+    }
+}
+
+/// How many compactions the session has recorded.
+fn compactions(store: &InMemoryStore, id: &str) -> usize {
+    store.compactions(id, false).expect("compactions").len()
+}
