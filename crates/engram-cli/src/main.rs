@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = exit_code(&err);
-            eprintln!("engram: {}", error_chain(&err));
+            eprintln!("engram: {}{}", error_chain(&err), hint(&err));
             ExitCode::from(code)
         }
     }
@@ -90,6 +90,34 @@ macro_rules! user_error {
     };
 }
 pub(crate) use user_error;
+
+/// What to run next, for the errors whose core message names no command (the core's messages
+/// also reach HTTP clients, who have no CLI).
+fn hint(err: &anyhow::Error) -> String {
+    let Some(engram::memory::MemoryError::NotFound(what)) = err.chain().find_map(|c| {
+        c.downcast_ref::<engram::memory::MemoryError>().or_else(|| {
+            match c.downcast_ref::<engram::session::SessionError>() {
+                Some(engram::session::SessionError::Store(e)) => Some(e),
+                _ => None,
+            }
+        })
+    }) else {
+        return String::new();
+    };
+    if what.starts_with("no session ") {
+        " (`engram session list` shows them)".into()
+    } else if let Some(rest) = what.strip_prefix("session ")
+        && rest.contains(" has no checkpoint named ")
+    {
+        let id = rest.split(" has no checkpoint").next().unwrap_or_default();
+        format!(
+            " (`engram session show {}` lists them)",
+            id.trim_matches('"')
+        )
+    } else {
+        String::new()
+    }
+}
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {

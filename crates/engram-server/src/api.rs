@@ -1,5 +1,6 @@
 //! Routes, authentication, errors.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use axum::routing::{get, post};
 use engram::compact::{CompactOptions, Strategy};
 use engram::memory::{MemoryError, NewEntry, SearchQuery, Tier, format_time, now, parse_time};
 use engram::session::{Session, SessionError, Trigger, new_session};
-use engram::{Message, worker::sleep_tick};
+use engram::worker::sleep_tick;
 use serde_json::{Value, json};
 
 use crate::{App, LOCAL_TENANT, TenantStore};
@@ -105,7 +106,10 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/sessions", post(create_session).get(list_sessions))
         .route("/v1/sessions/{id}", get(show_session))
         .route("/v1/sessions/{id}/messages", post(append).get(messages))
-        .route("/v1/sessions/{id}/context", post(context))
+        .route(
+            "/v1/sessions/{id}/context",
+            post(context).get(context_query),
+        )
         .route("/v1/sessions/{id}/compact", post(compact))
         .route("/v1/sessions/{id}/status", get(status))
         .route("/v1/sessions/{id}/checkpoints", post(checkpoint))
@@ -360,35 +364,29 @@ async fn append(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
-    let Some(list) = b.get("messages") else {
-        return Err(ApiError::field(
-            "messages",
-            "is required (a list of messages)",
-        ));
-    };
-    let Value::Array(items) = list else {
-        return Err(ApiError::field("messages", "must be a list of messages"));
-    };
-    if items.is_empty() {
+    // What the CLI accepts: {"messages": [...]}, an array of messages, or one message object.
+    let messages = engram::parse_conversation(&bytes)
+        .map_err(|e| ApiError {
+            status: StatusCode::BAD_REQUEST,
+            field: Some(
+                e.index
+                    .map_or_else(|| "messages".to_owned(), |i| format!("messages[{i}]")),
+            ),
+            message: e.to_string(),
+        })?
+        .messages;
+    if messages.is_empty() {
         return Err(ApiError::field("messages", "is empty"));
     }
     let limit = app.config.max_message_bytes;
-    let mut messages = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        if item.to_string().len() > limit {
+    for (i, m) in messages.iter().enumerate() {
+        if m.to_value().to_string().len() > limit {
             return Err(ApiError {
                 status: StatusCode::PAYLOAD_TOO_LARGE,
-                message: format!("`messages[{i}]` is larger than {limit} bytes"),
+                message: format!("message {i} is larger than {limit} bytes"),
                 field: Some(format!("messages[{i}]")),
             });
         }
-        let m = Message::from_value(item.clone()).map_err(|e| ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: format!("`messages[{i}]`: {e}"),
-            field: Some(format!("messages[{i}]")),
-        })?;
-        messages.push(m);
     }
     let key = id.clone();
     with_session_lock(&app, &tenant, &key, move |app, store| {
@@ -446,13 +444,48 @@ async fn messages(
     .await
 }
 
+/// `GET .../context?budget=&model=&query=`: the same as the `POST` with those fields.
+async fn context_query(
+    State(app): State<Arc<App>>,
+    tenant: axum::Extension<Tenant>,
+    path: Path<String>,
+    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    let mut b = serde_json::Map::new();
+    for (key, value) in params {
+        let value = match key.as_str() {
+            "budget" => value
+                .parse::<u64>()
+                .map_or_else(|_| Value::String(value), Value::from),
+            "model" | "query" => Value::String(value),
+            other => {
+                return Err(ApiError::field(
+                    other,
+                    "unknown query parameter; expected budget, model or query",
+                ));
+            }
+        };
+        b.insert(key, value);
+    }
+    context_of(app, tenant, path, Value::Object(b)).await
+}
+
 async fn context(
     State(app): State<Arc<App>>,
-    axum::Extension(tenant): axum::Extension<Tenant>,
-    Path(id): Path<String>,
+    tenant: axum::Extension<Tenant>,
+    path: Path<String>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
+    context_of(app, tenant, path, body(&bytes)?).await
+}
+
+async fn context_of(
+    app: Arc<App>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    b: Value,
+) -> ApiResult {
     let mut budget = opt_usize(&b, "budget")?;
     let model = opt_str(&b, "model")?.map(str::to_owned);
     let query = opt_str(&b, "query")?
@@ -515,10 +548,12 @@ async fn compact(
         options.strategy = strategy;
         options.summarizer.clone_from(&app.config.summarizer);
         let mut session = session.with_options(options);
-        let record = session.compact(Trigger::Manual, target, focus.as_deref())?;
-        app.metrics
-            .compaction(record.tokens_before, record.tokens_after);
-        ok(serde_json::to_value(&record).map_err(ApiError::internal)?)
+        let outcome = session.compact(Trigger::Manual, target, focus.as_deref())?;
+        if let engram::session::Compaction::Recorded(record) = &outcome {
+            app.metrics
+                .compaction(record.tokens_before, record.tokens_after);
+        }
+        ok(outcome.to_value())
     })
     .await
 }

@@ -350,7 +350,7 @@ fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<Strin
     let base = base.as_deref().ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            format!("no upstream for this route: start engram serve with {flag}"),
+            format!("no upstream is configured for this route (the server's {flag} option)"),
         )
     })?;
     let base = base.trim_end_matches('/');

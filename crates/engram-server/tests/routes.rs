@@ -84,11 +84,13 @@ fn pg_schema(name: &str) -> Option<(String, String)> {
     .expect("thread");
     match created {
         Ok(()) => {}
-        Err(e) if std::env::var_os("CI").is_none() => {
-            eprintln!("SKIPPED: no PostgreSQL at {} ({e})", pg_url());
+        Err(e) => {
+            engram_testkit::skip_or_fail_in_ci(
+                "postgres",
+                &format!("no PostgreSQL at {} ({e})", pg_url()),
+            );
             return None;
         }
-        Err(e) => panic!("CI needs PostgreSQL at {}: {e}", pg_url()),
     }
     let sep = if pg_url().contains('?') { '&' } else { '?' };
     Some((
@@ -101,7 +103,7 @@ fn config_on(backend: &Backend, name: &str, keys: bool) -> Option<(ServeConfig, 
     let (mut config, schema) = match backend {
         Backend::Sqlite => (ServeConfig::new(temp_db(name)), None),
         Backend::Postgres if !cfg!(feature = "postgres") => {
-            eprintln!("SKIPPED: built without the `postgres` feature");
+            engram_testkit::skip("feature", "built without the `postgres` feature");
             return None;
         }
         Backend::Postgres => {
@@ -174,13 +176,9 @@ async fn call(
 }
 
 fn trajectory() -> Vec<Value> {
-    let dir = std::env::var_os("ENGRAM_DEV_DATA").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/dev"),
-        PathBuf::from,
-    );
-    let text = std::fs::read_to_string(dir.join("sweagent_demos.jsonl")).expect("dev data");
+    let lines = engram_testkit::dev_lines("sweagent_demos.jsonl");
     // The longest demo trajectory: system prompt, task, tool calls with their results.
-    let longest = text.lines().max_by_key(|l| l.len()).expect("a line");
+    let longest = lines.iter().max_by_key(|l| l.len()).expect("a line");
     let record: Value = serde_json::from_str(longest).expect("json");
     record["messages"]
         .as_array()
@@ -766,4 +764,282 @@ async fn auto_sleep_runs_inside_the_server_on_postgres() {
     {
         run_auto_sleep_inside_the_server(app).await;
     }
+}
+
+/// An append takes what the CLI takes: `{"messages": [...]}`, an array, or one message; the
+/// context comes by `GET` with query parameters as by `POST`; every time is RFC 3339.
+#[tokio::test]
+async fn every_body_shape_and_one_time_format() {
+    let app = app_on(Backend::Sqlite, "shapes", false)
+        .await
+        .expect("sqlite");
+    let (s, info) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"id": "s", "model": "gpt-4o"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{info}");
+    let shapes = [
+        json!({"messages": [{"role": "system", "content": "You are a coding agent."}]}),
+        json!([{"role": "user", "content": "Fix the failing test in src/lib.rs"},
+               {"role": "assistant", "content": "Looking."}]),
+        json!({"role": "user", "content": "also check src/main.rs"}),
+    ];
+    let mut ids = Vec::new();
+    for body in shapes {
+        let (s, r) = call(
+            &app,
+            "POST",
+            "/v1/sessions/s/messages",
+            None,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{body}: {r}");
+        ids.extend(r["ids"].as_array().expect("ids").iter().cloned());
+    }
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    // Bad shapes name the place.
+    for (body, field) in [
+        (json!({"messages": []}), "messages"),
+        (
+            json!([{"role": "user", "content": "ok"}, {"role": "robot"}]),
+            "messages[1]",
+        ),
+        (json!({"role": "robot", "content": "x"}), "messages[0]"),
+        (json!("hello"), "messages"),
+    ] {
+        let (s, e) = call(
+            &app,
+            "POST",
+            "/v1/sessions/s/messages",
+            None,
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert_eq!(e["error"]["field"], field, "{body}: {e}");
+    }
+
+    let (s, post) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/context",
+        None,
+        Some(json!({"budget": 60, "query": "src/lib.rs"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{post}");
+    let (s, get) = call(
+        &app,
+        "GET",
+        "/v1/sessions/s/context?budget=60&query=src%2Flib.rs",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{get}");
+    assert_eq!(get["messages"], post["messages"]);
+    let (s, plain) = call(&app, "GET", "/v1/sessions/s/context", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{plain}");
+    assert_eq!(plain["messages"].as_array().map(Vec::len), Some(4));
+    for (uri, field) in [
+        ("/v1/sessions/s/context?budget=0", "budget"),
+        ("/v1/sessions/s/context?budget=lots", "budget"),
+        ("/v1/sessions/s/context?bugdet=10", "bugdet"),
+    ] {
+        let (s, e) = call(&app, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+        assert_eq!(e["error"]["field"], field, "{uri}: {e}");
+    }
+
+    // Times: RFC 3339 strings everywhere, sessions as memory.
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/s/checkpoints",
+        None,
+        Some(json!({"name": "a"})),
+    )
+    .await;
+    call(
+        &app,
+        "POST",
+        "/v1/memory",
+        None,
+        Some(json!({"content": "blue-green deploys", "source": "notes"})),
+    )
+    .await;
+    let mut times = Vec::new();
+    for uri in [
+        "/v1/sessions",
+        "/v1/sessions/s",
+        "/v1/sessions/s/messages",
+        "/v1/memory/search?q=deploys",
+    ] {
+        let (s, body) = call(&app, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {body}");
+        collect_times(&body, &mut times);
+    }
+    assert!(times.len() >= 6, "{times:?}");
+    for (key, value) in &times {
+        let text = value
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} is not a string: {value}"));
+        engram::memory::parse_time(text).unwrap_or_else(|e| panic!("{key}: {e}"));
+    }
+}
+
+/// Every `*_at`, `from` and `to` field anywhere in `v`.
+fn collect_times(v: &Value, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k.ends_with("_at") || k == "from" || k == "to" {
+                    out.push((k.clone(), v.clone()));
+                } else {
+                    collect_times(v, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_times(v, out)),
+        _ => {}
+    }
+}
+
+/// The routes the router declares (read from its source) and the OpenAPI document's are the
+/// same, method for method; and every documented operation answers (no 404 or 405 from the
+/// router itself).
+#[tokio::test]
+async fn the_openapi_document_and_the_router_agree() {
+    let source =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/api.rs"))
+            .expect("api.rs");
+    let mut declared = std::collections::BTreeSet::new();
+    for (i, _) in source.match_indices(".route(") {
+        // The call's text, to its closing parenthesis.
+        let rest = &source[i + ".route(".len()..];
+        let mut depth = 1;
+        let end = rest
+            .char_indices()
+            .find(|(_, c)| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map(|(j, _)| j)
+            .expect("closing parenthesis");
+        let call = &rest[..end];
+        let path = call.split('"').nth(1).expect("a path literal").to_owned();
+        for method in ["get", "post", "put", "patch", "delete"] {
+            let direct =
+                call.contains(&format!(" {method}(")) || call.contains(&format!("\n{method}("));
+            if direct
+                || call.contains(&format!(".{method}("))
+                || call.contains(&format!(", {method}("))
+            {
+                declared.insert((path.clone(), method.to_owned()));
+            }
+        }
+    }
+    assert!(declared.len() > 15, "{declared:?}");
+
+    let app = app_on(Backend::Sqlite, "openapi", false)
+        .await
+        .expect("sqlite");
+    let (s, spec) = call(&app, "GET", "/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut documented = std::collections::BTreeSet::new();
+    for (path, item) in spec["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("operations").keys() {
+            if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                documented.insert((path.clone(), method.clone()));
+            }
+        }
+    }
+    let undocumented: Vec<_> = declared.difference(&documented).collect();
+    let missing: Vec<_> = documented.difference(&declared).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routes the document does not describe: {undocumented:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "documented operations the router lacks: {missing:?}"
+    );
+
+    // Each documented operation reaches a handler: an unmatched route is the router's empty
+    // 404 or a 405; a handler answers with JSON (or text) of its own.
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "x"}))).await;
+    for (path, method) in &documented {
+        if path.starts_with("/v1/chat") || path == "/v1/messages" {
+            continue; // the proxy routes answer 502 without an upstream, which the proxy tests cover
+        }
+        let uri = path.replace("{id}", "x").replace("{name}", "nope");
+        let uri = if uri.ends_with("/search") {
+            format!("{uri}?q=a")
+        } else {
+            uri
+        };
+        let request = Request::builder()
+            .method(method.to_uppercase().as_str())
+            .uri(&uri)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(if method == "post" { "{}" } else { "" }))
+            .expect("request");
+        let response = app.clone().oneshot(request).await.expect("response");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+        assert!(
+            status != StatusCode::NOT_FOUND || !bytes.is_empty(),
+            "{method} {uri}: the router has no such route"
+        );
+    }
+}
+
+/// An append that no compaction can bring under the threshold is stored and answered 200 with
+/// the reason; it is never a 4xx for messages that were stored anyway.
+#[tokio::test]
+async fn an_append_over_the_window_is_stored_and_says_why() {
+    let app = app_on(Backend::Sqlite, "over", false)
+        .await
+        .expect("sqlite");
+    call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"id": "s", "model": "gpt-4o-mini", "window": 2000})),
+    )
+    .await;
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/s/messages",
+        None,
+        Some(json!({"role": "user", "content": "fix the bug"})),
+    )
+    .await;
+    let big = "log line\n".repeat(3000);
+    let (s, r) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/messages",
+        None,
+        Some(json!({"role": "user", "content": big})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert!(r["over_threshold"].is_string(), "{r}");
+    let (_, shown) = call(&app, "GET", "/v1/sessions/s", None, None).await;
+    assert_eq!(shown["session"]["messages"], 2, "{shown}");
 }

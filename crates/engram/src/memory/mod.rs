@@ -50,6 +50,11 @@ pub fn format_time(t: Timestamp) -> String {
         .unwrap_or_else(|| t.to_string())
 }
 
+/// Serializes a timestamp as RFC 3339 (every time in every API has this one form).
+pub fn serialize_time<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_time(*t))
+}
+
 /// Where an entry lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -107,6 +112,7 @@ pub struct MemoryEntry {
     /// The session it belongs to, if any.
     pub session_id: Option<String>,
     /// When it was written.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub created_at: Timestamp,
     /// 0 to 1.
     pub importance: f64,
@@ -339,6 +345,7 @@ pub struct ConsolidationRecord {
     /// The start of the summary.
     pub summary_preview: String,
     /// When it ran.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub created_at: Timestamp,
     /// How the summary was written (`extractive`, or a summarizer's name).
     pub strategy: String,

@@ -50,8 +50,10 @@ pub struct SessionInfo {
     /// The caller's metadata.
     pub metadata: Value,
     /// When it was created.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub created_at: Timestamp,
     /// When a message was last appended (or the session created).
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub updated_at: Timestamp,
     /// Messages in the active log.
     pub messages: usize,
@@ -107,14 +109,17 @@ pub struct SummaryRecord {
     /// The earlier summaries it supersedes (their messages are among `covers`).
     pub covers_summaries: Vec<String>,
     /// When the first covered message was appended.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub from: Timestamp,
     /// When the last one was.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub to: Timestamp,
     /// The summary's text.
     pub text: String,
     /// Its tokens.
     pub tokens: usize,
     /// When it was written.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub created_at: Timestamp,
 }
 
@@ -172,6 +177,7 @@ pub struct CompactionRecord {
     /// Ids of the summaries it wrote.
     pub summary_ids: Vec<String>,
     /// When it ran.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub created_at: Timestamp,
     /// True when a restore abandoned it.
     pub abandoned: bool,
@@ -191,6 +197,7 @@ pub struct Checkpoint {
     /// Active messages at the time.
     pub messages: usize,
     /// When it was made.
+    #[serde(serialize_with = "crate::memory::serialize_time")]
     pub created_at: Timestamp,
     /// True when restoring an earlier checkpoint abandoned it.
     pub abandoned: bool,
@@ -336,9 +343,7 @@ pub fn logged_message(message: &Message, seq: u64) -> Message {
 
 /// The error for an unknown session.
 pub fn no_session(id: &str) -> MemoryError {
-    MemoryError::NotFound(format!(
-        "no session {id:?} (`engram session list` shows them)"
-    ))
+    MemoryError::NotFound(format!("no session {id:?}"))
 }
 
 /// The error for a message id already in the session.
@@ -368,7 +373,7 @@ pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), Mem
 /// The error for an unknown checkpoint.
 pub fn no_checkpoint(session_id: &str, name: &str) -> MemoryError {
     MemoryError::NotFound(format!(
-        "session {session_id:?} has no checkpoint named {name:?} (`engram session show {session_id}` lists them)"
+        "session {session_id:?} has no checkpoint named {name:?}"
     ))
 }
 
