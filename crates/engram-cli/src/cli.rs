@@ -29,18 +29,36 @@ pub(crate) struct Cli {
 pub(crate) struct GlobalArgs {
     /// A models file merged over the built-in registry (same format as `engram models --toml`).
     /// Default: ENGRAM_MODELS, else models.toml in engram's config directory when it exists.
-    #[arg(long, global = true, env = "ENGRAM_MODELS", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "ENGRAM_MODELS",
+        value_name = "FILE",
+        hide_short_help = true
+    )]
     pub(crate) models: Option<PathBuf>,
     /// The memory database (SQLite). Default: ENGRAM_DB, else engram.db in the user's data
     /// directory (on Linux ~/.local/share/engram/engram.db).
-    #[arg(long, global = true, env = "ENGRAM_DB", value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "ENGRAM_DB",
+        value_name = "PATH",
+        hide_short_help = true
+    )]
     pub(crate) db: Option<PathBuf>,
     /// The configuration file (TOML: [memory] ttl_hours, max_working, auto_sleep,
     /// auto_sleep_interval_minutes, archive_retention_days; [session] model, threshold, target,
     /// sleep_threshold, sleep_target). Default: ENGRAM_CONFIG, else config.toml in engram's
     /// config directory (on Linux ~/.config/engram/config.toml) when it exists. Environment
     /// variables (ENGRAM_TTL_HOURS, ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) override it.
-    #[arg(long, global = true, env = "ENGRAM_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "ENGRAM_CONFIG",
+        value_name = "FILE",
+        hide_short_help = true
+    )]
     pub(crate) config: Option<PathBuf>,
 }
 
@@ -56,13 +74,15 @@ pub(crate) enum Command {
     /// and its estimated input cost.
     #[command(after_help = AFTER_HELP)]
     Count(CountArgs),
-    /// Compact a conversation to a token budget, keeping what the agent needs next: the system
-    /// prompt, the newest message, tool calls with their results, recent turns verbatim, older
-    /// tool outputs masked, a digest of the key lines of what was dropped, and (with --query)
-    /// the older messages that serve the query.
-    #[command(after_help = COMPACT_AFTER_HELP)]
+    /// Compact a conversation to a token budget, keeping what the agent needs next.
+    ///
+    /// Kept: the system prompt, the newest message, tool calls with their results, recent turns
+    /// verbatim, older tool outputs masked, a digest of the key lines of what was dropped, and
+    /// (with --query) the older messages that serve the query.
+    #[command(after_help = COMPACT_SHORT_HELP, after_long_help = COMPACT_AFTER_HELP)]
     Compact(CompactArgs),
-    /// Summarise a conversation as a handoff (seed 002's sections): with a model when one is
+    /// Summarise a conversation as a structured handoff (task, state, files, errors, decisions,
+    /// next steps): with a model when one is
     /// configured (--summarizer or the config file's [summarizer]), else without one; a model
     /// reply that is not a usable summary falls back to the model-free summary, and stderr says why.
     Summarize {
@@ -147,6 +167,10 @@ pub(crate) struct CountArgs {
     pub(crate) format: InputFormatArg,
 }
 
+const COMPACT_SHORT_HELP: &str = "\
+Exit codes: 0 done; 2 bad input or arguments; 3 the budget cannot be met.
+`engram compact --help` lists every option, the output's format and the exit codes in full.";
+
 const COMPACT_AFTER_HELP: &str = "\
 Output: {\"schema_version\", \"messages\": [...], \"report\": {...}}. Each message carries
 \"engram\": {\"kind\": original|masked|summary|recalled|status, \"source_ids\": [...]}, where a source
@@ -162,47 +186,53 @@ pub(crate) struct CompactArgs {
     /// The conversation; `-` or nothing reads standard input.
     #[arg(value_name = "FILE|-")]
     pub(crate) file: Option<PathBuf>,
-    /// The hard total for the output, in tokens (tool definitions and overheads included).
-    /// Default: the model's window less its reply reserve.
+    /// The hard total for the output, in tokens (default: the window less the reply reserve)
+    ///
+    /// Tool definitions and overheads included. Default: the model's window less its reply
+    /// reserve.
     #[arg(long, short = 'b', value_name = "B")]
     pub(crate) budget: Option<usize>,
-    /// The model (tokenizer and default budget). Default: the input's `model`, else the
-    /// registry default.
+    /// The model (tokenizer and default budget)
+    ///
+    /// Default: the input's `model`, else the registry default.
     #[arg(long, short = 'm', value_name = "M")]
     pub(crate) model: Option<String>,
     /// Count with this tokenizer: o200k, cl100k, chars/4, hf:PATH.
     #[arg(long, short = 't', value_name = "T")]
     pub(crate) tokenizer: Option<String>,
-    /// What the context must serve; older messages that match it are recalled verbatim.
+    /// What the context must serve: older messages that match it come back verbatim
+    ///
     /// Values may start with `-` (`--query=-x`).
     #[arg(long, short = 'q', value_name = "TEXT", allow_hyphen_values = true)]
     pub(crate) query: Option<String>,
+    /// Which steps to run
+    ///
     /// auto (dedupe, mask, recall, digest, window), truncate, dedupe, mask, extractive, or
     /// summarize (an LLM summary; the extractive digest until a summarizer is configured).
     #[arg(long, short = 's', default_value = "auto", value_parser = ["auto", "truncate", "dedupe", "mask", "extractive", "summarize"])]
     pub(crate) strategy: String,
     /// Tool outputs that masking keeps verbatim, counted from the newest.
-    #[arg(long, default_value_t = 10, value_name = "M")]
+    #[arg(long, default_value_t = 10, hide_short_help = true, value_name = "M")]
     pub(crate) keep_tool_outputs: usize,
     /// Messages the extractive strategy keeps verbatim, counted from the newest.
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    #[arg(long, default_value_t = 4, hide_short_help = true, value_name = "N")]
     pub(crate) keep_recent: usize,
-    /// For extractive: seed 002's preserve window instead of --keep-recent (the last 20
+    /// For extractive: a preserve window instead of --keep-recent (the last 20
     /// messages or 20% of the budget, whichever is larger).
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub(crate) preserve_window: bool,
     /// The share of the free budget (after the system prompt and newest message) the digest of
     /// dropped messages may take, 0 to 1.
-    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).digest_share, value_name = "F")]
+    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).digest_share, hide_short_help = true, value_name = "F")]
     pub(crate) digest_share: f64,
     /// With --query: the share of the free budget recalled messages may take, 0 to 1.
-    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).recall_share, value_name = "F")]
+    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).recall_share, hide_short_help = true, value_name = "F")]
     pub(crate) recall_share: f64,
     /// Print only the messages, without provenance or ids, ready to send to an API.
     #[arg(long)]
     pub(crate) plain: bool,
     /// The input's format.
-    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto, hide_short_help = true)]
     pub(crate) format: InputFormatArg,
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
@@ -211,10 +241,11 @@ pub(crate) struct CompactArgs {
 /// A model that writes summaries (otherwise the extractive digest does).
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct SummarizerArgs {
-    /// Summarise with a model: openai (any OpenAI-compatible server: OpenAI, vLLM, llama.cpp,
-    /// LM Studio, OpenRouter, Ollama's /v1), anthropic, or ollama (its native API). A reply
-    /// that is not a usable summary is retried once, then the extractive digest is used and
-    /// the report says why.
+    /// Summarise with a model: openai (any OpenAI-compatible server), anthropic, or ollama
+    ///
+    /// openai is any OpenAI-compatible server: OpenAI, vLLM, llama.cpp, LM Studio, OpenRouter,
+    /// Ollama's /v1; ollama is Ollama's native API. A reply that is not a usable summary is
+    /// retried once, then the extractive digest is used and the report says why.
     #[arg(long, value_parser = ["openai", "anthropic", "ollama"], value_name = "API")]
     pub(crate) summarizer: Option<String>,
     /// The model the server knows (required with --summarizer).
@@ -222,16 +253,26 @@ pub(crate) struct SummarizerArgs {
     pub(crate) summarizer_model: Option<String>,
     /// The base URL as the provider's SDK takes it (http://127.0.0.1:8080/v1 for an
     /// OpenAI-compatible server). Default: the provider's public API.
-    #[arg(long, value_name = "URL", requires = "summarizer")]
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "summarizer",
+        hide_short_help = true
+    )]
     pub(crate) base_url: Option<String>,
     /// The environment variable holding the API key (default OPENAI_API_KEY or
     /// ANTHROPIC_API_KEY; a local OpenAI-compatible server needs none).
-    #[arg(long, value_name = "VAR", requires = "summarizer")]
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "summarizer",
+        hide_short_help = true
+    )]
     pub(crate) api_key_env: Option<String>,
-    /// The summarizer's instructions, read from FILE, instead of the structured handoff (seed
-    /// 002's sections). Replies are then checked for being non-empty and shorter, not for the
+    /// The summarizer's instructions, read from FILE, instead of the structured handoff's.
+    /// Replies are then checked for being non-empty and shorter, not for the
     /// handoff's sections.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     pub(crate) summary_prompt: Option<PathBuf>,
 }
 
@@ -349,8 +390,8 @@ pub(crate) enum SessionCommand {
     },
     /// Append messages (from a file or standard input, or one given with --user, --assistant or
     /// --system); compacts when the view passes the threshold. Prints the new ids. Every 5
-    /// user turns, and when the view crosses 50/70/80/90% of the window, seed 004's status
-    /// update is due: printed on standard error (`"status"` in --json) for the agent to insert.
+    /// user turns, and when the view crosses 50/70/80/90% of the window, a status update
+    /// (tokens used of the window, cost so far) is due: printed on standard error (`"status"` in --json) for the agent to insert.
     Append {
         /// The session.
         id: String,
@@ -397,7 +438,7 @@ pub(crate) enum SessionCommand {
         /// Print only the messages, ready for an API.
         #[arg(long)]
         plain: bool,
-        /// Add long-term memory (seed 001): the working and episodic entries that best match the
+        /// Add long-term memory: the working and episodic entries that best match the
         /// query (or the newest user message) under "## Relevant Memory", and up to 5 matching
         /// learnings under "## Past Learnings", within 15% and 5% of the budget.
         #[arg(long)]
@@ -422,7 +463,7 @@ pub(crate) enum SessionCommand {
         #[command(flatten)]
         summarizer: SummarizerArgs,
     },
-    /// Seed 004's status update for the session (token usage of the window, the cost so far at
+    /// The status update for the session (token usage of the window, the cost so far at
     /// the model's prices, from the replies' `usage` where they carry one and estimated
     /// otherwise, and the suggestion to compact above 70%), as the system message to insert.
     Status {

@@ -54,9 +54,13 @@ pub(crate) fn auto_sleep(store: &dyn Store, config: &Config) -> anyhow::Result<(
         &sleep_settings(config),
     )? {
         eprintln!(
-            "engram: auto-sleep consolidated {} working entries, compacted {} sessions in {:.0} ms",
-            tick.memory.items_consolidated,
-            tick.sessions.compacted.len(),
+            "engram: auto-sleep consolidated {}, compacted {} in {:.0} ms",
+            engram::plural(
+                tick.memory.items_consolidated,
+                "working entry",
+                "working entries"
+            ),
+            engram::plural(tick.sessions.compacted.len(), "session", "sessions"),
             tick.memory.duration_ms
         );
     }

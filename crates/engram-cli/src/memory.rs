@@ -1,5 +1,6 @@
 //! `engram memory …`: the fixed memory CLI contract (DESIGN.md).
 
+use engram::plural;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -114,8 +115,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             crate::config::auto_sleep(&store, &config)?;
             writeln!(
                 out,
-                "imported {} entries ({} skipped: already stored) into {} in {:.0} ms{}",
-                result.inserted,
+                "imported {} ({} skipped: already stored) into {} in {:.0} ms{}",
+                plural(result.inserted, "entry", "entries"),
                 result.skipped,
                 path.display(),
                 started.elapsed().as_secs_f64() * 1e3,
@@ -212,8 +213,9 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                         .replace('\n', " ");
                     writeln!(
                         out,
-                        "{:7.2}  {:<8}  {}  [{}]  {text}",
+                        "{:7.2}  {}  {:<8}  {}  [{}]  {text}",
                         h.score,
+                        h.entry.id,
                         h.entry.tier.as_str(),
                         format_time(h.entry.created_at),
                         h.entry.source
@@ -288,10 +290,18 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 }
                 writeln!(
                     out,
-                    "consolidated {} working entries into {} episodic summaries ({} groups{}) in {:.0} ms",
-                    report.items_consolidated,
-                    report.summaries_created,
-                    report.groups,
+                    "consolidated {} into {} ({}{}) in {:.0} ms",
+                    plural(
+                        report.items_consolidated,
+                        "working entry",
+                        "working entries"
+                    ),
+                    plural(
+                        report.summaries_created,
+                        "episodic summary",
+                        "episodic summaries"
+                    ),
+                    plural(report.groups, "group", "groups"),
                     if report.over_cap > 0 {
                         format!(", {} over the working cap", report.over_cap)
                     } else {
@@ -303,12 +313,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                     let usage = model.usage();
                     writeln!(
                         out,
-                        "summaries by {} ({} calls, {} tokens in, {} out); {} groups fell back to the extractive summary",
+                        "summaries by {} ({}, {} tokens in, {} out); {} fell back to the extractive summary",
                         engram::compact::summarize::Summarizer::name(model.as_ref()),
-                        usage.calls,
+                        plural(usage.calls, "call", "calls"),
                         usage.input_tokens,
                         usage.output_tokens,
-                        report.fallbacks
+                        plural(report.fallbacks, "group", "groups")
                     )?;
                 }
             }
@@ -328,10 +338,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 for r in &log {
                     writeln!(
                         out,
-                        "#{}  {}  {} entries from {}{}  {}  {:.1} ms  {}",
+                        "#{}  {}  {} from {}{}  {}  {:.1} ms  {}",
                         r.id,
                         format_time(r.created_at),
-                        r.items_consolidated,
+                        plural(r.items_consolidated, "entry", "entries"),
                         r.source,
                         r.session_id
                             .as_deref()
@@ -374,12 +384,26 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                         "say what to forget: --id ID, --session S, --source S (or --all --yes)"
                     ));
                 }
-                store.forget(&what)?
+                let forgotten = store.forget(&what)?;
+                if forgotten.entries == 0 {
+                    // Nothing matched: most often a mistyped id; say so, and fail.
+                    let what = match (id, session, source) {
+                        (Some(id), _, _) => format!("no memory entry with id {id:?}"),
+                        (_, Some(s), _) => format!("no memory entries of session {s:?}"),
+                        (_, _, Some(s)) => format!("no memory entries from source {s:?}"),
+                        _ => "no memory entries matched".to_owned(),
+                    };
+                    return Err(anyhow::Error::new(engram::memory::MemoryError::NotFound(
+                        format!("{what}; nothing was forgotten"),
+                    )));
+                }
+                forgotten
             };
             writeln!(
                 out,
-                "forgot {} entries ({} summaries' lineage updated)",
-                forgotten.entries, forgotten.summaries_updated
+                "forgot {} ({} lineage updated)",
+                plural(forgotten.entries, "entry", "entries"),
+                plural(forgotten.summaries_updated, "summary's", "summaries'")
             )?;
         }
         MemoryCommand::Export { session } => {

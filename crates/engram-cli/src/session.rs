@@ -1,5 +1,6 @@
 //! `engram session …`: drive an agent session from the shell.
 
+use engram::plural;
 use std::io::Write;
 
 use engram::compact::{Strategy, render};
@@ -109,6 +110,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                     // Due: for the caller to insert before the next model call.
                     eprintln!("{}", status.text());
                 }
+                if let Some(why) = &appended.over_threshold {
+                    eprintln!(
+                        "engram: warning: the messages are stored, but the view ({} of {} tokens) stays over the threshold: {why}",
+                        appended.view_tokens, appended.window
+                    );
+                }
                 if appended.breaker_open {
                     eprintln!(
                         "engram: warning: the view is over the threshold and automatic compaction keeps failing to bring it down; run `engram session compact {id}`"
@@ -144,7 +151,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             } else {
                 writeln!(
                     out,
-                    "session {}{}: model {} ({} tokens, {}), {} messages, created {}, updated {}",
+                    "session {}{}: model {} ({} tokens, {}), {}, created {}, updated {}",
                     info.id,
                     info.name
                         .as_deref()
@@ -153,14 +160,14 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                     info.model,
                     info.window,
                     info.tokenizer,
-                    info.messages,
+                    plural(info.messages, "message", "messages"),
                     format_time(info.created_at),
                     format_time(info.updated_at)
                 )?;
                 writeln!(
                     out,
-                    "view: {} messages, {} tokens ({:.1}% of the window)",
-                    view.messages.len(),
+                    "view: {}, {} tokens ({:.1}% of the window)",
+                    plural(view.messages.len(), "message", "messages"),
                     view.tokens,
                     100.0 * view.tokens as f64 / info.window as f64
                 )?;
@@ -187,10 +194,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                     for s in &summaries {
                         writeln!(
                             out,
-                            "  {} depth {}, {} messages, covers {} to {}{}",
+                            "  {} depth {}, {}, covers {} to {}{}",
                             s.id,
                             s.depth,
-                            s.covers.len(),
+                            plural(s.covers.len(), "message", "messages"),
                             format_time(s.from),
                             format_time(s.to),
                             if s.covers_summaries.is_empty() {
@@ -206,10 +213,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                     for c in &checkpoints {
                         writeln!(
                             out,
-                            "  {} {} ({} messages){}",
+                            "  {} {} ({}){}",
                             c.name,
                             format_time(c.created_at),
-                            c.messages,
+                            plural(c.messages, "message", "messages"),
                             if c.abandoned { " (abandoned)" } else { "" }
                         )?;
                     }
@@ -316,23 +323,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             }
             let mut session = session.with_options(options);
             let focus = focus.as_deref().filter(|f| !f.trim().is_empty());
-            let record = session.compact(Trigger::Manual, target, focus)?;
+            let outcome = session.compact(Trigger::Manual, target, focus)?;
             if *json {
-                serde_json::to_writer(&mut out, &record)?;
+                serde_json::to_writer(&mut out, &outcome.to_value())?;
                 writeln!(out)?;
             } else {
-                let reduction = if record.tokens_before > 0 {
-                    100.0 * (1.0 - record.tokens_after as f64 / record.tokens_before as f64)
-                } else {
-                    0.0
-                };
-                writeln!(
-                    out,
-                    "compacted session {id}: {} -> {} tokens ({reduction:.0}% smaller), {} summaries; the log keeps every message",
-                    record.tokens_before,
-                    record.tokens_after,
-                    record.summary_ids.len()
-                )?;
+                writeln!(out, "{}", outcome.describe(id))?;
             }
         }
         SessionCommand::Status { id, json } => {
@@ -372,8 +368,9 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             let cp = session.checkpoint(name)?;
             writeln!(
                 out,
-                "checkpoint {:?} of session {id}: {} messages",
-                cp.name, cp.messages
+                "checkpoint {:?} of session {id}: {}",
+                cp.name,
+                plural(cp.messages, "message", "messages")
             )?;
         }
         SessionCommand::Restore { id, name } => {
@@ -381,10 +378,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             let restored = session.restore(name)?;
             writeln!(
                 out,
-                "restored session {id} to {name:?}: {} messages, {} compactions and {} checkpoints set aside (kept; `session show --all` lists them)",
-                restored.messages_abandoned,
-                restored.compactions_abandoned,
-                restored.checkpoints_abandoned
+                "restored session {id} to {name:?}: {}, {} and {} set aside (kept; `session show --all` lists them)",
+                plural(restored.messages_abandoned, "message", "messages"),
+                plural(restored.compactions_abandoned, "compaction", "compactions"),
+                plural(restored.checkpoints_abandoned, "checkpoint", "checkpoints")
             )?;
         }
         SessionCommand::List { json } => {
@@ -398,10 +395,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 for s in &sessions {
                     writeln!(
                         out,
-                        "{}  {}  {:>6} messages  {}  {}",
+                        "{}  {}  {:>6} {}  {}  {}",
                         s.id,
                         format_time(s.updated_at),
                         s.messages,
+                        if s.messages == 1 {
+                            "message "
+                        } else {
+                            "messages"
+                        },
                         s.model,
                         s.name.as_deref().unwrap_or("")
                     )?;
@@ -412,12 +414,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             let deleted = store.delete_session(id)?;
             writeln!(
                 out,
-                "deleted session {id}: {} messages, {} compactions, {} summaries, {} checkpoints, {} memory entries",
-                deleted.messages,
-                deleted.compactions,
-                deleted.summaries,
-                deleted.checkpoints,
-                deleted.memory_entries
+                "deleted session {id}: {}, {}, {}, {}, {}",
+                plural(deleted.messages, "message", "messages"),
+                plural(deleted.compactions, "compaction", "compactions"),
+                plural(deleted.summaries, "summary", "summaries"),
+                plural(deleted.checkpoints, "checkpoint", "checkpoints"),
+                plural(deleted.memory_entries, "memory entry", "memory entries")
             )?;
         }
     }

@@ -932,7 +932,7 @@ fn session_cli_drives_a_whole_agent_session() {
     let other = other.to_str().expect("utf8");
     let out = ok(engram(&["--db", other, "import", exported], None));
     assert!(
-        stdout(&out).contains("imported 1 sessions"),
+        stdout(&out).contains("imported 1 session and 2 memory entries"),
         "{}",
         stdout(&out)
     );
@@ -1161,6 +1161,43 @@ fn memory_forget_export_and_config() {
             .expect("results")
             .iter()
             .all(|r| r["source"] == "chat")
+    );
+    // An id that is not there: nothing is forgotten, and the exit code says so.
+    let out = engram(&["--db", db, "memory", "forget", "--id", "mem_nope"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no memory entry with id \"mem_nope\""),
+        "{}",
+        stderr(&out)
+    );
+    // Plain search shows the ids that `forget --id` takes.
+    let out = ok(engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "search",
+            "deploys",
+            "--tier",
+            "archive,episodic",
+        ],
+        None,
+    ));
+    let first = stdout(&out).lines().next().unwrap_or_default().to_owned();
+    let id = first
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        id.starts_with('e') || id.starts_with("mem_") || id.starts_with("epi"),
+        "the second column is the id: {first}"
+    );
+    let out = ok(engram(&["--db", db, "memory", "forget", "--id", &id], None));
+    assert!(
+        stdout(&out).starts_with("forgot 1 entry ("),
+        "{}",
+        stdout(&out)
     );
     let out = engram(&["--db", db, "memory", "forget", "--all"], None);
     assert_eq!(out.status.code(), Some(2), "--all needs --yes");
@@ -1539,4 +1576,94 @@ fn a_custom_summary_prompt_is_sent_and_checked() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("memory prompt"), "{}", stderr(&out));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `compact -h` fits one screen; `--help` has every option and the details.
+#[test]
+fn compact_help_fits_one_screen() {
+    let short = stdout(&ok(engram(&["compact", "-h"], None)));
+    let lines = short.lines().count();
+    assert!(lines <= 30, "{lines} lines:\n{short}");
+    assert!(short.contains("--budget") && short.contains("--strategy") && short.contains("--help"));
+    assert!(!short.contains("--digest-share"), "{short}");
+    let long = stdout(&ok(engram(&["compact", "--help"], None)));
+    for detail in [
+        "--digest-share",
+        "--db",
+        "Exit codes: 0 success",
+        "source_ids",
+    ] {
+        assert!(long.contains(detail), "--help lacks {detail}:\n{long}");
+    }
+    for text in [&short, &long] {
+        assert!(!text.to_lowercase().contains("seed 00"), "{text}");
+    }
+}
+
+/// An append is stored or refused, never both: a message larger than the window is stored, the
+/// append succeeds, and it says the view stays over the threshold and why (a client that
+/// retried a failed append would store its history twice).
+#[test]
+fn an_append_that_cannot_be_compacted_is_stored_and_says_so() {
+    let (_dir, db) = temp_db("over-window");
+    let db = db.as_str();
+    let id = stdout(&ok(engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "new",
+            "--model",
+            "gpt-4o-mini",
+            "--window",
+            "2000",
+        ],
+        None,
+    )))
+    .trim()
+    .to_owned();
+    ok(engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "append",
+            &id,
+            "--user",
+            "fix the bug",
+        ],
+        None,
+    ));
+    let big = "log line\n".repeat(3000);
+    for n in 2..=3 {
+        let out = engram(
+            &[
+                "--db", db, "session", "append", &id, "--user", &big, "--json",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let appended: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert!(
+            appended["over_threshold"]
+                .as_str()
+                .is_some_and(|w| w.contains("cannot fit")),
+            "{appended}"
+        );
+        let shown = json(&engram(
+            &["--db", db, "session", "show", &id, "--json"],
+            None,
+        ));
+        assert_eq!(shown["session"]["messages"], n, "{shown}");
+    }
+    let out = engram(
+        &["--db", db, "session", "append", &id, "--user", &big],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("the messages are stored"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -1,18 +1,21 @@
 """An agent loop with the official `openai` SDK and engram managing its context.
 
 engram keeps the session (every message, forever), hands the model a view that fits its window
-(compacting at 80% of it, tool calls never split from their results), inserts seed 004's status
-update when one is due, and runs the model's own `compact_history` tool calls.
+(compacting at 80% of it, tool calls never split from their results), inserts a status update (tokens
+used of the window, cost so far) when one is due, and runs the model's own `compact_history` tool calls.
 
-    python examples/agent_loop.py --base-url http://127.0.0.1:8080/v1 --model gpt-4o "Fix the bug"
+    python examples/agent_loop.py --base-url http://127.0.0.1:8080/v1 --model smollm2 "Fix the bug"
+    python examples/agent_loop.py --model gpt-4o "Fix the bug"     # OpenAI, with OPENAI_API_KEY
 
-Any OpenAI-compatible server works (OpenAI, llama.cpp's llama-server, vLLM, Ollama's /v1).
+Any OpenAI-compatible server works (OpenAI, llama.cpp's llama-server, vLLM, Ollama's /v1). A local
+server needs no key: without --api-key or OPENAI_API_KEY none is sent.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 from typing import Callable, Optional
 
@@ -61,7 +64,7 @@ def run(
     for _ in range(max_turns):
         messages = session.messages()
         if status is not None:
-            # Seed 004: the status update goes in before the next model call (not stored).
+            # The status update goes in before the next model call (it is not stored).
             messages.append(status)
             status = None
         if on_request is not None:
@@ -89,14 +92,20 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task")
-    parser.add_argument("--base-url", default=None, help="the server's base URL, /v1 included")
+    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL"),
+                        help="the server's base URL, /v1 included (default: OPENAI_BASE_URL, else OpenAI)")
+    parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
+                        help="the server's API key (default: OPENAI_API_KEY; a local server needs none)")
     parser.add_argument("--model", default="gpt-4o")
     parser.add_argument("--window", type=int, default=None, help="override the model's window")
     parser.add_argument("--db", default=None, help="engram's database (default: the user's data dir)")
     args = parser.parse_args()
     import openai
 
-    client = openai.OpenAI(base_url=args.base_url)
+    if not args.api_key and not args.base_url:
+        parser.error("OpenAI needs an API key: --api-key or OPENAI_API_KEY (or --base-url for a local server)")
+    # The SDK insists on a key; a local server ignores it, so none of the user's is invented.
+    client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key or "no-key")
     answer, session = run(client, engram.Store(args.db), args.task, model=args.model, window=args.window)
     print(answer)
     print(session.status()["message"]["content"])

@@ -1154,10 +1154,10 @@ impl Store {
         let focus = opt_str(&o, "focus")?
             .filter(|f| !f.trim().is_empty())
             .map(str::to_owned);
-        let record = py
+        let outcome = py
             .detach(|| session.compact(Trigger::Manual, target, focus.as_deref()))
             .map_err(err)?;
-        to_json(&record)
+        to_json(&outcome.to_value())
     }
 
     /// Seed 004's status update for the session now, as a system message.

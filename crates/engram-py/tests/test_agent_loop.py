@@ -88,3 +88,24 @@ def test_the_example_loop_stays_in_the_window(store, trajectory, tmp_path):
     shown = session.show()
     assert len(session.log()) == 2 + 13 + 12
     assert len(shown["compactions"]) >= 2
+
+
+def test_the_example_runs_as_a_script_against_a_local_server_without_a_key(tmp_path, fake_openai):
+    import os
+    import subprocess
+    import sys
+
+    server = fake_openai(lambda request: completion("Nothing to fix."))
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--base-url", server.base_url, "--model", "gpt-4o",
+         "--db", str(tmp_path / "loop.db"), "Is anything broken?"],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Nothing to fix.\n"), out.stdout
+    assert "--- STATUS UPDATE ---" in out.stdout
+    assert len(server.requests) == 1
+    # Without --base-url, OpenAI needs a key, and the example says so instead of failing later.
+    out = subprocess.run([sys.executable, str(EXAMPLE), "--db", str(tmp_path / "x.db"), "task"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 2 and "--api-key" in out.stderr, out.stderr

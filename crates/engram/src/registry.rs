@@ -451,6 +451,30 @@ mod tests {
             ("models/gemini-2.5-pro", "gemini-2.5-pro", ModelMatch::Exact),
             ("llama3.1:8b", "llama-3.1-8b-instruct", ModelMatch::Alias),
             ("chatgpt-4o-latest", "gpt-4o", ModelMatch::Alias),
+            ("claude-3-5-sonnet", "claude-3-5-sonnet", ModelMatch::Exact),
+            (
+                "claude-3-5-sonnet-20241022",
+                "claude-3-5-sonnet",
+                ModelMatch::Prefix,
+            ),
+            (
+                "anthropic/claude-3.7-sonnet",
+                "claude-3-7-sonnet",
+                ModelMatch::Alias,
+            ),
+            ("claude-3-7-sonnet", "claude-3-7-sonnet", ModelMatch::Exact),
+            ("o3", "o3", ModelMatch::Exact),
+            ("o3-2025-04-16", "o3", ModelMatch::Prefix),
+            ("o4-mini", "o4-mini", ModelMatch::Exact),
+            ("gpt-5", "gpt-5", ModelMatch::Exact),
+            ("gpt-5-2025-08-07", "gpt-5", ModelMatch::Prefix),
+            ("gemini-2.5-pro", "gemini-2.5-pro", ModelMatch::Exact),
+            ("gemini-2.5-flash", "gemini-2.5-flash", ModelMatch::Exact),
+            (
+                "gemini-2.5-flash-lite",
+                "gemini-2.5-flash-lite",
+                ModelMatch::Exact,
+            ),
         ];
         for (name, id, how) in cases {
             let resolved = r.resolve(name);

@@ -15,7 +15,7 @@ accepted too when ``langchain_core`` is installed, and come back as LangChain me
 >>> out = engram.compact(messages, budget=8000, model="gpt-4o")   # doctest: +SKIP
 >>> out.messages, out.report["tokens_after"]                        # doctest: +SKIP
 
-For code written against the seeds' Python APIs, ``engram.compat`` has ``TokenBudget``,
+For code written against the classic context-manager APIs, ``engram.compat`` has ``TokenBudget``,
 ``ContextManager`` and ``MemoryConsolidator`` with their names, defaults and behaviour.
 """
 
@@ -203,8 +203,8 @@ def compact(
 ) -> Compacted:
     """Compacts a conversation to ``budget`` tokens (default: the model's window less its reply
     share). Strategies: ``auto`` (cheapest first: dedupe, mask, an extractive digest, recall
-    for ``query``, newest-first fill), ``truncate``, ``dedupe``, ``mask``, ``extractive`` (seed 000's
-    consolidation) and ``summarize`` (the digest written by ``summarizer``, else the model-free
+    for ``query``, newest-first fill), ``truncate``, ``dedupe``, ``mask``, ``extractive`` (the last
+    messages verbatim and a digest of the rest) and ``summarize`` (the digest written by ``summarizer``, else the model-free
     summary). The system prompt and the pending request are kept; a
     tool call is never split from its result. ``annotate`` keeps engram's provenance fields
     (an ``engram`` object with ``kind`` and ``source_ids``) on each message."""
@@ -244,11 +244,11 @@ def build_context(
     model: Optional[str] = None,
     tokenizer: Optional[str] = None,
 ) -> Context:
-    """Seed 001's assembly, within the budget: the system prompt with "## Relevant Memory" and
+    """Budgeted context assembly, within the budget: the system prompt with "## Relevant Memory" and
     "## Past Learnings" (each within its share), summaries that fit, the older history newest
     first, the fresh tail (whole tool units) and the new message. ``budget`` is a total, a dict
     of ``TokenBudget`` fields, or a ``engram.compat.TokenBudget``; by default the model's window.
-    Unlike the seed, the budget is never exceeded: if the fresh tail alone does not fit, its
+    Unlike ``engram.compat.ContextManager``, the budget is never exceeded: if the fresh tail alone does not fit, its
     oldest units give way (``report["fresh_tail_dropped"]``)."""
     return _build(system, new_message, history, memory_results, learnings, tool_definitions,
                   summaries, budget, model, tokenizer, seed=False)
@@ -300,7 +300,7 @@ def summarize(
     prompt: Optional[str] = None,
     summarizer: Optional[LlmSummarizer] = None,
 ) -> dict:
-    """A handoff summary of the messages after the system prompt (seed 004's sections). With a
+    """A handoff summary of the messages after the system prompt (a structured handoff: task, state, files, errors, decisions, next steps). With a
     ``summarizer`` the model writes it; when its reply cannot be used, the model-free summary is
     returned with the reason in ``fallback``. Returns ``{"summary", "summarizer", "fallback"}``."""
     data, _ = _as_openai(messages)
@@ -308,7 +308,7 @@ def summarize(
 
 
 def extract_key_facts(messages: Messages) -> list[str]:
-    """Seed 000's key facts: tool results (200 characters, with the tool's name), lines with fact
+    """The key facts of messages: tool results (200 characters, with the tool's name), lines with fact
     keywords (``result:``, ``decided:``, ``error:``...), short user messages; each once."""
     data, _ = _as_openai(messages)
     return json.loads(_engram.extract_key_facts_json(_dumps(data)))
@@ -326,7 +326,7 @@ def status_message(
     cost_usd: float = 0.0,
     activities: Optional[Mapping[str, Sequence[Mapping[str, str]]]] = None,
 ) -> dict:
-    """Seed 004's status update, a system message to insert before the next model call.
+    """The status update (tokens used of the window, cost so far), a system message to insert before the next model call.
     ``activities`` maps a section (``"Sub-Agents"``, ``"Shell Processes"``...) to
     ``[{"id", "description"}]``."""
     return json.loads(
@@ -483,8 +483,8 @@ class Session:
 
     def append(self, *messages: Any) -> dict:
         """Appends messages (dicts, LangChain messages, or one list of them). Returns ``ids``,
-        ``view_tokens``, ``compaction`` (when the append triggered one) and ``status`` (seed
-        004's status message when one is due, to insert before the next model call)."""
+        ``view_tokens``, ``compaction`` (when the append triggered one) and ``status`` (the
+        status update when one is due, to insert before the next model call)."""
         if len(messages) == 1 and not isinstance(messages[0], Mapping) and not _is_langchain(messages[0]):
             messages = tuple(messages[0])
         data, _ = _as_openai(list(messages))
@@ -505,13 +505,15 @@ class Session:
                 strategy: str = "auto", summarizer: Optional[LlmSummarizer] = None,
                 summary_prompt: Optional[str] = None) -> dict:
         """Compacts now (to ``target`` tokens, default 60% of the window); recorded, reversible
-        with :meth:`restore`, and the log keeps every message."""
+        with :meth:`restore`, and the log keeps every message. Returns the record with
+        ``"compacted": True``, or ``{"compacted": False, "tokens_before", "tokens_after",
+        "reason"}`` when compacting would not make the view smaller (nothing is changed)."""
         options = {"target": target, "focus": focus, "strategy": strategy,
                    "summary_prompt": summary_prompt}
         return json.loads(self._n.session_compact(self.id, _dumps(options), summarizer))
 
     def status(self) -> dict:
-        """Seed 004's status update now: ``message`` (to insert), tokens, percent, cost."""
+        """The status update now: ``message`` (to insert), tokens, percent, cost."""
         return json.loads(self._n.session_status(self.id))
 
     def compact_history(self, arguments: Union[str, Mapping, None] = None,

@@ -553,8 +553,9 @@ fn sleep_consolidates_by_source_and_session(store: &dyn MemoryStore) {
             assert_eq!(original.session_id, summary.session_id);
         }
         assert!(summary.content.starts_with(&format!(
-            "[{} entries from {}",
-            record.items_consolidated, record.source
+            "[{} from {}",
+            crate::plural(record.items_consolidated, "entry", "entries"),
+            record.source
         )));
     }
     let again = sleep(store, now, &SleepPolicy::default()).expect("sleep again");

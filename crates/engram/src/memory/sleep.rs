@@ -237,8 +237,8 @@ fn consolidate_batch(
     if lines.len() != batch.len() {
         lines = Vec::new();
     }
-    sort_into_groups(&mut batch, &mut lines);
-    let chunks = chunk_ranges(&batch, policy.group_chunk.max(1));
+    let groups = sort_into_groups(&mut batch, &mut lines);
+    let chunks = chunk_ranges(&groups, policy.group_chunk.max(1));
     // Without a summarizer, the extractive summaries are all written first (on two threads
     // when there are enough of them).
     let mut extractive = match summarizer {
@@ -254,7 +254,12 @@ fn consolidate_batch(
         }
         let chunk = &mut batch[from..to];
         let source = chunk[0].source.clone();
-        let session_id = chunk[0].session_id.clone();
+        // A group of single entries from several sessions belongs to none of them.
+        let session_id = if chunk.iter().all(|e| e.session_id == chunk[0].session_id) {
+            chunk[0].session_id.clone()
+        } else {
+            None
+        };
         let started = Instant::now();
         let mut duration_ms = None;
         let (content, strategy, model) = match summarizer {
@@ -354,24 +359,59 @@ fn free_in_background(entries: Vec<MemoryEntry>) {
 
 /// Sorts `batch` into groups by source and session, in that order, each group's entries
 /// oldest first (entries of the same time in the order they came), and `lines` (when not
-/// empty) with them. Each entry's group gets a rank (its key's place among the few distinct
-/// keys) and the entries are ordered by (rank, time, position): no string is compared per
-/// entry pair, and the entries are put in place by swaps, with no second copy of the batch.
-fn sort_into_groups(batch: &mut [MemoryEntry], lines: &mut [Line]) {
+/// empty) with them; returns each entry's group (its rank), in the sorted order.
+///
+/// An entry alone in its (source, session) group joins its source's group of entries without
+/// a session: a sleep over entries that each have a session of their own writes one summary
+/// per source, not one per entry (the summary's `summary_of` still names every original).
+///
+/// Each entry's group gets a rank (its key's place among the few distinct keys) and the
+/// entries are ordered by (rank, time, position): no string is compared per entry pair, and
+/// the entries are put in place by swaps, with no second copy of the batch.
+fn sort_into_groups(batch: &mut [MemoryEntry], lines: &mut [Line]) -> Vec<u32> {
     // Fx, not SipHash: hashing every entry's key with SipHash was a third of this function's
     // time.
     let mut keys: rustc_hash::FxHashMap<(&str, Option<&str>), u32> =
         rustc_hash::FxHashMap::default();
-    let ids: Vec<u32> = batch
+    let mut counts: Vec<u32> = Vec::new();
+    let mut ids: Vec<u32> = batch
         .iter()
         .map(|e| {
             let next = keys.len() as u32;
-            *keys
+            let id = *keys
                 .entry((e.source.as_str(), e.session_id.as_deref()))
-                .or_insert(next)
+                .or_insert(next);
+            if id == next {
+                counts.push(0);
+            }
+            counts[id as usize] += 1;
+            id
         })
         .collect();
-    let mut sorted: Vec<((&str, Option<&str>), u32)> = keys.into_iter().collect();
+    // Single entries with a session go to their source's session-less group.
+    let mut by_id: Vec<(&str, Option<&str>)> = vec![("", None); keys.len()];
+    for (&key, &id) in &keys {
+        by_id[id as usize] = key;
+    }
+    let mut merged: rustc_hash::FxHashMap<(&str, Option<&str>), u32> =
+        rustc_hash::FxHashMap::default();
+    let remap: Vec<u32> = by_id
+        .iter()
+        .zip(&counts)
+        .map(|(&(source, session), &count)| {
+            let key = if count == 1 && session.is_some() {
+                (source, None)
+            } else {
+                (source, session)
+            };
+            let next = merged.len() as u32;
+            *merged.entry(key).or_insert(next)
+        })
+        .collect();
+    for id in &mut ids {
+        *id = remap[*id as usize];
+    }
+    let mut sorted: Vec<((&str, Option<&str>), u32)> = merged.into_iter().collect();
     sorted.sort_unstable();
     let mut rank = vec![0u32; sorted.len()];
     for (r, (_, id)) in sorted.iter().enumerate() {
@@ -384,6 +424,7 @@ fn sort_into_groups(batch: &mut [MemoryEntry], lines: &mut [Line]) {
         .map(|(i, (e, &id))| (rank[id as usize], e.created_at, i as u32))
         .collect();
     order.sort_unstable();
+    let groups: Vec<u32> = order.iter().map(|&(r, _, _)| r).collect();
     // The entry that goes to place k is the one at order[k]'s position; each cycle of that
     // permutation is followed with swaps.
     let mut from: Vec<u32> = order.into_iter().map(|(_, _, i)| i).collect();
@@ -401,14 +442,15 @@ fn sort_into_groups(batch: &mut [MemoryEntry], lines: &mut [Line]) {
         }
         from[k] = k as u32;
     }
+    groups
 }
 
-/// Each group's chunks of at most `chunk_size` entries, as ranges of `batch` (sorted into
-/// groups), with whether the chunk is its group's first.
-fn chunk_ranges(batch: &[MemoryEntry], chunk_size: usize) -> Vec<(usize, usize, bool)> {
+/// Each group's chunks of at most `chunk_size` entries, as ranges of the sorted batch whose
+/// entries' groups are `groups`, with whether the chunk is its group's first.
+fn chunk_ranges(groups: &[u32], chunk_size: usize) -> Vec<(usize, usize, bool)> {
     let mut chunks = Vec::new();
     let mut start = 0;
-    for group in batch.chunk_by(same_group) {
+    for group in groups.chunk_by(|a, b| a == b) {
         let end = start + group.len();
         for from in (start..end).step_by(chunk_size) {
             chunks.push((from, (from + chunk_size).min(end), from == start));
@@ -416,11 +458,6 @@ fn chunk_ranges(batch: &[MemoryEntry], chunk_size: usize) -> Vec<(usize, usize, 
         start = end;
     }
     chunks
-}
-
-/// True when two (neighbouring, sorted) entries belong to one group.
-fn same_group(a: &MemoryEntry, b: &MemoryEntry) -> bool {
-    a.source == b.source && a.session_id == b.session_id
 }
 
 /// The extractive summary of each of `chunks` (ranges of `batch`, sorted into groups), in
@@ -522,8 +559,8 @@ fn group_header(entries: &[MemoryEntry]) -> String {
     );
     let source = entries.first().map_or("", |e| e.source.as_str());
     format!(
-        "[{} entries from {source}, {} to {}]",
-        entries.len(),
+        "[{} from {source}, {} to {}]",
+        crate::plural(entries.len(), "entry", "entries"),
         format_time(from),
         format_time(to)
     )
@@ -691,11 +728,12 @@ mod tests {
         }
         assert!(batch.len() >= 2_000, "enough to split: {}", batch.len());
         let expected: Vec<String> = batch
-            .chunk_by(same_group)
+            .chunk_by(|a, b| a.source == b.source)
             .flat_map(|group| group.chunks(200))
             .map(|chunk| summarize(chunk, 1_200))
             .collect();
-        let chunks = chunk_ranges(&batch, 200);
+        let groups = sort_into_groups(&mut batch, &mut []);
+        let chunks = chunk_ranges(&groups, 200);
         let lines: Vec<Line> = batch.iter().map(|e| best_line(&e.content)).collect();
         for lines in [&lines[..], &[]] {
             let got: Vec<String> = summarize_chunks(&batch, lines, &chunks, 1_200)
@@ -728,15 +766,18 @@ mod tests {
             entry("6", "a", Some("s2")),
             entry("7", "a", None),
         ];
-        sort_into_groups(&mut batch, &mut []);
+        let groups = sort_into_groups(&mut batch, &mut []);
         let ids: Vec<&str> = batch.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["3", "7", "5", "2", "6", "1", "4"]);
-        sort_into_groups(&mut [], &mut []);
+        // "5" is alone in (a, s1): it joins a's entries without a session.
+        assert_eq!(ids, ["3", "5", "7", "2", "6", "1", "4"]);
+        assert_eq!(groups, [0, 0, 0, 1, 1, 2, 2]);
+        assert!(sort_into_groups(&mut [], &mut []).is_empty());
     }
 
     proptest::proptest! {
-        /// The batch comes out as a stable sort by (source, session, time) would leave it,
-        /// with each entry's line still beside it.
+        /// The batch comes out as a stable sort by (source, session, time) would leave it (an
+        /// entry alone in its session counting as session-less), with each entry's line still
+        /// beside it, and the groups numbered in that order.
         #[test]
         fn groups_sort_as_a_stable_sort_would_and_lines_follow_their_entries(
             keys in proptest::collection::vec((0u8..4, proptest::option::of(0u8..3), 0i64..6), 0..80),
@@ -756,13 +797,22 @@ mod tests {
                     summary_of: Vec::new(),
                 })
                 .collect();
-            let mut expected = batch.clone();
-            expected.sort_by(|a, b| {
-                (&a.source, &a.session_id, a.created_at).cmp(&(&b.source, &b.session_id, b.created_at))
-            });
+            let count = |e: &MemoryEntry| {
+                batch.iter().filter(|o| o.source == e.source && o.session_id == e.session_id).count()
+            };
+            let key = |e: &MemoryEntry, n: usize| {
+                (e.source.clone(), if n == 1 { None } else { e.session_id.clone() })
+            };
+            let mut expected: Vec<(MemoryEntry, (String, Option<String>))> =
+                batch.iter().map(|e| (e.clone(), key(e, count(e)))).collect();
+            expected.sort_by(|(a, ka), (b, kb)| (ka, a.created_at).cmp(&(kb, b.created_at)));
             let mut lines: Vec<Line> = batch.iter().map(|e| best_line(&e.content)).collect();
-            sort_into_groups(&mut batch, &mut lines);
-            proptest::prop_assert_eq!(&batch, &expected);
+            let groups = sort_into_groups(&mut batch, &mut lines);
+            let entries: Vec<MemoryEntry> = expected.iter().map(|(e, _)| e.clone()).collect();
+            proptest::prop_assert_eq!(&batch, &entries);
+            for (i, w) in expected.windows(2).enumerate() {
+                proptest::prop_assert_eq!(groups[i] == groups[i + 1], w[0].1 == w[1].1);
+            }
             for (e, line) in batch.iter().zip(&lines) {
                 proptest::prop_assert_eq!(*line, best_line(&e.content));
             }
@@ -780,6 +830,58 @@ mod tests {
         assert_eq!(first_chars("abcdé", 4), "abcd");
         assert_eq!(first_chars("abcdéf", 5), "abcdé");
         assert_eq!(first_chars("abé日本", 4), "abé日");
+    }
+
+    #[test]
+    fn entries_alone_in_their_sessions_are_summarised_together_by_source() {
+        let store = InMemoryStore::new();
+        let now = crate::memory::parse_time("2026-01-10T00:00:00Z").expect("time");
+        let old = now - 48 * 3_600_000;
+        let entries: Vec<NewEntry> = (0..5)
+            .map(|i| NewEntry {
+                id: Some(format!("e{i}")),
+                session_id: Some(format!("conversation-{i}")),
+                created_at: old + i,
+                ..NewEntry::working(format!("deployed service {i} with blue-green"), "chat")
+            })
+            .chain(std::iter::once(NewEntry {
+                id: Some("alone".into()),
+                created_at: old,
+                ..NewEntry::working("the only shell entry", "shell")
+            }))
+            .collect();
+        store.insert(&entries).expect("insert");
+        let report = sleep(&store, now, &SleepPolicy::default()).expect("sleep");
+        assert_eq!(
+            (report.items_consolidated, report.summaries_created),
+            (6, 2)
+        );
+        let log = store.log(10).expect("log");
+        let chat = log
+            .iter()
+            .find(|r| r.source == "chat")
+            .expect("chat's group");
+        assert_eq!(chat.items_consolidated, 5);
+        assert_eq!(chat.session_id, None, "the summary spans five sessions");
+        let summary = store.get(&chat.ids_out[0]).expect("get").expect("summary");
+        let mut lineage = summary.summary_of.clone();
+        lineage.sort();
+        assert_eq!(lineage, ["e0", "e1", "e2", "e3", "e4"], "lineage kept");
+        assert!(
+            summary.content.starts_with("[5 entries from chat"),
+            "{}",
+            summary.content
+        );
+        let shell = log
+            .iter()
+            .find(|r| r.source == "shell")
+            .expect("shell's group");
+        let one = store.get(&shell.ids_out[0]).expect("get").expect("summary");
+        assert!(
+            one.content.starts_with("[1 entry from shell"),
+            "{}",
+            one.content
+        );
     }
 
     #[test]
