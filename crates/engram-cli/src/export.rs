@@ -57,7 +57,9 @@ pub(crate) fn export(
     out.flush()?;
     if let Some(path) = output {
         eprintln!(
-            "engram: exported {sessions} sessions and {entries} memory entries to {}",
+            "engram: exported {} and {} to {}",
+            engram::plural(sessions, "session", "sessions"),
+            engram::plural(entries, "memory entry", "memory entries"),
             path.display()
         );
     }
@@ -104,24 +106,40 @@ pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
         }
     }
     let store = SqliteStore::open(&path)?;
+    // Each session imports in a transaction of its own, then the entries in one: a re-run after
+    // an interrupted import skips what is stored already (the same session, message for
+    // message; entries by id) and completes the rest.
+    let mut fresh = Vec::new();
+    let mut already = 0;
     for dump in &reader.sessions {
-        if store.session(&dump.info.id)?.is_some() {
+        if store.session(&dump.info.id)?.is_none() {
+            fresh.push(dump);
+            continue;
+        }
+        let stored = store.session_log(&dump.info.id, 0, true)?;
+        let same = stored.len() == dump.messages.len()
+            && stored
+                .iter()
+                .zip(&dump.messages)
+                .all(|(a, b)| a.seq == b.seq && a.id == b.id && a.message == b.message);
+        if !same {
             return Err(user_error!(
-                "session {:?} exists already in {}; nothing was imported (delete it first with `engram session delete`)",
+                "session {:?} exists already in {} with other messages; nothing was imported (delete it first with `engram session delete`)",
                 dump.info.id,
                 path.display()
             ));
         }
+        already += 1;
     }
-    for dump in &reader.sessions {
+    for dump in &fresh {
         store.import_session(dump)?;
     }
     let inserted = store.insert(&entries)?;
     println!(
-        "imported {} sessions and {} memory entries ({} skipped: already stored) into {}",
-        reader.sessions.len(),
-        inserted.inserted,
-        inserted.skipped,
+        "imported {} and {} ({} skipped: already stored) into {}",
+        engram::plural(fresh.len(), "session", "sessions"),
+        engram::plural(inserted.inserted, "memory entry", "memory entries"),
+        already + inserted.skipped,
         path.display()
     );
     Ok(())

@@ -938,11 +938,25 @@ fn session_cli_drives_a_whole_agent_session() {
     );
     let again = json(&engram(&["--db", other, "session", "context", "s1"], None));
     assert_eq!(again["messages"], context["messages"]);
+    // Run again (after an interrupted import, say): what is stored already is skipped.
+    let out = ok(engram(&["--db", other, "import", exported], None));
+    assert!(
+        stdout(&out).contains("imported 0 sessions and 0 memory entries (3 skipped"),
+        "{}",
+        stdout(&out)
+    );
+    // A session of that id with other messages is refused, and nothing is imported.
+    ok(engram(
+        &[
+            "--db", other, "session", "append", "s1", "--user", "diverged",
+        ],
+        None,
+    ));
     let out = engram(&["--db", other, "import", exported], None);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "a second import is refused: {}",
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("exists already") && stderr(&out).contains("with other messages"),
+        "{}",
         stderr(&out)
     );
 

@@ -251,3 +251,92 @@ fn sigkill_during_import_and_sleep_loses_nothing() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `engram import` (the whole store: sessions and memory) SIGKILLed at random moments: after
+/// each kill the store opens, every session there has all of its messages, and running the
+/// same import again completes it (what is stored already is skipped, never refused).
+#[test]
+fn sigkill_during_a_whole_store_import_then_a_rerun_completes_it() {
+    use engram::session::SessionStore;
+
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    eprintln!("crash test seed {seed}");
+    let mut rng = Rng(seed);
+    let dir = std::env::temp_dir().join(format!("engram-crash-whole-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A store with memory entries and three sessions, exported whole.
+    let entries = dir.join("entries.jsonl");
+    let lines: String = (0..ENTRIES)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"e{i}\", \"content\": \"step {i}: edited src/module_{}.rs\", \"source\": \"agent{}\"}}\n",
+                i % 97,
+                i % 5
+            )
+        })
+        .collect();
+    std::fs::write(&entries, lines).expect("write");
+    let source = dir.join("source.db");
+    timed(engram(
+        &source,
+        &["memory", "import", entries.to_str().expect("utf8")],
+    ));
+    for s in 0..3 {
+        let id = format!("s{s}");
+        timed(engram(
+            &source,
+            &["session", "new", "--model", "gpt-4o", "--id", &id],
+        ));
+        for turn in 0..20 {
+            let text = format!("turn {turn} of session {s}: fix src/lib_{turn}.rs");
+            timed(engram(
+                &source,
+                &["session", "append", &id, "--user", &text],
+            ));
+        }
+    }
+    let export = dir.join("store.jsonl");
+    let export = export.to_str().expect("utf8");
+    timed(engram(&source, &["export", "-o", export]));
+
+    let probe = dir.join("probe.db");
+    let import_time = timed(engram(&probe, &["import", export]));
+    let check = |db: &Path, complete: bool, round: &str| {
+        let store = SqliteStore::open(db).unwrap_or_else(|e| panic!("{round}: reopen: {e}"));
+        let sessions = store.sessions().expect("sessions");
+        for s in &sessions {
+            let log = store.session_log(&s.id, 0, true).expect("log");
+            assert_eq!(log.len(), 20, "{round}: session {} is whole", s.id);
+        }
+        let stats = store.stats().expect("stats");
+        if complete {
+            assert_eq!(sessions.len(), 3, "{round}");
+            assert_eq!(stats.working, ENTRIES, "{round}");
+        }
+    };
+    let mut kills = 0;
+    for round in 0..5 {
+        let db = dir.join(format!("whole{round}.db"));
+        let after = Duration::from_micros(rng.below(import_time.as_micros() as u64 * 9 / 10 + 1));
+        kills += usize::from(kill_after(engram(&db, &["import", export]), after));
+        check(
+            &db,
+            false,
+            &format!("round {round}, killed after {after:?}"),
+        );
+        timed(engram(&db, &["import", export]));
+        check(&db, true, &format!("round {round}, run again"));
+        // A third run changes nothing and says so.
+        timed(engram(&db, &["import", export]));
+        check(&db, true, &format!("round {round}, third run"));
+    }
+    assert!(
+        kills >= 2,
+        "most rounds should kill a running import ({kills} of 5)"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
