@@ -1681,3 +1681,47 @@ fn an_append_that_cannot_be_compacted_is_stored_and_says_so() {
         stderr(&out)
     );
 }
+
+/// A limit of any size is clamped before it reaches the search index (it used to panic with a
+/// capacity overflow, or abort on a 246 TB allocation).
+#[test]
+fn huge_limits_are_clamped() {
+    let (_dir, db) = temp_db("limits");
+    let db = db.as_str();
+    ok(engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "add",
+            "--source",
+            "notes",
+            "blue-green deploys",
+        ],
+        None,
+    ));
+    for limit in ["18446744073709551615", "1099511627776", "10001"] {
+        let out = engram(
+            &["--db", db, "memory", "search", "deploys", "--limit", limit],
+            None,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "--limit {limit}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stdout(&out).contains("blue-green deploys"),
+            "{}",
+            stdout(&out)
+        );
+        let out = engram(&["--db", db, "memory", "log", "--limit", limit], None);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "log --limit {limit}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -418,7 +418,13 @@ async fn messages(
         if store.store.session(&id)?.is_none() {
             return Err(engram::session::store::no_session(&id).into());
         }
-        let from = page.after.map_or(0, |a| a + 1);
+        // After the last possible sequence number there is nothing (no wrap to the start).
+        let Some(from) = page.after.map_or(Some(0), |a| a.checked_add(1)) else {
+            return ok(json!({ "messages": [], "next_after": null }));
+        };
+        if from > i64::MAX as u64 {
+            return ok(json!({ "messages": [], "next_after": null }));
+        }
         let log = store.store.session_log(&id, from, false)?;
         let more = log.len() > limit;
         let items: Vec<Value> = log

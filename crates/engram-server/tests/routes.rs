@@ -1043,3 +1043,30 @@ async fn an_append_over_the_window_is_stored_and_says_why() {
     let (_, shown) = call(&app, "GET", "/v1/sessions/s", None, None).await;
     assert_eq!(shown["session"]["messages"], 2, "{shown}");
 }
+
+/// Pagination past the last possible sequence number is an empty page, not the log from seq 0.
+#[tokio::test]
+async fn pagination_never_wraps_around() {
+    let app = app_on(Backend::Sqlite, "pages", false)
+        .await
+        .expect("sqlite");
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/s/messages",
+        None,
+        Some(json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])),
+    )
+    .await;
+    let (s, all) = call(&app, "GET", "/v1/sessions/s/messages", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    assert_eq!(all["messages"].as_array().map(Vec::len), Some(2));
+    for after in [u64::MAX, i64::MAX as u64, i64::MAX as u64 + 1] {
+        let uri = format!("/v1/sessions/s/messages?after={after}");
+        let (s, page) = call(&app, "GET", &uri, None, None).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {page}");
+        assert_eq!(page["messages"], json!([]), "{uri}");
+        assert_eq!(page["next_after"], Value::Null, "{uri}");
+    }
+}

@@ -861,7 +861,7 @@ impl MemoryStore for SqliteStore {
             )
             .map_err(backend)?;
         let rows = stmt
-            .query_map([limit as i64], |r| {
+            .query_map([limit.min(i64::MAX as usize) as i64], |r| {
                 let ids_in: String = r.get(9)?;
                 let ids_out: String = r.get(10)?;
                 Ok(ConsolidationRecord {

@@ -872,7 +872,8 @@ impl TextIndex {
         query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, MemoryError> {
         let terms = self.terms(&query.text);
-        if terms.is_empty() || query.limit == 0 {
+        let limit = query.clamped_limit();
+        if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
         let f = self.fields;
@@ -936,7 +937,7 @@ impl TextIndex {
             .map_err(backend)?;
         'plan: loop {
             let queries = plan.queries(&counts, f, &terms, &filters);
-            let mut fetch = (query.limit * 2).max(16);
+            let mut fetch = (limit * 2).max(16);
             loop {
                 // One search per text field, merged by score (scores do not depend on filters).
                 let mut top = Vec::new();
@@ -981,7 +982,7 @@ impl TextIndex {
                     let time = c.created_at.first(address.doc_id).unwrap_or(0);
                     wanted.push((*score, time, rowid));
                 }
-                if wanted.len() < query.limit && more {
+                if wanted.len() < limit && more {
                     // Most hits were archived entries: with few working entries, a filter on
                     // them inside the index does better than fetching more.
                     if !read {
@@ -995,9 +996,9 @@ impl TextIndex {
                     continue;
                 }
                 wanted.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-                let mut hits = Vec::with_capacity(query.limit);
+                let mut hits = Vec::with_capacity(limit);
                 for (score, _, rowid) in wanted {
-                    if hits.len() == query.limit {
+                    if hits.len() == limit {
                         break;
                     }
                     let Some(entry) = get

@@ -500,7 +500,7 @@ impl MemoryStore for PostgresStore {
             return Ok(Vec::new());
         }
         let tiers: Vec<&str> = query.tiers().iter().map(|t| t.as_str()).collect();
-        let limit = query.limit.min(i64::MAX as usize) as i64;
+        let limit = query.clamped_limit() as i64;
         let rows = self
             .pool
             .get()?

@@ -275,7 +275,16 @@ pub struct SearchQuery {
     pub until: Option<Timestamp>,
 }
 
+/// The most hits one search returns, whatever limit it asked for: a larger limit is clamped
+/// (a limit reaches the index's collectors, which allocate for it).
+pub const MAX_SEARCH_LIMIT: usize = 10_000;
+
 impl SearchQuery {
+    /// The limit, clamped to [`MAX_SEARCH_LIMIT`].
+    pub fn clamped_limit(&self) -> usize {
+        self.limit.min(MAX_SEARCH_LIMIT)
+    }
+
     /// A query for `text` with the default tiers, returning up to `limit` hits.
     pub fn new(text: impl Into<String>, limit: usize) -> Self {
         SearchQuery {
@@ -696,7 +705,7 @@ impl MemoryStore for InMemoryStore {
                 .total_cmp(&a.score)
                 .then(b.entry.created_at.cmp(&a.entry.created_at))
         });
-        hits.truncate(query.limit);
+        hits.truncate(query.clamped_limit());
         Ok(hits)
     }
 
