@@ -667,6 +667,13 @@ pub(crate) struct ServeArgs {
     /// repeatable. Also the config's [server] model_windows table.
     #[arg(long = "model-window", value_name = "NAME=TOKENS")]
     pub(crate) model_windows: Vec<String>,
+    /// The largest REST request body, in MiB (default 8; the config's [server] max_body_mb).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) max_body_mb: Option<u32>,
+    /// The largest request the proxy routes take, in MiB (default 64; the config's [server]
+    /// max_proxy_body_mb): the longest histories are the ones that most need compacting.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) max_proxy_body_mb: Option<u32>,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

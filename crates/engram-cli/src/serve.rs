@@ -69,6 +69,25 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         }
     }
     serve.proxy.model_windows = config.server.model_windows.clone();
+    let mib =
+        |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {
+            match flag.map(|m| m as usize).or(key) {
+                Some(mb) if !(1..=4096).contains(&mb) => Err(user_error!(
+                    "[server] {name} = {mb}: expected a size in MiB from 1 to 4096"
+                )),
+                other => Ok(other),
+            }
+        };
+    if let Some(mb) = mib(args.max_body_mb, config.server.max_body_mb, "max_body_mb")? {
+        serve.max_body_bytes = mb << 20;
+    }
+    if let Some(mb) = mib(
+        args.max_proxy_body_mb,
+        config.server.max_proxy_body_mb,
+        "max_proxy_body_mb",
+    )? {
+        serve.max_proxy_body_bytes = mb << 20;
+    }
     for text in &args.model_windows {
         let (name, tokens) = parse_model_window(text).map_err(|e| user_error!("{e}"))?;
         serve.proxy.model_windows.insert(name, tokens);

@@ -124,7 +124,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,
-        ));
+        ))
+        .layer(DefaultBodyLimit::max(limit));
     // The proxy's routes check X-Engram-Key themselves: Authorization is the upstream's.
     Router::new()
         .merge(v1)
@@ -134,7 +135,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .fallback(fallback)
-        .layer(DefaultBodyLimit::max(limit))
+        // The proxy's routes (and the pass-through) take larger bodies; the REST routes above
+        // keep their own limit (the innermost limit is the one that applies).
+        .layer(DefaultBodyLimit::max(app.config.max_proxy_body_bytes))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), measure))
         .with_state(app)
 }
@@ -162,7 +165,11 @@ async fn measure(State(app): State<Arc<App>>, request: Request, next: Next) -> R
         .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(request).await;
     let mut response = response;
+    // The REST routes' own limit (axum's plain-text 413) becomes a JSON error that says how to
+    // raise it; the proxy's routes relay the upstream's replies as they came.
+    let rest_route = route.starts_with("/v1/sessions") || route.starts_with("/v1/memory");
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && rest_route
         && response
             .headers()
             .get(header::CONTENT_TYPE)
@@ -171,8 +178,8 @@ async fn measure(State(app): State<Arc<App>>, request: Request, next: Next) -> R
         response = ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
-                "the request body is larger than {} bytes",
-                app.config.max_body_bytes
+                "the request body is larger than {} MiB, the server's limit (engram serve --max-body-mb, or [server] max_body_mb)",
+                app.config.max_body_bytes >> 20
             ),
         )
         .into_response();

@@ -40,6 +40,8 @@ pub use proxy::{ProxyConfig, parse_model_window};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
 /// Default limit on a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+/// The default largest request the proxy routes take (64 MiB).
+pub const DEFAULT_MAX_PROXY_BODY_BYTES: usize = 64 << 20;
 /// Default limit on one message (its JSON).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 
@@ -63,8 +65,10 @@ pub struct ServeConfig {
     pub policy: SessionPolicy,
     /// The model registry (windows and prices).
     pub registry: ModelRegistry,
-    /// The largest request body accepted.
+    /// The largest REST request body accepted.
     pub max_body_bytes: usize,
+    /// The largest request body the proxy routes accept.
+    pub max_proxy_body_bytes: usize,
     /// The largest message accepted.
     pub max_message_bytes: usize,
     /// The OpenAI/Anthropic proxy: upstreams, windows of unknown models, thresholds.
@@ -91,6 +95,7 @@ impl ServeConfig {
             policy: SessionPolicy::default(),
             registry: ModelRegistry::builtin(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_proxy_body_bytes: DEFAULT_MAX_PROXY_BODY_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             proxy: ProxyConfig::default(),
             summarizer: None,

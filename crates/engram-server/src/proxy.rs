@@ -354,6 +354,18 @@ fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<Strin
         )
     })?;
     let base = base.trim_end_matches('/');
+    // Every path stays under the base: a `.` or `..` segment (raw or percent-encoded, which
+    // URL parsers decode) would climb out of it.
+    let path = path_and_query.split('?').next().unwrap_or_default();
+    if path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    }) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the path has a `.` or `..` segment; the proxy forwards only paths under its upstream",
+        ));
+    }
     let rest = path_and_query.strip_prefix("/v1").unwrap_or(path_and_query);
     // The OpenAI base includes /v1; the Anthropic SDK's does not (both spellings work).
     Ok(if format == Format::OpenAi || base.ends_with("/v1") {
@@ -420,14 +432,26 @@ pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
         let url = upstream_url(&app, format, &path)?;
         let method = request.method().clone();
         let headers = request.headers().clone();
-        let body = axum::body::to_bytes(request.into_body(), app.config.max_body_bytes)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()))?;
+        let body = read_body(&app, request.into_body()).await?;
         let response = send(&app, method, &url, &headers, body).await?;
         Ok::<Response, ApiError>(relay(response, None))
     }
     .await;
     result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A proxied request's body, up to the proxy's limit (a 413 that names it and its flag).
+async fn read_body(app: &App, body: Body) -> Result<Bytes, ApiError> {
+    let limit = app.config.max_proxy_body_bytes;
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} MiB, the proxy's limit (engram serve --max-proxy-body-mb, or [server] max_proxy_body_mb)",
+                limit >> 20
+            ),
+        )
+    })
 }
 
 async fn send(
@@ -574,6 +598,25 @@ fn render(format: Format, parsed: &Parsed, messages: Vec<Message>) -> Result<Vec
             value
         }
         Format::Anthropic => {
+            // Anthropic wants the first message to be a user turn. When the kept history starts
+            // on an assistant turn (the digest went into `system`), a user turn opens it and
+            // says where the earlier conversation is.
+            let mut messages = messages;
+            let leading = pinned_prefix(&messages);
+            if messages
+                .get(leading)
+                .is_some_and(|m| m.role == engram::Role::Assistant)
+            {
+                let summarised = leading > pinned_prefix(&parsed.conversation.messages);
+                messages.insert(
+                    leading,
+                    Message::user(if summarised {
+                        "[The conversation before this point is summarised in the system prompt.]"
+                    } else {
+                        "[Earlier turns of this conversation were left out to fit the context window.]"
+                    }),
+                );
+            }
             let conversation = Conversation {
                 messages,
                 tools: parsed.conversation.tools.clone(),
@@ -699,9 +742,7 @@ async fn forward_compacted(
     let url = upstream_url(&app, format, &path)?;
     let method = request.method().clone();
     let headers = request.headers().clone();
-    let body = axum::body::to_bytes(request.into_body(), app.config.max_body_bytes)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()))?;
+    let body = read_body(&app, request.into_body()).await?;
 
     // Count and compact off the async threads (tokenizers and compaction are CPU work).
     let started = Instant::now();

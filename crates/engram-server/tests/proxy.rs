@@ -655,3 +655,129 @@ async fn without_an_upstream_the_proxy_routes_say_what_to_configure() {
         "no upstream: unknown routes stay 404s"
     );
 }
+
+/// Anthropic requires the first message to be a user turn: a compacted history whose kept
+/// suffix starts on an assistant turn is opened by a user turn that points at the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_requests_always_start_with_a_user_turn() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    for n in [59usize, 60, 299] {
+        let mut turns = Vec::new();
+        for i in 0..n {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            turns.push(json!({"role": role, "content": format!("turn {i}: {}", "the build fails in src/lib.rs ".repeat(30 + i % 7))}));
+        }
+        if turns.last().is_some_and(|t| t["role"] == "assistant") {
+            turns.push(json!({"role": "user", "content": "go on"}));
+        }
+        let body = json!({"model": "claude-sonnet-4", "max_tokens": 256, "system": "You are careful.", "messages": turns});
+        let (status, headers, _) =
+            send(&app, post_json("/v1/messages", body.to_string().as_bytes())).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_ne!(
+            header_str(&headers, "x-engram-steps"),
+            "none",
+            "{n} turns are compacted"
+        );
+        let got: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
+        let messages = got["messages"].as_array().expect("messages");
+        assert_eq!(messages[0]["role"], "user", "{n} turns: {}", messages[0]);
+        for pair in messages.windows(2) {
+            assert_ne!(
+                pair[0]["role"], pair[1]["role"],
+                "{n} turns: roles alternate"
+            );
+        }
+    }
+}
+
+/// A pass-through path never climbs out of the upstream's base: dot segments, raw or
+/// percent-encoded, are refused before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dot_segments_never_reach_the_upstream() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    for path in [
+        "/v1/%2e%2e/admin/secret",
+        "/v1/%2E%2E/admin/secret",
+        "/v1/../admin/secret",
+        "/v1/models/%2e%2e/%2e%2e/admin",
+        "/v1/.%2e/admin",
+        "/v1/./models",
+    ] {
+        let request = Request::builder()
+            .method("GET")
+            .uri(path)
+            .body(Body::empty())
+            .expect("request");
+        let (status, _, body) = send(&app, request).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{path}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    assert!(
+        up.lock().expect("lock").received.is_empty(),
+        "nothing was sent upstream"
+    );
+    // An ordinary pass-through still goes through.
+    let request = Request::builder()
+        .method("GET")
+        .uri("/v1/models")
+        .body(Body::empty())
+        .expect("request");
+    let (status, _, _) = send(&app, request).await;
+    assert_ne!(status, StatusCode::BAD_REQUEST);
+}
+
+/// The proxy takes bodies larger than the REST limit (the longest histories most need
+/// compacting), up to its own limit, and its 413 names that limit and the flag that sets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_body_limit_is_its_own_and_says_how_to_raise_it() {
+    let (base, up) = upstream().await;
+    let dir = std::env::temp_dir().join(format!("engram-proxy-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let make = |proxy_limit: Option<usize>| {
+        let mut config = ServeConfig::new(dir.join("engram.db"));
+        config.proxy.openai_upstream = Some(base.clone());
+        if let Some(limit) = proxy_limit {
+            config.max_proxy_body_bytes = limit;
+        }
+        router(App::new(config).expect("app"))
+    };
+    // 10 MB of history: over the REST limit (8 MiB), under the proxy's default (64 MiB).
+    let turns: Vec<Value> = (0..400)
+        .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("turn {i} ").repeat(3_300)}))
+        .collect();
+    let body = json!({"model": "gpt-4o", "messages": turns}).to_string();
+    assert!(body.len() > 9 << 20, "{}", body.len());
+    let (status, _, reply) = send(
+        &make(None),
+        post_json("/v1/chat/completions", body.as_bytes()),
+    )
+    .await;
+    assert_ne!(
+        status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    assert!(
+        !up.lock().expect("lock").received.is_empty(),
+        "it reached the upstream"
+    );
+    let (status, _, reply) = send(
+        &make(Some(1 << 20)),
+        post_json("/v1/chat/completions", body.as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.contains("1 MiB") && text.contains("--max-proxy-body-mb"),
+        "{text}"
+    );
+}

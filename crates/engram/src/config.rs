@@ -66,6 +66,11 @@ pub struct ServerConfig {
     /// Windows of models the registry does not know: `{ "llama3" = 8192 }`.
     #[serde(default)]
     pub model_windows: std::collections::BTreeMap<String, usize>,
+    /// The largest REST request body, in MiB (default 8).
+    pub max_body_mb: Option<usize>,
+    /// The largest request the proxy routes take, in MiB (default 64: the longest histories
+    /// are the ones that most need compacting).
+    pub max_proxy_body_mb: Option<usize>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.
