@@ -139,6 +139,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             if text.trim().is_empty() {
                 return Err(user_error!("the text is empty"));
             }
+            if source.trim().is_empty() {
+                return Err(user_error!(
+                    "--source is empty; say where the entry came from (a tool, a channel, an agent)"
+                ));
+            }
             let id = engram::memory::new_id("mem");
             let (text, redacted) = if config.memory.redact {
                 engram::redact::redact(text)

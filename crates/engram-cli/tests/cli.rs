@@ -1725,3 +1725,52 @@ fn huge_limits_are_clamped() {
         );
     }
 }
+
+/// Small inputs that used to pass or mislead: an empty source, and two tool calls of one
+/// message sharing an id (the second result was then described as having no call).
+#[test]
+fn an_empty_source_and_duplicate_call_ids_are_refused_by_name() {
+    let (dir, db) = temp_db("small-inputs");
+    let db = db.as_str();
+    let out = engram(
+        &["--db", db, "memory", "add", "--source", "", "a note"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--source is empty"),
+        "{}",
+        stderr(&out)
+    );
+    let jsonl = dir.join("empty-source.jsonl");
+    std::fs::write(&jsonl, "{\"content\": \"x\", \"source\": \" \"}\n").expect("write");
+    let out = engram(
+        &[
+            "--db",
+            db,
+            "memory",
+            "import",
+            jsonl.to_str().expect("utf8"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`source` is empty"),
+        "{}",
+        stderr(&out)
+    );
+
+    let call = r#"{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}"#;
+    let input = format!(
+        r#"[{{"role": "user", "content": "go"}}, {{"role": "assistant", "content": null, "tool_calls": [{call}, {call}]}}, {{"role": "tool", "tool_call_id": "a", "content": "1"}}, {{"role": "tool", "tool_call_id": "a", "content": "2"}}]"#
+    );
+    let out = engram(&["count", "-"], Some(input.as_bytes()));
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("message 1, field `tool_calls[1].id`")
+            && stderr(&out).contains("also the id of tool_calls[0]"),
+        "{}",
+        stderr(&out)
+    );
+}

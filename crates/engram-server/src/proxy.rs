@@ -772,11 +772,33 @@ async fn forward_compacted(
     if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
         return Ok(relay(response, Some(&outcome)));
     }
-    // An error: small, read whole. "Context length exceeded": compact harder once and retry.
+    // An error: read up to ERROR_BODY_CAP; a larger one is relayed as it comes, never held
+    // whole. "Context length exceeded": compact harder once and retry.
     let response_headers = response.headers().clone();
-    let error_body = response.bytes().await.unwrap_or_default();
+    let mut response = response;
+    let mut head = Vec::new();
+    let mut whole = true;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        head.extend_from_slice(&chunk);
+        if head.len() > ERROR_BODY_CAP {
+            whole = false;
+            break;
+        }
+    }
+    if !whole {
+        use futures_util::StreamExt;
+        let first = futures_util::stream::once(async move { Ok(Bytes::from(head)) });
+        let body = Body::from_stream(first.chain(response.bytes_stream()));
+        return Ok(replay(status, &response_headers, body, &outcome));
+    }
+    let error_body = Bytes::from(head);
     if !context_exceeded(status, &error_body) {
-        return Ok(replay(status, &response_headers, error_body, &outcome));
+        return Ok(replay(
+            status,
+            &response_headers,
+            error_body.into(),
+            &outcome,
+        ));
     }
     // Our count was too low for this upstream: half the target, or failing that, what was sent
     // less a quarter.
@@ -791,7 +813,12 @@ async fn forward_compacted(
     .await
     .map_err(ApiError::internal)?;
     let Ok(rewritten) = retried else {
-        return Ok(replay(status, &response_headers, error_body, &outcome));
+        return Ok(replay(
+            status,
+            &response_headers,
+            error_body.into(),
+            &outcome,
+        ));
     };
     outcome.retried = true;
     outcome.tokens_after = rewritten.tokens;
@@ -802,14 +829,18 @@ async fn forward_compacted(
     Ok(relay(response, Some(&outcome)))
 }
 
-/// A response read whole, sent back as it was.
+/// The most of an upstream's error body the proxy reads to decide on a retry (a context-length
+/// error is a short JSON object); a larger body is relayed as it comes.
+const ERROR_BODY_CAP: usize = 64 << 10;
+
+/// An upstream's response sent back as it was (its body read, or still coming).
 fn replay(
     status: StatusCode,
     headers: &reqwest::header::HeaderMap,
-    body: Bytes,
+    body: Body,
     outcome: &Outcome,
 ) -> Response {
-    let mut out = Response::new(Body::from(body));
+    let mut out = Response::new(body);
     *out.status_mut() = status;
     for (name, value) in headers {
         if !skipped(name) {

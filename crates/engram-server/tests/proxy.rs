@@ -24,6 +24,8 @@ struct Upstream {
     received: Vec<(String, HeaderMap, Bytes)>,
     /// Answer "context length exceeded" to this many more chat requests.
     reject: usize,
+    /// Answer every chat request with a 400 and this body.
+    error_body: Option<Bytes>,
 }
 
 type Shared = Arc<Mutex<Upstream>>;
@@ -36,6 +38,14 @@ async fn chat(State(up): State<Shared>, headers: HeaderMap, body: Bytes) -> Resp
     let mut up = up.lock().expect("lock");
     up.received
         .push(("/v1/chat/completions".into(), headers, body.clone()));
+    if let Some(body) = up.error_body.clone() {
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "text/plain")],
+            body,
+        )
+            .into_response();
+    }
     if up.reject > 0 {
         up.reject -= 1;
         return (
@@ -780,4 +790,29 @@ async fn the_proxy_body_limit_is_its_own_and_says_how_to_raise_it() {
         text.contains("1 MiB") && text.contains("--max-proxy-body-mb"),
         "{text}"
     );
+}
+
+/// An upstream's large error body is relayed byte for byte, as it comes (the proxy reads only
+/// its first 64 KiB to look for a context-length error; it used to hold the whole body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_upstream_error_body_is_relayed_whole() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let error: Vec<u8> = (0..6u32 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    up.lock().expect("lock").error_body = Some(Bytes::from(error.clone()));
+    for n in [2usize, 200] {
+        // Small (forwarded unchanged) and compacted requests alike.
+        let turns: Vec<Value> = (0..n)
+            .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("turn {i} ").repeat(400)}))
+            .collect();
+        let body = json!({"model": "gpt-4o", "messages": turns}).to_string();
+        let (status, _, reply) =
+            send(&app, post_json("/v1/chat/completions", body.as_bytes())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(reply.len(), error.len(), "{n} turns");
+        assert!(
+            reply == error,
+            "{n} turns: the body is the upstream's, byte for byte"
+        );
+    }
 }

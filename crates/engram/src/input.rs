@@ -128,6 +128,10 @@ fn json_error(e: &serde_json::Error) -> InputError {
         Category::Eof => {
             format!("truncated JSON: the input ends in the middle of a value ({what})")
         }
+        // serde_json says "unexpected end of hex escape" for a lone `\ud800`: say what it is.
+        Category::Syntax if what.contains("hex escape") || what.contains("surrogate") => format!(
+            "invalid JSON: {what} (a \\uD800-\\uDFFF escape is half of a UTF-16 surrogate pair and must be followed by the other half; alone it is not text)"
+        ),
         Category::Syntax => format!("invalid JSON: {what}"),
         Category::Data => what,
         Category::Io => format!("could not read the input: {what}"),
@@ -357,6 +361,18 @@ mod tests {
 
     fn err(input: &str) -> InputError {
         parse_conversation(input.as_bytes()).expect_err("should fail")
+    }
+
+    #[test]
+    fn a_lone_surrogate_escape_is_named_for_what_it_is() {
+        for input in [
+            r#"[{"role": "user", "content": "\ud800"}]"#,
+            r#"[{"role": "user", "content": "\ud800x"}]"#,
+        ] {
+            let err = parse_conversation(input.as_bytes()).unwrap_err();
+            assert!(err.to_string().contains("surrogate pair"), "{input}: {err}");
+            assert_eq!(err.line, Some(1), "{err}");
+        }
     }
 
     #[test]

@@ -318,6 +318,19 @@ impl Message {
                 .at_field("tool_calls"));
             }
         };
+        // A call's result is matched by its id: two calls of one message with the same id
+        // would leave the second result with no call of its own.
+        if let Some(calls) = &tool_calls {
+            for (i, call) in calls.iter().enumerate() {
+                if let Some(first) = calls[..i].iter().position(|c| c.id == call.id) {
+                    return Err(InputError::new(format!(
+                        "{:?} is also the id of tool_calls[{first}]; each call of a message needs an id of its own",
+                        call.id
+                    ))
+                    .at_field(&format!("tool_calls[{i}].id")));
+                }
+            }
+        }
         if role == Role::Tool && tool_call_id.is_none() {
             return Err(InputError::new(
                 "a tool message needs `tool_call_id`: the id of the assistant tool call it answers",
@@ -626,6 +639,16 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.field.as_deref(), Some("tool_calls[0].function.name"));
+
+        let call =
+            json!({"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}});
+        let err = Message::from_value(json!({"role": "assistant", "tool_calls": [call, call]}))
+            .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("tool_calls[1].id"));
+        assert!(
+            err.message.contains("also the id of tool_calls[0]"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -186,6 +186,13 @@ impl NewEntry {
         if content.trim().is_empty() {
             return Err(("content".into(), "`content` is empty".into()));
         }
+        if string("source", true)?.is_some_and(|s| s.trim().is_empty()) {
+            return Err((
+                "source".into(),
+                "`source` is empty; say where the entry came from (a tool, a channel, an agent)"
+                    .into(),
+            ));
+        }
         let created_at = match string("created_at", false)? {
             Some(s) => parse_time(&s).map_err(|e| ("created_at".into(), e))?,
             None => default_time,
