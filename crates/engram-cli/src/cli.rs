@@ -674,6 +674,16 @@ pub(crate) struct ServeArgs {
     /// max_proxy_body_mb): the longest histories are the ones that most need compacting.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub(crate) max_proxy_body_mb: Option<u32>,
+    /// Seconds a connection has to send a request's headers, from when it opens or from its
+    /// previous response: idle, slow and keep-alive connections are closed after it.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) header_timeout_secs: u64,
+    /// Seconds a request's body has to arrive (then 408).
+    #[arg(long, value_name = "SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) body_timeout_secs: u64,
+    /// The most connections served at once; more wait to be accepted.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) max_connections: u64,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

@@ -395,3 +395,89 @@ fn two_servers_on_postgres_keep_every_acknowledged_append_through_sigkill() {
     drop(server);
     store.delete_tenant().expect("clean up");
 }
+
+/// Slow clients cannot hold the server: 100 connections that send nothing and 100 that dribble
+/// their headers a byte at a time are closed within the header timeout, a dribbled body gets a
+/// 408 within the body timeout, and the server answers others all the while.
+#[test]
+fn idle_and_dribbling_connections_are_closed_while_the_server_answers() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    let dir = temp_dir("slow-clients");
+    let port = free_port();
+    let flags: Vec<String> = ["--header-timeout-secs", "2", "--body-timeout-secs", "2"]
+        .map(str::to_owned)
+        .to_vec();
+    let server = start_on(
+        &["--db".to_owned(), dir.join("e.db").display().to_string()],
+        &flags,
+        None,
+        port,
+    );
+    let addr = format!("127.0.0.1:{port}");
+    let opened = Instant::now();
+    let idle: Vec<TcpStream> = (0..100)
+        .map(|_| TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    let mut dribbling: Vec<TcpStream> = (0..100)
+        .map(|_| TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    let mut body = TcpStream::connect(&addr).expect("connect");
+    body.write_all(
+        b"POST /v1/memory HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"con",
+    )
+    .expect("write");
+    let http = reqwest::blocking::Client::new();
+    // Dribble a byte per connection every 200 ms for 3 s, asking the server meanwhile.
+    let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let mut answered = 0;
+    for step in 0..15 {
+        for c in &mut dribbling {
+            // A write fails once the server has closed the connection: that is the point.
+            let _ = c.write_all(&request[step.min(request.len() - 1)..][..1]);
+        }
+        let ok = http
+            .get(format!("{}/healthz", server.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .is_ok_and(|r| r.status().is_success());
+        answered += usize::from(ok);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(answered, 15, "the server answered throughout");
+    // Every slow connection is closed by now (2 s timeouts, 3 s of dribbling, 5 s at most).
+    for (what, conns) in [("idle", idle), ("dribbling", dribbling)] {
+        for mut c in conns {
+            c.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            let mut buf = [0u8; 256];
+            // Closed: end of stream or a reset. Still open: the read times out.
+            let open = |e: &std::io::Error| {
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            };
+            let closed = match c.read(&mut buf) {
+                Ok(0) => true,
+                Err(e) => !open(&e),
+                Ok(_) => match c.read(&mut buf) {
+                    Ok(n) => n == 0,
+                    Err(e) => !open(&e),
+                },
+            };
+            assert!(closed, "a {what} connection was left open");
+        }
+    }
+    body.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut reply = String::new();
+    let _ = body.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(
+        opened.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        opened.elapsed()
+    );
+}

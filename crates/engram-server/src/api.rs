@@ -125,7 +125,11 @@ pub(crate) fn router(app: Arc<App>) -> Router {
             Arc::clone(&app),
             authenticate,
         ))
-        .layer(DefaultBodyLimit::max(limit));
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            body_deadline,
+        ));
     // The proxy's routes check X-Engram-Key themselves: Authorization is the upstream's.
     Router::new()
         .merge(v1)
@@ -191,6 +195,29 @@ async fn measure(State(app): State<Arc<App>>, request: Request, next: Next) -> R
         started.elapsed().as_secs_f64(),
     );
     response
+}
+
+/// Reads a REST request's body within the body timeout (a client that dribbles its body is
+/// answered 408 and its connection freed), then hands it on.
+async fn body_deadline(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let limit = app.config.max_body_bytes;
+    let read = tokio::time::timeout(app.config.body_timeout, axum::body::to_bytes(body, limit));
+    match read.await {
+        Err(_) => crate::proxy::body_too_slow(app.config.body_timeout).into_response(),
+        Ok(Err(_)) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body is larger than {} MiB, the server's limit (engram serve --max-body-mb, or [server] max_body_mb)",
+                limit >> 20
+            ),
+        )
+        .into_response(),
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+    }
 }
 
 async fn authenticate(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {

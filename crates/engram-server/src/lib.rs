@@ -42,6 +42,12 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8420";
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 /// The default largest request the proxy routes take (64 MiB).
 pub const DEFAULT_MAX_PROXY_BODY_BYTES: usize = 64 << 20;
+/// The default time a connection has to send a request's headers (30 s).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time a request's body has to arrive (120 s).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default most connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Default limit on one message (its JSON).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 
@@ -71,6 +77,13 @@ pub struct ServeConfig {
     pub max_proxy_body_bytes: usize,
     /// The largest message accepted.
     pub max_message_bytes: usize,
+    /// How long a connection may take to send a request's headers, counted from when it
+    /// opened or from the previous response: idle and keep-alive connections included.
+    pub header_timeout: Duration,
+    /// How long a request's body may take to arrive.
+    pub body_timeout: Duration,
+    /// The most connections served at once; more wait to be accepted.
+    pub max_connections: usize,
     /// The OpenAI/Anthropic proxy: upstreams, windows of unknown models, thresholds.
     pub proxy: ProxyConfig,
     /// Writes the summaries of the proxy's and the sessions' compactions (an LLM); `None`:
@@ -97,6 +110,9 @@ impl ServeConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_proxy_body_bytes: DEFAULT_MAX_PROXY_BODY_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             proxy: ProxyConfig::default(),
             summarizer: None,
         }
@@ -413,17 +429,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         );
     }
     let router = router(Arc::clone(&app));
-    // Replies (and streamed chunks) go out at once: without TCP_NODELAY a response written in
-    // two pieces can wait 40 ms for a delayed ACK.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| format!("server: {e}"))?;
+    accept(listener, router, &app.config, shutdown_signal()).await;
     eprintln!("engram serve: draining done; running the shutdown consolidation");
     let app2 = Arc::clone(&app);
     let consolidated = tokio::task::spawn_blocking(move || app2.shutdown())
@@ -431,6 +437,67 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     eprintln!("engram serve: consolidated {consolidated} working entries; bye");
     Ok(())
+}
+
+/// Serves connections from `listener` until `shutdown` completes, then drains them (at most
+/// 60 s). Each connection gets HTTP/1.1 with keep-alive and the header-read timeout; at most
+/// `max_connections` are served at once (the others wait in the listen backlog).
+async fn accept(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    config: &ServeConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, say: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Replies (and streamed chunks) go out at once: without TCP_NODELAY a response written
+        // in two pieces can wait 40 ms for a delayed ACK.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection =
+            graceful.watch(builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(Duration::from_secs(60)) => {
+            eprintln!("engram serve: connections still open after 60 s of draining; closing them");
+        }
+    }
 }
 
 async fn shutdown_signal() {

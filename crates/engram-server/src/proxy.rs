@@ -440,10 +440,25 @@ pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
+/// The error for a request body that did not arrive in time.
+pub(crate) fn body_too_slow(timeout: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        format!(
+            "the request body did not arrive within {} s (engram serve --body-timeout-secs)",
+            timeout.as_secs()
+        ),
+    )
+}
+
 /// A proxied request's body, up to the proxy's limit (a 413 that names it and its flag).
 async fn read_body(app: &App, body: Body) -> Result<Bytes, ApiError> {
     let limit = app.config.max_proxy_body_bytes;
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
+    let timeout = app.config.body_timeout;
+    let Ok(read) = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await else {
+        return Err(body_too_slow(timeout));
+    };
+    read.map_err(|_| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(

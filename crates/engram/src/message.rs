@@ -327,7 +327,7 @@ impl Message {
                         "{:?} is also the id of tool_calls[{first}]; each call of a message needs an id of its own",
                         call.id
                     ))
-                    .at_field(&format!("tool_calls[{i}].id")));
+                    .at_field(format!("tool_calls[{i}].id")));
                 }
             }
         }
