@@ -1070,3 +1070,43 @@ async fn pagination_never_wraps_around() {
         assert_eq!(page["next_after"], Value::Null, "{uri}");
     }
 }
+
+/// A compaction whose target cannot be met leaves the view as it is and says why (it used to
+/// answer 200 with a larger view: `{"target": 1}` grew 28 tokens to 42).
+#[tokio::test]
+async fn a_compaction_that_cannot_shrink_the_view_changes_nothing() {
+    let app = app_on(Backend::Sqlite, "no-grow", false)
+        .await
+        .expect("sqlite");
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    call(
+        &app,
+        "POST",
+        "/v1/sessions/s/messages",
+        None,
+        Some(json!([{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "on it"}])),
+    )
+    .await;
+    let (_, before) = call(&app, "GET", "/v1/sessions/s/context", None, None).await;
+    let (s, r) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/compact",
+        None,
+        Some(json!({"target": 1})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["compacted"], false, "{r}");
+    assert_eq!(r["tokens_after"], r["tokens_before"], "{r}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .is_some_and(|w| w.contains("target of 1 tokens")),
+        "{r}"
+    );
+    let (_, after) = call(&app, "GET", "/v1/sessions/s/context", None, None).await;
+    assert_eq!(after["messages"], before["messages"]);
+    let (_, shown) = call(&app, "GET", "/v1/sessions/s", None, None).await;
+    assert_eq!(shown["compactions"], json!([]), "nothing was recorded");
+}
