@@ -173,17 +173,23 @@ fn check(db: &Path, imported: bool, round: &str) {
     );
 }
 
-#[test]
-fn sigkill_during_import_and_sleep_loses_nothing() {
+/// A generator seeded from the clock (the seed is printed, to replay a failure) and a new
+/// temporary folder `name-PID`.
+fn seeded(name: &str) -> (Rng, std::path::PathBuf) {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
         | 1;
     eprintln!("crash test seed {seed}");
-    let mut rng = Rng(seed);
-    let dir = std::env::temp_dir().join(format!("engram-crash-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
+    (Rng(seed), dir)
+}
+
+#[test]
+fn sigkill_during_import_and_sleep_loses_nothing() {
+    let (mut rng, dir) = seeded("engram-crash");
     let file = dir.join("entries.jsonl");
     let mut lines = String::new();
     for i in 0..ENTRIES {
@@ -259,15 +265,7 @@ fn sigkill_during_import_and_sleep_loses_nothing() {
 fn sigkill_during_a_whole_store_import_then_a_rerun_completes_it() {
     use engram::session::SessionStore;
 
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        | 1;
-    eprintln!("crash test seed {seed}");
-    let mut rng = Rng(seed);
-    let dir = std::env::temp_dir().join(format!("engram-crash-whole-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
+    let (mut rng, dir) = seeded("engram-crash-whole");
     // A store with memory entries and three sessions, exported whole.
     let entries = dir.join("entries.jsonl");
     let lines: String = (0..ENTRIES)
