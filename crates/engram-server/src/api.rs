@@ -168,26 +168,6 @@ async fn measure(State(app): State<Arc<App>>, request: Request, next: Next) -> R
         .get::<MatchedPath>()
         .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(request).await;
-    let mut response = response;
-    // The REST routes' own limit (axum's plain-text 413) becomes a JSON error that says how to
-    // raise it; the proxy's routes relay the upstream's replies as they came.
-    let rest_route = route.starts_with("/v1/sessions") || route.starts_with("/v1/memory");
-    if response.status() == StatusCode::PAYLOAD_TOO_LARGE
-        && rest_route
-        && response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .is_none_or(|v| v != "application/json")
-    {
-        response = ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "the request body is larger than {} MiB, the server's limit (engram serve --max-body-mb, or [server] max_body_mb)",
-                app.config.max_body_bytes >> 20
-            ),
-        )
-        .into_response();
-    }
     app.metrics.request(
         &method,
         &route,
@@ -205,6 +185,7 @@ async fn body_deadline(State(app): State<Arc<App>>, request: Request, next: Next
     let read = tokio::time::timeout(app.config.body_timeout, axum::body::to_bytes(body, limit));
     match read.await {
         Err(_) => crate::proxy::body_too_slow(app.config.body_timeout).into_response(),
+        // Over the REST limit: a JSON error that says how to raise it.
         Ok(Err(_)) => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
@@ -413,7 +394,8 @@ async fn append(
         return Err(ApiError::field("messages", "is empty"));
     }
     let limit = app.config.max_message_bytes;
-    for (i, m) in messages.iter().enumerate() {
+    // A message is no larger than the body it came in: only a large body is measured.
+    for (i, m) in messages.iter().enumerate().filter(|_| bytes.len() > limit) {
         if m.to_value().to_string().len() > limit {
             return Err(ApiError {
                 status: StatusCode::PAYLOAD_TOO_LARGE,

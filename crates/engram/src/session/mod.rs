@@ -706,12 +706,7 @@ impl<'s> Session<'s> {
         target: usize,
         focus: Option<&str>,
     ) -> Result<Compaction, SessionError> {
-        Ok(
-            match self.compact_with_facts(trigger, target, focus, None)? {
-                Outcome::Recorded(record, _) => Compaction::Recorded(record),
-                Outcome::Unchanged { tokens, reason } => Compaction::Unchanged { tokens, reason },
-            },
-        )
+        Ok(self.compact_with_facts(trigger, target, focus, None)?.0)
     }
 
     fn compact_with_facts(
@@ -720,7 +715,7 @@ impl<'s> Session<'s> {
         target: usize,
         focus: Option<&str>,
         facts_into: Option<&dyn MemoryStore>,
-    ) -> Result<Outcome, SessionError> {
+    ) -> Result<(Compaction, usize), SessionError> {
         self.refresh()?;
         let epoch = self.info.epoch;
         let log = self.log()?;
@@ -742,28 +737,31 @@ impl<'s> Session<'s> {
         let window = self.info.window;
         let counter = &self.counter;
         // Within the target, else within what must be kept plus room for a summary, at most the
-        // window (and why the target could not be met).
-        let missed_target = std::cell::RefCell::new(None);
+        // window; with why the target could not be met.
         let run = |options: &mut CompactOptions| {
             options.budget = target.saturating_sub(HEADER_ROOM).max(1);
-            let mut result = crate::compact::compact(&conversation, counter, options);
-            if let Err(e @ CompactError::CannotFit { required, .. }) = &result
-                && target < window
-            {
-                // What must be kept, and a quarter of the target for a summary of the rest:
-                // not the whole window, which would leave the view over the threshold.
-                let required = *required;
-                *missed_target.borrow_mut() = Some(e.to_string());
-                options.budget = (required + target / 4)
-                    .min(window)
-                    .saturating_sub(HEADER_ROOM)
-                    .max(required.min(window))
-                    .max(1);
-                result = crate::compact::compact(&conversation, counter, options);
+            let result = crate::compact::compact(&conversation, counter, options);
+            match &result {
+                Err(e @ CompactError::CannotFit { required, .. }) if target < window => {
+                    // What must be kept, and a quarter of the target for a summary of the rest:
+                    // not the whole window, which would leave the view over the threshold.
+                    let required = *required;
+                    options.budget = (required + target / 4)
+                        .min(window)
+                        .saturating_sub(HEADER_ROOM)
+                        .max(required.min(window))
+                        .max(1);
+                    let missed = Some(e.to_string());
+                    (
+                        crate::compact::compact(&conversation, counter, options),
+                        missed,
+                    )
+                }
+                _ => (result, None),
             }
-            result
         };
-        let mut compacted = run(&mut options)?;
+        let (result, mut missed_target) = run(&mut options);
+        let mut compacted = result?;
         // The task statement stays: pinned when the pipeline dropped it, unless keeping it
         // verbatim would leave the view over the threshold (a task of most of the window): then
         // the digest's key lines of it stand in, and automatic compaction keeps working.
@@ -774,12 +772,13 @@ impl<'s> Session<'s> {
         {
             let mut pinned = options.clone();
             pinned.pinned_ids.push(task.id.clone());
-            if let Ok(with_task) = run(&mut pinned)
+            if let (Ok(with_task), missed) = run(&mut pinned)
                 && (with_task.report.tokens_after <= threshold
                     || with_task.report.tokens_after <= compacted.report.tokens_after)
             {
                 compacted = with_task;
                 options = pinned;
+                missed_target = missed;
             }
         }
         let budget = options.budget + HEADER_ROOM;
@@ -842,14 +841,17 @@ impl<'s> Session<'s> {
         if trigger == Trigger::Manual
             && let Some(reason) = manual_refusal(&log, &view, tokens_before, tokens_after)
         {
-            let reason = match missed_target.into_inner() {
+            let reason = match missed_target {
                 Some(why) => format!("the target of {target} tokens cannot be met: {why}"),
                 None => reason,
             };
-            return Ok(Outcome::Unchanged {
-                tokens: tokens_before,
-                reason,
-            });
+            return Ok((
+                Compaction::Unchanged {
+                    tokens: tokens_before,
+                    reason,
+                },
+                0,
+            ));
         }
 
         // Sleep-time compaction: the key facts of what leaves the view go to working memory
@@ -929,7 +931,7 @@ impl<'s> Session<'s> {
             journal,
             created_at: now,
         })?;
-        Ok(Outcome::Recorded(Box::new(record), facts_extracted))
+        Ok((Compaction::Recorded(Box::new(record)), facts_extracted))
     }
 
     /// The agent's `compact_history` tool (seed 004): everything but the last
@@ -1072,8 +1074,10 @@ impl<'s> Session<'s> {
             None,
             Some(store as &dyn MemoryStore),
         )? {
-            Outcome::Recorded(record, facts) => Ok(Some(CompactionSummary::of(&record, facts))),
-            Outcome::Unchanged { .. } => Ok(None),
+            (Compaction::Recorded(record), facts) => {
+                Ok(Some(CompactionSummary::of(&record, facts)))
+            }
+            (Compaction::Unchanged { .. }, _) => Ok(None),
         }
     }
 
@@ -1160,12 +1164,6 @@ impl<'s> Session<'s> {
         }
         Ok(out)
     }
-}
-
-/// What `compact_with_facts` did (with the key facts it extracted, for sleep).
-enum Outcome {
-    Recorded(Box<CompactionRecord>, usize),
-    Unchanged { tokens: usize, reason: String },
 }
 
 /// True when `view` keeps the task statement `task`: verbatim, or word for word inside a
