@@ -63,6 +63,28 @@ pub fn parse_conversation(bytes: &[u8]) -> Result<Conversation, InputError> {
 pub fn parse_conversation_with_format(
     bytes: &[u8],
 ) -> Result<(Conversation, InputFormat), InputError> {
+    let (mut conversation, stream) = stream_conversation(bytes)?;
+    let format = stream.format();
+    let mut messages = Vec::with_capacity(stream.remaining_hint().unwrap_or(0));
+    for message in stream {
+        messages.push(message?);
+    }
+    // JSONL grows the list by doubling: give back what is unused.
+    if messages.capacity() > messages.len() + messages.len() / 8 {
+        messages.shrink_to_fit();
+    }
+    conversation.messages = messages;
+    Ok((conversation, format))
+}
+
+/// Reads a conversation's top-level keys and returns its messages as a stream.
+///
+/// The returned conversation has no messages; the stream parses them one at a time, so that
+/// a caller that does not need them all at once (counting, appending in batches) holds one
+/// message beside the input rather than the whole parsed history. The stream yields the same
+/// messages and errors, with the same places, as [`parse_conversation`]; it stops after the
+/// first error.
+pub fn stream_conversation(bytes: &[u8]) -> Result<(Conversation, MessageStream<'_>), InputError> {
     let text = decode_utf8(bytes)?;
     let lines = LineIndex::new(text);
     let trimmed = text.trim_start();
@@ -71,16 +93,22 @@ pub fn parse_conversation_with_format(
         None => Err(InputError::new(
             "the input is empty; expected {\"messages\": [...]}, a JSON array of messages, or JSONL",
         )),
-        Some(b'[') => parse_array(text, &lines).map(|c| (c, InputFormat::Array)),
+        Some(b'[') => {
+            let raws: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| json_error(&e))?;
+            Ok((
+                Conversation::default(),
+                MessageStream::raw(raws, lines, InputFormat::Array),
+            ))
+        }
         Some(b'{') => {
             // One object (the wrapper, or a single message), or JSONL: a syntax error right
             // after the first complete value ("trailing characters") means several values.
-            match serde_json::from_str::<Map<String, Value>>(text) {
-                Ok(map) => parse_object(map, text, &lines).map(|c| (c, InputFormat::Object)),
+            match serde_json::from_str::<RawEntries<'_>>(text) {
+                Ok(RawEntries(entries)) => parse_object(entries, text, lines),
                 Err(e)
                     if e.classify() == serde_json::error::Category::Syntax && is_trailing(&e) =>
                 {
-                    parse_jsonl(text, &lines).map(|c| (c, InputFormat::Jsonl))
+                    Ok((Conversation::default(), MessageStream::jsonl(text, lines)))
                 }
                 Err(e) => Err(json_error(&e)),
             }
@@ -92,6 +120,176 @@ pub fn parse_conversation_with_format(
             )
             .at_line(line, Some(column)))
         }
+    }
+}
+
+/// The messages of an input, parsed one at a time: see [`stream_conversation`].
+pub struct MessageStream<'a> {
+    lines: LineIndex<'a>,
+    source: Source<'a>,
+    format: InputFormat,
+    /// The index of the next message.
+    index: usize,
+    done: bool,
+}
+
+enum Source<'a> {
+    /// The raw slices of a JSON array's elements.
+    Raw(std::vec::IntoIter<&'a RawValue>),
+    /// JSONL text, and the byte offset and 0-based number of the next line.
+    Lines {
+        text: &'a str,
+        offset: usize,
+        line_no: usize,
+    },
+}
+
+impl<'a> MessageStream<'a> {
+    fn raw(raws: Vec<&'a RawValue>, lines: LineIndex<'a>, format: InputFormat) -> Self {
+        MessageStream {
+            lines,
+            source: Source::Raw(raws.into_iter()),
+            format,
+            index: 0,
+            done: false,
+        }
+    }
+
+    fn jsonl(text: &'a str, lines: LineIndex<'a>) -> Self {
+        MessageStream {
+            lines,
+            source: Source::Lines {
+                text,
+                offset: 0,
+                line_no: 0,
+            },
+            format: InputFormat::Jsonl,
+            index: 0,
+            done: false,
+        }
+    }
+
+    /// The input's layout.
+    pub fn format(&self) -> InputFormat {
+        self.format
+    }
+
+    /// How many messages are left, when that is known without parsing them (array input).
+    pub fn remaining_hint(&self) -> Option<usize> {
+        match &self.source {
+            Source::Raw(raws) => Some(raws.len()),
+            Source::Lines { .. } => None,
+        }
+    }
+
+    fn next_raw(&mut self, raw: &'a RawValue) -> Result<Message, InputError> {
+        let index = self.index;
+        let (line, column) = self.lines.position_of(raw);
+        let value: Value = serde_json::from_str(raw.get()).map_err(|e| {
+            // The slice is valid JSON syntax; what is left are escapes the raw scan does not
+            // decode (a lone surrogate). Its place is relative to the slice.
+            let err = json_error(&e);
+            let (l, c) = if e.line() <= 1 {
+                (line, column + e.column().saturating_sub(1))
+            } else {
+                (line + e.line() - 1, e.column())
+            };
+            InputError {
+                line: Some(l),
+                column: Some(c),
+                ..err
+            }
+            .at_index(index)
+        })?;
+        Message::from_value(value).map_err(|e| e.at_index(index).at_line(line, Some(column)))
+    }
+
+    /// The next non-blank JSONL line as a message, or `None` at the end.
+    fn next_line(&mut self) -> Option<Result<Message, InputError>> {
+        let Source::Lines {
+            text,
+            offset,
+            line_no,
+        } = &mut self.source
+        else {
+            return None;
+        };
+        while *offset <= text.len() {
+            let rest = &text[*offset..];
+            let line = rest.split('\n').next().unwrap_or("");
+            let line_start = *offset;
+            let this_line = *line_no;
+            *offset += line.len() + 1;
+            *line_no += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let index = self.index;
+            let value: Value = match serde_json::from_str(line) {
+                Ok(value) => value,
+                Err(e) => {
+                    let err = json_error(&e);
+                    return Some(Err(InputError {
+                        line: Some(this_line + 1),
+                        column: Some(e.column()),
+                        ..err
+                    }
+                    .at_index(index)));
+                }
+            };
+            if value.get("messages").is_some() && value.get("role").is_none() {
+                return Some(Err(InputError::new(
+                    "this line is a whole conversation, not a message; JSONL input has one message per line (for one conversation, pass its {\"messages\": [...]} object)",
+                )
+                .at_line(this_line + 1, None)));
+            }
+            let leading = line.len() - line.trim_start().len();
+            let (_, column) = self.lines.position(line_start + leading);
+            return Some(
+                Message::from_value(value)
+                    .map_err(|e| e.at_index(index).at_line(this_line + 1, Some(column))),
+            );
+        }
+        None
+    }
+}
+
+impl Iterator for MessageStream<'_> {
+    type Item = Result<Message, InputError>;
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self.remaining_hint() {
+            Some(n) if !self.done => (0, Some(n)),
+            Some(_) => (0, Some(0)),
+            None => (0, None),
+        }
+    }
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let next = match &mut self.source {
+            Source::Raw(raws) => {
+                let raw = raws.next()?;
+                Some(self.next_raw(raw))
+            }
+            Source::Lines { .. } => self.next_line(),
+        };
+        match &next {
+            Some(Ok(_)) => self.index += 1,
+            Some(Err(_)) | None => self.done = true,
+        }
+        next
+    }
+}
+
+impl std::fmt::Debug for MessageStream<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MessageStream")
+            .field("format", &self.format)
+            .field("index", &self.index)
+            .finish_non_exhaustive()
     }
 }
 
@@ -182,50 +380,26 @@ impl<'a> LineIndex<'a> {
     }
 }
 
-fn parse_array(text: &str, lines: &LineIndex<'_>) -> Result<Conversation, InputError> {
-    let values: Vec<Value> = serde_json::from_str(text).map_err(|e| json_error(&e))?;
-    Ok(Conversation::new(parse_messages(
-        values,
-        || serde_json::from_str::<Vec<&RawValue>>(text).unwrap_or_default(),
-        lines,
-    )?))
-}
-
-/// Validates message values in one pass. Only when one is invalid does `raws` re-read the
-/// input as raw slices, to name the line and column where that message starts.
-fn parse_messages<'t>(
-    values: Vec<Value>,
-    raws: impl FnOnce() -> Vec<&'t RawValue>,
-    lines: &LineIndex<'t>,
-) -> Result<Vec<Message>, InputError> {
-    let mut messages = Vec::with_capacity(values.len());
-    for (index, value) in values.into_iter().enumerate() {
-        match Message::from_value(value) {
-            Ok(m) => messages.push(m),
-            Err(e) => {
-                let e = e.at_index(index);
-                return Err(match raws().get(index) {
-                    Some(raw) => {
-                        let (line, column) = lines.position_of(raw);
-                        e.at_line(line, Some(column))
-                    }
-                    None => e,
-                });
-            }
-        }
-    }
-    Ok(messages)
-}
-
-fn parse_object(
-    mut map: Map<String, Value>,
-    text: &str,
-    lines: &LineIndex<'_>,
-) -> Result<Conversation, InputError> {
-    let Some(messages) = map.remove("messages") else {
-        if map.contains_key("role") {
+/// An object input: the wrapper (`messages` and other keys), or a single message.
+fn parse_object<'a>(
+    entries: Vec<(String, &'a RawValue)>,
+    text: &'a str,
+    lines: LineIndex<'a>,
+) -> Result<(Conversation, MessageStream<'a>), InputError> {
+    let place = |raw: &RawValue, e: InputError| {
+        let (line, column) = lines.position_of(raw);
+        e.at_line(line, Some(column))
+    };
+    // A repeated key counts once, with its last value (as a JSON object map reads it).
+    let Some(messages) = entries
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "messages")
+        .map(|(_, r)| *r)
+    else {
+        if entries.iter().any(|(k, _)| k == "role") {
             // A single message object: JSONL of one line.
-            return parse_jsonl(text, lines);
+            return Ok((Conversation::default(), MessageStream::jsonl(text, lines)));
         }
         return Err(InputError::new(
             "expected an object with a `messages` list, like {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}",
@@ -233,49 +407,32 @@ fn parse_object(
         .at_field("messages")
         .at_line(1, Some(1)));
     };
-    // Where a top-level key's value starts, for errors only.
-    let raw_entry = |key: &str| -> Option<&RawValue> {
-        serde_json::Deserializer::from_str(text)
-            .deserialize_map(OrderedRawMap)
-            .ok()?
-            .into_iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, raw)| raw)
-    };
-    let place = |key: &str, e: InputError| match raw_entry(key) {
-        Some(raw) => {
-            let (line, column) = lines.position_of(raw);
-            e.at_line(line, Some(column))
+    let raws: Vec<&RawValue> = serde_json::from_str(messages.get()).map_err(|_| {
+        let found = serde_json::from_str::<Value>(messages.get())
+            .map_or("something else", |v| type_name(&v));
+        place(
+            messages,
+            InputError::new(format!("expected a list of messages, found {found}"))
+                .at_field("messages"),
+        )
+    })?;
+    let mut conversation = Conversation::default();
+    for (key, raw) in entries {
+        if key == "messages" {
+            continue;
         }
-        None => e,
-    };
-    let Value::Array(values) = messages else {
-        return Err(place(
-            "messages",
-            InputError::new(format!(
-                "expected a list of messages, found {}",
-                type_name(&messages)
-            ))
-            .at_field("messages"),
-        ));
-    };
-    let mut conversation = Conversation {
-        messages: parse_messages(
-            values,
-            || {
-                raw_entry("messages")
-                    .and_then(|raw| serde_json::from_str::<Vec<&RawValue>>(raw.get()).ok())
-                    .unwrap_or_default()
-            },
-            lines,
-        )?,
-        ..Conversation::default()
-    };
-    if let Some(tools) = map.remove("tools") {
-        conversation.tools = parse_tools(tools).map_err(|e| place("tools", e))?;
+        // The slice was read as JSON already: this parse cannot fail on syntax.
+        let value: Value = serde_json::from_str(raw.get()).map_err(|e| json_error(&e))?;
+        if key == "tools" {
+            conversation.tools = parse_tools(value).map_err(|e| place(raw, e))?;
+        } else {
+            conversation.extra.insert(key, value);
+        }
     }
-    conversation.extra = map;
-    Ok(conversation)
+    Ok((
+        conversation,
+        MessageStream::raw(raws, lines, InputFormat::Object),
+    ))
 }
 
 fn parse_tools(value: Value) -> Result<Vec<Value>, InputError> {
@@ -301,39 +458,13 @@ fn parse_tools(value: Value) -> Result<Vec<Value>, InputError> {
     }
 }
 
-fn parse_jsonl(text: &str, lines: &LineIndex<'_>) -> Result<Conversation, InputError> {
-    let mut messages = Vec::new();
-    let mut offset = 0;
-    for (line_no, line) in text.split('\n').enumerate() {
-        let line_start = offset;
-        offset += line.len() + 1;
-        let trimmed = line.trim();
-        if trimmed.is_empty() {
-            continue;
-        }
-        let index = messages.len();
-        let value: Value = serde_json::from_str(line).map_err(|e| {
-            let err = json_error(&e);
-            InputError {
-                line: Some(line_no + 1),
-                column: Some(e.column()),
-                ..err
-            }
-            .at_index(index)
-        })?;
-        if value.get("messages").is_some() && value.get("role").is_none() {
-            return Err(InputError::new(
-                "this line is a whole conversation, not a message; JSONL input has one message per line (for one conversation, pass its {\"messages\": [...]} object)",
-            )
-            .at_line(line_no + 1, None));
-        }
-        let leading = line.len() - line.trim_start().len();
-        let (_, column) = lines.position(line_start + leading);
-        let message = Message::from_value(value)
-            .map_err(|e| e.at_index(index).at_line(line_no + 1, Some(column)))?;
-        messages.push(message);
+/// A JSON object's entries in order, values left raw (borrowed from the input).
+struct RawEntries<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for RawEntries<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(OrderedRawMap).map(RawEntries)
     }
-    Ok(Conversation::new(messages))
 }
 
 /// Deserializes a JSON object into its entries in order, values left raw (borrowed).

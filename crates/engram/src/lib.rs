@@ -61,7 +61,10 @@ pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
 };
 pub use error::{Error, InputError, Result};
-pub use input::{Conversation, InputFormat, parse_conversation, parse_conversation_with_format};
+pub use input::{
+    Conversation, InputFormat, MessageStream, parse_conversation, parse_conversation_with_format,
+    stream_conversation,
+};
 pub use message::{Content, ContentPart, Message, Role, ToolCall};
 pub use registry::{ModelMatch, ModelRegistry, ModelSpec, Pricing, ResolvedModel};
 pub use tokenize::{TextTokenizer, Tokenizer, TokenizerName};

@@ -59,6 +59,17 @@ impl Role {
     }
 }
 
+/// A map of the keys a parser did not take: the input object's map, which keeps the room of
+/// every key it had (an empty map that held `role` and `content` still holds their space, about
+/// 350 bytes; a history of millions of short messages would keep that per message).
+fn shrunk(map: Map<String, Value>) -> Map<String, Value> {
+    if map.is_empty() {
+        Map::new()
+    } else {
+        map.into_iter().collect()
+    }
+}
+
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -350,7 +361,7 @@ impl Message {
             tool_calls,
             tool_call_id,
             id,
-            extra: map,
+            extra: shrunk(map),
         })
     }
 
@@ -503,7 +514,10 @@ fn parse_part(value: Value) -> Result<ContentPart, InputError> {
     match map.remove("text") {
         Some(Value::String(text)) => {
             map.remove("type");
-            Ok(ContentPart::Text { text, extra: map })
+            Ok(ContentPart::Text {
+                text,
+                extra: shrunk(map),
+            })
         }
         Some(other) => Err(InputError::new(format!(
             "expected the text as a string, found {}",
@@ -575,8 +589,8 @@ fn parse_tool_call(value: Value) -> Result<ToolCall, InputError> {
         id,
         name,
         arguments,
-        function_extra: function,
-        extra: map,
+        function_extra: shrunk(function),
+        extra: shrunk(map),
     })
 }
 
