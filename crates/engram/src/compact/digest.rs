@@ -253,7 +253,7 @@ pub(crate) fn build(
         if tokens <= budget {
             let source_ids = sources
                 .iter()
-                .map(|i| i.source_id.clone())
+                .map(|i| i.source_id.to_string())
                 .filter(|s| !s.is_empty())
                 .collect();
             return Some(Built {

@@ -310,10 +310,11 @@ pub struct Compacted {
 
 /// A message of the repaired history with where it came from.
 struct Item<'a> {
-    message: std::borrow::Cow<'a, Message>,
+    message: units::RepairedMessage<'a>,
     /// The input index, `None` for a note engram added.
     input: Option<usize>,
-    source_id: String,
+    /// The input message's id, or its index when it has none; empty for a note engram added.
+    source_id: std::borrow::Cow<'a, str>,
 }
 
 /// A unit's version for the view, and what it costs.
@@ -339,8 +340,11 @@ pub fn compact(
     let items: Vec<Item<'_>> = repaired
         .into_iter()
         .map(|(message, index)| Item {
-            source_id: index.map_or_else(String::new, |i| {
-                input[i].id.clone().unwrap_or_else(|| i.to_string())
+            source_id: index.map_or(std::borrow::Cow::Borrowed(""), |i| {
+                input[i]
+                    .id
+                    .as_deref()
+                    .map_or_else(|| i.to_string().into(), Into::into)
             }),
             message,
             input: index,
@@ -382,7 +386,7 @@ pub fn compact(
     let is_pinned = |item: &Item<'_>| {
         item.input.is_some()
             && (item.message.extra.get("pinned") == Some(&Value::Bool(true))
-                || options.pinned_ids.contains(&item.source_id))
+                || options.pinned_ids.iter().any(|p| *p == item.source_id))
     };
     let (pinned_units, older): (Vec<units::Unit>, Vec<units::Unit>) = older
         .iter()
@@ -512,7 +516,7 @@ fn with_pinned(
         .iter()
         .enumerate()
         .filter(|(_, i)| !i.source_id.is_empty())
-        .map(|(n, i)| (i.source_id.as_str(), n))
+        .map(|(n, i)| (i.source_id.as_ref(), n))
         .collect();
     let at = |v: &ViewMessage| -> usize {
         v.source_ids
@@ -581,7 +585,7 @@ struct Planner<'a> {
 impl Planner<'_> {
     fn original(&self, item: &Item<'_>) -> ViewMessage {
         ViewMessage {
-            message: item.message.clone().into_owned(),
+            message: Message::clone(&item.message),
             kind: if item.input.is_some() {
                 Kind::Original
             } else {
@@ -590,7 +594,7 @@ impl Planner<'_> {
             source_ids: if item.source_id.is_empty() {
                 Vec::new()
             } else {
-                vec![item.source_id.clone()]
+                vec![item.source_id.to_string()]
             },
         }
     }
@@ -775,7 +779,7 @@ impl Planner<'_> {
             let dropped_ids: HashSet<&str> = dropped
                 .iter()
                 .flat_map(|u| self.items[u.start..u.end].iter())
-                .map(|i| i.source_id.as_str())
+                .map(|i| i.source_id.as_ref())
                 .filter(|s| !s.is_empty())
                 .collect();
             let built = match self.summary(&sources, budget, &dropped_ids) {
@@ -868,7 +872,7 @@ impl Planner<'_> {
         let fresh: Vec<&Item<'_>> = sources
             .iter()
             .copied()
-            .filter(|i| !covered.contains(i.source_id.as_str()))
+            .filter(|i| !covered.contains(i.source_id.as_ref()))
             .collect();
         let messages: Vec<&Message> = fresh.iter().map(|i| i.message.as_ref()).collect();
         let request = summarize::SummaryRequest {
@@ -922,7 +926,7 @@ impl Planner<'_> {
         source_ids.extend(
             fresh
                 .iter()
-                .map(|i| i.source_id.clone())
+                .map(|i| i.source_id.to_string())
                 .filter(|s| !s.is_empty()),
         );
         Some(digest::Built {

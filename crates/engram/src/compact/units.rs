@@ -8,7 +8,7 @@
 //! that quotes it; an unanswered call (other than in the newest message, which the caller is
 //! about to answer) gets a result saying that none was recorded.
 
-use std::borrow::{Borrow, Cow};
+use std::borrow::Borrow;
 use std::collections::HashSet;
 
 use crate::message::{Content, Message, Role};
@@ -71,7 +71,45 @@ pub struct Repairs {
 
 /// A repaired message (borrowed where unchanged) with the input index it came from (`None` for
 /// a result engram added).
-pub type Repaired<'a> = (Cow<'a, Message>, Option<usize>);
+pub type Repaired<'a> = (RepairedMessage<'a>, Option<usize>);
+
+/// A message of a repaired history: the input's own, or one a repair made. A made message is
+/// boxed, so that a history of millions of messages costs a pointer per message here, not a
+/// copy of each message's fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RepairedMessage<'a> {
+    /// An input message, unchanged.
+    Input(&'a Message),
+    /// A message the repair made (an orphan result turned into a user message, a note).
+    Made(Box<Message>),
+}
+
+impl RepairedMessage<'_> {
+    /// The message, owned.
+    pub fn into_owned(self) -> Message {
+        match self {
+            RepairedMessage::Input(m) => m.clone(),
+            RepairedMessage::Made(m) => *m,
+        }
+    }
+}
+
+impl std::ops::Deref for RepairedMessage<'_> {
+    type Target = Message;
+
+    fn deref(&self) -> &Message {
+        match self {
+            RepairedMessage::Input(m) => m,
+            RepairedMessage::Made(m) => m,
+        }
+    }
+}
+
+impl AsRef<Message> for RepairedMessage<'_> {
+    fn as_ref(&self) -> &Message {
+        self
+    }
+}
 
 /// The note an unanswered call gets as its result.
 pub const NO_RESULT: &str = "[engram: no result was recorded for this tool call]";
@@ -98,11 +136,14 @@ fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, 
         if message.role == Role::Tool {
             // Reaching a tool message here means no call right before answers it.
             repairs.orphan_results.push(i);
-            out.push((Cow::Owned(orphan_to_user(message)), Some(i)));
+            out.push((
+                RepairedMessage::Made(Box::new(orphan_to_user(message))),
+                Some(i),
+            ));
             i += 1;
             continue;
         }
-        out.push((Cow::Borrowed(message), Some(i)));
+        out.push((RepairedMessage::Input(message), Some(i)));
         let calls = message.calls();
         i += 1;
         if calls.is_empty() {
@@ -113,10 +154,13 @@ fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, 
         while i < messages.len() && messages[i].role == Role::Tool {
             let id = messages[i].tool_call_id.as_deref().unwrap_or("");
             if calls.iter().any(|c| c.id == id) && answered.insert(id) {
-                out.push((Cow::Borrowed(&messages[i]), Some(i)));
+                out.push((RepairedMessage::Input(&messages[i]), Some(i)));
             } else {
                 repairs.orphan_results.push(i);
-                orphans.push((Cow::Owned(orphan_to_user(&messages[i])), Some(i)));
+                orphans.push((
+                    RepairedMessage::Made(Box::new(orphan_to_user(&messages[i]))),
+                    Some(i),
+                ));
             }
             i += 1;
         }
@@ -125,7 +169,10 @@ fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, 
         if i < messages.len() || !orphans.is_empty() || !newest_open {
             for call in calls.iter().filter(|c| !answered.contains(c.id.as_str())) {
                 repairs.unanswered_calls.push(call.id.clone());
-                out.push((Cow::Owned(Message::tool(call.id.clone(), NO_RESULT)), None));
+                out.push((
+                    RepairedMessage::Made(Box::new(Message::tool(call.id.clone(), NO_RESULT))),
+                    None,
+                ));
             }
         }
         out.append(&mut orphans);
