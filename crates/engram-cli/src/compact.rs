@@ -21,6 +21,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     });
     let bytes = input::read_bytes(args.file.as_deref())?;
     let conversation = input::parse(&bytes, args.format)?;
+    drop(bytes);
     if let Some(handle) = warm {
         // An unknown name is reported below, with the right exit code.
         let _ = handle.join();

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use engram::{Conversation, ModelRegistry, ResolvedModel, TokenCounter, Tokenizer};
+use engram::{Conversation, ModelRegistry, ResolvedModel, Role, TokenCounter, Tokenizer};
 use serde::Serialize;
 
 use crate::cli::{CountArgs, GlobalArgs};
@@ -23,22 +23,54 @@ struct CountReport<'a> {
     tools_tokens: usize,
     percent_of_window: f64,
     input_cost_usd: f64,
-    messages: Vec<MessageRow<'a>>,
+    messages: Rows,
 }
 
-#[derive(Debug, Serialize)]
-struct MessageRow<'a> {
-    index: usize,
-    /// The message's `id`, or its index as a string when it has none (engram's source ids).
-    id: String,
-    role: &'a str,
+/// One message's line of the report, as kept while counting (small: a history of millions of
+/// short messages keeps one of these per message, not the message).
+#[derive(Debug)]
+struct Row {
+    /// The message's `id`; the report shows its index when it has none.
+    id: Option<String>,
     tokens: usize,
+    role: Role,
+}
+
+impl Row {
+    fn id(&self, index: usize) -> std::borrow::Cow<'_, str> {
+        self.id
+            .as_deref()
+            .map_or_else(|| index.to_string().into(), Into::into)
+    }
+}
+
+/// The rows as the JSON report lists them: `{index, id, role, tokens}`.
+#[derive(Debug)]
+struct Rows(Vec<Row>);
+
+impl Serialize for Rows {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct MessageRow<'a> {
+            index: usize,
+            /// The message's `id`, or its index as a string when it has none (engram's source ids).
+            id: std::borrow::Cow<'a, str>,
+            role: &'static str,
+            tokens: usize,
+        }
+        serializer.collect_seq(self.0.iter().enumerate().map(|(index, row)| MessageRow {
+            index,
+            id: row.id(index),
+            role: row.role.as_str(),
+            tokens: row.tokens,
+        }))
+    }
 }
 
 pub(crate) fn run(global: &GlobalArgs, args: &CountArgs) -> anyhow::Result<()> {
     let registry = registry::load(global)?;
     let bytes = input::read_bytes(args.file.as_deref())?;
-    let conversation = input::parse(&bytes, args.format)?;
+    let (conversation, messages) = input::parse_streamed(&bytes, args.format)?;
     let model = resolve_model(&registry, args.model.as_deref(), &conversation);
     if let Some(warning) = model.warning() {
         eprintln!("engram: warning: {warning}");
@@ -53,33 +85,40 @@ pub(crate) fn run(global: &GlobalArgs, args: &CountArgs) -> anyhow::Result<()> {
         model.spec.counts_are_exact() && tokenizer.is_exact()
     };
     let counter = TokenCounter::new(tokenizer);
-    let count = counter.count_conversation(&conversation);
-    let total = count.total();
+    // Each message is counted as it is parsed and then dropped: only its row is kept.
+    let mut rows = Vec::with_capacity(messages.size_hint().1.unwrap_or(0));
+    let mut messages_total = 0;
+    let mut content_tokens = 0;
+    let mut estimated = false;
+    for message in messages {
+        let message = message?;
+        let count = counter.count_message(&message);
+        messages_total += count.total();
+        content_tokens += count.content_tokens();
+        estimated |= count.estimated;
+        rows.push(Row {
+            id: message.id,
+            tokens: count.total(),
+            role: message.role,
+        });
+    }
+    drop(bytes);
+    let tools_tokens = counter.count_tools(&conversation.tools);
+    let total = counter.accounting().per_conversation + tools_tokens + messages_total;
     let window = model.spec.context_window;
     let report = CountReport {
         schema_version: 1,
         model: &model.spec.id,
         tokenizer: counter.tokenizer().id(),
-        exact: exact_tokenizer && !count.estimated(),
+        exact: exact_tokenizer && !estimated,
         context_window: window,
         max_output_tokens: model.spec.max_output_tokens,
         total_tokens: total,
-        content_tokens: count.content_tokens(),
-        tools_tokens: count.tools,
+        content_tokens,
+        tools_tokens,
         percent_of_window: round2(100.0 * total as f64 / window as f64),
         input_cost_usd: model.spec.price.cost(total, 0, 0),
-        messages: conversation
-            .messages
-            .iter()
-            .zip(&count.messages)
-            .enumerate()
-            .map(|(index, (message, c))| MessageRow {
-                index,
-                id: message.id.clone().unwrap_or_else(|| index.to_string()),
-                role: message.role.as_str(),
-                tokens: c.total(),
-            })
-            .collect(),
+        messages: Rows(rows),
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -125,8 +164,10 @@ fn print_human(
     if !summary {
         let id_width = report
             .messages
+            .0
             .iter()
-            .map(|m| m.id.chars().count())
+            .enumerate()
+            .map(|(index, row)| row.id(index).chars().count())
             .max()
             .unwrap_or(2)
             .clamp(2, 24);
@@ -135,15 +176,15 @@ fn print_human(
             "{:>5}  {:<9}  {:<id_width$}  {:>9}",
             "#", "role", "id", "tokens"
         )?;
-        for m in &report.messages {
-            let id: String = m.id.chars().take(id_width).collect();
+        for (index, row) in report.messages.0.iter().enumerate() {
+            let id: String = row.id(index).chars().take(id_width).collect();
             writeln!(
                 out,
                 "{:>5}  {:<9}  {:<id_width$}  {:>9}",
-                m.index,
-                m.role,
+                index,
+                row.role,
                 id,
-                thousands(m.tokens)
+                thousands(row.tokens)
             )?;
         }
         writeln!(out)?;
@@ -151,7 +192,7 @@ fn print_human(
     writeln!(
         out,
         "messages  {:>6}  {:>12} tokens ({} content)",
-        report.messages.len(),
+        report.messages.0.len(),
         thousands(report.total_tokens - report.tools_tokens),
         thousands(report.content_tokens)
     )?;

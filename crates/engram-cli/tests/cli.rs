@@ -86,6 +86,27 @@ fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
+/// Issue 31, defect 7: `engram count /dev/zero` read without end. Input that does not start
+/// like JSON is refused after the first read; a JSON-looking input is capped.
+#[test]
+fn count_stops_reading_input_that_is_not_a_conversation() {
+    let started = std::time::Instant::now();
+    let out = engram(&["count", "/dev/zero"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("expected JSON"), "{}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+
+    // Messages without an id are listed by index, as before the rows were made compact.
+    let out = engram(
+        &["count", "--json", "-"],
+        Some(br#"[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "id": "x"}]"#),
+    );
+    let report = json(&out);
+    assert_eq!(report["messages"][0]["id"], "0");
+    assert_eq!(report["messages"][1]["id"], "x");
+    assert_eq!(report["messages"][1]["role"], "assistant");
+}
+
 #[test]
 fn count_json_contract() {
     let report = json(&engram(&["count", "--json", &example()], None));
