@@ -179,8 +179,22 @@ fn stem_is_word(word: &[u8]) -> bool {
 impl StemmingTokenizer {
     /// Splits `text` into stemmed words with their offsets (token strings are reused).
     fn analyze(&mut self, text: &str) {
+        self.analyze_batch(text, 0, 0, usize::MAX);
+    }
+
+    /// Like [`analyze`](Self::analyze), for at most `max` tokens of `text` from byte `start`,
+    /// the first at `position`; returns where the next batch starts (`text.len()` at the end).
+    /// Indexing reads a text in batches, so that a huge entry costs a batch of tokens, not a
+    /// token per word (a 100 MB entry was 20 million tokens, 4 GB, held at once).
+    fn analyze_batch(&mut self, text: &str, start: usize, position: usize, max: usize) -> usize {
         let mut n = 0;
-        for (from, word) in words(text) {
+        let mut resume = text.len();
+        for (from, word) in words(&text[start..]) {
+            let from = from + start;
+            if n == max {
+                resume = from;
+                break;
+            }
             if word.len() > MAX_WORD {
                 continue;
             }
@@ -246,11 +260,12 @@ impl StemmingTokenizer {
             }
             token.offset_from = from;
             token.offset_to = from + word.len();
-            token.position = n;
+            token.position = position + n;
             token.position_length = 1;
             n += 1;
         }
         self.len = n;
+        resume
     }
 }
 
@@ -302,30 +317,57 @@ fn words(text: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
+/// Tokens an indexed text is read in at most at once.
+const TOKEN_BATCH: usize = 4096;
+
+/// A text's tokens, analysed a batch at a time.
 struct TokensOf<'a> {
-    tokens: &'a mut [tantivy::tokenizer::Token],
+    analyzer: &'a mut StemmingTokenizer,
+    text: &'a str,
+    /// Where the next batch starts.
+    resume: usize,
+    /// Tokens of the batches before this one.
+    before: usize,
+    /// 1 + the index of the current token in the batch (0: before the first).
     next: usize,
 }
 
 impl tantivy::tokenizer::TokenStream for TokensOf<'_> {
     fn advance(&mut self) -> bool {
-        self.next += 1;
-        self.next <= self.tokens.len()
+        if self.next < self.analyzer.len {
+            self.next += 1;
+            return true;
+        }
+        while self.resume < self.text.len() {
+            self.before += self.analyzer.len;
+            self.resume =
+                self.analyzer
+                    .analyze_batch(self.text, self.resume, self.before, TOKEN_BATCH);
+            if self.analyzer.len > 0 {
+                self.next = 1;
+                return true;
+            }
+        }
+        self.next = self.analyzer.len + 1;
+        false
     }
     fn token(&self) -> &tantivy::tokenizer::Token {
-        &self.tokens[self.next - 1]
+        &self.analyzer.tokens[self.next - 1]
     }
     fn token_mut(&mut self) -> &mut tantivy::tokenizer::Token {
-        &mut self.tokens[self.next - 1]
+        &mut self.analyzer.tokens[self.next - 1]
     }
 }
 
 impl tantivy::tokenizer::Tokenizer for StemmingTokenizer {
     type TokenStream<'a> = TokensOf<'a>;
     fn token_stream<'a>(&'a mut self, text: &'a str) -> TokensOf<'a> {
-        self.analyze(text);
+        let resume = self.analyze_batch(text, 0, 0, TOKEN_BATCH);
         TokensOf {
-            tokens: &mut self.tokens[..self.len],
+            analyzer: self,
+            text,
+            resume,
+            before: 0,
             next: 0,
         }
     }
@@ -1382,6 +1424,36 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Issue 31, defect 7: a huge entry is tokenised in batches, with the same tokens (and
+    /// positions running on across batches) as one pass over the whole text.
+    #[test]
+    fn the_token_stream_reads_a_long_text_in_batches() {
+        use tantivy::tokenizer::{TokenStream, Tokenizer};
+        let text: String = (0..3 * TOKEN_BATCH + 17)
+            .map(|i| format!("running{} the jumped ", i % 97))
+            .collect();
+        let mut whole = StemmingTokenizer::default();
+        whole.analyze(&text);
+        let expected: Vec<(String, usize, usize, usize)> = whole.tokens[..whole.len]
+            .iter()
+            .map(|t| (t.text.clone(), t.offset_from, t.offset_to, t.position))
+            .collect();
+        assert!(expected.len() > 2 * TOKEN_BATCH);
+        let mut batched = StemmingTokenizer::default();
+        let mut stream = batched.token_stream(&text);
+        let mut got = Vec::new();
+        while stream.advance() {
+            let t = stream.token();
+            got.push((t.text.clone(), t.offset_from, t.offset_to, t.position));
+        }
+        assert_eq!(got, expected);
+        assert!(
+            batched.tokens.len() <= TOKEN_BATCH,
+            "{}",
+            batched.tokens.len()
+        );
     }
 
     fn analyzed(analyzer: &mut StemmingTokenizer, text: &str) -> Vec<(String, usize, usize)> {
