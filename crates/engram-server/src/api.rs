@@ -56,6 +56,20 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// A 503 for a tenant whose store cannot be opened (a foreign or damaged database file,
+    /// an unreachable server): the detail, with the file, goes to the log; the client is told
+    /// that the fault is on the server's side and lasting until an operator acts.
+    fn store_unavailable(tenant: &str, detail: impl std::fmt::Display) -> Self {
+        tracing::error!(%tenant, %detail, "cannot open the tenant's store");
+        eprintln!("engram serve: cannot open the store of tenant {tenant:?}: {detail}");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this tenant's store cannot be opened; the server's log says why",
+        )
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut error = json!({"message": self.message});
@@ -245,7 +259,9 @@ where
     let app = Arc::clone(app);
     let tenant = tenant.0.clone();
     tokio::task::spawn_blocking(move || {
-        let store = app.tenant_store(&tenant).map_err(ApiError::internal)?;
+        let store = app
+            .tenant_store(&tenant)
+            .map_err(|e| ApiError::store_unavailable(&tenant, e))?;
         work(&app, &store)
     })
     .await
@@ -441,7 +457,8 @@ async fn messages(
         if from > i64::MAX as u64 {
             return ok(json!({ "messages": [], "next_after": null }));
         }
-        let log = store.store.session_log(&id, from, false)?;
+        // One more than the page, to know whether there is a next one.
+        let log = store.store.session_log_page(&id, from, limit + 1)?;
         let more = log.len() > limit;
         let items: Vec<Value> = log
             .iter()

@@ -274,7 +274,9 @@ impl App {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 }
-                let store = Arc::new(SqliteStore::open(&path).map_err(|e| e.to_string())?);
+                let store = Arc::new(
+                    SqliteStore::open(&path).map_err(|e| format!("{}: {e}", path.display()))?,
+                );
                 Ok((Arc::clone(&store) as Arc<dyn Store>, Some(store)))
             }
             #[cfg(feature = "postgres")]

@@ -488,6 +488,36 @@ async fn tenants_cannot_see_each_other_on_any_route() {
     .await;
 }
 
+/// Issue 31, defect 11: a tenant whose database file is not engram's got a bare 500. It gets a
+/// 503 that says the server's log has the reason (the file is named there, not to the client),
+/// and the other tenants are served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_whose_database_is_foreign_gets_a_503() {
+    let (config, _) = config_on(&Backend::Sqlite, "foreign", true).expect("sqlite");
+    let app = tokio::task::spawn_blocking(move || App::new(config).expect("app"))
+        .await
+        .expect("task");
+    let path = app.tenant_path("beta").expect("a file per tenant");
+    std::fs::write(
+        &path,
+        b"this is not a database, it is a note of 64 bytes or more. ......",
+    )
+    .expect("write");
+    let router = router(app);
+    let (status, body) = call(&router, "GET", "/v1/sessions", Some(BETA), None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(message.contains("log"), "{message}");
+    assert!(!message.contains(&path.display().to_string()), "{message}");
+    let (status, _) = call(&router, "GET", "/v1/sessions", Some(ACME), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        std::fs::read(&path).expect("read").len(),
+        64,
+        "the foreign file is left as it was"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tenants_cannot_see_each_other_on_any_route_on_postgres() {
     if let Some(app) = app_on(Backend::Postgres, "tenants", true).await {

@@ -296,6 +296,37 @@ impl SessionStore for SqliteStore {
         parse_logged(rows, session_id)
     }
 
+    fn session_log_page(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let conn = self.conn();
+        session_in(&conn, session_id)?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, id, created_at, tokens, message, abandoned FROM session_message
+                 WHERE session_id = ?1 AND seq >= ?2 AND abandoned = 0 ORDER BY seq LIMIT ?3",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(
+                params![
+                    session_id,
+                    from_seq.min(i64::MAX as u64) as i64,
+                    limit.min(i64::MAX as usize) as i64
+                ],
+                row_to_logged,
+            )
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)?;
+        drop(stmt);
+        drop(conn);
+        parse_logged(rows, session_id)
+    }
+
     fn messages_by_id(
         &self,
         session_id: &str,

@@ -330,6 +330,32 @@ impl SessionStore for PostgresStore {
         rows_to_logged(&rows, session_id)
     }
 
+    fn session_log_page(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let rows = self.tx(|tx| {
+            session_in(tx, &self.tenant, session_id, false)?;
+            tx.query(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM engram_session_message
+                     WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND NOT abandoned
+                     ORDER BY seq LIMIT $4"
+                ),
+                &[
+                    &self.tenant,
+                    &session_id,
+                    &(from_seq.min(i64::MAX as u64) as i64),
+                    &(limit.min(i64::MAX as usize) as i64),
+                ],
+            )
+            .map_err(pg)
+        })?;
+        rows_to_logged(&rows, session_id)
+    }
+
     fn messages_by_id(
         &self,
         session_id: &str,

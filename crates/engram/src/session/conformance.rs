@@ -600,6 +600,29 @@ fn checkpoints_restore_without_deleting(store: &dyn Store) {
         Err(super::SessionError::Store(MemoryError::NotFound(_)))
     ));
     assert_eq!(store.checkpoints("c").expect("list").len(), 2);
+    // A page of the log holds the active messages from a sequence number on, at most `limit`
+    // (issue 31, defect 5: a page cost the rest of the log).
+    let active = store.session_log("c", 0, false).expect("log");
+    let seqs = |log: &[crate::session::store::LoggedMessage]| -> Vec<u64> {
+        log.iter().map(|m| m.seq).collect()
+    };
+    for (from, limit) in [
+        (0, 5),
+        (active[12].seq, 3),
+        (active[12].seq + 1, 2),
+        (0, 1_000),
+        (i64::MAX as u64, 3),
+        (u64::MAX, 3),
+    ] {
+        let page = store.session_log_page("c", from, limit).expect("page");
+        let expected: Vec<u64> = active
+            .iter()
+            .filter(|m| m.seq >= from)
+            .take(limit)
+            .map(|m| m.seq)
+            .collect();
+        assert_eq!(seqs(&page), expected, "from {from}, limit {limit}");
+    }
 }
 
 fn a_compaction_from_before_a_restore_is_refused(store: &dyn Store) {

@@ -267,6 +267,18 @@ pub trait SessionStore: Send + Sync {
         from_seq: u64,
         include_abandoned: bool,
     ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    /// At most `limit` active messages from `from_seq` on, in order: a page of the log, which
+    /// should cost its size (the default reads the rest of the log; backends override it).
+    fn session_log_page(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let mut log = self.session_log(session_id, from_seq, false)?;
+        log.truncate(limit);
+        Ok(log)
+    }
     /// The active messages with these ids, in log order (unknown ids are left out).
     fn messages_by_id(
         &self,
