@@ -64,6 +64,17 @@ if [ -n "${CI:-}" ] || [ -n "${ENGRAM_REAL_LLM:-}" ]; then
   end_step $status "llama-server"
 fi
 
+step "each compaction policy rule is written once, in crates/engram/src/compact/policy.rs"
+# The trigger (threshold, target shares of the window) and the default budget (the window less
+# the reply's room) are computed there; a second formula elsewhere is a rule written twice.
+if grep -rnE '(threshold|target) \* [a-z_.]*window|max_output(_tokens)?\.min\(' crates --include='*.rs' |
+  grep -v '^crates/engram/src/compact/policy.rs:'; then
+  echo "   a policy rule is computed outside compact/policy.rs (above): call the policy instead"
+  end_step 1 "policy rules written once"
+else
+  end_step 0 "policy rules written once"
+fi
+
 step "tests (all features)"
 cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$work/cargo.log"
 end_step "${PIPESTATUS[0]}" "cargo test"

@@ -44,10 +44,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     let budget = match args.budget {
         Some(0) => return Err(user_error!("--budget must be positive")),
         Some(b) => b,
-        None => {
-            let window = model.spec.context_window;
-            window - model.spec.max_output_tokens.min(window / 4)
-        }
+        None => engram::compact::policy::default_budget(
+            model.spec.context_window,
+            model.spec.max_output_tokens,
+        ),
     };
     let counter = TokenCounter::new(tokenizer);
     let mut options = CompactOptions::new(budget);

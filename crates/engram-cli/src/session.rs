@@ -312,7 +312,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                     ));
                 }
                 Some(t) => *t,
-                None => (policy.trigger.target * window as f64) as usize,
+                None => policy.trigger.target_tokens(window),
             };
             let mut options = engram::compact::CompactOptions::new(target);
             options.strategy = strategy;

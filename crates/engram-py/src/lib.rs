@@ -153,7 +153,7 @@ impl Counter {
 
     /// The budget a compaction gets when none is given: the window less the reply's share.
     fn default_budget(&self) -> usize {
-        self.window - self.max_output_tokens.min(self.window / 4)
+        engram::compact::policy::default_budget(self.window, self.max_output_tokens)
     }
 }
 
@@ -1142,7 +1142,7 @@ impl Store {
                 )));
             }
             Some(t) => t,
-            None => (policy.trigger.target * window as f64) as usize,
+            None => policy.trigger.target_tokens(window),
         };
         let mut options = CompactOptions::new(target);
         options.strategy = strategy;

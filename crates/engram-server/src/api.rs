@@ -536,8 +536,10 @@ async fn context_of(
             && let Some(m) = &model
         {
             let spec = app.config.registry.resolve(m).spec;
-            budget =
-                Some(spec.context_window - spec.max_output_tokens.min(spec.context_window / 4));
+            budget = Some(engram::compact::policy::default_budget(
+                spec.context_window,
+                spec.max_output_tokens,
+            ));
         }
         let out = session.context(budget, query.as_deref())?;
         let mut report = serde_json::to_value(&out.report).map_err(ApiError::internal)?;
@@ -581,7 +583,7 @@ async fn compact(
                 ));
             }
             Some(t) => t,
-            None => (app.config.policy.trigger.target * window as f64) as usize,
+            None => app.config.policy.trigger.target_tokens(window),
         };
         let mut options = CompactOptions::new(target);
         options.strategy = strategy;

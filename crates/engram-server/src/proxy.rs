@@ -51,10 +51,6 @@ pub struct ProxyConfig {
     pub anthropic_upstream: Option<String>,
     /// Windows of models the registry does not know (a local server's model, say).
     pub model_windows: BTreeMap<String, usize>,
-    /// Compact when the request passes this share of what the window leaves after the reply.
-    pub threshold: f64,
-    /// Compact down to this share of it.
-    pub target: f64,
     /// Extra room kept when the count is an estimate (Claude): 0.1 is 10%.
     pub estimate_margin: f64,
 }
@@ -65,8 +61,6 @@ impl Default for ProxyConfig {
             openai_upstream: None,
             anthropic_upstream: None,
             model_windows: BTreeMap::new(),
-            threshold: 0.8,
-            target: 0.6,
             estimate_margin: 0.1,
         }
     }
@@ -565,7 +559,9 @@ fn plan(app: &App, parsed: &Parsed) -> Plan {
     let estimated = !tokenizer.is_exact();
     let reserve = parsed
         .max_tokens
-        .unwrap_or_else(|| resolved.spec.max_output_tokens.min(window / 4))
+        .unwrap_or_else(|| {
+            engram::compact::policy::reply_room(window, resolved.spec.max_output_tokens)
+        })
         .min(window / 2);
     let mut room = window.saturating_sub(reserve);
     if estimated {
@@ -663,11 +659,32 @@ fn compact_body(
     budget: usize,
     previous: Option<PreviousSummary>,
 ) -> Result<Rewritten, String> {
+    let compacted =
+        compact_request(app, parsed, counter, budget, previous).map_err(|e| e.to_string())?;
+    rewrite(format, parsed, compacted)
+}
+
+/// The request's conversation compacted within `budget`.
+fn compact_request(
+    app: &App,
+    parsed: &Parsed,
+    counter: &TokenCounter,
+    budget: usize,
+    previous: Option<PreviousSummary>,
+) -> Result<engram::compact::Compacted, engram::compact::CompactError> {
     let mut options = CompactOptions::new(budget);
     options.strategy = Strategy::Auto;
     options.summarizer.clone_from(&app.config.summarizer);
     options.previous_summary = previous;
-    let compacted = compact(&parsed.conversation, counter, &options).map_err(|e| e.to_string())?;
+    compact(&parsed.conversation, counter, &options)
+}
+
+/// The request body with the compacted messages, and what the compaction did.
+fn rewrite(
+    format: Format,
+    parsed: &Parsed,
+    compacted: engram::compact::Compacted,
+) -> Result<Rewritten, String> {
     let summary = cacheable_summary(&parsed.conversation, &compacted);
     let bytes = render(
         format,
@@ -817,7 +834,7 @@ async fn forward_compacted(
     }
     // Our count was too low for this upstream: half the target, or failing that, what was sent
     // less a quarter.
-    let budget = (plan.room as f64 * app.config.proxy.target * 0.5) as usize;
+    let budget = app.config.policy.trigger.target_tokens(plan.room) / 2;
     let fallback = outcome.tokens_after * 3 / 4;
     let counter = Arc::clone(&plan.counter);
     let app2 = Arc::clone(&app);
@@ -885,8 +902,10 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
         estimated: plan.estimated,
         ..Outcome::default()
     };
-    let threshold = (plan.room as f64 * app.config.proxy.threshold) as usize;
-    if tokens <= threshold {
+    // The sessions' policy, measured against the room the request leaves for its reply.
+    let trigger = app.config.policy.trigger;
+    let threshold = trigger.threshold_tokens(plan.room);
+    if !trigger.is_over(tokens, plan.room) {
         return Some((outcome, parsed, plan, body.clone()));
     }
     // A summary written for an earlier request of this agent, replacing the longest prefix
@@ -917,27 +936,15 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
         }
     }
     // The target, or when what must stay (the system prompt, the newest turn) is larger than
-    // that, all the room there is.
-    let target = (plan.room as f64 * app.config.proxy.target) as usize;
+    // that, what must stay and room for a summary, at most all the room there is.
+    let target = trigger.target_tokens(plan.room);
     let previous = cached.as_ref().and_then(|(_, s)| s.previous.clone());
-    let compacted = compact_body(
-        app,
-        format,
-        &parsed,
-        &plan.counter,
-        target.max(1),
-        previous.clone(),
-    )
-    .or_else(|_| {
-        compact_body(
-            app,
-            format,
-            &parsed,
-            &plan.counter,
-            plan.room.max(1),
-            previous,
-        )
-    });
+    let compacted = engram::compact::policy::within_target(target, plan.room, 0, |budget| {
+        compact_request(app, &parsed, &plan.counter, budget, previous.clone())
+    })
+    .result
+    .map_err(|e| e.to_string())
+    .and_then(|compacted| rewrite(format, &parsed, compacted));
     match compacted {
         Ok(rewritten) => {
             outcome.tokens_after = rewritten.tokens;

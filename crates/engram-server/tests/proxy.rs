@@ -142,6 +142,11 @@ fn engram(base: &str, keys: bool) -> axum::Router {
 
 /// engram in front of `base`; with `keys`, two tenants (acme: KEY, umbrella: OTHER_KEY).
 fn engram_with(base: &str, keys: bool, summarizer: Option<Arc<dyn Summarizer>>) -> axum::Router {
+    engram_tuned(base, keys, |config| config.summarizer = summarizer)
+}
+
+/// Like [`engram_with`], with the configuration changed by `tune` before the app starts.
+fn engram_tuned(base: &str, keys: bool, tune: impl FnOnce(&mut ServeConfig)) -> axum::Router {
     let dir = std::env::temp_dir().join(format!(
         "engram-proxy-{}-{:?}",
         std::process::id(),
@@ -162,7 +167,7 @@ fn engram_with(base: &str, keys: bool, summarizer: Option<Arc<dyn Summarizer>>) 
             ApiKeys::parse(&format!("acme:{KEY}\numbrella:{OTHER_KEY}\n"), "test").expect("keys"),
         );
     }
-    config.summarizer = summarizer;
+    tune(&mut config);
     router(App::new(config).expect("app"))
 }
 
@@ -264,6 +269,58 @@ async fn a_small_request_and_its_reply_pass_byte_for_byte() {
     assert_eq!(header_str(&headers, "x-engram-window"), "16000");
     let reply: Value = serde_json::from_slice(&reply).expect("json");
     assert_eq!(reply["choices"][0]["message"]["content"], "saw 1 messages");
+}
+
+/// The proxy decides with the sessions' policy (`[session] threshold` and `target` of the
+/// configuration), measured against the room the request leaves for its reply (issue 30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_takes_its_threshold_and_target_from_the_session_policy() {
+    let messages: Vec<Value> = (0..40)
+        .flat_map(|i| {
+            [
+                json!({"role": "user", "content": format!("question {i}: {}", "why does the build fail on step seven ".repeat(6))}),
+                json!({"role": "assistant", "content": format!("answer {i}: {}", "the linker cannot find the symbol ".repeat(6))}),
+            ]
+        })
+        .chain([json!({"role": "user", "content": "and now?"})])
+        .collect();
+    let body =
+        serde_json::to_vec(&json!({"model": "gpt-4o", "messages": messages, "max_tokens": 1000}))
+            .expect("json");
+    let tokens = |headers: &HeaderMap, name: &str| -> usize {
+        header_str(headers, name).parse().expect("a number")
+    };
+
+    // Room: 16,000 - 1,000 for the reply. The request (about 4,000 tokens) is under 0.8 of it.
+    let (base, _up) = upstream().await;
+    let (status, headers, _) = send(
+        &engram(&base, false),
+        post_json("/v1/chat/completions", &body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let before = tokens(&headers, "x-engram-tokens-before");
+    assert!((2_000..12_000).contains(&before), "{before}");
+    assert_eq!(
+        tokens(&headers, "x-engram-tokens-after"),
+        before,
+        "not compacted"
+    );
+
+    // A lower threshold and target: compacted, down to the target.
+    let (base, _up) = upstream().await;
+    let app = engram_tuned(&base, false, |config| {
+        config.policy.trigger.threshold = 0.1;
+        config.policy.trigger.target = 0.05;
+    });
+    let (status, headers, _) = send(&app, post_json("/v1/chat/completions", &body)).await;
+    assert_eq!(status, StatusCode::OK);
+    let after = tokens(&headers, "x-engram-tokens-after");
+    assert!(
+        after <= 15_000 / 20,
+        "{after} tokens: over the target of 750"
+    );
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
 }
 
 /// Sends `messages` turn by turn as an agent resends its growing history (a request after each

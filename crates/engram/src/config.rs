@@ -31,7 +31,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::compact::live::TriggerPolicy;
+use crate::compact::policy::TriggerPolicy;
 use crate::memory::sleep::SleepPolicy;
 use crate::session::SessionPolicy;
 

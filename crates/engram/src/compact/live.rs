@@ -1,38 +1,17 @@
-//! A conversation kept inside a window as it grows: when to compact (seed 000), not how.
+//! A conversation kept inside a window as it grows, in memory: a session without a store.
 //!
 //! Each new message is counted once and appended to the view: O(new turn). When the view
-//! passes the threshold (default 0.8 of the window), the whole log (never the view: originals
-//! are never lost) is compacted down to the target (default 0.6), so that the next turns do not
-//! compact again. A circuit breaker stops automatic compaction when it keeps firing without
-//! getting the view under the threshold (a newest message that alone is near the window, say);
-//! manual compaction with a focus still works.
+//! passes the [policy](super::policy)'s threshold, the whole log (never the view: originals are
+//! never lost) is compacted down to the target, so that the next turns do not compact again. The
+//! policy's circuit breaker stops automatic compaction when it keeps firing without getting the
+//! view under the threshold (a newest message that alone is near the window, say); manual
+//! compaction with a focus still works.
 
-use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact};
+pub use super::policy::TriggerPolicy;
+use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact, policy};
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::Message;
-
-/// When to compact.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TriggerPolicy {
-    /// Compact when the view passes this share of the window (seed 000: 0.8).
-    pub threshold: f64,
-    /// Compact down to this share of the window (0.6), leaving room for the next turns.
-    pub target: f64,
-    /// Stop compacting automatically after this many compactions in a row that did not get
-    /// the view under the threshold.
-    pub max_failed_compactions: u32,
-}
-
-impl Default for TriggerPolicy {
-    fn default() -> Self {
-        TriggerPolicy {
-            threshold: 0.8,
-            target: 0.6,
-            max_failed_compactions: 3,
-        }
-    }
-}
 
 /// What happened on an append.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +64,7 @@ impl LiveContext {
         let mut live = LiveContext::new(counter, window);
         live.log = conversation;
         let all = live.compact_all_fitting();
-        if (all as f64) > live.policy.threshold * window as f64 {
+        if live.policy.is_over(all, window) {
             live.compact_now(None)?;
         }
         Ok(live)
@@ -135,11 +114,11 @@ impl LiveContext {
         });
         self.view_tokens += tokens;
         self.log.messages.push(message);
-        if (self.view_tokens as f64) <= self.policy.threshold * self.window as f64 {
+        if !self.policy.is_over(self.view_tokens, self.window) {
             self.failed_in_a_row = 0;
             return Ok(Appended::Fits);
         }
-        if self.failed_in_a_row >= self.policy.max_failed_compactions {
+        if self.policy.breaker_open(self.failed_in_a_row as usize) {
             return Ok(Appended::BreakerOpen);
         }
         let report = self.compact_now(None)?;
@@ -149,17 +128,13 @@ impl LiveContext {
     /// Compacts the log to the target now, optionally serving a focus (a query).
     pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, CompactError> {
         let mut options = self.options.clone();
-        options.budget = ((self.policy.target * self.window as f64) as usize).max(1);
         options.query = focus.map(str::to_owned).or(options.query);
-        let result = compact(&self.log, &self.counter, &options).or_else(|e| match e {
-            // The target is a wish; the window is the limit.
-            CompactError::CannotFit { .. } => {
-                options.budget = self.window;
-                compact(&self.log, &self.counter, &options)
-            }
-            other => Err(other),
+        let target = self.policy.target_tokens(self.window);
+        let attempt = policy::within_target(target, self.window, 0, |budget| {
+            options.budget = budget;
+            compact(&self.log, &self.counter, &options)
         });
-        let out = match result {
+        let out = match attempt.result {
             Ok(out) => out,
             Err(e) => {
                 self.failed_in_a_row += 1;
@@ -168,7 +143,7 @@ impl LiveContext {
         };
         self.view = out.messages;
         self.view_tokens = out.report.tokens_after;
-        if (self.view_tokens as f64) > self.policy.threshold * self.window as f64 {
+        if self.policy.is_over(self.view_tokens, self.window) {
             self.failed_in_a_row += 1;
         } else {
             self.failed_in_a_row = 0;

@@ -19,6 +19,7 @@
 //! 5. every output message carries the source ids of what it stands for.
 
 pub mod live;
+pub mod policy;
 pub mod salient;
 pub mod summarize;
 pub mod units;

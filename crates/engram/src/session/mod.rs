@@ -29,7 +29,7 @@ pub use store::{
     Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
 };
 
-use crate::compact::live::TriggerPolicy;
+use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactError, CompactOptions, CompactReport, Compacted, Kind, ViewMessage};
 use crate::count::TokenCounter;
 use crate::input::Conversation;
@@ -75,6 +75,17 @@ impl Default for SessionPolicy {
             trigger: TriggerPolicy::default(),
             sleep_threshold: 0.5,
             sleep_target: 0.3,
+        }
+    }
+}
+
+impl SessionPolicy {
+    /// Sleep-time compaction as a trigger: above `sleep_threshold`, down to `sleep_target`.
+    pub fn sleep_trigger(&self) -> TriggerPolicy {
+        TriggerPolicy {
+            threshold: self.sleep_threshold,
+            target: self.sleep_target,
+            max_failed_compactions: 0,
         }
     }
 }
@@ -440,15 +451,14 @@ impl<'s> Session<'s> {
             view_tokens,
             self.info.window,
         );
-        let threshold = self.policy.trigger.threshold * self.info.window as f64;
         let mut compaction = None;
         let mut breaker_open = false;
         let mut over_threshold = None;
-        if view_tokens as f64 > threshold {
+        if self.policy.trigger.is_over(view_tokens, self.info.window) {
             if self.breaker_open()? {
                 breaker_open = true;
             } else {
-                let target = (self.policy.trigger.target * self.info.window as f64) as usize;
+                let target = self.policy.trigger.target_tokens(self.info.window);
                 // The messages are stored: a compaction that cannot be done is reported, not
                 // returned as the append's failure (a client retrying it would store them twice).
                 match self.compact(Trigger::Threshold, target, None) {
@@ -485,16 +495,20 @@ impl<'s> Session<'s> {
     /// above the threshold: compacting again would not help, so automatic compaction waits
     /// for a manual one.
     fn breaker_open(&self) -> Result<bool, SessionError> {
-        let n = self.policy.trigger.max_failed_compactions as usize;
+        let trigger = &self.policy.trigger;
+        let n = trigger.max_failed_compactions as usize;
         if n == 0 {
             return Ok(false);
         }
-        let threshold = self.policy.trigger.threshold * self.info.window as f64;
-        let recent = self.store.recent_compactions(&self.info.id, n)?;
-        Ok(recent.len() == n
-            && recent
-                .iter()
-                .all(|r| r.trigger == "threshold" && r.tokens_after as f64 > threshold))
+        let failed_in_a_row = self
+            .store
+            .recent_compactions(&self.info.id, n)?
+            .iter()
+            .take_while(|r| {
+                r.trigger == "threshold" && trigger.is_over(r.tokens_after, self.info.window)
+            })
+            .count();
+        Ok(trigger.breaker_open(failed_in_a_row))
     }
 
     /// The view's tokens: the latest compaction's view plus what was appended since.
@@ -739,26 +753,11 @@ impl<'s> Session<'s> {
         // Within the target, else within what must be kept plus room for a summary, at most the
         // window; with why the target could not be met.
         let run = |options: &mut CompactOptions| {
-            options.budget = target.saturating_sub(HEADER_ROOM).max(1);
-            let result = crate::compact::compact(&conversation, counter, options);
-            match &result {
-                Err(e @ CompactError::CannotFit { required, .. }) if target < window => {
-                    // What must be kept, and a quarter of the target for a summary of the rest:
-                    // not the whole window, which would leave the view over the threshold.
-                    let required = *required;
-                    options.budget = (required + target / 4)
-                        .min(window)
-                        .saturating_sub(HEADER_ROOM)
-                        .max(required.min(window))
-                        .max(1);
-                    let missed = Some(e.to_string());
-                    (
-                        crate::compact::compact(&conversation, counter, options),
-                        missed,
-                    )
-                }
-                _ => (result, None),
-            }
+            let attempt = policy::within_target(target, window, HEADER_ROOM, |budget| {
+                options.budget = budget;
+                crate::compact::compact(&conversation, counter, options)
+            });
+            (attempt.result, attempt.missed_target)
         };
         let (result, mut missed_target) = run(&mut options);
         let mut compacted = result?;
@@ -766,7 +765,7 @@ impl<'s> Session<'s> {
         // verbatim would leave the view over the threshold (a task of most of the window): then
         // the digest's key lines of it stand in, and automatic compaction keeps working.
         let task = log.iter().find(|m| m.message.role == Role::User);
-        let threshold = (self.policy.trigger.threshold * window as f64) as usize;
+        let threshold = self.policy.trigger.threshold_tokens(window);
         if let Some(task) = task
             && !keeps_task(&compacted.messages, task)
         {
@@ -960,7 +959,10 @@ impl<'s> Session<'s> {
         }
         // The agent asked: compact even when the view fits (one token under its size is
         // enough to make the pipeline act), but never above the usual target.
-        let target = ((self.policy.trigger.target * self.info.window as f64) as usize)
+        let target = self
+            .policy
+            .trigger
+            .target_tokens(self.info.window)
             .min(self.view_tokens()?.saturating_sub(1))
             .max(1);
         let result = self.compact(Trigger::Manual, target, None);
@@ -1063,10 +1065,11 @@ impl<'s> Session<'s> {
     /// memory, then the log is compacted down to the sleep target (0.3).
     pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, SessionError> {
         let tokens = self.view_tokens()?;
-        if (tokens as f64) <= self.policy.sleep_threshold * self.info.window as f64 {
+        let sleep = self.policy.sleep_trigger();
+        if !sleep.is_over(tokens, self.info.window) {
             return Ok(None);
         }
-        let target = (self.policy.sleep_target * self.info.window as f64) as usize;
+        let target = sleep.target_tokens(self.info.window);
         let store = self.store;
         match self.compact_with_facts(
             Trigger::Sleep,
