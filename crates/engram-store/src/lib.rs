@@ -1,5 +1,7 @@
 //! Persistent [`MemoryStore`]s for engram. SQLite is the embedded default: one file, no server,
-//! no configuration, WAL for concurrent readers, FTS5 (BM25, porter stemming) for search.
+//! no configuration, WAL for concurrent readers, and a tantivy index beside the file for search
+//! (BM25 over stemmed words, kept in step with the database by a change queue). PostgreSQL
+//! (feature `postgres`) is the store several servers share.
 //!
 //! ```
 //! use engram::memory::{MemoryStore, NewEntry, SearchQuery};

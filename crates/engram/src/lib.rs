@@ -3,8 +3,9 @@
 //! Long-running agents overflow their model's context window. engram counts tokens exactly for
 //! the model in use, assembles a context under a budget, compacts it without losing what the
 //! agent needs next, and consolidates memory while the agent sleeps. This crate is the core:
-//! the message model, token counting, the model registry, and (in later releases) assembly,
-//! compaction and the memory model, all as plain functions over plain data.
+//! the message model, token counting, the model registry, assembly, compaction and its policy,
+//! sessions and the memory model, all as plain functions over plain data; the stores, the CLI,
+//! the HTTP service and the Python package are built on it.
 //!
 //! ```
 //! use engram::{ModelRegistry, TokenCounter, parse_conversation};
@@ -33,7 +34,8 @@
 //! - [`anthropic`]: conversion to and from the Anthropic Messages format.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
 //! - [`count`]: message-level accounting with a per-message cache.
-//! - [`compact`]: the compaction pipeline (units, masking, digest, recall, summaries, live contexts).
+//! - [`compact`]: the compaction pipeline (units, masking, digest, recall, summaries, live
+//!   contexts), and [`compact::policy`]: when and how much to compact, for every caller.
 //! - [`assembly`]: budgeted context assembly (seed 001).
 //! - [`redact`]: secrets out of text that leaves for an LLM or enters memory.
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
