@@ -12,8 +12,8 @@ use crate::{input, registry, user_error};
 
 pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()> {
     let registry = registry::load(global)?;
-    let strategy = Strategy::parse(&args.strategy)
-        .ok_or_else(|| user_error!("unknown strategy {:?}", args.strategy))?;
+    let strategy =
+        Strategy::from_name(&args.strategy).map_err(|e| user_error!("--strategy: {e}"))?;
     // Loading a BPE vocabulary takes tens of milliseconds: do it on the other core while the
     // input is read and parsed.
     let warm = args.tokenizer.clone().map(|name| {

@@ -300,20 +300,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             json,
             summarizer,
         } => {
-            let strategy = Strategy::parse(strategy)
-                .ok_or_else(|| user_error!("unknown strategy {strategy:?}"))?;
+            let strategy =
+                Strategy::from_name(strategy).map_err(|e| user_error!("--strategy: {e}"))?;
             let session = open(id)?;
-            let window = session.info().window;
-            let target = match target {
-                Some(0) => return Err(user_error!("--target must be positive")),
-                Some(t) if *t > window => {
-                    return Err(user_error!(
-                        "--target {t} is larger than the session's window ({window} tokens)"
-                    ));
-                }
-                Some(t) => *t,
-                None => policy.trigger.target_tokens(window),
-            };
+            let target = engram::compact::policy::requested_target(
+                *target,
+                session.info().window,
+                &policy.trigger,
+            )
+            .map_err(|e| user_error!("--target: {e}"))?;
             let mut options = engram::compact::CompactOptions::new(target);
             options.strategy = strategy;
             options.prompt = crate::summarizer::prompt(summarizer)?;

@@ -357,12 +357,8 @@ fn compact_json(
     let o = parse_json(options_json, "options")?;
     let model = opt_str(&o, "model")?.or_else(|| conversation.model());
     let counter = Counter::build(model, opt_str(&o, "tokenizer")?)?;
-    let strategy_name = opt_str(&o, "strategy")?.unwrap_or("auto");
-    let strategy = Strategy::parse(strategy_name).ok_or_else(|| {
-        err(format!(
-            "unknown strategy {strategy_name:?}; expected one of auto, truncate, dedupe, mask, extractive, summarize"
-        ))
-    })?;
+    let strategy = Strategy::from_name(opt_str(&o, "strategy")?.unwrap_or("auto"))
+        .map_err(|e| err(format!("strategy: {e}")))?;
     let budget = positive(opt_usize(&o, "budget")?, "budget")?.unwrap_or(counter.default_budget());
     let mut options = CompactOptions::new(budget);
     options.strategy = strategy;
@@ -1126,24 +1122,16 @@ impl Store {
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
         let o = parse_json(options_json, "options")?;
-        let strategy_name = opt_str(&o, "strategy")?.unwrap_or("auto");
-        let strategy = Strategy::parse(strategy_name).ok_or_else(|| {
-            err(format!(
-                "unknown strategy {strategy_name:?}; expected one of auto, truncate, dedupe, mask, extractive, summarize"
-            ))
-        })?;
+        let strategy = Strategy::from_name(opt_str(&o, "strategy")?.unwrap_or("auto"))
+            .map_err(|e| err(format!("strategy: {e}")))?;
         let session = self.open_session(id)?;
-        let window = session.info().window;
         let policy = config()?.session_policy();
-        let target = match positive(opt_usize(&o, "target")?, "target")? {
-            Some(t) if t > window => {
-                return Err(err(format!(
-                    "target {t} is larger than the session's window ({window} tokens)"
-                )));
-            }
-            Some(t) => t,
-            None => policy.trigger.target_tokens(window),
-        };
+        let target = engram::compact::policy::requested_target(
+            opt_usize(&o, "target")?,
+            session.info().window,
+            &policy.trigger,
+        )
+        .map_err(|e| err(format!("target: {e}")))?;
         let mut options = CompactOptions::new(target);
         options.strategy = strategy;
         options.prompt = opt_str(&o, "summary_prompt")?

@@ -560,13 +560,8 @@ async fn compact(
     bytes: Bytes,
 ) -> ApiResult {
     let b = body(&bytes)?;
-    let name = opt_str(&b, "strategy")?.unwrap_or("auto");
-    let strategy = Strategy::parse(name).ok_or_else(|| {
-        ApiError::field(
-            "strategy",
-            format!("unknown strategy {name:?}; expected auto, truncate, dedupe, mask, extractive or summarize"),
-        )
-    })?;
+    let strategy = Strategy::from_name(opt_str(&b, "strategy")?.unwrap_or("auto"))
+        .map_err(|e| ApiError::field("strategy", e))?;
     let focus = opt_str(&b, "focus")?
         .filter(|f| !f.trim().is_empty())
         .map(str::to_owned);
@@ -574,17 +569,12 @@ async fn compact(
     let key = id.clone();
     with_session_lock(&app, &tenant, &key, move |app, store| {
         let session = open(app, store, &id)?;
-        let window = session.info().window;
-        let target = match target {
-            Some(t) if t > window => {
-                return Err(ApiError::field(
-                    "target",
-                    format!("{t} is larger than the session's window ({window})"),
-                ));
-            }
-            Some(t) => t,
-            None => app.config.policy.trigger.target_tokens(window),
-        };
+        let target = engram::compact::policy::requested_target(
+            target,
+            session.info().window,
+            &app.config.policy.trigger,
+        )
+        .map_err(|e| ApiError::field("target", e))?;
         let mut options = CompactOptions::new(target);
         options.strategy = strategy;
         options.summarizer.clone_from(&app.config.summarizer);

@@ -151,6 +151,27 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Every strategy, in the order they are documented.
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Auto,
+        Strategy::Truncate,
+        Strategy::Dedupe,
+        Strategy::Mask,
+        Strategy::Extractive,
+        Strategy::Summarize,
+    ];
+
+    /// Parses a strategy name; the error (the same on every surface) lists the names.
+    pub fn from_name(name: &str) -> Result<Strategy, String> {
+        Strategy::parse(name).ok_or_else(|| {
+            let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.as_str()).collect();
+            format!(
+                "unknown strategy {name:?}; expected one of {}",
+                names.join(", ")
+            )
+        })
+    }
+
     /// Parses a strategy name.
     pub fn parse(name: &str) -> Option<Strategy> {
         Some(match name {

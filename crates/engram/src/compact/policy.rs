@@ -74,6 +74,24 @@ pub fn default_budget(window: usize, max_output: usize) -> usize {
     window - reply_room(window, max_output)
 }
 
+/// The target of a compaction a caller asks for by hand (`requested`, positive and at most the
+/// limit), else the policy's target. The error (the same on every surface) does not name the
+/// field: each surface names it its own way (`--target`, `"target"`).
+pub fn requested_target(
+    requested: Option<usize>,
+    limit: usize,
+    trigger: &TriggerPolicy,
+) -> Result<usize, String> {
+    match requested {
+        Some(0) => Err("must be a positive number of tokens".to_owned()),
+        Some(t) if t > limit => Err(format!(
+            "{t} is larger than the session's window ({limit} tokens)"
+        )),
+        Some(t) => Ok(t),
+        None => Ok(trigger.target_tokens(limit)),
+    }
+}
+
 /// A compaction tried within the target, and why the target could not be met when it could not.
 #[derive(Debug)]
 pub struct Attempt<T> {
@@ -148,6 +166,23 @@ mod tests {
         };
         assert!(!never.breaker_open(0));
         assert!(!never.breaker_open(5));
+    }
+
+    #[test]
+    fn a_requested_target_is_positive_and_within_the_window() {
+        let p = TriggerPolicy::default();
+        assert_eq!(requested_target(None, 10_000, &p), Ok(6_000));
+        assert_eq!(requested_target(Some(500), 10_000, &p), Ok(500));
+        assert!(
+            requested_target(Some(0), 10_000, &p)
+                .unwrap_err()
+                .contains("positive")
+        );
+        let e = requested_target(Some(10_001), 10_000, &p).unwrap_err();
+        assert!(
+            e.contains("larger than the session's window (10000 tokens)"),
+            "{e}"
+        );
     }
 
     #[test]
