@@ -13,9 +13,9 @@ use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::Message;
 
-/// What happened on an append.
+/// What happened when a message was pushed ([`LiveContext::push`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Appended {
+pub enum Pushed {
     /// The view had room.
     Fits,
     /// The threshold was crossed and the log was compacted.
@@ -103,7 +103,7 @@ impl LiveContext {
 
     /// Appends a message: counted once, added to the view, and the log compacted when the
     /// view passes the threshold.
-    pub fn push(&mut self, message: Message) -> Result<Appended, CompactError> {
+    pub fn push(&mut self, message: Message) -> Result<Pushed, CompactError> {
         let tokens = self.counter.count_message(&message).total();
         let index = self.log.messages.len();
         let source_id = message.id.clone().unwrap_or_else(|| index.to_string());
@@ -116,13 +116,13 @@ impl LiveContext {
         self.log.messages.push(message);
         if !self.policy.is_over(self.view_tokens, self.window) {
             self.failed_in_a_row = 0;
-            return Ok(Appended::Fits);
+            return Ok(Pushed::Fits);
         }
         if self.policy.breaker_open(self.failed_in_a_row as usize) {
-            return Ok(Appended::BreakerOpen);
+            return Ok(Pushed::BreakerOpen);
         }
         let report = self.compact_now(None)?;
-        Ok(Appended::Compacted(Box::new(report)))
+        Ok(Pushed::Compacted(Box::new(report)))
     }
 
     /// Compacts the log to the target now, optionally serving a focus (a query).
@@ -188,12 +188,12 @@ mod tests {
                 "x".repeat(80)
             );
             match live.push(Message::user(text)).expect("push") {
-                Appended::Compacted(report) => {
+                Pushed::Compacted(report) => {
                     compactions += 1;
                     assert!(report.tokens_after <= 600, "{}", report.tokens_after);
                 }
-                Appended::Fits => {}
-                Appended::BreakerOpen => panic!("breaker opened on an ordinary history"),
+                Pushed::Fits => {}
+                Pushed::BreakerOpen => panic!("breaker opened on an ordinary history"),
             }
             assert!(live.tokens() <= 800, "{}", live.tokens());
             assert_eq!(live.view()[0].message.text(), "You are an agent.");
@@ -219,9 +219,9 @@ mod tests {
         for _ in 0..6 {
             outcomes.push(live.push(Message::user(big.clone())).expect("push"));
         }
-        assert!(matches!(outcomes[0], Appended::Compacted(_)));
+        assert!(matches!(outcomes[0], Pushed::Compacted(_)));
         assert!(
-            matches!(outcomes.last(), Some(Appended::BreakerOpen)),
+            matches!(outcomes.last(), Some(Pushed::BreakerOpen)),
             "{outcomes:?}"
         );
         // Manual compaction still works.
