@@ -159,6 +159,45 @@ fn insert_summary(
     Ok(())
 }
 
+impl SqliteStore {
+    /// The log from `from_seq` on, in order, at most `limit` rows (`None`: all of them).
+    fn log_rows(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        include_abandoned: bool,
+        limit: Option<usize>,
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        let conn = self.conn();
+        session_in(&conn, session_id)?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT seq, id, created_at, tokens, message, abandoned FROM session_message
+                 WHERE session_id = ?1 AND seq >= ?2 AND (?3 OR abandoned = 0) ORDER BY seq
+                 LIMIT ?4",
+            )
+            .map_err(backend)?;
+        // SQLite reads a negative limit as no limit.
+        let limit = limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
+        let rows = stmt
+            .query_map(
+                params![
+                    session_id,
+                    from_seq.min(i64::MAX as u64) as i64,
+                    include_abandoned,
+                    limit
+                ],
+                row_to_logged,
+            )
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)?;
+        drop(stmt);
+        drop(conn);
+        parse_logged(rows, session_id)
+    }
+}
+
 impl SessionStore for SqliteStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
         let mut conn = self.conn();
@@ -275,25 +314,7 @@ impl SessionStore for SqliteStore {
         from_seq: u64,
         include_abandoned: bool,
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
-        let conn = self.conn();
-        session_in(&conn, session_id)?;
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT seq, id, created_at, tokens, message, abandoned FROM session_message
-                 WHERE session_id = ?1 AND seq >= ?2 AND (?3 OR abandoned = 0) ORDER BY seq",
-            )
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(
-                params![session_id, from_seq as i64, include_abandoned],
-                row_to_logged,
-            )
-            .map_err(backend)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(backend)?;
-        drop(stmt);
-        drop(conn);
-        parse_logged(rows, session_id)
+        self.log_rows(session_id, from_seq, include_abandoned, None)
     }
 
     fn session_log_page(
@@ -302,29 +323,7 @@ impl SessionStore for SqliteStore {
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
-        let conn = self.conn();
-        session_in(&conn, session_id)?;
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT seq, id, created_at, tokens, message, abandoned FROM session_message
-                 WHERE session_id = ?1 AND seq >= ?2 AND abandoned = 0 ORDER BY seq LIMIT ?3",
-            )
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(
-                params![
-                    session_id,
-                    from_seq.min(i64::MAX as u64) as i64,
-                    limit.min(i64::MAX as usize) as i64
-                ],
-                row_to_logged,
-            )
-            .map_err(backend)?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(backend)?;
-        drop(stmt);
-        drop(conn);
-        parse_logged(rows, session_id)
+        self.log_rows(session_id, from_seq, false, Some(limit))
     }
 
     fn messages_by_id(

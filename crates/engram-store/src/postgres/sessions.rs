@@ -185,6 +185,39 @@ fn insert_journal(
     Ok(())
 }
 
+impl PostgresStore {
+    /// The log from `from_seq` on, in order, at most `limit` rows (`None`: all of them).
+    fn log_rows(
+        &self,
+        session_id: &str,
+        from_seq: u64,
+        include_abandoned: bool,
+        limit: Option<usize>,
+    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+        // PostgreSQL reads a NULL limit as no limit.
+        let limit = limit.map(|n| n.min(i64::MAX as usize) as i64);
+        let rows = self.tx(|tx| {
+            session_in(tx, &self.tenant, session_id, false)?;
+            tx.query(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM engram_session_message
+                     WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND ($4 OR NOT abandoned)
+                     ORDER BY seq LIMIT $5"
+                ),
+                &[
+                    &self.tenant,
+                    &session_id,
+                    &(from_seq.min(i64::MAX as u64) as i64),
+                    &include_abandoned,
+                    &limit,
+                ],
+            )
+            .map_err(pg)
+        })?;
+        rows_to_logged(&rows, session_id)
+    }
+}
+
 impl SessionStore for PostgresStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
@@ -310,24 +343,7 @@ impl SessionStore for PostgresStore {
         from_seq: u64,
         include_abandoned: bool,
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
-        let rows = self.tx(|tx| {
-            session_in(tx, &self.tenant, session_id, false)?;
-            tx.query(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM engram_session_message
-                     WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND ($4 OR NOT abandoned)
-                     ORDER BY seq"
-                ),
-                &[
-                    &self.tenant,
-                    &session_id,
-                    &(from_seq.min(i64::MAX as u64) as i64),
-                    &include_abandoned,
-                ],
-            )
-            .map_err(pg)
-        })?;
-        rows_to_logged(&rows, session_id)
+        self.log_rows(session_id, from_seq, include_abandoned, None)
     }
 
     fn session_log_page(
@@ -336,24 +352,7 @@ impl SessionStore for PostgresStore {
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<LoggedMessage>, MemoryError> {
-        let rows = self.tx(|tx| {
-            session_in(tx, &self.tenant, session_id, false)?;
-            tx.query(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM engram_session_message
-                     WHERE tenant = $1 AND session_id = $2 AND seq >= $3 AND NOT abandoned
-                     ORDER BY seq LIMIT $4"
-                ),
-                &[
-                    &self.tenant,
-                    &session_id,
-                    &(from_seq.min(i64::MAX as u64) as i64),
-                    &(limit.min(i64::MAX as usize) as i64),
-                ],
-            )
-            .map_err(pg)
-        })?;
-        rows_to_logged(&rows, session_id)
+        self.log_rows(session_id, from_seq, false, Some(limit))
     }
 
     fn messages_by_id(
