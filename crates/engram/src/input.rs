@@ -65,7 +65,7 @@ pub fn parse_conversation_with_format(
 ) -> Result<(Conversation, InputFormat), InputError> {
     let (mut conversation, stream) = stream_conversation(bytes)?;
     let format = stream.format();
-    let mut messages = Vec::with_capacity(stream.remaining_hint().unwrap_or(0));
+    let mut messages = Vec::with_capacity(stream.size_hint().1.unwrap_or(0));
     for message in stream {
         messages.push(message?);
     }
@@ -174,14 +174,6 @@ impl<'a> MessageStream<'a> {
         self.format
     }
 
-    /// How many messages are left, when that is known without parsing them (array input).
-    pub fn remaining_hint(&self) -> Option<usize> {
-        match &self.source {
-            Source::Raw(raws) => Some(raws.len()),
-            Source::Lines { .. } => None,
-        }
-    }
-
     fn next_raw(&mut self, raw: &'a RawValue) -> Result<Message, InputError> {
         let index = self.index;
         let (line, column) = self.lines.position_of(raw);
@@ -257,11 +249,12 @@ impl<'a> MessageStream<'a> {
 impl Iterator for MessageStream<'_> {
     type Item = Result<Message, InputError>;
 
+    /// At most the elements left of an array input; unknown for JSONL.
     fn size_hint(&self) -> (usize, Option<usize>) {
-        match self.remaining_hint() {
-            Some(n) if !self.done => (0, Some(n)),
-            Some(_) => (0, Some(0)),
-            None => (0, None),
+        match &self.source {
+            Source::Raw(_) if self.done => (0, Some(0)),
+            Source::Raw(raws) => (0, Some(raws.len())),
+            Source::Lines { .. } => (0, None),
         }
     }
 
