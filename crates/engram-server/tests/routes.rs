@@ -1074,19 +1074,23 @@ async fn an_append_over_the_window_is_stored_and_says_why() {
     assert_eq!(shown["session"]["messages"], 2, "{shown}");
 }
 
+/// Session `s` with `messages` appended.
+async fn session_s(app: &axum::Router, messages: Value) {
+    let (status, body) = call(app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = call(app, "POST", "/v1/sessions/s/messages", None, Some(messages)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 /// Pagination past the last possible sequence number is an empty page, not the log from seq 0.
 #[tokio::test]
 async fn pagination_never_wraps_around() {
     let app = app_on(Backend::Sqlite, "pages", false)
         .await
         .expect("sqlite");
-    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
-    call(
+    session_s(
         &app,
-        "POST",
-        "/v1/sessions/s/messages",
-        None,
-        Some(json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])),
+        json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]),
     )
     .await;
     let (s, all) = call(&app, "GET", "/v1/sessions/s/messages", None, None).await;
@@ -1108,13 +1112,9 @@ async fn a_compaction_that_cannot_shrink_the_view_changes_nothing() {
     let app = app_on(Backend::Sqlite, "no-grow", false)
         .await
         .expect("sqlite");
-    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
-    call(
+    session_s(
         &app,
-        "POST",
-        "/v1/sessions/s/messages",
-        None,
-        Some(json!([{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "on it"}])),
+        json!([{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "on it"}]),
     )
     .await;
     let (_, before) = call(&app, "GET", "/v1/sessions/s/context", None, None).await;
