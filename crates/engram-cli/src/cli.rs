@@ -62,6 +62,18 @@ pub(crate) struct GlobalArgs {
     pub(crate) config: Option<PathBuf>,
 }
 
+impl GlobalArgs {
+    /// Where the settings come from: the paths named here, then the environment, then the
+    /// default locations.
+    pub(crate) fn discovery(&self) -> engram::settings::Discovery {
+        let mut discovery = engram::settings::Discovery::new();
+        discovery.config.clone_from(&self.config);
+        discovery.models.clone_from(&self.models);
+        discovery.db.clone_from(&self.db);
+        discovery
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve engram over HTTP: sessions, context, compaction, memory (REST, JSON; OpenAPI at

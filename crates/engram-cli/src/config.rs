@@ -1,7 +1,5 @@
 //! Loading the configuration file, with the environment over it.
 
-use std::path::PathBuf;
-
 use engram::config::Config;
 use engram::memory::now;
 use engram::session::Store;
@@ -10,35 +8,10 @@ use engram::worker::{SleepSettings, sleep_if_due};
 use crate::cli::GlobalArgs;
 use crate::user_error;
 
-/// Where engram looks for a configuration file when none is named.
-pub(crate) fn default_config_path() -> Option<PathBuf> {
-    dirs::config_dir().map(|d| d.join("engram").join("config.toml"))
-}
-
 /// `--config` / ENGRAM_CONFIG, else the config directory's config.toml when it exists, else
-/// the defaults; then the environment variables.
+/// the defaults; then the environment variables ([`engram::settings::Discovery::config`]).
 pub(crate) fn load(global: &GlobalArgs) -> anyhow::Result<Config> {
-    let path = match &global.config {
-        Some(path) => Some(path.clone()),
-        None => default_config_path().filter(|p| p.is_file()),
-    };
-    let config = match path {
-        Some(path) => Config::from_file(&path).map_err(|e| user_error!("{e}"))?,
-        None => Config::default(),
-    };
-    config
-        .with_env(|k| std::env::var(k).ok())
-        .map_err(|e| user_error!("{e}"))
-}
-
-/// The sleep settings the configuration gives.
-pub(crate) fn sleep_settings(config: &Config) -> SleepSettings {
-    SleepSettings {
-        policy: config.sleep_policy(),
-        sessions: config.session_policy(),
-        archive_retention_ms: config.archive_retention_ms(),
-        ..SleepSettings::default()
-    }
+    global.discovery().config().map_err(|e| user_error!("{e}"))
 }
 
 /// With auto-sleep on, a command that wrote to the store runs a sleep tick when one is due
@@ -51,7 +24,7 @@ pub(crate) fn auto_sleep(store: &dyn Store, config: &Config) -> anyhow::Result<(
         store,
         now(),
         config.auto_sleep_interval_ms(),
-        &sleep_settings(config),
+        &SleepSettings::from_config(config),
     )? {
         eprintln!(
             "engram: auto-sleep consolidated {}, compacted {} in {:.0} ms",

@@ -91,6 +91,11 @@ macro_rules! user_error {
 }
 pub(crate) use user_error;
 
+/// A request the core refused, its field shown as the flag that set it.
+pub(crate) fn flag_error(e: engram::request::RequestError) -> anyhow::Error {
+    user_error!("{}: {}", e.flag(), e.message)
+}
+
 /// What to run next, for the errors whose core message names no command (the core's messages
 /// also reach HTTP clients, who have no CLI).
 fn hint(err: &anyhow::Error) -> String {

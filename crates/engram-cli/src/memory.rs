@@ -5,24 +5,22 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use engram::memory::{
-    Forget, MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, format_time, now, parse_time,
-};
+use engram::memory::{Forget, MemoryError, MemoryStore, NewEntry, Tier, format_time, now};
+use engram::request::{Names, SearchRequest, SleepRequest};
 use engram::worker::sleep_tick;
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
 use crate::cli::{GlobalArgs, MemoryCommand};
-use crate::user_error;
+use crate::{flag_error, user_error};
 
-/// `--db`, else ENGRAM_DB (clap reads it), else the user's data directory.
+/// `--db`, else ENGRAM_DB, else the user's data directory
+/// ([`engram::settings::Discovery::db_path`]).
 pub(crate) fn db_path(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
-    match &global.db {
-        Some(path) => Ok(path.clone()),
-        None => dirs::data_dir()
-            .map(|d| d.join("engram").join("engram.db"))
-            .ok_or_else(|| user_error!("no data directory on this system: pass --db PATH")),
-    }
+    global
+        .discovery()
+        .db_path()
+        .map_err(|e| user_error!("{e} (--db PATH)"))
 }
 
 /// Entries sent at a time from the parsing thread to the storing one.
@@ -173,25 +171,23 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             until,
             json,
         } => {
-            let time = |name: &str, value: &Option<String>| {
-                value
-                    .as_deref()
-                    .map(|v| parse_time(v).map_err(|e| user_error!("--{name}: {e}")))
-                    .transpose()
-            };
-            let (since, until) = (time("since", since)?, time("until", until)?);
-            let tiers = tier
-                .iter()
-                .map(|t| Tier::parse(t).ok_or_else(|| user_error!("unknown tier {t:?}; expected working, episodic, archive, learning or journal")))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let hits = store.search(&SearchQuery {
-                tiers,
+            let request = SearchRequest {
+                text: Some(query.clone()),
+                limit: Some(*limit),
+                tiers: (!tier.is_empty()).then(|| Names::Many(tier.clone())),
                 session_id: session.clone(),
                 source: source.clone(),
-                since,
-                until,
-                ..SearchQuery::new(query.clone(), *limit)
-            })?;
+                since: since.clone(),
+                until: until.clone(),
+            };
+            let hits = store.search(&request.into_query("query").map_err(|e| {
+                match e.field.as_str() {
+                    // The query is a positional argument; the tiers come from --tier.
+                    "query" => user_error!("the query {}", e.message),
+                    "tiers" => user_error!("--tier: {}", e.message),
+                    _ => flag_error(e),
+                }
+            })?)?;
             if *json {
                 let results: Vec<Value> = hits
                     .iter()
@@ -235,23 +231,14 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             json,
             summarizer,
         } => {
-            let at = match at {
-                Some(s) => parse_time(s).map_err(|e| user_error!("--now: {e}"))?,
-                None => now(),
-            };
-            let mut settings = crate::config::sleep_settings(&config);
-            if let Some(ttl_hours) = ttl_hours {
-                if !(ttl_hours.is_finite() && *ttl_hours > 0.0) {
-                    return Err(user_error!("--ttl-hours must be positive"));
-                }
-                settings.policy.ttl_ms = (ttl_hours * 3600.0 * 1000.0) as i64;
+            let mut settings = engram::worker::SleepSettings::from_config(&config);
+            let at = SleepRequest {
+                now: at.clone(),
+                ttl_hours: *ttl_hours,
+                max_working: *max_working,
             }
-            if let Some(max) = max_working {
-                if *max == 0 {
-                    return Err(user_error!("--max-working must be at least 1"));
-                }
-                settings.policy.max_working = *max;
-            }
+            .apply(&mut settings)
+            .map_err(flag_error)?;
             if summarizer.summary_prompt.is_some() {
                 return Err(user_error!(
                     "--summary-prompt applies to conversations (compact, summarize); memory groups are summarised with engram's memory prompt"
@@ -260,7 +247,6 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             let registry = crate::registry::load(global)?;
             let model = crate::summarizer::from_args(&registry, summarizer, &config)?;
             if let Some(model) = &model {
-                settings.summarizer = Some(model.clone());
                 settings.compact.summarizer = Some(model.clone());
             }
             let tick = sleep_tick(&store, at, &settings)?;
@@ -412,20 +398,18 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             )?;
         }
         MemoryCommand::Export { session } => {
-            let mut after: Option<String> = None;
-            loop {
-                let page = store.entries(session.as_deref(), after.as_deref(), 10_000)?;
-                let Some(last) = page.last() else { break };
-                after = Some(last.id.clone());
-                for e in &page {
-                    let mut line = engram::session::dump::memory_line(e);
-                    if let Value::Object(map) = &mut line {
-                        map.remove("type");
-                    }
-                    serde_json::to_writer(&mut out, &line)?;
-                    writeln!(out)?;
-                }
-            }
+            let mut failed = None;
+            engram::session::dump::export_memory(&store, session.as_deref(), |line| {
+                let written = serde_json::to_writer(&mut out, &line)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(out));
+                written.map_err(|e| {
+                    let message = e.to_string();
+                    failed = Some(e);
+                    MemoryError::Backend(message)
+                })
+            })
+            .map_err(|e| failed.map_or_else(|| anyhow::Error::from(e), anyhow::Error::from))?;
         }
         MemoryCommand::Stats { json } => {
             let stats = store.stats()?;

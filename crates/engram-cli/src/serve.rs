@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use engram::worker::SleepSettings;
 use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_model_window, parse_store_url};
 
 use crate::cli::{GlobalArgs, ServeArgs};
@@ -98,8 +99,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     serve.listen = listen;
     serve.api_keys = api_keys;
     serve.registry = registry;
-    serve.policy = config.session_policy();
-    serve.sleep = crate::config::sleep_settings(&config);
+    serve.sleep = SleepSettings::from_config(&config);
     if args.summarizer.summary_prompt.is_some() {
         return Err(user_error!(
             "--summary-prompt applies to `engram compact` and `engram summarize`; engram serve summarises with the structured handoff prompt"
@@ -111,8 +111,6 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         &config,
         &serve.proxy.model_windows,
     )? {
-        serve.summarizer = Some(model.clone());
-        serve.sleep.summarizer = Some(model.clone());
         serve.sleep.compact.summarizer = Some(model);
     }
     if config.memory.auto_sleep {

@@ -3,16 +3,16 @@
 use engram::plural;
 use std::io::Write;
 
-use engram::compact::{Strategy, render};
-use engram::memory::{MemoryEntry, MemoryStore, SearchQuery, Tier};
+use engram::Message;
+use engram::compact::render;
 use engram::memory::{format_time, now};
-use engram::session::{Session, SessionStore, Trigger, new_session};
-use engram::{Message, Role};
+use engram::request::{ContextRequest, NewSessionRequest, SessionCompactRequest, context_document};
+use engram::session::{Session, SessionStore, Trigger};
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
 use crate::cli::{GlobalArgs, InputFormatArg, SessionCommand};
-use crate::{config, input, memory, registry, user_error};
+use crate::{config, flag_error, input, memory, registry, user_error};
 
 pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Result<()> {
     let config = config::load(global)?;
@@ -22,13 +22,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
     let mut out = std::io::BufWriter::new(stdout.lock());
     let policy = config.session_policy();
     let registry = registry::load(global)?;
-    // The model's prices, for the cost in status updates.
-    let open = |id: &str| {
-        Session::open(&store, id).map(|s| {
-            let price = registry.resolve(&s.info().model).spec.price;
-            s.with_policy(policy).with_price(price)
-        })
-    };
+    let open = |id: &str| Session::open_with(&store, id, &registry, policy);
     match command {
         SessionCommand::New {
             id,
@@ -37,24 +31,22 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             window,
             json,
         } => {
-            let model = model
-                .clone()
-                .or_else(|| config.session.model.clone())
-                .unwrap_or_else(|| registry.default_model().to_owned());
-            if *window == Some(0) {
-                return Err(user_error!("--window must be positive"));
-            }
-            if let Some(warning) = registry.resolve(&model).warning() {
+            let request = NewSessionRequest {
+                model: model.clone(),
+                window: *window,
+                id: id.clone(),
+                name: name.clone(),
+            };
+            let default_model = config.session.model.as_deref();
+            if let Some(warning) = registry
+                .resolve(request.model_name(&registry, default_model))
+                .warning()
+            {
                 eprintln!("engram: warning: {warning}");
             }
-            let mut new = new_session(&registry, &model, *window, now());
-            new.id = id.clone();
-            new.name = name.clone();
-            if let Some(id) = &new.id
-                && id.trim().is_empty()
-            {
-                return Err(user_error!("--id is empty"));
-            }
+            let new = request
+                .into_new_session(&registry, default_model, now())
+                .map_err(flag_error)?;
             let session = Session::create(&store, &new)?;
             let info = session.info();
             if *json {
@@ -230,64 +222,23 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             plain,
             memory,
         } => {
-            if *budget == Some(0) {
-                return Err(user_error!("--budget must be positive"));
+            let args = ContextRequest {
+                budget: *budget,
+                query: query.clone(),
+                memory: Some(*memory),
+                ..ContextRequest::default()
             }
+            .resolve(&registry)
+            .map_err(flag_error)?;
             let session = open(id)?;
-            let query = query.as_deref().filter(|q| !q.trim().is_empty());
-            let compacted = if *memory {
-                // What memory should serve: the query, else the newest user message.
-                let topic = match query {
-                    Some(q) => q.to_owned(),
-                    None => session
-                        .log()?
-                        .iter()
-                        .rev()
-                        .find(|m| m.message.role == Role::User)
-                        .map(|m| m.message.text().into_owned())
-                        .unwrap_or_default(),
-                };
-                let hits = |tiers: Vec<Tier>, limit: usize| -> anyhow::Result<Vec<MemoryEntry>> {
-                    Ok(store
-                        .search(&SearchQuery {
-                            tiers,
-                            ..SearchQuery::new(topic.clone(), limit)
-                        })?
-                        .into_iter()
-                        .map(|h| h.entry)
-                        .collect())
-                };
-                let relevant = hits(vec![Tier::Working, Tier::Episodic], 10)?;
-                let learnings = hits(vec![Tier::Learning], 5)?;
-                session.context_with_memory(*budget, query, &relevant, &learnings)?
-            } else {
-                session.context(*budget, query)?
-            };
+            let compacted = args.context(&session)?;
             let mut doc = serde_json::Map::new();
             if !plain {
                 doc.insert("schema_version".into(), json!(1));
             }
-            doc.insert(
-                "messages".into(),
-                Value::Array(
-                    compacted
-                        .messages
-                        .iter()
-                        .map(|m| m.to_value(*plain))
-                        .collect(),
-                ),
-            );
-            if !plain {
-                let mut report = serde_json::to_value(&compacted.report)?;
-                if let Value::Object(map) = &mut report {
-                    map.insert("session_id".into(), json!(id));
-                    map.insert("window".into(), json!(session.info().window));
-                    map.insert(
-                        "tokenizer".into(),
-                        json!(session.counter().tokenizer().id()),
-                    );
-                }
-                doc.insert("report".into(), report);
+            doc.extend(context_document(&session, &compacted, *plain));
+            if *plain {
+                doc.remove("report");
             }
             serde_json::to_writer(&mut out, &doc)?;
             writeln!(out)?;
@@ -300,25 +251,23 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             json,
             summarizer,
         } => {
-            let strategy =
-                Strategy::from_name(strategy).map_err(|e| user_error!("--strategy: {e}"))?;
             let session = open(id)?;
-            let target = engram::compact::policy::requested_target(
-                *target,
-                session.info().window,
-                &policy.trigger,
-            )
-            .map_err(|e| user_error!("--target: {e}"))?;
-            let mut options = engram::compact::CompactOptions::new(target);
-            options.strategy = strategy;
-            options.prompt = crate::summarizer::prompt(summarizer)?;
+            let manual = SessionCompactRequest {
+                target: *target,
+                strategy: Some(strategy.clone()),
+                focus: focus.clone(),
+                summary_prompt: crate::summarizer::prompt(summarizer)?,
+            }
+            .resolve(session.info().window, &policy.trigger)
+            .map_err(flag_error)?;
+            let mut options = manual.options();
             if let Some(s) = crate::summarizer::from_args(&registry, summarizer, &config)? {
                 options.summarizer =
                     Some(s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);
             }
             let mut session = session.with_options(options);
-            let focus = focus.as_deref().filter(|f| !f.trim().is_empty());
-            let outcome = session.compact(Trigger::Manual, target, focus)?;
+            let outcome =
+                session.compact(Trigger::Manual, manual.target, manual.focus.as_deref())?;
             if *json {
                 serde_json::to_writer(&mut out, &outcome.to_value())?;
                 writeln!(out)?;

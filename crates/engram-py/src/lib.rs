@@ -13,13 +13,15 @@ use engram::assembly::{ContextBuilder, Parts, StoredSummary, TokenBudget};
 use engram::compact::summarize::{
     DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
 };
-use engram::compact::{CompactOptions, Strategy, compact};
+use engram::compact::{CompactOptions, compact};
 use engram::config::Config;
-use engram::memory::{
-    ConsolidationRecord, Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, Tier, now,
-    parse_time,
+use engram::memory::{ConsolidationRecord, Forget, MemoryStore, NewEntry, SearchHit, now};
+use engram::request::{
+    CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
+    SessionCompactRequest, SleepRequest, compaction_document, context_document, from_json,
 };
-use engram::session::{LoggedMessage, Session, SessionStore, Trigger, new_session};
+use engram::session::{LoggedMessage, Session, SessionStore, Trigger};
+use engram::settings::Discovery;
 use engram::worker::{SleepSettings, sleep_tick};
 use engram::{Message, ModelRegistry, TokenCounter, Tokenizer};
 use engram_llm::{Api, Client, ProviderConfig};
@@ -59,15 +61,21 @@ fn messages(text: &str) -> Res<Vec<Message>> {
     Ok(conversation(text)?.messages)
 }
 
-fn registry() -> &'static ModelRegistry {
-    static REGISTRY: std::sync::OnceLock<ModelRegistry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(ModelRegistry::builtin)
+/// The registry the settings discovery finds (the built-in one with the models file merged
+/// over it), loaded once per process.
+fn registry() -> Res<&'static ModelRegistry> {
+    static REGISTRY: std::sync::OnceLock<Result<ModelRegistry, String>> =
+        std::sync::OnceLock::new();
+    REGISTRY
+        .get_or_init(|| Discovery::new().registry().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(err)
 }
 
+/// The configuration the settings discovery finds (ENGRAM_CONFIG or config.toml, then the
+/// environment), read at each call as the CLI reads it at each command.
 fn config() -> Res<Config> {
-    Config::default()
-        .with_env(|k| std::env::var(k).ok())
-        .map_err(err)
+    Discovery::new().config().map_err(err)
 }
 
 fn opt_str<'a>(options: &'a Value, key: &str) -> Res<Option<&'a str>> {
@@ -135,7 +143,7 @@ struct Counter {
 
 impl Counter {
     fn build(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
-        let registry = registry();
+        let registry = registry()?;
         let name = model.unwrap_or_else(|| registry.default_model());
         let resolved = registry.resolve(name);
         let tokenizer = match tokenizer {
@@ -149,11 +157,6 @@ impl Counter {
             max_output_tokens: resolved.spec.max_output_tokens,
             warning: resolved.warning(),
         })
-    }
-
-    /// The budget a compaction gets when none is given: the window less the reply's share.
-    fn default_budget(&self) -> usize {
-        engram::compact::policy::default_budget(self.window, self.max_output_tokens)
     }
 }
 
@@ -284,7 +287,7 @@ impl LlmSummarizer {
             config.max_retries = r;
         }
         let client = Client::new(config).map_err(err)?;
-        let window = registry().resolve(model).spec.context_window;
+        let window = registry()?.resolve(model).spec.context_window;
         Ok(LlmSummarizer {
             inner: Arc::new(engram_llm::LlmSummarizer::new(client, window)),
             model: model.to_owned(),
@@ -300,7 +303,7 @@ impl LlmSummarizer {
     /// Calls, tokens and cost so far, as JSON.
     fn usage_json(&self) -> Res<String> {
         let usage = self.inner.usage();
-        let spec = registry().resolve(&self.model).spec;
+        let spec = registry()?.resolve(&self.model).spec;
         to_json(&json!({
             "calls": usage.calls,
             "input_tokens": usage.input_tokens,
@@ -319,7 +322,7 @@ fn summarizer_of(s: Option<&Bound<'_, LlmSummarizer>>) -> Option<Arc<dyn Summari
 /// The registry's models as JSON.
 #[pyfunction]
 fn models_json() -> Res<String> {
-    let models: Vec<Value> = registry()
+    let models: Vec<Value> = registry()?
         .models()
         .map(|m| {
             json!({
@@ -355,65 +358,21 @@ fn compact_json(
 ) -> Res<String> {
     let conversation = conversation(conversation_json)?;
     let o = parse_json(options_json, "options")?;
-    let model = opt_str(&o, "model")?.or_else(|| conversation.model());
-    let counter = Counter::build(model, opt_str(&o, "tokenizer")?)?;
-    let strategy = Strategy::from_name(opt_str(&o, "strategy")?.unwrap_or("auto"))
-        .map_err(|e| err(format!("strategy: {e}")))?;
-    let budget = positive(opt_usize(&o, "budget")?, "budget")?.unwrap_or(counter.default_budget());
-    let mut options = CompactOptions::new(budget);
-    options.strategy = strategy;
-    options.query = opt_str(&o, "query")?
-        .filter(|q| !q.trim().is_empty())
-        .map(str::to_owned);
-    if let Some(n) = opt_usize(&o, "keep_tool_outputs")? {
-        options.mask_keep_last = n;
-    }
-    if let Some(n) = opt_usize(&o, "keep_recent")? {
-        options.keep_recent = n.max(1);
-    }
-    if let Some(b) = opt_bool(&o, "preserve_window")? {
-        options.preserve_window = b;
-    }
-    if let Some(s) = share(&o, "digest_share")? {
-        options.digest_share = s;
-    }
-    if let Some(s) = share(&o, "recall_share")? {
-        options.recall_share = s;
-    }
-    options.prompt = opt_str(&o, "summary_prompt")?
-        .filter(|p| !p.trim().is_empty())
-        .map(str::to_owned);
+    let plain = opt_bool(&o, "plain")?.unwrap_or(true);
+    let Compaction {
+        tokenizer,
+        mut options,
+        ..
+    } = from_json::<CompactRequest>(o)
+        .map_err(err)?
+        .resolve(registry()?, conversation.model())
+        .map_err(err)?;
+    let counter = TokenCounter::new(tokenizer);
     options.summarizer = summarizer_of(summarizer);
     let compacted = py
-        .detach(|| compact(&conversation, &counter.counter, &options))
+        .detach(|| compact(&conversation, &counter, &options))
         .map_err(err)?;
-    let mut doc = serde_json::Map::new();
-    for (key, value) in &conversation.extra {
-        doc.insert(key.clone(), value.clone());
-    }
-    let plain = opt_bool(&o, "plain")?.unwrap_or(true);
-    doc.insert(
-        "messages".into(),
-        Value::Array(
-            compacted
-                .messages
-                .iter()
-                .map(|m| m.to_value(plain))
-                .collect(),
-        ),
-    );
-    if !conversation.tools.is_empty() {
-        doc.insert("tools".into(), Value::Array(conversation.tools.clone()));
-    }
-    let mut report = serde_json::to_value(&compacted.report).map_err(err)?;
-    if let Value::Object(map) = &mut report {
-        map.insert("tokenizer".into(), json!(counter.counter.tokenizer().id()));
-        map.insert(
-            "exact".into(),
-            json!(counter.counter.tokenizer().is_exact()),
-        );
-    }
-    doc.insert("report".into(), report);
+    let doc = compaction_document(&conversation, &compacted, counter.tokenizer(), plain);
     to_json(&doc)
 }
 
@@ -701,46 +660,7 @@ fn status_message_json(
 }
 
 fn default_db_path() -> Res<PathBuf> {
-    if let Ok(p) = std::env::var("ENGRAM_DB")
-        && !p.is_empty()
-    {
-        return Ok(PathBuf::from(p));
-    }
-    dirs::data_dir()
-        .map(|d| d.join("engram").join("engram.db"))
-        .ok_or_else(|| err("no data directory on this system: pass a path"))
-}
-
-fn parse_tiers(o: &Value) -> Res<Vec<Tier>> {
-    let names: Vec<String> = match o.get("tiers") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| err("tiers must be names"))
-            })
-            .collect::<Res<_>>()?,
-        Some(_) => return Err(err("tiers must be a name or a list of names")),
-    };
-    names
-        .iter()
-        .map(|t| {
-            Tier::parse(t).ok_or_else(|| {
-                err(format!(
-                    "unknown tier {t:?}; expected working, episodic, archive, learning or journal"
-                ))
-            })
-        })
-        .collect()
-}
-
-fn time_opt(o: &Value, key: &str) -> Res<Option<i64>> {
-    opt_str(o, key)?
-        .map(|s| parse_time(s).map_err(|e| err(format!("`{key}`: {e}"))))
-        .transpose()
+    Discovery::new().db_path().map_err(err)
 }
 
 /// The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
@@ -753,12 +673,7 @@ struct Store {
 
 impl Store {
     fn open_session(&self, id: &str) -> Res<Session<'_>> {
-        let config = config()?;
-        let session = Session::open(&self.store, id).map_err(err)?;
-        let price = registry().resolve(&session.info().model).spec.price;
-        Ok(session
-            .with_policy(config.session_policy())
-            .with_price(price))
+        Session::open_with(&self.store, id, registry()?, config()?.session_policy()).map_err(err)
     }
 }
 
@@ -857,24 +772,15 @@ impl Store {
 
     /// Full-text search (BM25). Options: limit, tiers, session_id, source, since, until.
     fn search(&self, py: Python<'_>, text: &str, options_json: &str) -> Res<String> {
-        let o = parse_json(options_json, "options")?;
-        let query = SearchQuery {
-            tiers: parse_tiers(&o)?,
-            session_id: opt_str(&o, "session_id")?.map(str::to_owned),
-            source: opt_str(&o, "source")?.map(str::to_owned),
-            since: time_opt(&o, "since")?,
-            until: time_opt(&o, "until")?,
-            ..SearchQuery::new(text, opt_usize(&o, "limit")?.unwrap_or(10))
-        };
+        let mut o = parse_json(options_json, "options")?;
+        if let Value::Object(map) = &mut o {
+            map.insert("text".into(), Value::String(text.to_owned()));
+        }
+        let query = from_json::<SearchRequest>(o)
+            .and_then(|r| r.into_query("text"))
+            .map_err(err)?;
         let hits = py.detach(|| self.store.search(&query)).map_err(err)?;
-        let results: Vec<Value> = hits
-            .iter()
-            .map(|h| {
-                let mut v = h.entry.to_json();
-                v["score"] = json!(h.score);
-                v
-            })
-            .collect();
+        let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         to_json(&results)
     }
 
@@ -887,28 +793,11 @@ impl Store {
         options_json: &str,
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
-        let o = parse_json(options_json, "options")?;
-        let config = config()?;
-        let at = time_opt(&o, "now")?.unwrap_or_else(now);
-        let mut settings = SleepSettings {
-            policy: config.sleep_policy(),
-            sessions: config.session_policy(),
-            archive_retention_ms: config.archive_retention_ms(),
-            ..SleepSettings::default()
-        };
-        if let Some(h) = opt_f64(&o, "ttl_hours")? {
-            if !(h.is_finite() && h > 0.0) {
-                return Err(err("ttl_hours must be positive"));
-            }
-            settings.policy.ttl_ms = (h * 3600.0 * 1000.0) as i64;
-        }
-        if let Some(m) = positive(opt_usize(&o, "max_working")?, "max_working")? {
-            settings.policy.max_working = m;
-        }
-        if let Some(s) = summarizer_of(summarizer) {
-            settings.summarizer = Some(Arc::clone(&s));
-            settings.compact.summarizer = Some(s);
-        }
+        let mut settings = SleepSettings::from_config(&config()?);
+        let at = from_json::<SleepRequest>(parse_json(options_json, "options")?)
+            .and_then(|r| r.apply(&mut settings))
+            .map_err(err)?;
+        settings.compact.summarizer = summarizer_of(summarizer);
         let tick = py
             .detach(|| {
                 let tick = sleep_tick(&self.store, at, &settings)?;
@@ -968,19 +857,10 @@ impl Store {
         let lines = py
             .detach(|| {
                 let mut out = Vec::new();
-                let mut after: Option<String> = None;
-                loop {
-                    let page = self.store.entries(session_id, after.as_deref(), 10_000)?;
-                    let Some(last) = page.last() else { break };
-                    after = Some(last.id.clone());
-                    for e in &page {
-                        let mut line = engram::session::dump::memory_line(e);
-                        if let Value::Object(map) = &mut line {
-                            map.remove("type");
-                        }
-                        out.push(line);
-                    }
-                }
+                engram::session::dump::export_memory(&self.store, session_id, |line| {
+                    out.push(line);
+                    Ok(())
+                })?;
                 Ok::<_, engram::memory::MemoryError>(out)
             })
             .map_err(err)?;
@@ -996,19 +876,11 @@ impl Store {
 
     /// Creates a session; returns its info. Options: model, window, id, name.
     fn session_new(&self, options_json: &str) -> Res<String> {
-        let o = parse_json(options_json, "options")?;
         let config = config()?;
-        let model = opt_str(&o, "model")?
-            .map(str::to_owned)
-            .or(config.session.model.clone())
-            .unwrap_or_else(|| registry().default_model().to_owned());
-        let window = positive(opt_usize(&o, "window")?, "window")?;
-        let mut new = new_session(registry(), &model, window, now());
-        new.id = opt_str(&o, "id")?.map(str::to_owned);
-        if new.id.as_deref().is_some_and(|i| i.trim().is_empty()) {
-            return Err(err("`id` is empty"));
-        }
-        new.name = opt_str(&o, "name")?.map(str::to_owned);
+        let new = from_json::<NewSessionRequest>(parse_json(options_json, "options")?)
+            .map_err(err)?
+            .into_new_session(registry()?, config.session.model.as_deref(), now())
+            .map_err(err)?;
         let session = Session::create(&self.store, &new).map_err(err)?;
         to_json(session.info())
     }
@@ -1064,51 +936,17 @@ impl Store {
         query: Option<&str>,
         memory: bool,
     ) -> Res<String> {
-        positive(budget, "budget")?;
+        let args = ContextRequest {
+            budget,
+            query: query.map(str::to_owned),
+            memory: Some(memory),
+            ..ContextRequest::default()
+        }
+        .resolve(registry()?)
+        .map_err(err)?;
         let session = self.open_session(id)?;
-        let query = query.filter(|q| !q.trim().is_empty());
-        let compacted = py
-            .detach(|| -> Result<_, String> {
-                if !memory {
-                    return session.context(budget, query).map_err(|e| e.to_string());
-                }
-                let topic = match query {
-                    Some(q) => q.to_owned(),
-                    None => session
-                        .log()
-                        .map_err(|e| e.to_string())?
-                        .iter()
-                        .rev()
-                        .find(|m| m.message.role == engram::Role::User)
-                        .map(|m| m.message.text().into_owned())
-                        .unwrap_or_default(),
-                };
-                let hits = |tiers: Vec<Tier>, limit: usize| -> Result<Vec<MemoryEntry>, String> {
-                    Ok(self
-                        .store
-                        .search(&SearchQuery {
-                            tiers,
-                            ..SearchQuery::new(topic.clone(), limit)
-                        })
-                        .map_err(|e| e.to_string())?
-                        .into_iter()
-                        .map(|h| h.entry)
-                        .collect())
-                };
-                let relevant = hits(vec![Tier::Working, Tier::Episodic], 10)?;
-                let learnings = hits(vec![Tier::Learning], 5)?;
-                session
-                    .context_with_memory(budget, query, &relevant, &learnings)
-                    .map_err(|e| e.to_string())
-            })
-            .map_err(err)?;
-        let mut report = serde_json::to_value(&compacted.report).map_err(err)?;
-        report["session_id"] = json!(id);
-        report["window"] = json!(session.info().window);
-        to_json(&json!({
-            "messages": compacted.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
-            "report": report,
-        }))
+        let compacted = py.detach(|| args.context(&session)).map_err(err)?;
+        to_json(&context_document(&session, &compacted, true))
     }
 
     /// Compacts the session now (recorded; the log keeps every message). Options: target,
@@ -1121,29 +959,18 @@ impl Store {
         options_json: &str,
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
-        let o = parse_json(options_json, "options")?;
-        let strategy = Strategy::from_name(opt_str(&o, "strategy")?.unwrap_or("auto"))
-            .map_err(|e| err(format!("strategy: {e}")))?;
+        let request: SessionCompactRequest =
+            from_json(parse_json(options_json, "options")?).map_err(err)?;
         let session = self.open_session(id)?;
         let policy = config()?.session_policy();
-        let target = engram::compact::policy::requested_target(
-            opt_usize(&o, "target")?,
-            session.info().window,
-            &policy.trigger,
-        )
-        .map_err(|e| err(format!("target: {e}")))?;
-        let mut options = CompactOptions::new(target);
-        options.strategy = strategy;
-        options.prompt = opt_str(&o, "summary_prompt")?
-            .filter(|p| !p.trim().is_empty())
-            .map(str::to_owned);
+        let manual = request
+            .resolve(session.info().window, &policy.trigger)
+            .map_err(err)?;
+        let mut options = manual.options();
         options.summarizer = summarizer_of(summarizer);
         let mut session = session.with_options(options);
-        let focus = opt_str(&o, "focus")?
-            .filter(|f| !f.trim().is_empty())
-            .map(str::to_owned);
         let outcome = py
-            .detach(|| session.compact(Trigger::Manual, target, focus.as_deref()))
+            .detach(|| session.compact(Trigger::Manual, manual.target, manual.focus.as_deref()))
             .map_err(err)?;
         to_json(&outcome.to_value())
     }

@@ -11,9 +11,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use engram::compact::{CompactOptions, Strategy};
-use engram::memory::{MemoryError, NewEntry, SearchQuery, Tier, format_time, now, parse_time};
-use engram::session::{Session, SessionError, Trigger, new_session};
+use engram::compact::CompactOptions;
+use engram::memory::{MemoryError, NewEntry, SearchHit, format_time, now};
+use engram::request::{
+    ContextRequest, NewSessionRequest, RequestError, SearchRequest, SessionCompactRequest,
+    SleepRequest, context_document, from_json,
+};
+use engram::session::{Session, SessionError, Trigger};
 use engram::worker::sleep_tick;
 use serde_json::{Value, json};
 
@@ -100,6 +104,16 @@ impl From<SessionError> for ApiError {
                 ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, c.to_string())
             }
             other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        if e.field.is_empty() {
+            ApiError::bad(e.message)
+        } else {
+            ApiError::field(&e.field, e.message)
         }
     }
 }
@@ -306,31 +320,16 @@ fn opt_str<'a>(v: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
     }
 }
 
-fn opt_usize(v: &Value, key: &str) -> Result<Option<usize>, ApiError> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(n) => match n.as_u64() {
-            Some(0) => Err(ApiError::field(key, "must be positive")),
-            Some(n) => Ok(Some(n as usize)),
-            None => Err(ApiError::field(key, "must be a positive integer")),
-        },
-    }
-}
-
 fn open<'s>(app: &App, store: &'s TenantStore, id: &str) -> Result<Session<'s>, ApiError> {
-    let session = Session::open(store.store.as_ref(), id)?;
-    let price = app
-        .config
-        .registry
-        .resolve(&session.info().model)
-        .spec
-        .price;
+    let session = Session::open_with(
+        store.store.as_ref(),
+        id,
+        &app.config.registry,
+        *app.config.policy(),
+    )?;
     let mut options = CompactOptions::new(session.info().window);
-    options.summarizer.clone_from(&app.config.summarizer);
-    Ok(session
-        .with_policy(app.config.policy)
-        .with_price(price)
-        .with_options(options))
+    options.summarizer = app.config.summarizer().cloned();
+    Ok(session.with_options(options))
 }
 
 async fn create_session(
@@ -338,19 +337,12 @@ async fn create_session(
     axum::Extension(tenant): axum::Extension<Tenant>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
-    let model = opt_str(&b, "model")?.map(str::to_owned);
-    let window = opt_usize(&b, "window")?;
-    let id = opt_str(&b, "id")?.map(str::to_owned);
-    if id.as_deref().is_some_and(|i| i.trim().is_empty()) {
-        return Err(ApiError::field("id", "is empty"));
-    }
-    let name = opt_str(&b, "name")?.map(str::to_owned);
-    with_store(&app, &tenant, move |app, store| {
-        let model = model.unwrap_or_else(|| app.config.registry.default_model().to_owned());
-        let mut new = new_session(&app.config.registry, &model, window, now());
-        new.id = id;
-        new.name = name;
+    let new = from_json::<NewSessionRequest>(body(&bytes)?)?.into_new_session(
+        &app.config.registry,
+        None,
+        now(),
+    )?;
+    with_store(&app, &tenant, move |_, store| {
         let session = Session::create(store.store.as_ref(), &new)?;
         let mut r = axum::Json(serde_json::to_value(session.info()).map_err(ApiError::internal)?)
             .into_response();
@@ -483,7 +475,7 @@ async fn messages(
     .await
 }
 
-/// `GET .../context?budget=&model=&query=`: the same as the `POST` with those fields.
+/// `GET .../context?budget=&model=&query=&memory=`: the same as the `POST` with those fields.
 async fn context_query(
     State(app): State<Arc<App>>,
     tenant: axum::Extension<Tenant>,
@@ -498,10 +490,15 @@ async fn context_query(
                 .parse::<u64>()
                 .map_or_else(|_| Value::String(value), Value::from),
             "model" | "query" => Value::String(value),
+            "memory" => match value.as_str() {
+                "true" | "1" => Value::Bool(true),
+                "false" | "0" => Value::Bool(false),
+                _ => Value::String(value),
+            },
             other => {
                 return Err(ApiError::field(
                     other,
-                    "unknown query parameter; expected budget, model or query",
+                    "unknown query parameter; expected budget, model, query or memory",
                 ));
             }
         };
@@ -525,30 +522,11 @@ async fn context_of(
     Path(id): Path<String>,
     b: Value,
 ) -> ApiResult {
-    let mut budget = opt_usize(&b, "budget")?;
-    let model = opt_str(&b, "model")?.map(str::to_owned);
-    let query = opt_str(&b, "query")?
-        .filter(|q| !q.trim().is_empty())
-        .map(str::to_owned);
+    let args = from_json::<ContextRequest>(b)?.resolve(&app.config.registry)?;
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
-        if budget.is_none()
-            && let Some(m) = &model
-        {
-            let spec = app.config.registry.resolve(m).spec;
-            budget = Some(engram::compact::policy::default_budget(
-                spec.context_window,
-                spec.max_output_tokens,
-            ));
-        }
-        let out = session.context(budget, query.as_deref())?;
-        let mut report = serde_json::to_value(&out.report).map_err(ApiError::internal)?;
-        report["session_id"] = json!(id);
-        report["window"] = json!(session.info().window);
-        ok(json!({
-            "messages": out.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
-            "report": report,
-        }))
+        let out = args.context(&session)?;
+        ok(Value::Object(context_document(&session, &out, true)))
     })
     .await
 }
@@ -559,27 +537,15 @@ async fn compact(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
-    let strategy = Strategy::from_name(opt_str(&b, "strategy")?.unwrap_or("auto"))
-        .map_err(|e| ApiError::field("strategy", e))?;
-    let focus = opt_str(&b, "focus")?
-        .filter(|f| !f.trim().is_empty())
-        .map(str::to_owned);
-    let target = opt_usize(&b, "target")?;
+    let request: SessionCompactRequest = from_json(body(&bytes)?)?;
     let key = id.clone();
     with_session_lock(&app, &tenant, &key, move |app, store| {
         let session = open(app, store, &id)?;
-        let target = engram::compact::policy::requested_target(
-            target,
-            session.info().window,
-            &app.config.policy.trigger,
-        )
-        .map_err(|e| ApiError::field("target", e))?;
-        let mut options = CompactOptions::new(target);
-        options.strategy = strategy;
-        options.summarizer.clone_from(&app.config.summarizer);
+        let manual = request.resolve(session.info().window, &app.config.policy().trigger)?;
+        let mut options = manual.options();
+        options.summarizer = app.config.summarizer().cloned();
         let mut session = session.with_options(options);
-        let outcome = session.compact(Trigger::Manual, target, focus.as_deref())?;
+        let outcome = session.compact(Trigger::Manual, manual.target, manual.focus.as_deref())?;
         if let engram::session::Compaction::Recorded(record) = &outcome {
             app.metrics
                 .compaction(record.tokens_before, record.tokens_after);
@@ -701,63 +667,16 @@ async fn add_memory(
     .await
 }
 
-#[derive(serde::Deserialize)]
-struct SearchParams {
-    q: Option<String>,
-    limit: Option<usize>,
-    tier: Option<String>,
-    session_id: Option<String>,
-    source: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
-}
-
 async fn search(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
-    params: Result<Query<SearchParams>, axum::extract::rejection::QueryRejection>,
+    params: Result<Query<SearchRequest>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult {
-    let Query(p) = params.map_err(|e| ApiError::bad(e.body_text()))?;
-    let text =
-        p.q.filter(|q| !q.trim().is_empty())
-            .ok_or_else(|| ApiError::field("q", "is required"))?;
-    let tiers = match &p.tier {
-        None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .map(|t| {
-                Tier::parse(t.trim()).ok_or_else(|| {
-                    ApiError::field(
-                        "tier",
-                        format!("unknown tier {t:?}; expected working, episodic, archive, learning or journal"),
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?,
-    };
-    let time = |name: &str, v: &Option<String>| {
-        v.as_deref()
-            .map(|s| parse_time(s).map_err(|e| ApiError::field(name, e)))
-            .transpose()
-    };
-    let query = SearchQuery {
-        tiers,
-        session_id: p.session_id,
-        source: p.source,
-        since: time("since", &p.since)?,
-        until: time("until", &p.until)?,
-        ..SearchQuery::new(text, p.limit.unwrap_or(10).clamp(1, 1000))
-    };
+    let Query(request) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    let query = request.into_query("q")?;
     with_store(&app, &tenant, move |_, store| {
         let hits = store.store.search(&query)?;
-        let results: Vec<Value> = hits
-            .iter()
-            .map(|h| {
-                let mut v = h.entry.to_json();
-                v["score"] = json!(h.score);
-                v
-            })
-            .collect();
+        let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         ok(json!({ "results": results }))
     })
     .await
@@ -768,13 +687,10 @@ async fn sleep(
     axum::Extension(tenant): axum::Extension<Tenant>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
-    let at = opt_str(&b, "now")?
-        .map(|s| parse_time(s).map_err(|e| ApiError::field("now", e)))
-        .transpose()?
-        .unwrap_or_else(now);
+    let mut settings = app.config.sleep.clone();
+    let at = from_json::<SleepRequest>(body(&bytes)?)?.apply(&mut settings)?;
     with_store(&app, &tenant, move |app, store| {
-        let tick = sleep_tick(store.store.as_ref(), at, &app.config.sleep)?;
+        let tick = sleep_tick(store.store.as_ref(), at, &settings)?;
         store.sync_index()?;
         for (_, c) in &tick.sessions.compacted {
             app.metrics.compaction(c.tokens_before, c.tokens_after);

@@ -65,10 +65,10 @@ pub struct ServeConfig {
     pub api_keys: Option<ApiKeys>,
     /// The auto-sleep worker's interval; `None`: no worker (sleep on request and at shutdown).
     pub auto_sleep: Option<Duration>,
-    /// What a sleep does (TTL, cap, sessions' thresholds).
+    /// When sessions compact (live and in a sleep), who writes the summaries, and what a sleep
+    /// does to memory (TTL, cap, retention): one set of settings for REST sessions, the proxy
+    /// and the sleeps. [`ServeConfig::policy`] and [`ServeConfig::summarizer`] read it.
     pub sleep: SleepSettings,
-    /// When sessions compact.
-    pub policy: SessionPolicy,
     /// The model registry (windows and prices).
     pub registry: ModelRegistry,
     /// The largest REST request body accepted.
@@ -84,11 +84,8 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     /// The most connections served at once; more wait to be accepted.
     pub max_connections: usize,
-    /// The OpenAI/Anthropic proxy: upstreams, windows of unknown models, thresholds.
+    /// The OpenAI/Anthropic proxy: upstreams and windows of unknown models.
     pub proxy: ProxyConfig,
-    /// Writes the summaries of the proxy's and the sessions' compactions (an LLM); `None`:
-    /// the extractive digest.
-    pub summarizer: Option<Arc<dyn Summarizer>>,
 }
 
 impl ServeConfig {
@@ -105,7 +102,6 @@ impl ServeConfig {
             api_keys: None,
             auto_sleep: None,
             sleep: SleepSettings::default(),
-            policy: SessionPolicy::default(),
             registry: ModelRegistry::builtin(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_proxy_body_bytes: DEFAULT_MAX_PROXY_BODY_BYTES,
@@ -114,8 +110,18 @@ impl ServeConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             proxy: ProxyConfig::default(),
-            summarizer: None,
         }
+    }
+
+    /// When sessions and the proxy compact.
+    pub fn policy(&self) -> &SessionPolicy {
+        &self.sleep.sessions
+    }
+
+    /// Writes the summaries of the proxy's, the sessions' and memory's compactions (an LLM);
+    /// `None`: the extractive digest.
+    pub fn summarizer(&self) -> Option<&Arc<dyn Summarizer>> {
+        self.sleep.compact.summarizer.as_ref()
     }
 }
 
@@ -404,7 +410,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
             }
         ),
     }
-    match &app.config.summarizer {
+    match app.config.summarizer() {
         Some(s) => eprintln!(
             "engram serve: summaries are written by {} (the extractive digest when it fails)",
             s.name()

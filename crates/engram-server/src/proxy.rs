@@ -674,7 +674,7 @@ fn compact_request(
 ) -> Result<engram::compact::Compacted, engram::compact::CompactError> {
     let mut options = CompactOptions::new(budget);
     options.strategy = Strategy::Auto;
-    options.summarizer.clone_from(&app.config.summarizer);
+    options.summarizer = app.config.summarizer().cloned();
     options.previous_summary = previous;
     compact(&parsed.conversation, counter, &options)
 }
@@ -834,7 +834,7 @@ async fn forward_compacted(
     }
     // Our count was too low for this upstream: half the target, or failing that, what was sent
     // less a quarter.
-    let budget = app.config.policy.trigger.target_tokens(plan.room) / 2;
+    let budget = app.config.policy().trigger.target_tokens(plan.room) / 2;
     let fallback = outcome.tokens_after * 3 / 4;
     let counter = Arc::clone(&plan.counter);
     let app2 = Arc::clone(&app);
@@ -903,7 +903,7 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
         ..Outcome::default()
     };
     // The sessions' policy, measured against the room the request leaves for its reply.
-    let trigger = app.config.policy.trigger;
+    let trigger = app.config.policy().trigger;
     let threshold = trigger.threshold_tokens(plan.room);
     if !trigger.is_over(tokens, plan.room) {
         return Some((outcome, parsed, plan, body.clone()));

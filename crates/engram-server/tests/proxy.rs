@@ -142,7 +142,9 @@ fn engram(base: &str, keys: bool) -> axum::Router {
 
 /// engram in front of `base`; with `keys`, two tenants (acme: KEY, umbrella: OTHER_KEY).
 fn engram_with(base: &str, keys: bool, summarizer: Option<Arc<dyn Summarizer>>) -> axum::Router {
-    engram_tuned(base, keys, |config| config.summarizer = summarizer)
+    engram_tuned(base, keys, |config| {
+        config.sleep.compact.summarizer = summarizer
+    })
 }
 
 /// Like [`engram_with`], with the configuration changed by `tune` before the app starts.
@@ -310,8 +312,8 @@ async fn the_proxy_takes_its_threshold_and_target_from_the_session_policy() {
     // A lower threshold and target: compacted, down to the target.
     let (base, _up) = upstream().await;
     let app = engram_tuned(&base, false, |config| {
-        config.policy.trigger.threshold = 0.1;
-        config.policy.trigger.target = 0.05;
+        config.sleep.sessions.trigger.threshold = 0.1;
+        config.sleep.sessions.trigger.target = 0.05;
     });
     let (status, headers, _) = send(&app, post_json("/v1/chat/completions", &body)).await;
     assert_eq!(status, StatusCode::OK);

@@ -1140,3 +1140,76 @@ async fn a_compaction_that_cannot_shrink_the_view_changes_nothing() {
     let (_, shown) = call(&app, "GET", "/v1/sessions/s", None, None).await;
     assert_eq!(shown["compactions"], json!([]), "nothing was recorded");
 }
+
+/// A context may bring in what long-term memory holds on the query, on the REST API as on the
+/// CLI and in Python: one request type in the core serves all three.
+#[tokio::test]
+async fn a_context_can_recall_long_term_memory() {
+    let app = app_on(Backend::Sqlite, "recall", false)
+        .await
+        .expect("sqlite");
+    session_s(
+        &app,
+        json!([{"role": "user", "content": "how do we deploy the staging service?"}]),
+    )
+    .await;
+    let (s, added) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        None,
+        Some(json!({"content": "decided: staging deploys are blue-green", "source": "notes"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{added}");
+    let (s, post) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/context",
+        None,
+        Some(json!({"budget": 2000, "memory": true})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{post}");
+    let system = post["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        system.contains("## Relevant Memory") && system.contains("blue-green"),
+        "{post}"
+    );
+    assert_eq!(post["report"]["session_id"], "s");
+    let (s, get) = call(
+        &app,
+        "GET",
+        "/v1/sessions/s/context?budget=2000&memory=true",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{get}");
+    assert_eq!(get["messages"], post["messages"]);
+    let (s, plain) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/context",
+        None,
+        Some(json!({"budget": 2000})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{plain}");
+    assert_eq!(plain["messages"].as_array().map(Vec::len), Some(1));
+    // The sleep's settings for one request are checked like every other field.
+    for (body, field) in [
+        (json!({"max_working": 0}), "max_working"),
+        (json!({"ttl_hours": -1}), "ttl_hours"),
+        (json!({"now": "dawn"}), "now"),
+    ] {
+        let (s, e) = call(&app, "POST", "/v1/memory/sleep", None, Some(body.clone())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert_eq!(e["error"]["field"], field, "{body}: {e}");
+    }
+    let (s, e) = call(&app, "GET", "/v1/memory/search?q=x&limit=0", None, None).await;
+    assert_eq!(
+        (s, &e["error"]["field"]),
+        (StatusCode::BAD_REQUEST, &json!("limit"))
+    );
+}

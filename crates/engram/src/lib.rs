@@ -41,6 +41,11 @@
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
 //! - [`memory`]: memory tiers, the [`memory::MemoryStore`] trait and sleep consolidation.
 //! - [`session`]: append-only session logs, views, compaction records, checkpoints.
+//! - [`worker`]: one sleep tick for memory and sessions, and the worker that runs them.
+//! - [`config`]: the configuration file with the environment over it, and [`settings`]: where
+//!   the configuration, the models file and the database are found, for every front.
+//! - [`request`]: what the fronts receive, as serde types that check themselves (one error
+//!   text per mistake, naming the field).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod agent;
@@ -55,7 +60,9 @@ pub mod memory;
 pub mod message;
 pub mod redact;
 pub mod registry;
+pub mod request;
 pub mod session;
+pub mod settings;
 pub mod tokenize;
 pub mod worker;
 

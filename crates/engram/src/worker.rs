@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::compact::CompactOptions;
-use crate::compact::summarize::Summarizer;
+use crate::config::Config;
 use crate::memory::sleep::{SleepPolicy, SleepReport, sleep_with};
 use crate::memory::{MemoryError, Timestamp, now};
 use crate::session::{SessionPolicy, SessionsSlept, Store, sleep_sessions};
@@ -27,12 +27,12 @@ pub struct SleepSettings {
     pub policy: SleepPolicy,
     /// Sleep-time compaction thresholds.
     pub sessions: SessionPolicy,
-    /// How sessions are compacted (strategy, summarizer, prompt).
+    /// How sessions are compacted (strategy, prompt) and who writes the summaries: its
+    /// `summarizer` writes both the sessions' summaries and memory's (`None`: the extractive
+    /// digest and summary).
     pub compact: CompactOptions,
     /// Archived originals older than this are deleted; `None` keeps them (the default).
     pub archive_retention_ms: Option<i64>,
-    /// Writes memory summaries; `None` is the extractive summary.
-    pub summarizer: Option<Arc<dyn Summarizer>>,
 }
 
 impl Default for SleepSettings {
@@ -42,7 +42,18 @@ impl Default for SleepSettings {
             sessions: SessionPolicy::default(),
             compact: CompactOptions::new(1),
             archive_retention_ms: None,
-            summarizer: None,
+        }
+    }
+}
+
+impl SleepSettings {
+    /// The settings a configuration gives (no summarizer: the caller sets one when it has one).
+    pub fn from_config(config: &Config) -> Self {
+        SleepSettings {
+            policy: config.sleep_policy(),
+            sessions: config.session_policy(),
+            archive_retention_ms: config.archive_retention_ms(),
+            ..SleepSettings::default()
         }
     }
 }
@@ -64,7 +75,12 @@ pub fn sleep_tick(
     at: Timestamp,
     settings: &SleepSettings,
 ) -> Result<SleepTick, MemoryError> {
-    let memory = sleep_with(store, at, &settings.policy, settings.summarizer.as_deref())?;
+    let memory = sleep_with(
+        store,
+        at,
+        &settings.policy,
+        settings.compact.summarizer.as_deref(),
+    )?;
     let sessions = sleep_sessions(store, &settings.sessions, &settings.compact)?;
     let archive_deleted = match settings.archive_retention_ms {
         Some(keep) => store.delete_archived_before(at - keep)?.entries,

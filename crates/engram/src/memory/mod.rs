@@ -332,6 +332,15 @@ pub struct SearchHit {
     pub score: f64,
 }
 
+impl SearchHit {
+    /// The entry's JSON ([`MemoryEntry::to_json`]) with its `score`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = self.entry.to_json();
+        v["score"] = serde_json::json!(self.score);
+        v
+    }
+}
+
 /// Entries per tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Stats {

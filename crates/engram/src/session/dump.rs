@@ -33,6 +33,30 @@ pub fn memory_line(e: &MemoryEntry) -> Value {
     })
 }
 
+/// Every memory entry (or a session's), in pages, as `memory export` writes them: one line per
+/// entry without the `type` key (what `memory import` reads back).
+pub fn export_memory(
+    store: &dyn crate::memory::MemoryStore,
+    session_id: Option<&str>,
+    mut line: impl FnMut(Value) -> Result<(), crate::memory::MemoryError>,
+) -> Result<(), crate::memory::MemoryError> {
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.entries(session_id, after.as_deref(), 10_000)?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = Some(last.id.clone());
+        for e in &page {
+            let mut value = memory_line(e);
+            if let Value::Object(map) = &mut value {
+                map.remove("type");
+            }
+            line(value)?;
+        }
+    }
+}
+
 /// A session's lines: the session, then its messages, compactions, summaries, checkpoints.
 pub fn session_lines(dump: &SessionDump) -> Vec<Value> {
     let i = &dump.info;

@@ -340,6 +340,19 @@ impl<'s> Session<'s> {
         Self::with_info(store, info)
     }
 
+    /// Opens a session as the fronts run it: under `policy`, with its model's prices from
+    /// `registry` (for the cost in status updates).
+    pub fn open_with(
+        store: &'s dyn Store,
+        id: &str,
+        registry: &ModelRegistry,
+        policy: SessionPolicy,
+    ) -> Result<Self, SessionError> {
+        let session = Session::open(store, id)?;
+        let price = registry.resolve(&session.info.model).spec.price;
+        Ok(session.with_policy(policy).with_price(price))
+    }
+
     fn with_info(store: &'s dyn Store, info: SessionInfo) -> Result<Self, SessionError> {
         let tokenizer = Tokenizer::from_name(&info.tokenizer)
             .map_err(|e| SessionError::Invalid(format!("session {}: tokenizer: {e}", info.id)))?
@@ -604,6 +617,42 @@ impl<'s> Session<'s> {
             &self.counter,
             &options,
         )?)
+    }
+
+    /// A context with what long-term memory holds on the topic: the query, else the newest
+    /// user message. The ten best working and episodic entries and the five best learnings are
+    /// searched in the session's store and served by [`Session::context_with_memory`].
+    pub fn context_recalling(
+        &self,
+        budget: Option<usize>,
+        query: Option<&str>,
+    ) -> Result<Compacted, SessionError> {
+        use crate::memory::Tier;
+        let topic = match query {
+            Some(q) => q.to_owned(),
+            None => self
+                .log()?
+                .iter()
+                .rev()
+                .find(|m| m.message.role == crate::Role::User)
+                .map(|m| m.message.text().into_owned())
+                .unwrap_or_default(),
+        };
+        let hits = |tiers: Vec<Tier>, limit: usize| {
+            Ok::<_, SessionError>(
+                self.store
+                    .search(&crate::memory::SearchQuery {
+                        tiers,
+                        ..crate::memory::SearchQuery::new(topic.clone(), limit)
+                    })?
+                    .into_iter()
+                    .map(|h| h.entry)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let relevant = hits(vec![Tier::Working, Tier::Episodic], 10)?;
+        let learnings = hits(vec![Tier::Learning], 5)?;
+        self.context_with_memory(budget, query, &relevant, &learnings)
     }
 
     /// A context with long-term memory (seed 001): a "## Relevant Memory" section (within 15% of

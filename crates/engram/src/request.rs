@@ -1,0 +1,688 @@
+//! Requests as the fronts receive them: CLI flags, REST bodies and Python's keyword options all
+//! become these types, which check themselves and turn into what the core runs. Each mistake
+//! has one error text on every surface, naming its field; a surface only spells the field its
+//! own way (`--target` on the command line, `"target"` in JSON).
+//!
+//! JSON (a REST body, Python's options) is read by [`from_json`]: unknown fields are ignored,
+//! a field of the wrong type is an error naming it.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::compact::policy::{self, TriggerPolicy};
+use crate::compact::{CompactOptions, Compacted, Strategy};
+use crate::input::Conversation;
+use crate::memory::{SearchQuery, Tier, Timestamp, now, parse_time};
+use crate::registry::{ModelRegistry, ResolvedModel};
+use crate::session::{NewSession, Session, SessionError, new_session};
+use crate::tokenize::Tokenizer;
+use crate::worker::SleepSettings;
+
+/// A request that does not make sense, and the field that says so.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: {message}")]
+pub struct RequestError {
+    /// The field as JSON names it (`target`, `messages[1]`); a CLI shows it as a flag.
+    pub field: String,
+    /// What is wrong with it and what is expected.
+    pub message: String,
+}
+
+impl RequestError {
+    /// An error about `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        RequestError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The field as a command-line flag (`digest_share` → `--digest-share`).
+    pub fn flag(&self) -> String {
+        format!("--{}", self.field.replace('_', "-"))
+    }
+}
+
+/// Reads a request from a JSON object; a field of the wrong type is an error naming the field.
+pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, RequestError> {
+    if !(value.is_object() || value.is_null()) {
+        return Err(RequestError::new(
+            "",
+            format!("expected a JSON object, not {}", kind(&value)),
+        ));
+    }
+    let value = if value.is_null() {
+        Value::Object(Default::default())
+    } else {
+        value
+    };
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        RequestError::new(field, plain_types(&e.into_inner().to_string()))
+    })
+}
+
+/// serde's "expected usize" in words a user reads.
+fn plain_types(message: &str) -> String {
+    message
+        .replace("expected usize", "expected a whole number")
+        .replace("expected u32", "expected a whole number")
+        .replace("expected f64", "expected a number")
+        .replace("expected a boolean", "expected true or false")
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn positive(field: &str, value: Option<usize>) -> Result<Option<usize>, RequestError> {
+    match value {
+        Some(0) => Err(RequestError::new(field, "must be positive")),
+        other => Ok(other),
+    }
+}
+
+fn share(field: &str, value: Option<f64>) -> Result<Option<f64>, RequestError> {
+    match value {
+        Some(v) if !(0.0..=1.0).contains(&v) => Err(RequestError::new(
+            field,
+            format!("must be between 0 and 1, not {v}"),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// Text that says something, trimmed of nothing; blank text is no text.
+fn text(value: Option<String>) -> Option<String> {
+    value.filter(|t| !t.trim().is_empty())
+}
+
+fn strategy(name: Option<&str>) -> Result<Strategy, RequestError> {
+    Strategy::from_name(name.unwrap_or("auto")).map_err(|e| RequestError::new("strategy", e))
+}
+
+/// Creating a session (`engram session new`, `POST /v1/sessions`, `Store.session_new`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct NewSessionRequest {
+    /// The session's model (its window and tokenizer come from the registry).
+    pub model: Option<String>,
+    /// A window that overrides the registry's.
+    pub window: Option<usize>,
+    /// The session's id; a new one when absent.
+    pub id: Option<String>,
+    /// A name for people.
+    pub name: Option<String>,
+}
+
+impl NewSessionRequest {
+    /// The model this request names, else `default_model` (the configuration's), else the
+    /// registry's default.
+    pub fn model_name<'a>(
+        &'a self,
+        registry: &'a ModelRegistry,
+        default_model: Option<&'a str>,
+    ) -> &'a str {
+        self.model
+            .as_deref()
+            .or(default_model)
+            .unwrap_or_else(|| registry.default_model())
+    }
+
+    /// The session to create at `now`.
+    pub fn into_new_session(
+        self,
+        registry: &ModelRegistry,
+        default_model: Option<&str>,
+        now: Timestamp,
+    ) -> Result<NewSession, RequestError> {
+        let window = positive("window", self.window)?;
+        if self.id.as_deref().is_some_and(|i| i.trim().is_empty()) {
+            return Err(RequestError::new("id", "is empty"));
+        }
+        let mut new = new_session(
+            registry,
+            self.model_name(registry, default_model),
+            window,
+            now,
+        );
+        new.id = self.id;
+        new.name = self.name;
+        Ok(new)
+    }
+}
+
+/// A session's context for a caller (`engram session context`, `GET/POST
+/// /v1/sessions/{id}/context`, `Store.session_context`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ContextRequest {
+    /// The most tokens the context may hold.
+    pub budget: Option<usize>,
+    /// With no budget: the budget of this model's window less its reply's room.
+    pub model: Option<String>,
+    /// What the context must serve: older messages that match come back verbatim.
+    pub query: Option<String>,
+    /// Add what long-term memory holds on the query (else the newest user message).
+    pub memory: Option<bool>,
+}
+
+/// A [`ContextRequest`] checked: what [`crate::session::Session::context`] takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextArgs {
+    /// The budget, when one was given or a model named.
+    pub budget: Option<usize>,
+    /// The query, when it says something.
+    pub query: Option<String>,
+    /// With what long-term memory holds on the topic.
+    pub memory: bool,
+}
+
+impl ContextArgs {
+    /// The session's context for these arguments.
+    pub fn context(&self, session: &Session<'_>) -> Result<Compacted, SessionError> {
+        if self.memory {
+            session.context_recalling(self.budget, self.query.as_deref())
+        } else {
+            session.context(self.budget, self.query.as_deref())
+        }
+    }
+}
+
+impl ContextRequest {
+    /// Checks the request; a model with no budget gives its default budget.
+    pub fn resolve(self, registry: &ModelRegistry) -> Result<ContextArgs, RequestError> {
+        let budget = positive("budget", self.budget)?.or_else(|| {
+            self.model.as_deref().map(|m| {
+                let spec = registry.resolve(m).spec;
+                policy::default_budget(spec.context_window, spec.max_output_tokens)
+            })
+        });
+        Ok(ContextArgs {
+            budget,
+            query: text(self.query),
+            memory: self.memory.unwrap_or(false),
+        })
+    }
+}
+
+/// Compacting a session now, by hand (`engram session compact`, `POST
+/// /v1/sessions/{id}/compact`, `Store.session_compact`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SessionCompactRequest {
+    /// The tokens to compact down to (default: the policy's target share of the window).
+    pub target: Option<usize>,
+    /// The strategy's name (default `auto`).
+    pub strategy: Option<String>,
+    /// What the summary should keep in particular.
+    pub focus: Option<String>,
+    /// A summary prompt instead of the structured handoff prompt.
+    pub summary_prompt: Option<String>,
+}
+
+/// A [`SessionCompactRequest`] checked against its session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManualCompaction {
+    /// The target in tokens.
+    pub target: usize,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// The focus, when it says something.
+    pub focus: Option<String>,
+    /// The summary prompt, when one was given.
+    pub prompt: Option<String>,
+}
+
+impl ManualCompaction {
+    /// The compaction options (no summarizer: the caller adds its own).
+    pub fn options(&self) -> CompactOptions {
+        let mut options = CompactOptions::new(self.target);
+        options.strategy = self.strategy;
+        options.prompt.clone_from(&self.prompt);
+        options
+    }
+}
+
+impl SessionCompactRequest {
+    /// Checks the request against a session of `window` tokens under `trigger`.
+    pub fn resolve(
+        self,
+        window: usize,
+        trigger: &TriggerPolicy,
+    ) -> Result<ManualCompaction, RequestError> {
+        let strategy = strategy(self.strategy.as_deref())?;
+        let target = policy::requested_target(self.target, window, trigger)
+            .map_err(|e| RequestError::new("target", e))?;
+        Ok(ManualCompaction {
+            target,
+            strategy,
+            focus: text(self.focus),
+            prompt: text(self.summary_prompt),
+        })
+    }
+}
+
+/// Compacting a conversation once (`engram compact`, Python's `compact`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct CompactRequest {
+    /// The model whose window, reply room and tokenizer apply (default: the conversation's,
+    /// else the registry's default).
+    pub model: Option<String>,
+    /// A tokenizer instead of the model's.
+    pub tokenizer: Option<String>,
+    /// The most tokens the result may hold (default: the window less the reply's room).
+    pub budget: Option<usize>,
+    /// The strategy's name (default `auto`).
+    pub strategy: Option<String>,
+    /// What the context must serve: older messages that match come back verbatim.
+    pub query: Option<String>,
+    /// Tool outputs that masking keeps verbatim, counted from the newest.
+    pub keep_tool_outputs: Option<usize>,
+    /// Messages the extractive strategy keeps verbatim, counted from the newest (at least 1).
+    pub keep_recent: Option<usize>,
+    /// A preserve window instead of `keep_recent`.
+    pub preserve_window: Option<bool>,
+    /// The share of the free budget the digest of dropped messages may take.
+    pub digest_share: Option<f64>,
+    /// The share of the free budget recalled messages may take.
+    pub recall_share: Option<f64>,
+    /// A summary prompt instead of the structured handoff prompt.
+    pub summary_prompt: Option<String>,
+}
+
+/// A [`CompactRequest`] checked: the model, the tokenizer and the options.
+#[derive(Debug)]
+pub struct Compaction {
+    /// The model as the registry resolved it.
+    pub model: ResolvedModel,
+    /// The tokenizer that counts.
+    pub tokenizer: Tokenizer,
+    /// The options (no summarizer: the caller adds its own).
+    pub options: CompactOptions,
+}
+
+impl CompactRequest {
+    /// Checks the request; `conversation_model` is the model the conversation itself names.
+    pub fn resolve(
+        self,
+        registry: &ModelRegistry,
+        conversation_model: Option<&str>,
+    ) -> Result<Compaction, RequestError> {
+        let strategy = strategy(self.strategy.as_deref())?;
+        let budget = positive("budget", self.budget)?;
+        let digest_share = share("digest_share", self.digest_share)?;
+        let recall_share = share("recall_share", self.recall_share)?;
+        let model = registry.resolve(
+            self.model
+                .as_deref()
+                .or(conversation_model)
+                .unwrap_or_else(|| registry.default_model()),
+        );
+        let tokenizer = match &self.tokenizer {
+            Some(name) => Tokenizer::from_name(name),
+            None => model.spec.tokenizer(),
+        }
+        .map_err(|e| RequestError::new("tokenizer", e.to_string()))?;
+        let mut options = CompactOptions::new(budget.unwrap_or_else(|| {
+            policy::default_budget(model.spec.context_window, model.spec.max_output_tokens)
+        }));
+        options.strategy = strategy;
+        options.query = text(self.query);
+        if let Some(n) = self.keep_tool_outputs {
+            options.mask_keep_last = n;
+        }
+        if let Some(n) = self.keep_recent {
+            options.keep_recent = n.max(1);
+        }
+        if let Some(b) = self.preserve_window {
+            options.preserve_window = b;
+        }
+        if let Some(s) = digest_share {
+            options.digest_share = s;
+        }
+        if let Some(s) = recall_share {
+            options.recall_share = s;
+        }
+        options.prompt = text(self.summary_prompt);
+        Ok(Compaction {
+            model,
+            tokenizer,
+            options,
+        })
+    }
+}
+
+/// The answer to a [`CompactRequest`]: the request's other keys (model, temperature, ...) pass
+/// through, so that a compacted OpenAI request body is a request body again; then `messages`
+/// (`plain`: without provenance), the request's `tools`, and the `report` with the tokenizer
+/// that counted.
+pub fn compaction_document(
+    conversation: &Conversation,
+    compacted: &Compacted,
+    tokenizer: &Tokenizer,
+    plain: bool,
+) -> Map<String, Value> {
+    let mut doc = Map::new();
+    for (key, value) in &conversation.extra {
+        doc.insert(key.clone(), value.clone());
+    }
+    doc.insert("messages".into(), messages_value(compacted, plain));
+    if !conversation.tools.is_empty() {
+        doc.insert("tools".into(), Value::Array(conversation.tools.clone()));
+    }
+    let mut report = report_value(compacted);
+    report.insert("tokenizer".into(), Value::from(tokenizer.id()));
+    report.insert("exact".into(), Value::from(tokenizer.is_exact()));
+    doc.insert("report".into(), Value::Object(report));
+    doc
+}
+
+/// The answer to a [`ContextRequest`]: `messages` (`plain`: without provenance) and the
+/// `report`, naming the session, its window and its tokenizer.
+pub fn context_document(
+    session: &Session<'_>,
+    compacted: &Compacted,
+    plain: bool,
+) -> Map<String, Value> {
+    let mut report = report_value(compacted);
+    report.insert("session_id".into(), Value::from(session.info().id.as_str()));
+    report.insert("window".into(), Value::from(session.info().window));
+    report.insert(
+        "tokenizer".into(),
+        Value::from(session.counter().tokenizer().id()),
+    );
+    let mut doc = Map::new();
+    doc.insert("messages".into(), messages_value(compacted, plain));
+    doc.insert("report".into(), Value::Object(report));
+    doc
+}
+
+fn messages_value(compacted: &Compacted, plain: bool) -> Value {
+    Value::Array(
+        compacted
+            .messages
+            .iter()
+            .map(|m| m.to_value(plain))
+            .collect(),
+    )
+}
+
+fn report_value(compacted: &Compacted) -> Map<String, Value> {
+    match serde_json::to_value(&compacted.report) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// One name or several: `"working,episodic"` or `["working", "episodic"]`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Names {
+    /// One string, names separated by commas.
+    One(String),
+    /// A list of names.
+    Many(Vec<String>),
+}
+
+impl Names {
+    fn split(&self) -> Vec<&str> {
+        match self {
+            Names::One(s) => s
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect(),
+            Names::Many(v) => v.iter().map(|t| t.trim()).collect(),
+        }
+    }
+}
+
+/// Searching memory (`engram memory search`, `GET /v1/memory/search`, `Store.search`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SearchRequest {
+    /// The words to look for (`q` in a URL).
+    #[serde(alias = "q")]
+    pub text: Option<String>,
+    /// The most hits (default 10).
+    pub limit: Option<usize>,
+    /// Only these tiers (default: working and episodic; `tier` in a URL).
+    #[serde(alias = "tier")]
+    pub tiers: Option<Names>,
+    /// Only this session.
+    pub session_id: Option<String>,
+    /// Only this source.
+    pub source: Option<String>,
+    /// Only entries written at or after this RFC 3339 time.
+    pub since: Option<String>,
+    /// Only entries written before this RFC 3339 time.
+    pub until: Option<String>,
+}
+
+impl SearchRequest {
+    /// The query; `text_field` is what the surface calls the text (`q`, `query`).
+    pub fn into_query(self, text_field: &str) -> Result<SearchQuery, RequestError> {
+        let text = text(self.text).ok_or_else(|| RequestError::new(text_field, "is required"))?;
+        let limit = positive("limit", self.limit)?.unwrap_or(10);
+        let tiers = match &self.tiers {
+            None => Vec::new(),
+            Some(names) => names
+                .split()
+                .into_iter()
+                .map(|t| {
+                    Tier::parse(t).ok_or_else(|| {
+                        RequestError::new(
+                            "tiers",
+                            format!("unknown tier {t:?}; expected working, episodic, archive, learning or journal"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let time = |field: &str, value: Option<String>| {
+            value
+                .map(|v| parse_time(&v).map_err(|e| RequestError::new(field, e)))
+                .transpose()
+        };
+        Ok(SearchQuery {
+            tiers,
+            session_id: self.session_id,
+            source: self.source,
+            since: time("since", self.since)?,
+            until: time("until", self.until)?,
+            ..SearchQuery::new(text, limit)
+        })
+    }
+}
+
+/// Running a sleep now (`engram memory sleep`, `POST /v1/memory/sleep`, `Store.sleep`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SleepRequest {
+    /// The time the sleep runs at (RFC 3339; default: now), for replaying a past day.
+    pub now: Option<String>,
+    /// Working memory's time to live for this sleep, in hours.
+    pub ttl_hours: Option<f64>,
+    /// Working memory's cap for this sleep.
+    pub max_working: Option<usize>,
+}
+
+impl SleepRequest {
+    /// Applies the request to `settings`; returns the time the sleep runs at.
+    pub fn apply(self, settings: &mut SleepSettings) -> Result<Timestamp, RequestError> {
+        let at = match self.now {
+            Some(s) => parse_time(&s).map_err(|e| RequestError::new("now", e))?,
+            None => now(),
+        };
+        if let Some(h) = self.ttl_hours {
+            if !(h.is_finite() && h > 0.0) {
+                return Err(RequestError::new(
+                    "ttl_hours",
+                    format!("must be a positive number of hours, not {h}"),
+                ));
+            }
+            settings.policy.ttl_ms = (h * 3600.0 * 1000.0) as i64;
+        }
+        if let Some(m) = positive("max_working", self.max_working)? {
+            settings.policy.max_working = m;
+        }
+        Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named() {
+        let e = from_json::<NewSessionRequest>(json!({"window": "big"})).unwrap_err();
+        assert_eq!(e.field, "window");
+        assert!(e.message.contains("expected a whole number"), "{e}");
+        let e = from_json::<CompactRequest>(json!({"preserve_window": 1})).unwrap_err();
+        assert_eq!(e.field, "preserve_window", "{e}");
+        let e = from_json::<CompactRequest>(json!([1])).unwrap_err();
+        assert!(e.message.contains("a JSON object"), "{e}");
+        let ok = from_json::<CompactRequest>(json!({"budget": 10, "unknown": true})).unwrap();
+        assert_eq!(ok.budget, Some(10), "unknown fields are ignored");
+        assert_eq!(
+            from_json::<ContextRequest>(Value::Null).unwrap(),
+            ContextRequest::default()
+        );
+    }
+
+    #[test]
+    fn each_mistake_has_one_text() {
+        let registry = ModelRegistry::builtin();
+        let bad = |r: CompactRequest| r.resolve(&registry, None).unwrap_err();
+        let e = bad(CompactRequest {
+            strategy: Some("magic".into()),
+            ..Default::default()
+        });
+        assert_eq!(e.field, "strategy");
+        assert!(e.message.contains("unknown strategy"), "{e}");
+        let e = bad(CompactRequest {
+            budget: Some(0),
+            ..Default::default()
+        });
+        assert_eq!((e.field.as_str(), e.flag()), ("budget", "--budget".into()));
+        let e = bad(CompactRequest {
+            digest_share: Some(2.0),
+            ..Default::default()
+        });
+        assert_eq!(e.flag(), "--digest-share");
+        assert_eq!(e.message, "must be between 0 and 1, not 2");
+        let e = SessionCompactRequest {
+            target: Some(0),
+            ..Default::default()
+        }
+        .resolve(1_000, &TriggerPolicy::default())
+        .unwrap_err();
+        assert_eq!(e.field, "target");
+        let e = NewSessionRequest {
+            id: Some(" ".into()),
+            ..Default::default()
+        }
+        .into_new_session(&registry, None, 0)
+        .unwrap_err();
+        assert_eq!(e.to_string(), "`id`: is empty");
+    }
+
+    #[test]
+    fn a_search_takes_tiers_as_a_list_or_a_string() {
+        let q = from_json::<SearchRequest>(json!({"q": "cargo", "tier": "working, learning"}))
+            .unwrap()
+            .into_query("q")
+            .unwrap();
+        assert_eq!(q.tiers, vec![Tier::Working, Tier::Learning]);
+        assert_eq!(q.limit, 10);
+        let q = from_json::<SearchRequest>(json!({"text": "x", "tiers": ["archive"], "limit": 3}))
+            .unwrap()
+            .into_query("text")
+            .unwrap();
+        assert_eq!((q.tiers, q.limit), (vec![Tier::Archive], 3));
+        let e = SearchRequest::default().into_query("q").unwrap_err();
+        assert_eq!(e.to_string(), "`q`: is required");
+        let e = from_json::<SearchRequest>(json!({"text": "x", "tiers": "dreams"}))
+            .unwrap()
+            .into_query("text")
+            .unwrap_err();
+        assert_eq!(e.field, "tiers");
+        let e = from_json::<SearchRequest>(json!({"text": "x", "since": "yesterday"}))
+            .unwrap()
+            .into_query("text")
+            .unwrap_err();
+        assert_eq!(e.field, "since");
+    }
+
+    #[test]
+    fn a_sleep_request_sets_this_sleep_only() {
+        let mut settings = SleepSettings::default();
+        let at = from_json::<SleepRequest>(
+            json!({"now": "2026-11-21T07:00:00Z", "ttl_hours": 2, "max_working": 5}),
+        )
+        .unwrap()
+        .apply(&mut settings)
+        .unwrap();
+        assert_eq!(at, parse_time("2026-11-21T07:00:00Z").unwrap());
+        assert_eq!(
+            (settings.policy.ttl_ms, settings.policy.max_working),
+            (2 * 3600 * 1000, 5)
+        );
+        for (bad, field) in [
+            (json!({"ttl_hours": 0}), "ttl_hours"),
+            (json!({"max_working": 0}), "max_working"),
+            (json!({"now": "dawn"}), "now"),
+        ] {
+            let e = from_json::<SleepRequest>(bad)
+                .unwrap()
+                .apply(&mut SleepSettings::default())
+                .unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+    }
+
+    #[test]
+    fn defaults_come_from_the_model_and_the_policy() {
+        let registry = ModelRegistry::builtin();
+        let c = CompactRequest::default()
+            .resolve(&registry, Some("gpt-4o"))
+            .unwrap();
+        let spec = registry.resolve("gpt-4o").spec;
+        assert_eq!(
+            c.options.budget,
+            policy::default_budget(spec.context_window, spec.max_output_tokens)
+        );
+        let m = SessionCompactRequest {
+            focus: Some("  ".into()),
+            ..Default::default()
+        }
+        .resolve(10_000, &TriggerPolicy::default())
+        .unwrap();
+        assert_eq!((m.target, m.focus), (6_000, None));
+        let args = ContextRequest {
+            model: Some("gpt-4o".into()),
+            query: Some("".into()),
+            ..Default::default()
+        }
+        .resolve(&registry)
+        .unwrap();
+        assert_eq!(args.budget, Some(c.options.budget));
+        assert_eq!(args.query, None);
+        let new = NewSessionRequest::default()
+            .into_new_session(&registry, Some("gpt-4o"), 0)
+            .unwrap();
+        assert_eq!(new.window, spec.context_window);
+    }
+}
