@@ -2,8 +2,8 @@
 
 use engram::config::Config;
 use engram::memory::now;
-use engram::session::Store;
-use engram::worker::{SleepSettings, sleep_if_due};
+use engram::session::EngramStore;
+use engram::sleep::{SleepSettings, sleep_if_due};
 
 use crate::cli::GlobalArgs;
 use crate::user_error;
@@ -16,7 +16,7 @@ pub(crate) fn load(global: &GlobalArgs) -> anyhow::Result<Config> {
 
 /// With auto-sleep on, a command that wrote to the store runs a sleep tick when one is due
 /// (none ran in the last interval, by any process), and says so on standard error.
-pub(crate) fn auto_sleep(store: &dyn Store, config: &Config) -> anyhow::Result<()> {
+pub(crate) fn auto_sleep(store: &dyn EngramStore, config: &Config) -> anyhow::Result<()> {
     if !config.memory.auto_sleep {
         return Ok(());
     }

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use engram::memory::{MemoryStore, NewEntry, now};
-use engram::session::dump::{SessionReader, memory_line, session_lines};
+use engram::session::export::{SessionReader, memory_line, session_lines};
 use engram::session::{SessionStore, export_session};
 use engram_store::SqliteStore;
 use serde_json::Value;

@@ -99,8 +99,8 @@ pub(crate) fn flag_error(e: engram::request::RequestError) -> anyhow::Error {
 /// What to run next, for the errors whose core message names no command (the core's messages
 /// also reach HTTP clients, who have no CLI).
 fn hint(err: &anyhow::Error) -> String {
-    let Some(engram::memory::MemoryError::NotFound(what)) = err.chain().find_map(|c| {
-        c.downcast_ref::<engram::memory::MemoryError>().or_else(|| {
+    let Some(engram::memory::StoreError::NotFound(what)) = err.chain().find_map(|c| {
+        c.downcast_ref::<engram::memory::StoreError>().or_else(|| {
             match c.downcast_ref::<engram::session::SessionError>() {
                 Some(engram::session::SessionError::Store(e)) => Some(e),
                 _ => None,
@@ -143,19 +143,19 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 ) => return 3,
                 engram::session::SessionError::Compact(_) => return 2,
                 engram::session::SessionError::Store(
-                    engram::memory::MemoryError::Foreign(_)
-                    | engram::memory::MemoryError::NotFound(_)
-                    | engram::memory::MemoryError::Conflict(_),
+                    engram::memory::StoreError::Foreign(_)
+                    | engram::memory::StoreError::NotFound(_)
+                    | engram::memory::StoreError::Conflict(_),
                 ) => return 2,
                 _ => {}
             }
         }
-        if let Some(e) = cause.downcast_ref::<engram::memory::MemoryError>() {
+        if let Some(e) = cause.downcast_ref::<engram::memory::StoreError>() {
             return match e {
-                engram::memory::MemoryError::Foreign(_)
-                | engram::memory::MemoryError::Rejected(_)
-                | engram::memory::MemoryError::NotFound(_)
-                | engram::memory::MemoryError::Conflict(_) => 2,
+                engram::memory::StoreError::Foreign(_)
+                | engram::memory::StoreError::Rejected(_)
+                | engram::memory::StoreError::NotFound(_)
+                | engram::memory::StoreError::Conflict(_) => 2,
                 _ => 1,
             };
         }

@@ -5,9 +5,9 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use engram::memory::{Forget, MemoryError, MemoryStore, NewEntry, Tier, format_time, now};
+use engram::memory::{Forget, MemoryStore, NewEntry, StoreError, Tier, format_time, now};
 use engram::request::{Names, SearchRequest, SleepRequest};
-use engram::worker::sleep_tick;
+use engram::sleep::sleep_tick;
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
@@ -34,12 +34,12 @@ fn parse_entries(
     name: &str,
     default_time: engram::memory::Timestamp,
     redact: bool,
-    sender: &std::sync::mpsc::SyncSender<Vec<Result<NewEntry, MemoryError>>>,
+    sender: &std::sync::mpsc::SyncSender<Vec<Result<NewEntry, StoreError>>>,
 ) -> usize {
     let mut redacted = 0;
     let mut batch = Vec::with_capacity(PARSED_BATCH);
     for (i, line) in reader.lines().enumerate() {
-        let reject = |m: String| MemoryError::Rejected(format!("{name}: line {}{m}", i + 1));
+        let reject = |m: String| StoreError::Rejected(format!("{name}: line {}{m}", i + 1));
         let entry = match line {
             Ok(l) if l.trim().is_empty() => continue,
             Err(e) => Err(reject(format!(": {e}"))),
@@ -231,7 +231,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             json,
             summarizer,
         } => {
-            let mut settings = engram::worker::SleepSettings::from_config(&config);
+            let mut settings = engram::sleep::SleepSettings::from_config(&config);
             let at = SleepRequest {
                 now: at.clone(),
                 ttl_hours: *ttl_hours,
@@ -384,7 +384,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                         (_, _, Some(s)) => format!("no memory entries from source {s:?}"),
                         _ => "no memory entries matched".to_owned(),
                     };
-                    return Err(anyhow::Error::new(engram::memory::MemoryError::NotFound(
+                    return Err(anyhow::Error::new(engram::memory::StoreError::NotFound(
                         format!("{what}; nothing was forgotten"),
                     )));
                 }
@@ -399,14 +399,14 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
         }
         MemoryCommand::Export { session } => {
             let mut failed = None;
-            engram::session::dump::export_memory(&store, session.as_deref(), |line| {
+            engram::session::export::export_memory(&store, session.as_deref(), |line| {
                 let written = serde_json::to_writer(&mut out, &line)
                     .map_err(std::io::Error::from)
                     .and_then(|()| writeln!(out));
                 written.map_err(|e| {
                     let message = e.to_string();
                     failed = Some(e);
-                    MemoryError::Backend(message)
+                    StoreError::Backend(message)
                 })
             })
             .map_err(|e| failed.map_or_else(|| anyhow::Error::from(e), anyhow::Error::from))?;

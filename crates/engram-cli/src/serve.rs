@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use engram::worker::SleepSettings;
+use engram::sleep::SleepSettings;
 use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_model_window, parse_store_url};
 
 use crate::cli::{GlobalArgs, ServeArgs};

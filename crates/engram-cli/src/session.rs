@@ -291,15 +291,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
         } => {
             if let Some(format) = schema {
                 let tool = if format == "anthropic" {
-                    engram::agent::compact_history_tool_anthropic()
+                    engram::tools::compact_history_tool_anthropic()
                 } else {
-                    engram::agent::compact_history_tool_openai()
+                    engram::tools::compact_history_tool_openai()
                 };
                 serde_json::to_writer_pretty(&mut out, &tool)?;
                 writeln!(out)?;
             } else {
                 let id = id.as_deref().unwrap_or_default();
-                let args = engram::agent::CompactHistoryArgs::parse(&Value::String(
+                let args = engram::tools::CompactHistoryArgs::parse(&Value::String(
                     arguments.clone().unwrap_or_default(),
                 ))
                 .map_err(|e| user_error!("compact_history arguments: {e}"))?;

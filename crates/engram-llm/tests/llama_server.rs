@@ -213,7 +213,7 @@ fn smollm2(port: u16) -> ProviderConfig {
 /// A session fed the trajectory turn by turn compacts at its threshold with the model; a
 /// model-written summary is merged into the next one, and the invariants hold throughout.
 fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSummarizer>) {
-    use engram::memory::InMemoryStore;
+    use engram::in_memory::InMemoryStore;
     use engram::session::{NewSession, Session, SessionStore};
     let store = InMemoryStore::new();
     let mut options = CompactOptions::new(0);
@@ -285,8 +285,9 @@ fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSumm
 /// Sleep with the model: each group gets the model's summary or the extractive one, and the
 /// lineage holds either way.
 fn a_real_sleep_keeps_lineage(summarizer: &LlmSummarizer) {
+    use engram::in_memory::InMemoryStore;
     use engram::memory::sleep::{SleepPolicy, sleep_with};
-    use engram::memory::{InMemoryStore, MemoryStore, NewEntry, Tier};
+    use engram::memory::{MemoryStore, NewEntry, Tier};
     let store = InMemoryStore::new();
     let now = engram::memory::parse_time("2026-05-01T00:00:00Z").expect("time");
     let entries: Vec<NewEntry> = [

@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engram::agent::{CompactHistoryArgs, Status};
 use engram::assembly::{ContextBuilder, Parts, StoredSummary, TokenBudget};
 use engram::compact::summarize::{
     DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
@@ -22,7 +21,8 @@ use engram::request::{
 };
 use engram::session::{LoggedMessage, Session, SessionStore, Trigger};
 use engram::settings::Discovery;
-use engram::worker::{SleepSettings, sleep_tick};
+use engram::sleep::{SleepSettings, sleep_tick};
+use engram::tools::{CompactHistoryArgs, Status};
 use engram::{Message, ModelRegistry, TokenCounter, Tokenizer};
 use engram_llm::{Api, Client, ProviderConfig};
 use engram_store::SqliteStore;
@@ -598,8 +598,8 @@ fn extract_key_facts_json(messages_json: &str) -> Res<String> {
 #[pyo3(signature = (format="openai"))]
 fn compact_history_tool_json(format: &str) -> Res<String> {
     let tool = match format {
-        "openai" => engram::agent::compact_history_tool_openai(),
-        "anthropic" => engram::agent::compact_history_tool_anthropic(),
+        "openai" => engram::tools::compact_history_tool_openai(),
+        "anthropic" => engram::tools::compact_history_tool_anthropic(),
         other => {
             return Err(err(format!(
                 "unknown tool format {other:?}; expected openai or anthropic"
@@ -641,7 +641,7 @@ fn status_message_json(
                                 err(format!("activities[{name:?}][{i}]: needs a string `{k}`"))
                             })
                     };
-                    Ok(engram::agent::Activity {
+                    Ok(engram::tools::Activity {
                         id: field("id")?,
                         description: field("description")?,
                     })
@@ -666,19 +666,19 @@ fn default_db_path() -> Res<PathBuf> {
 /// The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
 /// compactions and checkpoints.
 #[pyclass(frozen, module = "engram._engram")]
-struct Store {
+struct NativeStore {
     store: SqliteStore,
     path: String,
 }
 
-impl Store {
+impl NativeStore {
     fn open_session(&self, id: &str) -> Res<Session<'_>> {
         Session::open_with(&self.store, id, registry()?, config()?.session_policy()).map_err(err)
     }
 }
 
 #[pymethods]
-impl Store {
+impl NativeStore {
     #[new]
     #[pyo3(signature = (path=None))]
     fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
@@ -692,7 +692,7 @@ impl Store {
             py.detach(|| SqliteStore::open(&path))
         }
         .map_err(err)?;
-        Ok(Store {
+        Ok(NativeStore {
             store,
             path: path.display().to_string(),
         })
@@ -764,7 +764,7 @@ impl Store {
                 let mut it = entries.into_iter().map(Ok);
                 let r = self.store.insert_stream(&mut it)?;
                 self.store.sync_index()?;
-                Ok::<_, engram::memory::MemoryError>(r)
+                Ok::<_, engram::memory::StoreError>(r)
             })
             .map_err(err)?;
         to_json(&json!({"inserted": inserted.inserted, "skipped": inserted.skipped}))
@@ -802,7 +802,7 @@ impl Store {
             .detach(|| {
                 let tick = sleep_tick(&self.store, at, &settings)?;
                 self.store.sync_index()?;
-                Ok::<_, engram::memory::MemoryError>(tick)
+                Ok::<_, engram::memory::StoreError>(tick)
             })
             .map_err(err)?;
         let mut doc = serde_json::to_value(tick.memory).map_err(err)?;
@@ -857,11 +857,11 @@ impl Store {
         let lines = py
             .detach(|| {
                 let mut out = Vec::new();
-                engram::session::dump::export_memory(&self.store, session_id, |line| {
+                engram::session::export::export_memory(&self.store, session_id, |line| {
                     out.push(line);
                     Ok(())
                 })?;
-                Ok::<_, engram::memory::MemoryError>(out)
+                Ok::<_, engram::memory::StoreError>(out)
             })
             .map_err(err)?;
         to_json(&lines)
@@ -871,7 +871,7 @@ impl Store {
     /// summaries and checkpoints, as JSON lines' values.
     fn export_session(&self, id: &str) -> Res<String> {
         let dump = engram::session::export_session(&self.store, id).map_err(err)?;
-        to_json(&engram::session::dump::session_lines(&dump))
+        to_json(&engram::session::export::session_lines(&dump))
     }
 
     /// Creates a session; returns its info. Options: model, window, id, name.
@@ -1038,7 +1038,7 @@ fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Counter>()?;
     m.add_class::<LlmSummarizer>()?;
-    m.add_class::<Store>()?;
+    m.add_class::<NativeStore>()?;
     m.add_function(wrap_pyfunction!(models_json, m)?)?;
     m.add_function(wrap_pyfunction!(compact_json, m)?)?;
     m.add_function(wrap_pyfunction!(build_context_json, m)?)?;

@@ -15,7 +15,7 @@ store = engram.Store()
 session = store.new_session()
 print(json.dumps({
     "window": engram.Counter("house-model").window,
-    "session_model": session.info()["model"],
+    "session_model": session.info["model"],
     "db": store.path,
 }))
 """

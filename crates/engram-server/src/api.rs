@@ -12,13 +12,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engram::compact::CompactOptions;
-use engram::memory::{MemoryError, NewEntry, SearchHit, format_time, now};
+use engram::memory::{NewEntry, SearchHit, StoreError, format_time, now};
 use engram::request::{
     ContextRequest, NewSessionRequest, RequestError, SearchRequest, SessionCompactRequest,
     SleepRequest, context_document, from_json,
 };
 use engram::session::{Session, SessionError, Trigger};
-use engram::worker::sleep_tick;
+use engram::sleep::sleep_tick;
 use serde_json::{Value, json};
 
 use crate::{App, LOCAL_TENANT, TenantStore};
@@ -84,12 +84,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<MemoryError> for ApiError {
-    fn from(e: MemoryError) -> Self {
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
         match e {
-            MemoryError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, m),
-            MemoryError::Rejected(m) => ApiError::bad(m),
-            MemoryError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            StoreError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, m),
+            StoreError::Rejected(m) => ApiError::bad(m),
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
             other => ApiError::internal(other),
         }
     }

@@ -27,10 +27,10 @@ use std::time::Duration;
 
 use engram::ModelRegistry;
 use engram::compact::summarize::Summarizer;
-use engram::memory::MemoryError;
+use engram::memory::StoreError;
+use engram::session::EngramStore;
 use engram::session::SessionPolicy;
-use engram::session::Store;
-use engram::worker::{AutoSleep, SleepSettings, sleep_tick};
+use engram::sleep::{AutoSleep, SleepSettings, sleep_tick};
 use engram_store::SqliteStore;
 
 pub use auth::ApiKeys;
@@ -186,11 +186,11 @@ pub fn parse_store_url(url: &str) -> Result<StoreLocation, String> {
 }
 
 /// A tenant's store, and the same store again when it is SQLite.
-type OpenedStore = (Arc<dyn Store>, Option<Arc<SqliteStore>>);
+type OpenedStore = (Arc<dyn EngramStore>, Option<Arc<SqliteStore>>);
 
 /// One tenant's store and its auto-sleep worker.
 pub(crate) struct TenantStore {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn EngramStore>,
     /// The same store when it is SQLite (its search index is brought up to date after bulk
     /// writes).
     sqlite: Option<Arc<SqliteStore>>,
@@ -199,7 +199,7 @@ pub(crate) struct TenantStore {
 
 impl TenantStore {
     /// Brings a SQLite store's search index up to date (PostgreSQL's is always).
-    pub(crate) fn sync_index(&self) -> Result<(), MemoryError> {
+    pub(crate) fn sync_index(&self) -> Result<(), StoreError> {
         if let Some(s) = &self.sqlite {
             s.sync_index()?;
         }
@@ -283,7 +283,7 @@ impl App {
                 let store = Arc::new(
                     SqliteStore::open(&path).map_err(|e| format!("{}: {e}", path.display()))?,
                 );
-                Ok((Arc::clone(&store) as Arc<dyn Store>, Some(store)))
+                Ok((Arc::clone(&store) as Arc<dyn EngramStore>, Some(store)))
             }
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(_) => {
@@ -292,7 +292,7 @@ impl App {
                     .as_ref()
                     .ok_or("the PostgreSQL connection is missing")?;
                 let store = base.for_tenant(tenant).map_err(|e| e.to_string())?;
-                Ok((Arc::new(store) as Arc<dyn Store>, None))
+                Ok((Arc::new(store) as Arc<dyn EngramStore>, None))
             }
             #[cfg(not(feature = "postgres"))]
             StoreLocation::Postgres(_) => {

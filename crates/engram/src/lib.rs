@@ -30,31 +30,34 @@
 //! - [`message`]: OpenAI-format messages that keep every unknown field verbatim.
 //! - [`input`]: reading `{"messages": [...]}`, a bare array or JSONL, with errors that name the
 //!   line, message index and field.
-//! - [`agent`]: seed 004's status updates and the `compact_history` tool.
+//! - [`tools`]: what the agent itself calls and sees: status updates and the
+//!   `compact_history` tool.
 //! - [`anthropic`]: conversion to and from the Anthropic Messages format.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
 //! - [`count`]: message-level accounting with a per-message cache.
-//! - [`compact`]: the compaction pipeline (units, masking, digest, recall, summaries, live
+//! - [`compact`](mod@compact): the compaction pipeline (units, masking, digest, recall, summaries, live
 //!   contexts), and [`compact::policy`]: when and how much to compact, for every caller.
 //! - [`assembly`]: budgeted context assembly (seed 001).
 //! - [`redact`]: secrets out of text that leaves for an LLM or enters memory.
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
 //! - [`memory`]: memory tiers, the [`memory::MemoryStore`] trait and sleep consolidation.
 //! - [`session`]: append-only session logs, views, compaction records, checkpoints.
-//! - [`worker`]: one sleep tick for memory and sessions, and the worker that runs them.
+//! - [`sleep`]: one sleep tick for memory and sessions, and the worker that runs them.
+//! - [`store`]: times, ids and the error every store returns; [`in_memory`]: the in-memory
+//!   backend of both store traits.
 //! - [`config`]: the configuration file with the environment over it, and [`settings`]: where
 //!   the configuration, the models file and the database are found, for every front.
 //! - [`request`]: what the fronts receive, as serde types that check themselves (one error
 //!   text per mistake, naming the field).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod agent;
 pub mod anthropic;
 pub mod assembly;
 pub mod compact;
 pub mod config;
 pub mod count;
 pub mod error;
+pub mod in_memory;
 pub mod input;
 pub mod memory;
 pub mod message;
@@ -63,19 +66,29 @@ pub mod registry;
 pub mod request;
 pub mod session;
 pub mod settings;
+pub mod sleep;
+pub mod store;
 pub mod tokenize;
-pub mod worker;
+pub mod tools;
 
+pub use compact::{CompactOptions, CompactReport, Compacted, Strategy, compact};
+pub use config::Config;
 pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
 };
 pub use error::{Error, InputError, Result};
+pub use in_memory::InMemoryStore;
 pub use input::{
     Conversation, InputFormat, MessageStream, parse_conversation, parse_conversation_with_format,
     stream_conversation,
 };
+pub use memory::{MemoryEntry, MemoryStore, NewEntry, SearchHit, SearchQuery, Tier};
 pub use message::{Content, ContentPart, Message, Role, ToolCall};
 pub use registry::{ModelMatch, ModelRegistry, ModelSpec, Pricing, ResolvedModel};
+pub use request::RequestError;
+pub use session::{EngramStore, Session, SessionError, SessionPolicy, SessionStore};
+pub use settings::Discovery;
+pub use store::{StoreError, Timestamp};
 pub use tokenize::{TextTokenizer, Tokenizer, TokenizerName};
 
 /// `n` with the noun that agrees with it, for text people read: `1 message`, `3 messages`.

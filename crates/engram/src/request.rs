@@ -13,11 +13,12 @@ use serde_json::{Map, Value};
 use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactOptions, Compacted, Strategy};
 use crate::input::Conversation;
-use crate::memory::{SearchQuery, Tier, Timestamp, now, parse_time};
+use crate::memory::{SearchQuery, Tier};
 use crate::registry::{ModelRegistry, ResolvedModel};
 use crate::session::{NewSession, Session, SessionError, new_session};
+use crate::sleep::SleepSettings;
+use crate::store::{Timestamp, now, parse_time};
 use crate::tokenize::Tokenizer;
-use crate::worker::SleepSettings;
 
 /// A request that does not make sense, and the field that says so.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,10 +8,10 @@
 //! - `compact_history`'s answer says what the recorded compaction did (or that nothing was).
 #![cfg(feature = "openai-bpe")]
 
-use engram::agent::CompactHistoryArgs;
 use engram::compact::{CompactOptions, Kind, Strategy as CompactStrategy};
-use engram::memory::InMemoryStore;
+use engram::in_memory::InMemoryStore;
 use engram::session::{Compaction, Session, SessionStore, SessionView, Trigger, new_session};
+use engram::tools::CompactHistoryArgs;
 use engram::{Message, ModelRegistry, ToolCall};
 use proptest::prelude::*;
 use serde_json::json;

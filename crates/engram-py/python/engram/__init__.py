@@ -348,7 +348,7 @@ class Store:
     everything in memory. The same database the ``engram`` CLI uses."""
 
     def __init__(self, path: Optional[str] = None) -> None:
-        self._native = _engram.Store(None if path is None else str(path))
+        self._native = _engram.NativeStore(None if path is None else str(path))
 
     @property
     def path(self) -> str:

@@ -8,7 +8,7 @@ __all__ = [
     "Counter",
     "EngramError",
     "LlmSummarizer",
-    "Store",
+    "NativeStore",
     "__version__",
     "build_context_json",
     "compact_history_tool_json",
@@ -61,8 +61,8 @@ class LlmSummarizer:
     def usage_json(self) -> str: ...
 
 @final
-class Store:
-    def __new__(cls, path: Optional[str] = None) -> "Store": ...
+class NativeStore:
+    def __new__(cls, path: Optional[str] = None) -> "NativeStore": ...
     @property
     def path(self) -> str: ...
     def add(self, entry_json: str) -> str: ...

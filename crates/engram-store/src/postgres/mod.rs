@@ -26,8 +26,8 @@ mod sessions;
 use std::sync::Arc;
 
 use engram::memory::{
-    Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryError,
-    MemoryStore, NewEntry, SearchHit, SearchQuery, Stats, Tier, Timestamp, empty_forget, new_id,
+    Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
+    NewEntry, SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
 };
 use postgres::Transaction;
 use postgres::error::SqlState;
@@ -172,8 +172,8 @@ pub struct PostgresStore {
     tenant: String,
 }
 
-pub(crate) fn pg(e: postgres::Error) -> MemoryError {
-    MemoryError::Backend(format!("PostgreSQL: {}", pool::describe(&e)))
+pub(crate) fn pg(e: postgres::Error) -> StoreError {
+    StoreError::Backend(format!("PostgreSQL: {}", pool::describe(&e)))
 }
 
 pub(crate) fn is_unique_violation(e: &postgres::Error) -> bool {
@@ -184,15 +184,15 @@ impl PostgresStore {
     /// Connects to `url` (at most `DEFAULT_MAX_CONNECTIONS` connections), creates or migrates
     /// the schema, and returns `tenant`'s store. A database whose `engram_*` tables are not
     /// engram's, or were written by a newer engram, is refused and left untouched.
-    pub fn connect(url: &str, tenant: &str) -> Result<Self, MemoryError> {
+    pub fn connect(url: &str, tenant: &str) -> Result<Self, StoreError> {
         let pool = Pool::connect(url, DEFAULT_MAX_CONNECTIONS)?;
         Self::with_pool(pool, tenant)
     }
 
     /// `tenant`'s store on an existing pool (the schema is checked, and created when missing).
-    pub fn with_pool(pool: Arc<Pool>, tenant: &str) -> Result<Self, MemoryError> {
+    pub fn with_pool(pool: Arc<Pool>, tenant: &str) -> Result<Self, StoreError> {
         if tenant.is_empty() {
-            return Err(MemoryError::Rejected(
+            return Err(StoreError::Rejected(
                 "a tenant's name cannot be empty".into(),
             ));
         }
@@ -204,9 +204,9 @@ impl PostgresStore {
     }
 
     /// Another tenant's store on the same connections.
-    pub fn for_tenant(&self, tenant: &str) -> Result<Self, MemoryError> {
+    pub fn for_tenant(&self, tenant: &str) -> Result<Self, StoreError> {
         if tenant.is_empty() {
-            return Err(MemoryError::Rejected(
+            return Err(StoreError::Rejected(
                 "a tenant's name cannot be empty".into(),
             ));
         }
@@ -228,7 +228,7 @@ impl PostgresStore {
 
     /// Deletes everything of this tenant: memory, the consolidation log, sessions. Returns the
     /// rows deleted.
-    pub fn delete_tenant(&self) -> Result<u64, MemoryError> {
+    pub fn delete_tenant(&self) -> Result<u64, StoreError> {
         let mut conn = self.pool.get()?;
         let mut tx = conn.transaction().map_err(pg)?;
         let mut rows = 0;
@@ -251,8 +251,8 @@ impl PostgresStore {
 
     fn tx<T>(
         &self,
-        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, MemoryError>,
-    ) -> Result<T, MemoryError> {
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.pool.get()?;
         let mut tx = conn.transaction().map_err(pg)?;
         // An error returns before the commit: dropping the transaction rolls it back.
@@ -263,7 +263,7 @@ impl PostgresStore {
 }
 
 /// Creates the schema, or checks it, under an advisory lock (several servers may start at once).
-fn migrate(pool: &Pool) -> Result<(), MemoryError> {
+fn migrate(pool: &Pool) -> Result<(), StoreError> {
     let mut conn = pool.get()?;
     // Read-only checks first: nothing is written to a database that is not ours.
     let row = conn
@@ -274,7 +274,7 @@ fn migrate(pool: &Pool) -> Result<(), MemoryError> {
         .map_err(pg)?;
     let (has_schema, has_memory): (bool, bool) = (row.get(0), row.get(1));
     if has_memory && !has_schema {
-        return Err(MemoryError::Foreign(format!(
+        return Err(StoreError::Foreign(format!(
             "{} has an engram_memory table that is not engram's (no engram_schema table); engram leaves it alone (use another database or schema)",
             pool.display()
         )));
@@ -309,7 +309,7 @@ fn migrate(pool: &Pool) -> Result<(), MemoryError> {
     Ok(())
 }
 
-fn schema_version(conn: &mut postgres::Client) -> Result<i32, MemoryError> {
+fn schema_version(conn: &mut postgres::Client) -> Result<i32, StoreError> {
     Ok(conn
         .query_opt("SELECT max(version) FROM engram_schema", &[])
         .map_err(pg)?
@@ -317,9 +317,9 @@ fn schema_version(conn: &mut postgres::Client) -> Result<i32, MemoryError> {
         .unwrap_or(0))
 }
 
-fn check_version(pool: &Pool, version: i32) -> Result<(), MemoryError> {
+fn check_version(pool: &Pool, version: i32) -> Result<(), StoreError> {
     if version > SCHEMA_VERSION {
-        return Err(MemoryError::Foreign(format!(
+        return Err(StoreError::Foreign(format!(
             "{} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})",
             pool.display()
         )));
@@ -362,7 +362,7 @@ fn insert_entries(
     entries: &[&NewEntry],
     ids: &[String],
     summary_of: Option<&[String]>,
-) -> Result<u64, MemoryError> {
+) -> Result<u64, StoreError> {
     let mut inserted = 0;
     let statement = tx
         .prepare(
@@ -415,10 +415,10 @@ fn insert_entries(
 }
 
 /// PostgreSQL's text cannot hold NUL characters: such an entry is refused by its index.
-fn check_storable(index: usize, e: &NewEntry) -> Result<(), MemoryError> {
+fn check_storable(index: usize, e: &NewEntry) -> Result<(), StoreError> {
     for (field, text) in [("content", &e.content), ("source", &e.source)] {
         if text.contains('\0') {
-            return Err(MemoryError::Rejected(format!(
+            return Err(StoreError::Rejected(format!(
                 "entry {index}, field `{field}`: contains a NUL character, which PostgreSQL cannot store; nothing was inserted"
             )));
         }
@@ -429,13 +429,13 @@ fn check_storable(index: usize, e: &NewEntry) -> Result<(), MemoryError> {
 impl PostgresStore {
     fn insert_all(
         &self,
-        entries: &mut dyn Iterator<Item = Result<NewEntry, MemoryError>>,
-    ) -> Result<Inserted, MemoryError> {
+        entries: &mut dyn Iterator<Item = Result<NewEntry, StoreError>>,
+    ) -> Result<Inserted, StoreError> {
         self.tx(|tx| {
             let mut out = Inserted::default();
             let mut batch: Vec<NewEntry> = Vec::with_capacity(INSERT_BATCH);
             let mut flush =
-                |tx: &mut Transaction<'_>, batch: &mut Vec<NewEntry>| -> Result<(), MemoryError> {
+                |tx: &mut Transaction<'_>, batch: &mut Vec<NewEntry>| -> Result<(), StoreError> {
                     if batch.is_empty() {
                         return Ok(());
                     }
@@ -483,18 +483,18 @@ fn tsquery(text: &str) -> String {
 }
 
 impl MemoryStore for PostgresStore {
-    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError> {
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError> {
         self.insert_all(&mut entries.iter().cloned().map(Ok))
     }
 
     fn insert_stream(
         &self,
-        entries: &mut dyn Iterator<Item = Result<NewEntry, MemoryError>>,
-    ) -> Result<Inserted, MemoryError> {
+        entries: &mut dyn Iterator<Item = Result<NewEntry, StoreError>>,
+    ) -> Result<Inserted, StoreError> {
         self.insert_all(entries)
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
         let words = tsquery(&query.text);
         if words.is_empty() || query.limit == 0 {
             return Ok(Vec::new());
@@ -537,7 +537,7 @@ impl MemoryStore for PostgresStore {
             .collect())
     }
 
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {
         Ok(self
             .pool
             .get()?
@@ -549,7 +549,7 @@ impl MemoryStore for PostgresStore {
             .map(|r| row_to_entry(&r)))
     }
 
-    fn stats(&self) -> Result<Stats, MemoryError> {
+    fn stats(&self) -> Result<Stats, StoreError> {
         let rows = self
             .pool
             .get()?
@@ -574,7 +574,7 @@ impl MemoryStore for PostgresStore {
         Ok(stats)
     }
 
-    fn working_count(&self) -> Result<usize, MemoryError> {
+    fn working_count(&self) -> Result<usize, StoreError> {
         let row = self
             .pool
             .get()?
@@ -590,7 +590,7 @@ impl MemoryStore for PostgresStore {
         &self,
         before: Timestamp,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+    ) -> Result<Vec<MemoryEntry>, StoreError> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self
             .pool
@@ -607,18 +607,18 @@ impl MemoryStore for PostgresStore {
         Ok(rows.iter().map(row_to_entry).collect())
     }
 
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError> {
         self.working_before(Timestamp::MAX, n)
     }
 
-    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, StoreError> {
         self.tx(|tx| consolidate_in(tx, &self.tenant, c))
     }
 
     fn consolidate_many(
         &self,
         consolidations: &[Consolidation],
-    ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+    ) -> Result<Vec<ConsolidationRecord>, StoreError> {
         self.tx(|tx| {
             let mut out = Vec::with_capacity(consolidations.len());
             for c in consolidations {
@@ -626,7 +626,7 @@ impl MemoryStore for PostgresStore {
                 // comes before any change, so nothing of it needs undoing.
                 match consolidate_in(tx, &self.tenant, c) {
                     Ok(record) => out.push(record),
-                    Err(MemoryError::NotWorking(_)) => {}
+                    Err(StoreError::NotWorking(_)) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -634,7 +634,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self
             .pool
@@ -663,7 +663,7 @@ impl MemoryStore for PostgresStore {
             .collect())
     }
 
-    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError> {
+    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError> {
         if what.is_empty() {
             return Err(empty_forget());
         }
@@ -677,7 +677,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn forget_all(&self) -> Result<Forgotten, MemoryError> {
+    fn forget_all(&self) -> Result<Forgotten, StoreError> {
         self.tx(|tx| {
             let entries = tx
                 .execute(
@@ -697,7 +697,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
         self.tx(|tx| {
             forget_where(
                 tx,
@@ -708,7 +708,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError> {
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
         // One statement: the row lock makes concurrent claims wait, then see the new time.
         let due_before = now.saturating_sub(interval_ms);
         let claimed = self
@@ -730,7 +730,7 @@ impl MemoryStore for PostgresStore {
         session_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, MemoryError> {
+    ) -> Result<Vec<MemoryEntry>, StoreError> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self
             .pool
@@ -755,7 +755,7 @@ pub(crate) fn forget_where(
     tenant: &str,
     condition: &str,
     args: &[&(dyn ToSql + Sync)],
-) -> Result<Forgotten, MemoryError> {
+) -> Result<Forgotten, StoreError> {
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant];
     params.extend_from_slice(args);
     let doomed: Vec<String> = tx
@@ -791,7 +791,7 @@ fn consolidate_in(
     tx: &mut Transaction<'_>,
     tenant: &str,
     c: &Consolidation,
-) -> Result<ConsolidationRecord, MemoryError> {
+) -> Result<ConsolidationRecord, StoreError> {
     let claimed: std::collections::HashSet<String> = tx
         .query(
             "SELECT id FROM engram_memory
@@ -810,7 +810,7 @@ fn consolidate_in(
         .cloned()
         .collect();
     if !missing.is_empty() {
-        return Err(MemoryError::NotWorking(missing));
+        return Err(StoreError::NotWorking(missing));
     }
     tx.execute(
         "UPDATE engram_memory SET tier = 'archive' WHERE tenant = $1 AND id = ANY($2)",
@@ -827,7 +827,7 @@ fn consolidate_in(
         Some(&c.ids),
     )? == 0
     {
-        return Err(MemoryError::Backend(format!(
+        return Err(StoreError::Backend(format!(
             "a memory entry with id {summary_id} exists already"
         )));
     }

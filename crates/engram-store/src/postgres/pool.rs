@@ -6,7 +6,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use engram::memory::MemoryError;
+use engram::memory::StoreError;
 use postgres::{Client, NoTls};
 
 /// The most connections a pool opens unless told otherwise.
@@ -50,10 +50,10 @@ pub fn redact_url(url: &str) -> String {
 impl Pool {
     /// A pool for `url` (`postgres://user[:password]@host[:port]/database[?options]`); one
     /// connection is opened now, so that a wrong address or password is reported at once.
-    pub fn connect(url: &str, max: usize) -> Result<Arc<Pool>, MemoryError> {
+    pub fn connect(url: &str, max: usize) -> Result<Arc<Pool>, StoreError> {
         let display = redact_url(url);
         let mut config: postgres::Config = url.parse().map_err(|e| {
-            MemoryError::Rejected(format!(
+            StoreError::Rejected(format!(
                 "{display} is not a PostgreSQL address like postgres://user@127.0.0.1:5432/engram ({e})"
             ))
         })?;
@@ -86,7 +86,7 @@ impl Pool {
     }
 
     /// A connection: an idle one, a new one while under the maximum, or the next one returned.
-    pub fn get(&self) -> Result<Conn<'_>, MemoryError> {
+    pub fn get(&self) -> Result<Conn<'_>, StoreError> {
         let mut state = self.lock();
         loop {
             while let Some(client) = state.idle.pop() {
@@ -110,7 +110,7 @@ impl Pool {
                     Err(e) => {
                         self.lock().open -= 1;
                         self.returned.notify_one();
-                        Err(MemoryError::Backend(format!(
+                        Err(StoreError::Backend(format!(
                             "cannot connect to PostgreSQL at {}: {} (is the server running? `pg_isready -h HOST` says)",
                             self.display,
                             describe(&e)

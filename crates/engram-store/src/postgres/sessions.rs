@@ -1,7 +1,7 @@
 //! [`SessionStore`] for PostgreSQL: every method is one transaction, and every write locks the
 //! session's row first, so that servers sharing the database append and compact in order.
 
-use engram::memory::{MemoryError, NewEntry, Timestamp, new_id};
+use engram::memory::{NewEntry, StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
     abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
@@ -55,7 +55,7 @@ fn session_in(
     tenant: &str,
     id: &str,
     lock: bool,
-) -> Result<SessionInfo, MemoryError> {
+) -> Result<SessionInfo, StoreError> {
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM engram_session WHERE tenant = $1 AND id = $2{}",
         if lock { " FOR UPDATE" } else { "" }
@@ -72,18 +72,18 @@ const MESSAGE_COLUMNS: &str = "seq, id, created_at, tokens, message, abandoned";
 fn rows_to_logged(
     rows: &[postgres::Row],
     session_id: &str,
-) -> Result<Vec<LoggedMessage>, MemoryError> {
+) -> Result<Vec<LoggedMessage>, StoreError> {
     rows.iter()
         .map(|r| {
             let id: String = r.get(1);
             let text: &str = r.get(4);
             let value: Value = serde_json::from_str(text).map_err(|e| {
-                MemoryError::Backend(format!(
+                StoreError::Backend(format!(
                     "session {session_id:?}, message {id}: stored JSON is damaged: {e}"
                 ))
             })?;
             let message = Message::from_value(value).map_err(|e| {
-                MemoryError::Backend(format!(
+                StoreError::Backend(format!(
                     "session {session_id:?}, message {id}: stored message is damaged: {e}"
                 ))
             })?;
@@ -139,7 +139,7 @@ fn insert_summary(
     session_id: &str,
     compaction_id: i64,
     s: &SummaryRecord,
-) -> Result<(), MemoryError> {
+) -> Result<(), StoreError> {
     tx.execute(
         "INSERT INTO engram_session_summary (tenant, id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -160,7 +160,7 @@ fn insert_summary(
     )
     .map_err(|e| {
         if is_unique_violation(&e) {
-            MemoryError::Conflict(format!("a summary {:?} exists already", s.id))
+            StoreError::Conflict(format!("a summary {:?} exists already", s.id))
         } else {
             pg(e)
         }
@@ -172,7 +172,7 @@ fn insert_journal(
     tx: &mut Transaction<'_>,
     tenant: &str,
     journal: &[NewEntry],
-) -> Result<(), MemoryError> {
+) -> Result<(), StoreError> {
     if journal.is_empty() {
         return Ok(());
     }
@@ -193,7 +193,7 @@ impl PostgresStore {
         from_seq: u64,
         include_abandoned: bool,
         limit: Option<usize>,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         // PostgreSQL reads a NULL limit as no limit.
         let limit = limit.map(|n| n.min(i64::MAX as usize) as i64);
         let rows = self.tx(|tx| {
@@ -219,7 +219,7 @@ impl PostgresStore {
 }
 
 impl SessionStore for PostgresStore {
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
         self.tx(|tx| {
             let row = tx
@@ -243,20 +243,20 @@ impl SessionStore for PostgresStore {
                 )
                 .map_err(pg)?;
             row.map(|r| row_to_session(&r)).ok_or_else(|| {
-                MemoryError::Conflict(format!("a session {id:?} exists already"))
+                StoreError::Conflict(format!("a session {id:?} exists already"))
             })
         })
     }
 
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, MemoryError> {
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         match session_in(&mut *self.pool.get()?, &self.tenant, id, false) {
             Ok(info) => Ok(Some(info)),
-            Err(MemoryError::NotFound(_)) => Ok(None),
+            Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    fn sessions(&self) -> Result<Vec<SessionInfo>, MemoryError> {
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let rows = self
             .pool
             .get()?
@@ -274,7 +274,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, session_id, true)?;
             let insert = tx
@@ -342,7 +342,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         from_seq: u64,
         include_abandoned: bool,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         self.log_rows(session_id, from_seq, include_abandoned, None)
     }
 
@@ -351,7 +351,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         self.log_rows(session_id, from_seq, false, Some(limit))
     }
 
@@ -359,7 +359,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let rows = self
             .pool
             .get()?
@@ -375,7 +375,7 @@ impl SessionStore for PostgresStore {
         rows_to_logged(&rows, session_id)
     }
 
-    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, MemoryError> {
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, StoreError> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, &c.session_id, true)?;
             check_compaction(&info, c)?;
@@ -414,7 +414,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         include_abandoned: bool,
-    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
@@ -433,7 +433,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         n: usize,
-    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
@@ -452,7 +452,7 @@ impl SessionStore for PostgresStore {
         Ok(rows.iter().map(row_to_compaction).collect())
     }
 
-    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, MemoryError> {
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, StoreError> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             let row = tx
@@ -470,7 +470,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn user_turns(&self, session_id: &str) -> Result<usize, MemoryError> {
+    fn user_turns(&self, session_id: &str) -> Result<usize, StoreError> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             let row = tx
@@ -484,7 +484,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
@@ -519,7 +519,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         name: &str,
         at: Timestamp,
-    ) -> Result<Checkpoint, MemoryError> {
+    ) -> Result<Checkpoint, StoreError> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, session_id, true)?;
             let compaction_id: Option<i64> = tx
@@ -546,7 +546,7 @@ impl SessionStore for PostgresStore {
                 )
                 .map_err(pg)?;
             if inserted == 0 {
-                return Err(MemoryError::Conflict(format!(
+                return Err(StoreError::Conflict(format!(
                     "session {session_id:?} has a checkpoint named {name:?} already"
                 )));
             }
@@ -562,7 +562,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
@@ -577,7 +577,7 @@ impl SessionStore for PostgresStore {
         Ok(rows.iter().map(row_to_checkpoint).collect())
     }
 
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError> {
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, true)?;
             let found = tx
@@ -632,7 +632,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError> {
+    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError> {
         let info = &dump.info;
         self.tx(|tx| {
             let inserted = tx
@@ -658,7 +658,7 @@ impl SessionStore for PostgresStore {
                 )
                 .map_err(pg)?;
             if inserted == 0 {
-                return Err(MemoryError::Conflict(format!(
+                return Err(StoreError::Conflict(format!(
                     "a session {:?} exists already; delete it first to import it again",
                     info.id
                 )));
@@ -685,7 +685,7 @@ impl SessionStore for PostgresStore {
                     ],
                 )
                 .map_err(|e| {
-                    MemoryError::Backend(format!(
+                    StoreError::Backend(format!(
                         "message {} (seq {}): {}",
                         m.id,
                         m.seq,
@@ -742,10 +742,10 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, true)?;
-            let mut count = |table: &str| -> Result<usize, MemoryError> {
+            let mut count = |table: &str| -> Result<usize, StoreError> {
                 let row = tx
                     .query_one(
                         &format!(

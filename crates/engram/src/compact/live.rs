@@ -1,7 +1,7 @@
 //! A conversation kept inside a window as it grows, in memory: a session without a store.
 //!
 //! Each new message is counted once and appended to the view: O(new turn). When the view
-//! passes the [policy](super::policy)'s threshold, the whole log (never the view: originals are
+//! passes the policy's threshold ([`super::policy`]), the whole log (never the view: originals are
 //! never lost) is compacted down to the target, so that the next turns do not compact again. The
 //! policy's circuit breaker stops automatic compaction when it keeps firing without getting the
 //! view under the threshold (a newest message that alone is near the window, say); manual

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::sleep::{SleepPolicy, sleep};
 use super::{
-    Forget, MemoryEntry, MemoryError, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp,
+    Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, StoreError, Tier, Timestamp,
     parse_time,
 };
 
@@ -319,7 +319,7 @@ fn consolidation_is_atomic(store: &dyn MemoryStore) {
     // Again: nothing is working any more; nothing changes.
     consolidation.summary.id = Some("sum2".into());
     match store.consolidate(&consolidation) {
-        Err(MemoryError::NotWorking(ids)) => assert_eq!(ids.len(), 2),
+        Err(StoreError::NotWorking(ids)) => assert_eq!(ids.len(), 2),
         other => panic!("consolidating archived entries must fail: {other:?}"),
     }
     assert!(
@@ -624,7 +624,7 @@ fn forget_updates_lineage_and_search(store: &dyn MemoryStore) {
     assert!(
         matches!(
             store.forget(&Forget::default()),
-            Err(MemoryError::Conflict(_))
+            Err(StoreError::Conflict(_))
         ),
         "an empty filter is refused"
     );

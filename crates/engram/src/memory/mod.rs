@@ -8,52 +8,19 @@
 //! too, so that one search covers everything.
 //!
 //! Backends implement [`MemoryStore`] and run the same conformance suite
-//! ([`conformance::run`]): [`InMemoryStore`] here, SQLite in `engram-store`.
+//! (`conformance::run`): [`InMemoryStore`](crate::in_memory::InMemoryStore), SQLite and
+//! PostgreSQL in `engram-store`.
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod sleep;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::compact::recall;
-
-/// Milliseconds since the Unix epoch, UTC.
-pub type Timestamp = i64;
-
-/// The current time.
-pub fn now() -> Timestamp {
-    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as Timestamp
-}
-
-/// Parses an RFC 3339 time (`2026-11-21T07:00:00Z`).
-pub fn parse_time(s: &str) -> Result<Timestamp, String> {
-    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
-        .map_err(|e| {
-        format!("{s:?} is not an RFC 3339 time like 2026-11-21T07:00:00Z ({e})")
-    })?;
-    Ok((t.unix_timestamp_nanos() / 1_000_000) as Timestamp)
-}
-
-/// Formats a timestamp as RFC 3339 (UTC, milliseconds).
-pub fn format_time(t: Timestamp) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| t.to_string())
-}
-
-/// Serializes a timestamp as RFC 3339 (every time in every API has this one form).
-pub fn serialize_time<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format_time(*t))
-}
+pub use crate::store::{
+    StoreError, Timestamp, format_time, new_id, now, parse_time, serialize_time,
+};
 
 /// Where an entry lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -415,32 +382,6 @@ pub struct Consolidation {
     pub record: ConsolidationRecord,
 }
 
-/// What can go wrong in a store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MemoryError {
-    /// The backend failed (I/O, SQL); nothing was changed.
-    #[error("memory store: {0}")]
-    Backend(String),
-    /// A consolidation referred to entries that are not (or no longer) in working memory;
-    /// nothing was changed.
-    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
-    NotWorking(Vec<String>),
-    /// The file is not an engram database.
-    #[error("{0}")]
-    Foreign(String),
-    /// The input is wrong (the message names the place); nothing was changed.
-    #[error("{0}")]
-    Rejected(String),
-    /// What was asked for does not exist (a session, a checkpoint).
-    #[error("{0}")]
-    NotFound(String),
-    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
-    /// before a restore); nothing was changed.
-    #[error("{0}")]
-    Conflict(String),
-}
-
 /// What to forget: every entry matching all the filters given (at least one).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Forget {
@@ -482,26 +423,26 @@ pub struct Forgotten {
 /// A memory backend. Every method is atomic: it changes everything it says or nothing.
 pub trait MemoryStore: Send + Sync {
     /// Inserts entries; ids already stored are skipped.
-    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError>;
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError>;
     /// Inserts a stream of entries in one transaction, without holding them all in memory:
     /// the first `Err` (a bad line, say) rolls everything back and is returned.
     fn insert_stream(
         &self,
-        entries: &mut dyn Iterator<Item = Result<NewEntry, MemoryError>>,
-    ) -> Result<Inserted, MemoryError> {
+        entries: &mut dyn Iterator<Item = Result<NewEntry, StoreError>>,
+    ) -> Result<Inserted, StoreError> {
         let all = entries.collect::<Result<Vec<_>, _>>()?;
         self.insert(&all)
     }
     /// Full-text search with filters, best first.
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError>;
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError>;
     /// An entry by id, in whatever tier.
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError>;
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError>;
     /// Entries per tier.
-    fn stats(&self) -> Result<Stats, MemoryError>;
+    fn stats(&self) -> Result<Stats, StoreError>;
     /// How many entries working memory holds: `stats().working`, which a store may count
     /// without counting the other tiers (sleep asks after every run, and the archive only
     /// grows).
-    fn working_count(&self) -> Result<usize, MemoryError> {
+    fn working_count(&self) -> Result<usize, StoreError> {
         self.stats().map(|s| s.working)
     }
     /// Working entries written before `before`, oldest first, at most `limit`.
@@ -509,7 +450,7 @@ pub trait MemoryStore: Send + Sync {
         &self,
         before: Timestamp,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, MemoryError>;
+    ) -> Result<Vec<MemoryEntry>, StoreError>;
     /// [`working_before`](Self::working_before)'s entries, handed to `each` in batches as
     /// they are read, in an order of the store's choosing (not oldest first): a caller can
     /// start on them before the read ends (sleep works out each entry's summary line
@@ -519,18 +460,16 @@ pub trait MemoryStore: Send + Sync {
         before: Timestamp,
         limit: usize,
         each: &mut dyn FnMut(Vec<MemoryEntry>),
-    ) -> Result<(), MemoryError> {
+    ) -> Result<(), StoreError> {
         each(self.working_before(before, limit)?);
         Ok(())
     }
     /// The `n` oldest working entries.
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError>;
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError>;
     /// Applies one group's consolidation in one transaction: the summary is inserted as
     /// episodic, the originals move to the archive, the record is logged.
-    fn consolidate(
-        &self,
-        consolidation: &Consolidation,
-    ) -> Result<ConsolidationRecord, MemoryError>;
+    fn consolidate(&self, consolidation: &Consolidation)
+    -> Result<ConsolidationRecord, StoreError>;
     /// Applies several groups' consolidations in one transaction (fewer commits for a big
     /// sleep); each group stays atomic. A group whose entries are no longer all in working
     /// memory (another process consolidated them) is skipped; the records of those applied
@@ -538,31 +477,31 @@ pub trait MemoryStore: Send + Sync {
     fn consolidate_many(
         &self,
         consolidations: &[Consolidation],
-    ) -> Result<Vec<ConsolidationRecord>, MemoryError> {
+    ) -> Result<Vec<ConsolidationRecord>, StoreError> {
         let mut out = Vec::with_capacity(consolidations.len());
         for c in consolidations {
             match self.consolidate(c) {
                 Ok(record) => out.push(record),
-                Err(MemoryError::NotWorking(_)) => {}
+                Err(StoreError::NotWorking(_)) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(out)
     }
     /// The consolidation log, newest first.
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError>;
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError>;
     /// Deletes the entries `what` selects (an empty filter is refused) and removes their ids
     /// from the remaining summaries' `summary_of`.
-    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError>;
+    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError>;
     /// Deletes every memory entry and the consolidation log (sessions are not touched).
-    fn forget_all(&self) -> Result<Forgotten, MemoryError>;
+    fn forget_all(&self) -> Result<Forgotten, StoreError>;
     /// Deletes archived originals written before `before` (the retention setting; never
     /// called unless one is set), updating summaries' `summary_of`.
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError>;
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError>;
     /// Claims the next automatic sleep: true (and the claim recorded) when none ran in the
     /// last `interval_ms` before `now`, so that several processes sharing a store do not all
     /// consolidate at once.
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError>;
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError>;
     /// Entries in id order after `after`, at most `limit`, optionally of one session (for
     /// export; page with the last id returned).
     fn entries(
@@ -570,310 +509,20 @@ pub trait MemoryStore: Send + Sync {
         session_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, MemoryError>;
+    ) -> Result<Vec<MemoryEntry>, StoreError>;
 }
 
 /// The error for an empty [`Forget`].
-pub fn empty_forget() -> MemoryError {
-    MemoryError::Conflict(
+pub fn empty_forget() -> StoreError {
+    StoreError::Conflict(
         "forget needs an id, a session or a source (forgetting everything is a separate call)"
             .into(),
     )
 }
 
-/// A new id: time-ordered and unique within the process.
-pub fn new_id(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "{prefix}_{:x}{:06x}{:04x}",
-        now(),
-        std::process::id() & 0xff_ffff,
-        n & 0xffff
-    )
-}
-
-/// A store in memory, for tests and short-lived processes.
-#[derive(Debug, Default)]
-pub struct InMemoryStore {
-    state: Mutex<State>,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    entries: Vec<MemoryEntry>,
-    by_id: HashMap<String, usize>,
-    log: Vec<ConsolidationRecord>,
-    pub(crate) sessions:
-        std::collections::BTreeMap<String, crate::session::in_memory::SessionState>,
-    pub(crate) next_compaction: i64,
-    last_sleep: Option<Timestamp>,
-}
-
-impl InMemoryStore {
-    /// An empty store.
-    pub fn new() -> Self {
-        InMemoryStore::default()
-    }
-
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl State {
-    /// Inserts one entry; false when its id is stored already.
-    pub(crate) fn insert_entry(&mut self, e: &NewEntry) -> bool {
-        let entry = materialize(e, e.summary_of.clone());
-        if self.by_id.contains_key(&entry.id) {
-            return false;
-        }
-        self.by_id.insert(entry.id.clone(), self.entries.len());
-        self.entries.push(entry);
-        true
-    }
-
-    /// Removes the entries `doomed` selects, drops their ids from the remaining summaries'
-    /// `summary_of`, and returns (entries removed, summaries updated).
-    pub(crate) fn remove_entries(
-        &mut self,
-        doomed: impl Fn(&MemoryEntry) -> bool,
-    ) -> (usize, usize) {
-        let before = self.entries.len();
-        let mut gone = std::collections::HashSet::new();
-        self.entries.retain(|e| {
-            if doomed(e) {
-                gone.insert(e.id.clone());
-                false
-            } else {
-                true
-            }
-        });
-        let mut updated = 0;
-        for e in &mut self.entries {
-            let n = e.summary_of.len();
-            e.summary_of.retain(|id| !gone.contains(id));
-            if e.summary_of.len() != n {
-                updated += 1;
-            }
-        }
-        self.by_id = self
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.id.clone(), i))
-            .collect();
-        (before - self.entries.len(), updated)
-    }
-}
-
-fn materialize(e: &NewEntry, summary_of: Vec<String>) -> MemoryEntry {
-    MemoryEntry {
-        id: e.id.clone().unwrap_or_else(|| new_id("mem")),
-        tier: e.tier,
-        content: e.content.clone(),
-        source: e.source.clone(),
-        session_id: e.session_id.clone(),
-        created_at: e.created_at,
-        importance: e.importance,
-        metadata: e.metadata.clone(),
-        summary_of,
-    }
-}
-
-impl MemoryStore for InMemoryStore {
-    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, MemoryError> {
-        let mut state = self.lock();
-        let mut out = Inserted::default();
-        for e in entries {
-            if state.insert_entry(e) {
-                out.inserted += 1;
-            } else {
-                out.skipped += 1;
-            }
-        }
-        Ok(out)
-    }
-
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, MemoryError> {
-        let state = self.lock();
-        let candidates: Vec<&MemoryEntry> =
-            state.entries.iter().filter(|e| query.admits(e)).collect();
-        let bm25 = recall::Bm25::new(
-            candidates
-                .iter()
-                .map(|e| recall::terms(&e.content))
-                .collect(),
-        );
-        let scores = bm25.scores(&recall::terms(&query.text));
-        let mut hits: Vec<SearchHit> = candidates
-            .into_iter()
-            .zip(scores)
-            .filter(|(_, s)| *s > 0.0)
-            .map(|(e, score)| SearchHit {
-                entry: e.clone(),
-                score,
-            })
-            .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(b.entry.created_at.cmp(&a.entry.created_at))
-        });
-        hits.truncate(query.clamped_limit());
-        Ok(hits)
-    }
-
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, MemoryError> {
-        let state = self.lock();
-        Ok(state.by_id.get(id).map(|&i| state.entries[i].clone()))
-    }
-
-    fn stats(&self) -> Result<Stats, MemoryError> {
-        let state = self.lock();
-        let mut s = Stats::default();
-        for e in &state.entries {
-            match e.tier {
-                Tier::Working => s.working += 1,
-                Tier::Episodic => s.episodic += 1,
-                Tier::Archive => s.archive += 1,
-                Tier::Learning => s.learnings += 1,
-                Tier::Journal => s.journal += 1,
-            }
-        }
-        Ok(s)
-    }
-
-    fn working_before(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<MemoryEntry>, MemoryError> {
-        let state = self.lock();
-        let mut out: Vec<MemoryEntry> = state
-            .entries
-            .iter()
-            .filter(|e| e.tier == Tier::Working && e.created_at < before)
-            .cloned()
-            .collect();
-        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-        out.truncate(limit);
-        Ok(out)
-    }
-
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, MemoryError> {
-        self.working_before(Timestamp::MAX, n)
-    }
-
-    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, MemoryError> {
-        let mut state = self.lock();
-        let not_working: Vec<String> = c
-            .ids
-            .iter()
-            .filter(|id| {
-                state
-                    .by_id
-                    .get(*id)
-                    .is_none_or(|&i| state.entries[i].tier != Tier::Working)
-            })
-            .cloned()
-            .collect();
-        if !not_working.is_empty() {
-            return Err(MemoryError::NotWorking(not_working));
-        }
-        let summary = materialize(&c.summary, c.ids.clone());
-        for id in &c.ids {
-            if let Some(&i) = state.by_id.get(id) {
-                state.entries[i].tier = Tier::Archive;
-            }
-        }
-        let mut record = c.record.clone();
-        record.id = state.log.len() as i64 + 1;
-        record.ids_out = vec![summary.id.clone()];
-        let index = state.entries.len();
-        state.by_id.insert(summary.id.clone(), index);
-        state.entries.push(summary);
-        state.log.push(record.clone());
-        Ok(record)
-    }
-
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, MemoryError> {
-        let state = self.lock();
-        Ok(state.log.iter().rev().take(limit).cloned().collect())
-    }
-
-    fn forget(&self, what: &Forget) -> Result<Forgotten, MemoryError> {
-        if what.is_empty() {
-            return Err(empty_forget());
-        }
-        let (entries, summaries_updated) = self.lock().remove_entries(|e| what.matches(e));
-        Ok(Forgotten {
-            entries,
-            summaries_updated,
-        })
-    }
-
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, MemoryError> {
-        let (entries, summaries_updated) = self
-            .lock()
-            .remove_entries(|e| e.tier == Tier::Archive && e.created_at < before);
-        Ok(Forgotten {
-            entries,
-            summaries_updated,
-        })
-    }
-
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, MemoryError> {
-        let mut state = self.lock();
-        if state
-            .last_sleep
-            .is_some_and(|last| now - last < interval_ms)
-        {
-            return Ok(false);
-        }
-        state.last_sleep = Some(now);
-        Ok(true)
-    }
-
-    fn forget_all(&self) -> Result<Forgotten, MemoryError> {
-        let mut state = self.lock();
-        let (entries, _) = state.remove_entries(|_| true);
-        state.log.clear();
-        Ok(Forgotten {
-            entries,
-            summaries_updated: 0,
-        })
-    }
-
-    fn entries(
-        &self,
-        session_id: Option<&str>,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<MemoryEntry>, MemoryError> {
-        let state = self.lock();
-        let mut out: Vec<MemoryEntry> = state
-            .entries
-            .iter()
-            .filter(|e| session_id.is_none_or(|s| e.session_id.as_deref() == Some(s)))
-            .filter(|e| after.is_none_or(|a| e.id.as_str() > a))
-            .cloned()
-            .collect();
-        out.sort_by(|a, b| a.id.cmp(&b.id));
-        out.truncate(limit);
-        Ok(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_in_memory_store_passes_the_conformance_suite() {
-        conformance::run(&|| Box::new(InMemoryStore::new()));
-    }
 
     #[test]
     fn times_round_trip() {

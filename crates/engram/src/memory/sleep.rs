@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{
-    Consolidation, ConsolidationRecord, MemoryEntry, MemoryError, MemoryStore, NewEntry, Tier,
+    Consolidation, ConsolidationRecord, MemoryEntry, MemoryStore, NewEntry, StoreError, Tier,
     Timestamp, format_time,
 };
 use crate::compact::salient::count_salient;
@@ -81,7 +81,7 @@ pub fn sleep(
     store: &dyn MemoryStore,
     now: Timestamp,
     policy: &SleepPolicy,
-) -> Result<SleepReport, MemoryError> {
+) -> Result<SleepReport, StoreError> {
     sleep_with(store, now, policy, None)
 }
 
@@ -93,7 +93,7 @@ pub fn sleep_with(
     now: Timestamp,
     policy: &SleepPolicy,
     summarizer: Option<&dyn Summarizer>,
-) -> Result<SleepReport, MemoryError> {
+) -> Result<SleepReport, StoreError> {
     let started = Instant::now();
     let mut report = SleepReport::default();
     let cutoff = now - policy.ttl_ms / 2;
@@ -182,7 +182,7 @@ fn read_with_lines(
     store: &dyn MemoryStore,
     before: Timestamp,
     limit: usize,
-) -> Result<Batch, MemoryError> {
+) -> Result<Batch, StoreError> {
     let (send, receive) = std::sync::mpsc::sync_channel::<Vec<MemoryEntry>>(64);
     let work = move || {
         let mut batches = Vec::new();
@@ -229,7 +229,7 @@ fn consolidate_batch(
     summarizer: Option<&dyn Summarizer>,
     breaker: &mut Breaker,
     report: &mut SleepReport,
-) -> Result<(), MemoryError> {
+) -> Result<(), StoreError> {
     let Batch {
         entries: mut batch,
         mut lines,
@@ -294,7 +294,7 @@ fn consolidate_batch(
             None => {
                 let (text, ms) = extractive
                     .next()
-                    .ok_or_else(|| MemoryError::Backend("a chunk without a summary".into()))?;
+                    .ok_or_else(|| StoreError::Backend("a chunk without a summary".into()))?;
                 duration_ms = Some(ms);
                 (text, "extractive".to_owned(), None)
             }
@@ -505,7 +505,7 @@ fn flush(
     store: &dyn MemoryStore,
     pending: &mut Vec<Consolidation>,
     report: &mut SleepReport,
-) -> Result<(), MemoryError> {
+) -> Result<(), StoreError> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -673,7 +673,7 @@ fn summarize_lines(entries: &[MemoryEntry], known: Option<&[Line]>, max_chars: u
 mod tests {
     use super::*;
     use crate::compact::summarize::{DeterministicSummarizer, SummarizeError};
-    use crate::memory::InMemoryStore;
+    use crate::in_memory::InMemoryStore;
 
     #[derive(Debug)]
     struct Failing(&'static str);

@@ -4,10 +4,11 @@
 
 use serde_json::json;
 
-use super::{NewSession, Session, SessionPolicy, Store, Trigger, sleep_sessions};
+use super::{EngramStore, NewSession, Session, SessionPolicy, Trigger, sleep_sessions};
 use crate::compact::{CompactOptions, Kind};
-use crate::memory::{MemoryError, NewEntry, SearchQuery, Tier};
+use crate::memory::{NewEntry, SearchQuery, Tier};
 use crate::message::{Message, ToolCall};
+use crate::store::StoreError;
 
 fn new_session(id: &str, window: usize) -> NewSession {
     NewSession {
@@ -48,7 +49,7 @@ fn turn(i: usize) -> Vec<Message> {
 }
 
 /// Runs every check against fresh stores from `make`.
-pub fn run(make: &dyn Fn() -> Box<dyn Store>) {
+pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     create_get_list(make().as_ref());
     append_is_atomic_and_ids_are_unique(make().as_ref());
     threshold_compaction_keeps_the_log_and_the_invariants(make().as_ref());
@@ -90,7 +91,7 @@ impl crate::compact::summarize::Summarizer for Recording {
     }
 }
 
-fn summaries_are_incremental(store: &dyn Store) {
+fn summaries_are_incremental(store: &dyn EngramStore) {
     let recording = std::sync::Arc::new(Recording::default());
     let mut options = CompactOptions::new(0);
     options.summarizer = Some(recording.clone());
@@ -157,7 +158,7 @@ fn summaries_are_incremental(store: &dyn Store) {
     );
 }
 
-fn status_updates_come_on_schedule_with_the_cost(store: &dyn Store) {
+fn status_updates_come_on_schedule_with_the_cost(store: &dyn EngramStore) {
     let price = crate::registry::Pricing {
         input: 1_000.0,
         output: 2_000.0,
@@ -231,7 +232,7 @@ fn status_updates_come_on_schedule_with_the_cost(store: &dyn Store) {
     );
 }
 
-fn export_and_import_round_trip(store: &dyn Store, other: &dyn Store) {
+fn export_and_import_round_trip(store: &dyn EngramStore, other: &dyn EngramStore) {
     let mut s = Session::create(store, &new_session("x", 2_500)).expect("create");
     s.append(vec![Message::system("sys")]).expect("append");
     for i in 0..5 {
@@ -259,7 +260,7 @@ fn export_and_import_round_trip(store: &dyn Store, other: &dyn Store) {
     assert_eq!(back.checkpoints.len(), dump.checkpoints.len());
     // Compaction ids are assigned anew on import (a shared database numbers them across
     // sessions and tenants), so the views are compared without them.
-    let view = |st: &dyn Store| {
+    let view = |st: &dyn EngramStore| {
         let v = Session::open(st, "x").expect("open").view().expect("view");
         (v.messages, v.tokens, v.compaction_id.is_some())
     };
@@ -270,11 +271,11 @@ fn export_and_import_round_trip(store: &dyn Store, other: &dyn Store) {
     );
     assert!(matches!(
         other.import_session(&dump),
-        Err(MemoryError::Conflict(_))
+        Err(StoreError::Conflict(_))
     ));
 }
 
-fn create_get_list(store: &dyn Store) {
+fn create_get_list(store: &dyn EngramStore) {
     let a = store
         .create_session(&new_session("a", 4000))
         .expect("create a");
@@ -285,7 +286,7 @@ fn create_get_list(store: &dyn Store) {
     assert!(
         matches!(
             store.create_session(&new_session("a", 10)),
-            Err(MemoryError::Conflict(_))
+            Err(StoreError::Conflict(_))
         ),
         "a duplicate session id is a conflict"
     );
@@ -300,13 +301,13 @@ fn create_get_list(store: &dyn Store) {
     assert!(
         matches!(
             Session::open(store, "nope"),
-            Err(super::SessionError::Store(MemoryError::NotFound(_)))
+            Err(super::SessionError::Store(StoreError::NotFound(_)))
         ),
         "opening an unknown session says so"
     );
 }
 
-fn append_is_atomic_and_ids_are_unique(store: &dyn Store) {
+fn append_is_atomic_and_ids_are_unique(store: &dyn EngramStore) {
     let mut s = Session::create(store, &new_session("s", 100_000)).expect("create");
     let out = s
         .append(vec![
@@ -354,7 +355,7 @@ fn append_is_atomic_and_ids_are_unique(store: &dyn Store) {
     assert_eq!(store.session("s").expect("get").expect("s").messages, 2);
 }
 
-fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn Store) {
+fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn EngramStore) {
     let window = 3_000;
     let mut s = Session::create(store, &new_session("t", window)).expect("create");
     s.append(vec![Message::system(
@@ -551,7 +552,7 @@ fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn Store) {
     );
 }
 
-fn checkpoints_restore_without_deleting(store: &dyn Store) {
+fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     let mut s = Session::create(store, &new_session("c", 2_500)).expect("create");
     s.append(vec![Message::system("sys")]).expect("append");
     for i in 0..3 {
@@ -563,7 +564,7 @@ fn checkpoints_restore_without_deleting(store: &dyn Store) {
     assert!(
         matches!(
             s.checkpoint("before-refactor"),
-            Err(super::SessionError::Store(MemoryError::Conflict(_)))
+            Err(super::SessionError::Store(StoreError::Conflict(_)))
         ),
         "checkpoint names are unique"
     );
@@ -593,11 +594,11 @@ fn checkpoints_restore_without_deleting(store: &dyn Store) {
     s.append(turn(3)).expect("the same turn again");
     assert!(matches!(
         s.restore("later"),
-        Err(super::SessionError::Store(MemoryError::Conflict(_)))
+        Err(super::SessionError::Store(StoreError::Conflict(_)))
     ));
     assert!(matches!(
         s.restore("nope"),
-        Err(super::SessionError::Store(MemoryError::NotFound(_)))
+        Err(super::SessionError::Store(StoreError::NotFound(_)))
     ));
     assert_eq!(store.checkpoints("c").expect("list").len(), 2);
     // A page of the log holds the active messages from a sequence number on, at most `limit`
@@ -625,7 +626,7 @@ fn checkpoints_restore_without_deleting(store: &dyn Store) {
     }
 }
 
-fn a_compaction_from_before_a_restore_is_refused(store: &dyn Store) {
+fn a_compaction_from_before_a_restore_is_refused(store: &dyn EngramStore) {
     let mut s = Session::create(store, &new_session("e", 100_000)).expect("create");
     s.append(turn(0)).expect("append");
     s.checkpoint("start").expect("checkpoint");
@@ -651,7 +652,7 @@ fn a_compaction_from_before_a_restore_is_refused(store: &dyn Store) {
             created_at: 0,
         })
         .expect_err("stale epoch");
-    assert!(matches!(err, MemoryError::Conflict(_)), "{err}");
+    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
     assert_eq!(
         store.stats().expect("stats").journal,
         0,
@@ -660,7 +661,7 @@ fn a_compaction_from_before_a_restore_is_refused(store: &dyn Store) {
     assert!(store.compactions("e", true).expect("records").is_empty());
 }
 
-fn sleep_compaction_extracts_facts_first(store: &dyn Store) {
+fn sleep_compaction_extracts_facts_first(store: &dyn EngramStore) {
     let window = 4_000;
     let mut s = Session::create(store, &new_session("z", window)).expect("create");
     s.append(vec![Message::system("sys")]).expect("append");
@@ -707,7 +708,7 @@ fn sleep_compaction_extracts_facts_first(store: &dyn Store) {
     assert!(again.compacted.is_empty(), "{again:?}");
 }
 
-fn deleting_a_session_removes_what_it_owns(store: &dyn Store) {
+fn deleting_a_session_removes_what_it_owns(store: &dyn EngramStore) {
     let mut s = Session::create(store, &new_session("d", 2_000)).expect("create");
     s.append(vec![Message::system("sys")]).expect("append");
     for i in 0..20 {
@@ -738,12 +739,12 @@ fn deleting_a_session_removes_what_it_owns(store: &dyn Store) {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(matches!(
         store.delete_session("d"),
-        Err(MemoryError::NotFound(_))
+        Err(StoreError::NotFound(_))
     ));
 }
 
-fn the_agents_compact_history_tool(store: &dyn Store) {
-    use crate::agent::{CompactHistoryArgs, compact_history_tool_openai};
+fn the_agents_compact_history_tool(store: &dyn EngramStore) {
+    use crate::tools::{CompactHistoryArgs, compact_history_tool_openai};
     let mut s = Session::create(store, &new_session("h", 50_000)).expect("create");
     s.append(vec![Message::system("You are a coding agent.")])
         .expect("append");

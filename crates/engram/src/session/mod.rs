@@ -14,9 +14,8 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
-pub mod dump;
+pub mod export;
 pub mod facts;
-pub(crate) mod in_memory;
 pub mod store;
 
 use std::collections::{HashMap, HashSet};
@@ -33,15 +32,16 @@ use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactError, CompactOptions, CompactReport, Compacted, Kind, ViewMessage};
 use crate::count::TokenCounter;
 use crate::input::Conversation;
-use crate::memory::{MemoryError, MemoryStore, NewEntry, Tier, Timestamp, format_time, new_id};
+use crate::memory::{MemoryStore, NewEntry, Tier};
 use crate::message::{Content, Message, Role};
 use crate::registry::ModelRegistry;
+use crate::store::{StoreError, Timestamp, format_time, new_id};
 use crate::tokenize::Tokenizer;
 
 /// A backend that keeps both memory and sessions (one database, one transaction for a
 /// compaction and its journal entries).
-pub trait Store: MemoryStore + SessionStore {}
-impl<T: MemoryStore + SessionStore + ?Sized> Store for T {}
+pub trait EngramStore: MemoryStore + SessionStore {}
+impl<T: MemoryStore + SessionStore + ?Sized> EngramStore for T {}
 
 /// What can go wrong with a session.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +49,7 @@ impl<T: MemoryStore + SessionStore + ?Sized> Store for T {}
 pub enum SessionError {
     /// The store refused or failed; nothing was changed.
     #[error(transparent)]
-    Store(#[from] MemoryError),
+    Store(#[from] StoreError),
     /// Compaction failed; the session is as it was.
     #[error(transparent)]
     Compact(#[from] CompactError),
@@ -281,13 +281,13 @@ pub struct SessionView {
 
 /// A session opened on a store.
 pub struct Session<'s> {
-    store: &'s dyn Store,
+    store: &'s dyn EngramStore,
     info: SessionInfo,
     counter: TokenCounter,
     policy: SessionPolicy,
     options: CompactOptions,
     price: crate::registry::Pricing,
-    schedule: crate::agent::StatusSchedule,
+    schedule: crate::tools::StatusSchedule,
 }
 
 impl std::fmt::Debug for Session<'_> {
@@ -322,7 +322,7 @@ pub fn new_session(
 
 impl<'s> Session<'s> {
     /// Creates a session.
-    pub fn create(store: &'s dyn Store, new: &NewSession) -> Result<Self, SessionError> {
+    pub fn create(store: &'s dyn EngramStore, new: &NewSession) -> Result<Self, SessionError> {
         if new.window == 0 {
             return Err(SessionError::Invalid(
                 "the window must be at least 1 token".into(),
@@ -335,7 +335,7 @@ impl<'s> Session<'s> {
     }
 
     /// Opens an existing session.
-    pub fn open(store: &'s dyn Store, id: &str) -> Result<Self, SessionError> {
+    pub fn open(store: &'s dyn EngramStore, id: &str) -> Result<Self, SessionError> {
         let info = store.session(id)?.ok_or_else(|| store::no_session(id))?;
         Self::with_info(store, info)
     }
@@ -343,7 +343,7 @@ impl<'s> Session<'s> {
     /// Opens a session as the fronts run it: under `policy`, with its model's prices from
     /// `registry` (for the cost in status updates).
     pub fn open_with(
-        store: &'s dyn Store,
+        store: &'s dyn EngramStore,
         id: &str,
         registry: &ModelRegistry,
         policy: SessionPolicy,
@@ -353,7 +353,7 @@ impl<'s> Session<'s> {
         Ok(session.with_policy(policy).with_price(price))
     }
 
-    fn with_info(store: &'s dyn Store, info: SessionInfo) -> Result<Self, SessionError> {
+    fn with_info(store: &'s dyn EngramStore, info: SessionInfo) -> Result<Self, SessionError> {
         let tokenizer = Tokenizer::from_name(&info.tokenizer)
             .map_err(|e| SessionError::Invalid(format!("session {}: tokenizer: {e}", info.id)))?
             .scaled(info.token_factor);
@@ -365,7 +365,7 @@ impl<'s> Session<'s> {
             policy: SessionPolicy::default(),
             options: CompactOptions::new(window),
             price: crate::registry::Pricing::default(),
-            schedule: crate::agent::StatusSchedule::default(),
+            schedule: crate::tools::StatusSchedule::default(),
         })
     }
 
@@ -395,7 +395,7 @@ impl<'s> Session<'s> {
     /// The same session with another schedule for status updates (default: every 5 user
     /// turns and when the view crosses 50, 70, 80 or 90% of the window).
     #[must_use]
-    pub fn with_status_schedule(mut self, schedule: crate::agent::StatusSchedule) -> Self {
+    pub fn with_status_schedule(mut self, schedule: crate::tools::StatusSchedule) -> Self {
         self.schedule = schedule;
         self
     }
@@ -422,7 +422,7 @@ impl<'s> Session<'s> {
     /// compacts when the view passes the threshold.
     pub fn append(&mut self, messages: Vec<Message>) -> Result<Appended, SessionError> {
         self.refresh()?;
-        let now = crate::memory::now();
+        let now = crate::store::now();
         let mut seen = HashSet::new();
         let mut rows = Vec::with_capacity(messages.len());
         for (i, message) in messages.into_iter().enumerate() {
@@ -833,7 +833,7 @@ impl<'s> Session<'s> {
 
         let at: HashMap<&str, Timestamp> =
             log.iter().map(|m| (m.id.as_str(), m.created_at)).collect();
-        let now = crate::memory::now();
+        let now = crate::store::now();
         let mut view = compacted.messages;
         let mut summaries = Vec::new();
         for v in view.iter_mut().filter(|v| v.kind == Kind::Summary) {
@@ -988,12 +988,12 @@ impl<'s> Session<'s> {
     /// and the tool result reports the measured reduction. The log keeps every message.
     pub fn compact_history(
         &mut self,
-        args: &crate::agent::CompactHistoryArgs,
+        args: &crate::tools::CompactHistoryArgs,
     ) -> Result<String, SessionError> {
         let active = self.log()?.len();
         let keep = args.preserve_recent_messages;
         if active <= keep + 1 {
-            return Ok(crate::agent::compact_history_result(0, keep, 0, 0));
+            return Ok(crate::tools::compact_history_result(0, keep, 0, 0));
         }
         let saved = self.options.clone();
         self.options.strategy = if self.options.summarizer.is_some() {
@@ -1047,7 +1047,7 @@ impl<'s> Session<'s> {
         let task_verbatim = view.messages[..recent_start].iter().any(|v| {
             v.kind == Kind::Original && task_id.as_ref().is_some_and(|t| v.source_ids.contains(t))
         });
-        let mut text = crate::agent::compact_history_result(
+        let mut text = crate::tools::compact_history_result(
             summarized,
             preserved,
             record.tokens_before,
@@ -1061,8 +1061,8 @@ impl<'s> Session<'s> {
 
     /// Seed 004's status update for this session now: the view's tokens of the window, and
     /// the cost so far (see [`Session::usage`]).
-    pub fn status(&self) -> Result<crate::agent::Status, SessionError> {
-        Ok(crate::agent::Status {
+    pub fn status(&self) -> Result<crate::tools::Status, SessionError> {
+        Ok(crate::tools::Status {
             total_tokens: self.view_tokens()?,
             max_tokens: self.info.window,
             cost_usd: self.usage()?.cost_usd,
@@ -1140,7 +1140,7 @@ impl<'s> Session<'s> {
         }
         Ok(self
             .store
-            .checkpoint(&self.info.id, name, crate::memory::now())?)
+            .checkpoint(&self.info.id, name, crate::store::now())?)
     }
 
     /// Returns to a checkpoint.
@@ -1152,7 +1152,7 @@ impl<'s> Session<'s> {
 
     fn decode_view(&self, encoded: &Value) -> Result<Vec<ViewMessage>, SessionError> {
         let corrupt = |what: &str| {
-            SessionError::Store(MemoryError::Backend(format!(
+            SessionError::Store(StoreError::Backend(format!(
                 "session {}: a stored view is damaged ({what})",
                 self.info.id
             )))
@@ -1290,7 +1290,7 @@ pub fn encode_view(view: &[ViewMessage]) -> Value {
 pub fn export_session(
     store: &dyn SessionStore,
     session_id: &str,
-) -> Result<SessionDump, MemoryError> {
+) -> Result<SessionDump, StoreError> {
     let info = store
         .session(session_id)?
         .ok_or_else(|| store::no_session(session_id))?;
@@ -1316,10 +1316,10 @@ pub struct SessionsSlept {
 
 /// Sleep-time compaction of every session above the sleep threshold.
 pub fn sleep_sessions(
-    store: &dyn Store,
+    store: &dyn EngramStore,
     policy: &SessionPolicy,
     options: &CompactOptions,
-) -> Result<SessionsSlept, MemoryError> {
+) -> Result<SessionsSlept, StoreError> {
     let mut out = SessionsSlept::default();
     for info in store.sessions()? {
         out.sessions += 1;
@@ -1331,7 +1331,7 @@ pub fn sleep_sessions(
         match result {
             Ok(Some(done)) => out.compacted.push((info.id, done)),
             Ok(None) => {}
-            Err(SessionError::Store(e @ MemoryError::Backend(_))) => return Err(e),
+            Err(SessionError::Store(e @ StoreError::Backend(_))) => return Err(e),
             Err(e) => out.failed.push((info.id, e.to_string())),
         }
     }
@@ -1340,7 +1340,7 @@ pub fn sleep_sessions(
 
 #[cfg(test)]
 mod tests {
-    use crate::memory::InMemoryStore;
+    use crate::in_memory::InMemoryStore;
 
     #[test]
     fn the_in_memory_store_passes_the_session_conformance_suite() {

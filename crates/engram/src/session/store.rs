@@ -8,8 +8,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::memory::{MemoryError, NewEntry, Timestamp};
+use crate::memory::NewEntry;
 use crate::message::Message;
+use crate::store::{StoreError, Timestamp};
 
 /// A session to create.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -50,10 +51,10 @@ pub struct SessionInfo {
     /// The caller's metadata.
     pub metadata: Value,
     /// When it was created.
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub created_at: Timestamp,
     /// When a message was last appended (or the session created).
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub updated_at: Timestamp,
     /// Messages in the active log.
     pub messages: usize,
@@ -109,17 +110,17 @@ pub struct SummaryRecord {
     /// The earlier summaries it supersedes (their messages are among `covers`).
     pub covers_summaries: Vec<String>,
     /// When the first covered message was appended.
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub from: Timestamp,
     /// When the last one was.
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub to: Timestamp,
     /// The summary's text.
     pub text: String,
     /// Its tokens.
     pub tokens: usize,
     /// When it was written.
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub created_at: Timestamp,
 }
 
@@ -177,7 +178,7 @@ pub struct CompactionRecord {
     /// Ids of the summaries it wrote.
     pub summary_ids: Vec<String>,
     /// When it ran.
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub created_at: Timestamp,
     /// True when a restore abandoned it.
     pub abandoned: bool,
@@ -197,7 +198,7 @@ pub struct Checkpoint {
     /// Active messages at the time.
     pub messages: usize,
     /// When it was made.
-    #[serde(serialize_with = "crate::memory::serialize_time")]
+    #[serde(serialize_with = "crate::store::serialize_time")]
     pub created_at: Timestamp,
     /// True when restoring an earlier checkpoint abandoned it.
     pub abandoned: bool,
@@ -245,28 +246,28 @@ pub struct SessionDump {
 }
 
 /// A session backend. Every method is atomic: it changes everything it says or nothing.
-/// Errors use [`MemoryError`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
+/// Errors use [`StoreError`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
 /// a duplicate id or name and for a compaction computed before a restore.
 pub trait SessionStore: Send + Sync {
     /// Creates a session; an existing id is a conflict.
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError>;
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError>;
     /// A session by id.
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, MemoryError>;
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError>;
     /// Every session, most recently updated first.
-    fn sessions(&self) -> Result<Vec<SessionInfo>, MemoryError>;
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
     /// Appends messages; an id already active in the session is a conflict (nothing appended).
     fn append(
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    ) -> Result<Vec<LoggedMessage>, StoreError>;
     /// The log from `from_seq` on, in order; abandoned messages only when asked.
     fn session_log(
         &self,
         session_id: &str,
         from_seq: u64,
         include_abandoned: bool,
-    ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    ) -> Result<Vec<LoggedMessage>, StoreError>;
     /// At most `limit` active messages from `from_seq` on, in order: a page of the log, which
     /// should cost its size (the default reads the rest of the log; backends override it).
     fn session_log_page(
@@ -274,7 +275,7 @@ pub trait SessionStore: Send + Sync {
         session_id: &str,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let mut log = self.session_log(session_id, from_seq, false)?;
         log.truncate(limit);
         Ok(log)
@@ -284,31 +285,29 @@ pub trait SessionStore: Send + Sync {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, MemoryError>;
+    ) -> Result<Vec<LoggedMessage>, StoreError>;
     /// Records a compaction with its summaries and journal entries.
-    fn record_compaction(
-        &self,
-        compaction: &NewCompaction,
-    ) -> Result<CompactionRecord, MemoryError>;
+    fn record_compaction(&self, compaction: &NewCompaction)
+    -> Result<CompactionRecord, StoreError>;
     /// The session's compactions, oldest first; abandoned ones only when asked.
     fn compactions(
         &self,
         session_id: &str,
         include_abandoned: bool,
-    ) -> Result<Vec<CompactionRecord>, MemoryError>;
+    ) -> Result<Vec<CompactionRecord>, StoreError>;
     /// The `n` latest active compactions, newest first.
     fn recent_compactions(
         &self,
         session_id: &str,
         n: usize,
-    ) -> Result<Vec<CompactionRecord>, MemoryError>;
+    ) -> Result<Vec<CompactionRecord>, StoreError>;
     /// The latest active compaction.
-    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, MemoryError> {
+    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, StoreError> {
         Ok(self.recent_compactions(session_id, 1)?.pop())
     }
     /// The tokens of the active messages from `from_seq` on (what was appended since a
     /// compaction), without reading the messages.
-    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, MemoryError> {
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, StoreError> {
         Ok(self
             .session_log(session_id, from_seq, false)?
             .iter()
@@ -316,7 +315,7 @@ pub trait SessionStore: Send + Sync {
             .sum())
     }
     /// The user messages in the active log (the turns status updates are scheduled by).
-    fn user_turns(&self, session_id: &str) -> Result<usize, MemoryError> {
+    fn user_turns(&self, session_id: &str) -> Result<usize, StoreError> {
         Ok(self
             .session_log(session_id, 0, false)?
             .iter()
@@ -324,24 +323,24 @@ pub trait SessionStore: Send + Sync {
             .count())
     }
     /// The summaries of the session's active compactions, oldest first.
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError>;
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError>;
     /// Names the session's current state; an existing name is a conflict.
     fn checkpoint(
         &self,
         session_id: &str,
         name: &str,
         at: Timestamp,
-    ) -> Result<Checkpoint, MemoryError>;
+    ) -> Result<Checkpoint, StoreError>;
     /// The session's checkpoints, oldest first.
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError>;
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError>;
     /// Returns the session to a checkpoint: later messages, compactions and checkpoints are
     /// marked abandoned (never deleted) and the epoch moves on.
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError>;
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError>;
     /// Stores an exported session as it was (a session with its id is a conflict; compaction
     /// ids are assigned anew and the summaries and checkpoints follow them).
-    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError>;
+    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError>;
     /// Deletes a session with everything it owns, including memory entries with its id.
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError>;
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError>;
 }
 
 /// The message as logged at `seq`: its own id, or `m<seq>` when it has none.
@@ -354,27 +353,27 @@ pub fn logged_message(message: &Message, seq: u64) -> Message {
 }
 
 /// The error for an unknown session.
-pub fn no_session(id: &str) -> MemoryError {
-    MemoryError::NotFound(format!("no session {id:?}"))
+pub fn no_session(id: &str) -> StoreError {
+    StoreError::NotFound(format!("no session {id:?}"))
 }
 
 /// The error for a message id already in the session.
-pub fn duplicate(index: usize, id: &str, session_id: &str) -> MemoryError {
-    MemoryError::Conflict(format!(
+pub fn duplicate(index: usize, id: &str, session_id: &str) -> StoreError {
+    StoreError::Conflict(format!(
         "message {index}, field `id`: {id:?} is already in session {session_id:?}; nothing was appended"
     ))
 }
 
 /// The checks a compaction must pass before it is recorded.
-pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), MemoryError> {
+pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), StoreError> {
     if info.epoch != c.expected_epoch {
-        return Err(MemoryError::Conflict(format!(
+        return Err(StoreError::Conflict(format!(
             "session {:?} was restored to a checkpoint while compacting; the compaction was not recorded (run it again)",
             info.id
         )));
     }
     if c.log_end > info.next_seq {
-        return Err(MemoryError::Conflict(format!(
+        return Err(StoreError::Conflict(format!(
             "a compaction of session {:?} covers messages the log does not have",
             info.id
         )));
@@ -383,15 +382,15 @@ pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), Mem
 }
 
 /// The error for an unknown checkpoint.
-pub fn no_checkpoint(session_id: &str, name: &str) -> MemoryError {
-    MemoryError::NotFound(format!(
+pub fn no_checkpoint(session_id: &str, name: &str) -> StoreError {
+    StoreError::NotFound(format!(
         "session {session_id:?} has no checkpoint named {name:?}"
     ))
 }
 
 /// The error for a checkpoint an earlier restore set aside.
-pub fn abandoned_checkpoint(session_id: &str, name: &str) -> MemoryError {
-    MemoryError::Conflict(format!(
+pub fn abandoned_checkpoint(session_id: &str, name: &str) -> StoreError {
+    StoreError::Conflict(format!(
         "checkpoint {name:?} of session {session_id:?} was made after a checkpoint the session was restored to; its messages were set aside"
     ))
 }

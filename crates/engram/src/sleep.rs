@@ -17,8 +17,8 @@ use serde::Serialize;
 use crate::compact::CompactOptions;
 use crate::config::Config;
 use crate::memory::sleep::{SleepPolicy, SleepReport, sleep_with};
-use crate::memory::{MemoryError, Timestamp, now};
-use crate::session::{SessionPolicy, SessionsSlept, Store, sleep_sessions};
+use crate::session::{EngramStore, SessionPolicy, SessionsSlept, sleep_sessions};
+use crate::store::{StoreError, Timestamp, now};
 
 /// Everything a sleep tick needs to know.
 #[derive(Debug, Clone)]
@@ -71,10 +71,10 @@ pub struct SleepTick {
 
 /// Runs one sleep tick at `at`.
 pub fn sleep_tick(
-    store: &dyn Store,
+    store: &dyn EngramStore,
     at: Timestamp,
     settings: &SleepSettings,
-) -> Result<SleepTick, MemoryError> {
+) -> Result<SleepTick, StoreError> {
     let memory = sleep_with(
         store,
         at,
@@ -96,11 +96,11 @@ pub fn sleep_tick(
 /// Runs a tick when one is due (none ran in the last `interval_ms`, by any process sharing
 /// the store); `None` when it was not due.
 pub fn sleep_if_due(
-    store: &dyn Store,
+    store: &dyn EngramStore,
     at: Timestamp,
     interval_ms: i64,
     settings: &SleepSettings,
-) -> Result<Option<SleepTick>, MemoryError> {
+) -> Result<Option<SleepTick>, StoreError> {
     if !store.claim_sleep(at, interval_ms)? {
         return Ok(None);
     }
@@ -118,7 +118,7 @@ struct Shared {
 
 /// The auto-sleep background worker.
 pub struct AutoSleep {
-    store: Arc<dyn Store>,
+    store: Arc<dyn EngramStore>,
     settings: SleepSettings,
     shared: Arc<(Mutex<Shared>, Condvar)>,
     handle: Option<JoinHandle<()>>,
@@ -136,7 +136,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 
 impl AutoSleep {
     /// Starts the worker: a tick every `interval` (when claimed), until stopped.
-    pub fn start(store: Arc<dyn Store>, interval: Duration, settings: SleepSettings) -> Self {
+    pub fn start(store: Arc<dyn EngramStore>, interval: Duration, settings: SleepSettings) -> Self {
         let shared: Arc<(Mutex<Shared>, Condvar)> = Arc::default();
         let handle = {
             let store = Arc::clone(&store);
@@ -212,7 +212,7 @@ impl AutoSleep {
     }
 
     /// Stops the worker and runs the shutdown tick.
-    pub fn shutdown(mut self) -> Result<SleepTick, MemoryError> {
+    pub fn shutdown(mut self) -> Result<SleepTick, StoreError> {
         self.stop_thread();
         sleep_tick(self.store.as_ref(), now(), &self.settings)
     }
@@ -232,7 +232,8 @@ impl Drop for AutoSleep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::{InMemoryStore, MemoryStore, NewEntry};
+    use crate::in_memory::InMemoryStore;
+    use crate::memory::{MemoryStore, NewEntry};
 
     fn aged(n: usize) -> Vec<NewEntry> {
         (0..n)
@@ -245,7 +246,7 @@ mod tests {
 
     #[test]
     fn the_worker_consolidates_in_the_background_and_at_shutdown() {
-        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let store: Arc<dyn EngramStore> = Arc::new(InMemoryStore::new());
         store.insert(&aged(5)).expect("insert");
         let worker = AutoSleep::start(
             Arc::clone(&store),
@@ -272,7 +273,7 @@ mod tests {
 
     #[test]
     fn dropping_the_worker_is_a_graceful_shutdown() {
-        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let store: Arc<dyn EngramStore> = Arc::new(InMemoryStore::new());
         let worker = AutoSleep::start(
             Arc::clone(&store),
             Duration::from_secs(3600),

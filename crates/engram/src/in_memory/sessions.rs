@@ -1,12 +1,13 @@
 //! [`SessionStore`] for the in-memory store.
 
-use super::store::{
+use super::InMemoryStore;
+use crate::message::Message;
+use crate::session::store::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
     Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
     abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
 };
-use crate::memory::{InMemoryStore, MemoryError, Timestamp, new_id};
-use crate::message::Message;
+use crate::store::{StoreError, Timestamp, new_id};
 
 #[derive(Debug)]
 pub(crate) struct SessionState {
@@ -24,9 +25,9 @@ impl SessionState {
 }
 
 fn session_of<'s>(
-    state: &'s crate::memory::State,
+    state: &'s super::State,
     session_id: &str,
-) -> Result<&'s SessionState, MemoryError> {
+) -> Result<&'s SessionState, StoreError> {
     state
         .sessions
         .get(session_id)
@@ -34,11 +35,11 @@ fn session_of<'s>(
 }
 
 impl SessionStore for InMemoryStore {
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
         let mut state = self.lock();
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
         if state.sessions.contains_key(&id) {
-            return Err(MemoryError::Conflict(format!(
+            return Err(StoreError::Conflict(format!(
                 "a session {id:?} exists already"
             )));
         }
@@ -69,11 +70,11 @@ impl SessionStore for InMemoryStore {
         Ok(info)
     }
 
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, MemoryError> {
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         Ok(self.lock().sessions.get(id).map(|s| s.info.clone()))
     }
 
-    fn sessions(&self) -> Result<Vec<SessionInfo>, MemoryError> {
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let mut out: Vec<SessionInfo> = self
             .lock()
             .sessions
@@ -88,7 +89,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -131,7 +132,7 @@ impl SessionStore for InMemoryStore {
         session_id: &str,
         from_seq: u64,
         include_abandoned: bool,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.log
@@ -145,7 +146,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         let state = self.lock();
         let s = session_of(&state, session_id)?;
@@ -156,7 +157,7 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, MemoryError> {
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, StoreError> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -199,7 +200,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         include_abandoned: bool,
-    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.compactions
@@ -213,7 +214,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         n: usize,
-    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.compactions
@@ -225,7 +226,7 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.summaries
@@ -244,14 +245,14 @@ impl SessionStore for InMemoryStore {
         session_id: &str,
         name: &str,
         at: Timestamp,
-    ) -> Result<Checkpoint, MemoryError> {
+    ) -> Result<Checkpoint, StoreError> {
         let mut state = self.lock();
         let s = state
             .sessions
             .get_mut(session_id)
             .ok_or_else(|| no_session(session_id))?;
         if s.checkpoints.iter().any(|c| c.name == name) {
-            return Err(MemoryError::Conflict(format!(
+            return Err(StoreError::Conflict(format!(
                 "session {session_id:?} has a checkpoint named {name:?} already"
             )));
         }
@@ -273,13 +274,13 @@ impl SessionStore for InMemoryStore {
         Ok(checkpoint)
     }
 
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.checkpoints.clone())
     }
 
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError> {
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -323,10 +324,10 @@ impl SessionStore for InMemoryStore {
         Ok(out)
     }
 
-    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError> {
+    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError> {
         let mut state = self.lock();
         if state.sessions.contains_key(&dump.info.id) {
-            return Err(MemoryError::Conflict(format!(
+            return Err(StoreError::Conflict(format!(
                 "a session {:?} exists already; delete it first to import it again",
                 dump.info.id
             )));
@@ -369,7 +370,7 @@ impl SessionStore for InMemoryStore {
         Ok(())
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError> {
         let mut state = self.lock();
         let s = state
             .sessions

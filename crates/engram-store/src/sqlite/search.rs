@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use engram::memory::{MemoryError, SearchHit, SearchQuery, Tier};
+use engram::memory::{SearchHit, SearchQuery, StoreError, Tier};
 use rusqlite::{Connection, OptionalExtension, params};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
@@ -43,7 +43,7 @@ use tantivy::schema::{
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
-use crate::{COLUMNS, MEMORY, backend, row_to_entry, write_tx};
+use super::{COLUMNS, MEMORY, backend, row_to_entry, write_tx};
 
 /// Memory a bulk index writer may use before it writes segments (shared by its threads). A
 /// million entries make four segments of it: below the merge policy's eight, so an import
@@ -429,12 +429,12 @@ fn stored_tier_code(stored: &str) -> u64 {
     Tier::parse(stored).map_or(ENTRY, tier_code)
 }
 
-fn index_error(e: impl std::fmt::Display) -> MemoryError {
-    MemoryError::Backend(format!("search index: {e}"))
+fn index_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("search index: {e}"))
 }
 
 /// The last position in the index queue.
-pub(crate) fn newest_queued(conn: &Connection) -> Result<i64, MemoryError> {
+pub(crate) fn newest_queued(conn: &Connection) -> Result<i64, StoreError> {
     conn.query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| {
         r.get(0)
     })
@@ -459,7 +459,7 @@ impl Inline<'_> {
         source: &str,
         created_at: i64,
         tier: Tier,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<(), StoreError> {
         self.writer
             .add_document(self.index.document(
                 rowid,
@@ -560,7 +560,7 @@ fn writer_size(pending: i64) -> (usize, usize) {
 
 impl TextIndex {
     /// Opens (or creates) the index in `dir`.
-    pub(crate) fn open(dir: &Path) -> Result<Self, MemoryError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| index_error(format!("cannot create {}: {e}", dir.display())))?;
         let (schema, fields) = schema();
@@ -589,12 +589,12 @@ impl TextIndex {
     }
 
     /// An index in memory (for an in-memory store).
-    pub(crate) fn in_ram() -> Result<Self, MemoryError> {
+    pub(crate) fn in_ram() -> Result<Self, StoreError> {
         let (schema, fields) = schema();
         Self::with_index(Index::create_in_ram(schema), fields)
     }
 
-    fn with_index(index: Index, fields: Fields) -> Result<Self, MemoryError> {
+    fn with_index(index: Index, fields: Fields) -> Result<Self, StoreError> {
         index
             .tokenizers()
             .register(TOKENIZER, StemmingTokenizer::default());
@@ -627,7 +627,7 @@ impl TextIndex {
 
     /// Waits for the commit [`Inline::commit`] left running, then lets the queue drop what
     /// the index now holds and shows the commit to searches. Callers hold `sync`.
-    fn settle(&self, conn: &mut Connection) -> Result<(), MemoryError> {
+    fn settle(&self, conn: &mut Connection) -> Result<(), StoreError> {
         let Some(pending) = self.pending().take() else {
             return Ok(());
         };
@@ -641,7 +641,7 @@ impl TextIndex {
 
     /// The store the index belongs to and the last queue position it has applied, from the
     /// last commit's payload (`store_id:seq`).
-    fn commit_state(&self) -> Result<Option<(String, i64)>, MemoryError> {
+    fn commit_state(&self) -> Result<Option<(String, i64)>, StoreError> {
         let payload = self.index.load_metas().map_err(index_error)?.payload;
         Ok(payload.and_then(|p| {
             let (id, seq) = p.split_once(':')?;
@@ -649,13 +649,13 @@ impl TextIndex {
         }))
     }
 
-    fn applied(&self) -> Result<i64, MemoryError> {
+    fn applied(&self) -> Result<i64, StoreError> {
         Ok(self.commit_state()?.map_or(0, |(_, seq)| seq))
     }
 
     /// Makes sure the index belongs to this database: an index left by another database (the
     /// file was replaced, say) is emptied and rebuilt from the rows.
-    pub(crate) fn reconcile(&self, conn: &mut Connection) -> Result<(), MemoryError> {
+    pub(crate) fn reconcile(&self, conn: &mut Connection) -> Result<(), StoreError> {
         let store_id: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
                 r.get(0)
@@ -694,7 +694,7 @@ impl TextIndex {
 
     /// A writer sized for `pending` changes: one thread and a small arena for a few, every core
     /// for a bulk import.
-    fn writer(&self, pending: i64) -> Result<IndexWriter, MemoryError> {
+    fn writer(&self, pending: i64) -> Result<IndexWriter, StoreError> {
         // Another process may be writing: wait for its lock as SQLite waits for its own.
         let started = Instant::now();
         let (threads, heap) = writer_size(pending);
@@ -718,7 +718,7 @@ impl TextIndex {
     /// caller for as long as this runs.
     /// With `wait` false, a commit still running that covers the queue leaves nothing to do
     /// (a search passes true: it must see that commit).
-    pub(crate) fn catch_up(&self, conn: &mut Connection, wait: bool) -> Result<usize, MemoryError> {
+    pub(crate) fn catch_up(&self, conn: &mut Connection, wait: bool) -> Result<usize, StoreError> {
         let _guard = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         let newest = newest_queued(conn)?;
         if !wait && self.pending().as_ref().is_some_and(|p| p.newest >= newest) {
@@ -801,7 +801,7 @@ impl TextIndex {
         mut writer: IndexWriter,
         conn: &mut Connection,
         applied: i64,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<(), StoreError> {
         let mut commit = writer.prepare_commit().map_err(index_error)?;
         commit.set_payload(&format!("{}:{applied}", self.store_id()));
         commit.commit().map_err(index_error)?;
@@ -811,7 +811,7 @@ impl TextIndex {
 
     /// After a commit up to queue position `applied`: what the index holds leaves the queue
     /// (a crash here only leaves it longer) and searches see the commit.
-    fn after_commit(&self, conn: &mut Connection, applied: i64) -> Result<(), MemoryError> {
+    fn after_commit(&self, conn: &mut Connection, applied: i64) -> Result<(), StoreError> {
         let tx = write_tx(conn)?;
         tx.execute("DELETE FROM index_queue WHERE seq <= ?1", [applied])
             .map_err(backend)?;
@@ -858,7 +858,7 @@ impl TextIndex {
         &self,
         tx: &Connection,
         bulk: bool,
-    ) -> Result<Option<Inline<'_>>, MemoryError> {
+    ) -> Result<Option<Inline<'_>>, StoreError> {
         let sync = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         // A commit still running holds the writer: it is waited for, and what it applied
         // leaves the queue in this transaction.
@@ -912,7 +912,7 @@ impl TextIndex {
         &self,
         conn: &Connection,
         query: &SearchQuery,
-    ) -> Result<Vec<SearchHit>, MemoryError> {
+    ) -> Result<Vec<SearchHit>, StoreError> {
         let terms = self.terms(&query.text);
         let limit = query.clamped_limit();
         if terms.is_empty() || limit == 0 {
@@ -1134,7 +1134,7 @@ struct Columns {
 }
 
 impl Columns {
-    fn of(segment: &tantivy::SegmentReader) -> Result<Self, MemoryError> {
+    fn of(segment: &tantivy::SegmentReader) -> Result<Self, StoreError> {
         let fast = segment.fast_fields();
         Ok(Columns {
             rowid: fast.u64("rowid").map_err(index_error)?,
@@ -1151,7 +1151,7 @@ const WORKING_SET: usize = if cfg!(test) { 24 } else { 20_000 };
 
 /// How many values the working entries' rowids span (0 when there are none): a bound on their
 /// number from two lookups, where counting them reads them all.
-fn working_span(conn: &Connection) -> Result<u64, MemoryError> {
+fn working_span(conn: &Connection) -> Result<u64, StoreError> {
     let (low, high): (Option<i64>, Option<i64>) = conn
         .prepare_cached(
             "SELECT (SELECT min(entry) FROM memory_working),
@@ -1167,7 +1167,7 @@ fn working_span(conn: &Connection) -> Result<u64, MemoryError> {
 
 /// The rowids of the working entries, sorted, when there are at most [`WORKING_SET`] of
 /// them; `None` when there are more.
-fn working_rowids(conn: &Connection) -> Result<Option<Vec<u64>>, MemoryError> {
+fn working_rowids(conn: &Connection) -> Result<Option<Vec<u64>>, StoreError> {
     let mut stmt = conn
         .prepare_cached("SELECT entry FROM memory_working ORDER BY entry LIMIT ?1")
         .map_err(backend)?;
@@ -1191,7 +1191,7 @@ struct Counts {
 }
 
 impl Counts {
-    fn of(searcher: &tantivy::Searcher, f: Fields) -> Result<Self, MemoryError> {
+    fn of(searcher: &tantivy::Searcher, f: Fields) -> Result<Self, StoreError> {
         let mut kept = [0; KEPT.len()];
         for (n, c) in kept.iter_mut().zip(KEPT) {
             *n = searcher
@@ -1279,8 +1279,8 @@ impl TierPlan {
         &self,
         code: u64,
         rowid: u64,
-        is_working: impl FnOnce(u64) -> Result<bool, MemoryError>,
-    ) -> Result<bool, MemoryError> {
+        is_working: impl FnOnce(u64) -> Result<bool, StoreError>,
+    ) -> Result<bool, StoreError> {
         if code != ENTRY {
             return Ok(code < 8 && self.kept & (1 << code) != 0);
         }
@@ -1559,7 +1559,7 @@ mod tier_tests {
     };
     use proptest::prelude::*;
 
-    use crate::SqliteStore;
+    use super::super::SqliteStore;
 
     const WORDS: [&str; 6] = ["crane", "harbour", "engine", "lamp", "river", "stone"];
 

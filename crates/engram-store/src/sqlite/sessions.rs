@@ -1,6 +1,6 @@
 //! [`SessionStore`] for SQLite: every method is one transaction.
 
-use engram::memory::{MemoryError, Timestamp, new_id};
+use engram::memory::{StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
     abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
@@ -12,7 +12,7 @@ use engram::session::{
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
-use crate::{SqliteStore, backend, insert_one, write_tx};
+use super::{SqliteStore, backend, insert_one, write_tx};
 
 const SESSION_COLUMNS: &str = "id, name, model, tokenizer, token_factor, window, metadata, created_at, updated_at, messages, next_seq, epoch";
 
@@ -47,7 +47,7 @@ fn to_json(value: &[String]) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-fn session_in(conn: &Connection, id: &str) -> Result<SessionInfo, MemoryError> {
+fn session_in(conn: &Connection, id: &str) -> Result<SessionInfo, StoreError> {
     conn.prepare_cached(&format!(
         "SELECT {SESSION_COLUMNS} FROM session WHERE id = ?1"
     ))
@@ -77,7 +77,7 @@ fn row_to_logged(r: &rusqlite::Row<'_>) -> rusqlite::Result<(LoggedMessage, Stri
 fn parse_logged(
     rows: Vec<(LoggedMessage, String)>,
     session_id: &str,
-) -> Result<Vec<LoggedMessage>, MemoryError> {
+) -> Result<Vec<LoggedMessage>, StoreError> {
     rows.into_iter()
         .map(|(mut m, text)| {
             let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -136,7 +136,7 @@ fn insert_summary(
     session_id: &str,
     compaction_id: i64,
     s: &SummaryRecord,
-) -> Result<(), MemoryError> {
+) -> Result<(), StoreError> {
     tx.prepare_cached(
         "INSERT INTO session_summary (id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -167,7 +167,7 @@ impl SqliteStore {
         from_seq: u64,
         include_abandoned: bool,
         limit: Option<usize>,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -199,7 +199,7 @@ impl SqliteStore {
 }
 
 impl SessionStore for SqliteStore {
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, MemoryError> {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
@@ -220,7 +220,7 @@ impl SessionStore for SqliteStore {
             )
             .map_err(backend)?;
         if inserted == 0 {
-            return Err(MemoryError::Conflict(format!(
+            return Err(StoreError::Conflict(format!(
                 "a session {id:?} exists already"
             )));
         }
@@ -229,15 +229,15 @@ impl SessionStore for SqliteStore {
         Ok(info)
     }
 
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, MemoryError> {
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         match session_in(&self.conn(), id) {
             Ok(info) => Ok(Some(info)),
-            Err(MemoryError::NotFound(_)) => Ok(None),
+            Err(StoreError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    fn sessions(&self) -> Result<Vec<SessionInfo>, MemoryError> {
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -252,7 +252,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, session_id)?;
@@ -313,7 +313,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         from_seq: u64,
         include_abandoned: bool,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         self.log_rows(session_id, from_seq, include_abandoned, None)
     }
 
@@ -322,7 +322,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         self.log_rows(session_id, from_seq, false, Some(limit))
     }
 
@@ -330,7 +330,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, MemoryError> {
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
@@ -354,7 +354,7 @@ impl SessionStore for SqliteStore {
         parse_logged(rows, session_id)
     }
 
-    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, MemoryError> {
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, &c.session_id)?;
@@ -400,7 +400,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         include_abandoned: bool,
-    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -419,7 +419,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         n: usize,
-    ) -> Result<Vec<CompactionRecord>, MemoryError> {
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -437,7 +437,7 @@ impl SessionStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
 
-    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, MemoryError> {
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         conn.query_row(
@@ -450,7 +450,7 @@ impl SessionStore for SqliteStore {
         .map_err(backend)
     }
 
-    fn user_turns(&self, session_id: &str) -> Result<usize, MemoryError> {
+    fn user_turns(&self, session_id: &str) -> Result<usize, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         conn.query_row(
@@ -463,7 +463,7 @@ impl SessionStore for SqliteStore {
         .map_err(backend)
     }
 
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, MemoryError> {
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -500,7 +500,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         name: &str,
         at: Timestamp,
-    ) -> Result<Checkpoint, MemoryError> {
+    ) -> Result<Checkpoint, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, session_id)?;
@@ -526,7 +526,7 @@ impl SessionStore for SqliteStore {
             )
             .map_err(backend)?;
         if inserted == 0 {
-            return Err(MemoryError::Conflict(format!(
+            return Err(StoreError::Conflict(format!(
                 "session {session_id:?} has a checkpoint named {name:?} already"
             )));
         }
@@ -542,7 +542,7 @@ impl SessionStore for SqliteStore {
         })
     }
 
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, MemoryError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -557,7 +557,7 @@ impl SessionStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
 
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, MemoryError> {
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
@@ -610,7 +610,7 @@ impl SessionStore for SqliteStore {
         })
     }
 
-    fn import_session(&self, dump: &SessionDump) -> Result<(), MemoryError> {
+    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = &dump.info;
@@ -635,7 +635,7 @@ impl SessionStore for SqliteStore {
             )
             .map_err(backend)?;
         if inserted == 0 {
-            return Err(MemoryError::Conflict(format!(
+            return Err(StoreError::Conflict(format!(
                 "a session {:?} exists already; delete it first to import it again",
                 info.id
             )));
@@ -707,11 +707,11 @@ impl SessionStore for SqliteStore {
         Ok(())
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, MemoryError> {
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
-        let count = |table: &str| -> Result<usize, MemoryError> {
+        let count = |table: &str| -> Result<usize, StoreError> {
             tx.query_row(
                 &format!("SELECT count(*) FROM {table} WHERE session_id = ?1"),
                 [session_id],
@@ -727,7 +727,7 @@ impl SessionStore for SqliteStore {
             checkpoints: count("session_checkpoint")?,
             memory_entries: 0,
         };
-        out.memory_entries = crate::forget_where(&tx, "session_id = ?1", &[&session_id])?.entries;
+        out.memory_entries = super::forget_where(&tx, "session_id = ?1", &[&session_id])?.entries;
         tx.execute("DELETE FROM session WHERE id = ?1", [session_id])
             .map_err(backend)?;
         tx.commit().map_err(backend)?;

@@ -14,8 +14,9 @@
 use serde_json::{Value, json};
 
 use super::{Checkpoint, CompactionRecord, LoggedMessage, SessionDump, SessionInfo, SummaryRecord};
-use crate::memory::{MemoryEntry, Timestamp, format_time, parse_time};
+use crate::memory::MemoryEntry;
 use crate::message::Message;
+use crate::store::{StoreError, Timestamp, format_time, parse_time};
 
 /// A memory entry as an export line.
 pub fn memory_line(e: &MemoryEntry) -> Value {
@@ -38,8 +39,8 @@ pub fn memory_line(e: &MemoryEntry) -> Value {
 pub fn export_memory(
     store: &dyn crate::memory::MemoryStore,
     session_id: Option<&str>,
-    mut line: impl FnMut(Value) -> Result<(), crate::memory::MemoryError>,
-) -> Result<(), crate::memory::MemoryError> {
+    mut line: impl FnMut(Value) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let mut after: Option<String> = None;
     loop {
         let page = store.entries(session_id, after.as_deref(), 10_000)?;

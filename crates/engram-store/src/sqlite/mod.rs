@@ -1,0 +1,1670 @@
+//! The SQLite store, the embedded default: one file, no server, no configuration, WAL for
+//! concurrent readers, and a tantivy index beside the file for search (BM25 over stemmed words,
+//! kept in step with the database by a change queue; `search.rs`). `sessions.rs` is its
+//! [`SessionStore`](engram::session::SessionStore).
+//!
+//! A file that is not engram's (another SQLite database, or not SQLite at all) is refused with
+//! a clear error and left untouched: the checks run before anything is written.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use engram::memory::{
+    Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
+    SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+/// Pages in the WAL after which a commit copies it into the database (SQLite's default is
+/// 1,000: far more frequent checkpoints in a bulk write).
+const WAL_AUTOCHECKPOINT: i64 = 16_384;
+
+/// Imports of at least this many entries checkpoint the WAL themselves, after starting the
+/// index's commit (see `insert_stream`).
+const BULK_CHECKPOINT: usize = if cfg!(test) { 100 } else { 20_000 };
+
+/// Candidates handed over at a time by `working_before_each`.
+const READ_BATCH: usize = 512;
+
+/// The most of the file the candidate read maps (`PRAGMA mmap_size`: the file's first
+/// 32 MiB; pages past it are read into SQLite's cache as before). A mapped page counts in the
+/// process's resident set as long as the mapping lasts, and a batch of candidates chosen by
+/// time is scattered over the whole table: mapped whole, a sleep over a million entries
+/// showed the whole 700 MiB file resident (190 MiB before).
+const MAPPED_READ: i64 = 32 << 20;
+
+/// `PRAGMA application_id` of engram's databases ("ENGR").
+pub const APPLICATION_ID: i32 = 0x454e_4752;
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i32 = 5;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE memory (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    tier TEXT NOT NULL,
+    content TEXT NOT NULL,
+    source TEXT NOT NULL,
+    session_id TEXT,
+    created_at INTEGER NOT NULL,
+    importance REAL NOT NULL,
+    metadata TEXT,
+    summary_of TEXT
+);
+CREATE INDEX memory_tier_time ON memory(tier, created_at, id);
+CREATE VIRTUAL TABLE memory_fts USING fts5(
+    content, content='memory', content_rowid='rowid', tokenize='porter unicode61'
+);
+CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+    INSERT INTO memory_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+    INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+END;
+CREATE TRIGGER memory_au AFTER UPDATE OF content ON memory BEGIN
+    INSERT INTO memory_fts(memory_fts, rowid, content) VALUES ('delete', old.rowid, old.content);
+    INSERT INTO memory_fts(rowid, content) VALUES (new.rowid, new.content);
+END;
+CREATE TABLE consolidation_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT,
+    source TEXT NOT NULL,
+    items_consolidated INTEGER NOT NULL,
+    summary_preview TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    strategy TEXT NOT NULL,
+    model TEXT,
+    duration_ms REAL NOT NULL,
+    ids_in TEXT NOT NULL,
+    ids_out TEXT NOT NULL
+);
+";
+
+/// Version 2: sessions (append-only logs, compactions, summaries, checkpoints) and a small
+/// key-value table for the store's own bookkeeping (the last sleep, say).
+const SCHEMA_V2: &str = "
+CREATE TABLE session (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    model TEXT NOT NULL,
+    tokenizer TEXT NOT NULL,
+    token_factor REAL NOT NULL,
+    window INTEGER NOT NULL,
+    metadata TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    messages INTEGER NOT NULL DEFAULT 0,
+    next_seq INTEGER NOT NULL DEFAULT 0,
+    epoch INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE session_message (
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    abandoned INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX session_message_active_id ON session_message(session_id, id) WHERE abandoned = 0;
+CREATE TABLE session_compaction (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    trigger TEXT NOT NULL,
+    strategy TEXT NOT NULL,
+    log_end INTEGER NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after INTEGER NOT NULL,
+    view TEXT NOT NULL,
+    report TEXT NOT NULL,
+    summary_ids TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    abandoned INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX session_compaction_session ON session_compaction(session_id, id);
+CREATE TABLE session_summary (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    compaction_id INTEGER NOT NULL REFERENCES session_compaction(id) ON DELETE CASCADE,
+    depth INTEGER NOT NULL,
+    covers TEXT NOT NULL,
+    covers_summaries TEXT NOT NULL,
+    from_at INTEGER NOT NULL,
+    to_at INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX session_summary_session ON session_summary(session_id, compaction_id);
+CREATE TABLE session_checkpoint (
+    rowid INTEGER PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    log_end INTEGER NOT NULL,
+    compaction_id INTEGER,
+    messages INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    abandoned INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, name)
+);
+CREATE INDEX memory_session ON memory(session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX memory_source ON memory(source);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+";
+
+/// Version 3: full-text search moves from FTS5 to a tantivy index beside the database, fed
+/// by a queue of changes written in the same transactions as the rows.
+const SCHEMA_V3: &str = "
+DROP TRIGGER memory_ai;
+DROP TRIGGER memory_ad;
+DROP TRIGGER memory_au;
+DROP TABLE memory_fts;
+CREATE TABLE index_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    rowid INTEGER NOT NULL,
+    op INTEGER NOT NULL
+);
+CREATE TRIGGER memory_ai AFTER INSERT ON memory BEGIN
+    INSERT INTO index_queue (rowid, op) VALUES (new.rowid, 1);
+END;
+CREATE TRIGGER memory_ad AFTER DELETE ON memory BEGIN
+    INSERT INTO index_queue (rowid, op) VALUES (old.rowid, 0);
+END;
+CREATE TRIGGER memory_au AFTER UPDATE OF content, session_id, source, created_at ON memory BEGIN
+    INSERT INTO index_queue (rowid, op) VALUES (new.rowid, 2);
+END;
+INSERT OR REPLACE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));
+";
+
+/// Version 4: the tier moves to a narrow table of its own. Consolidation changes the tier of
+/// every entry it takes: in the wide `memory` row that rewrote the row and its page (content
+/// and all), so a sleep over 10,000 entries wrote every page of the table to the WAL; here it
+/// rewrites a few bytes. Candidates are read from an index of working entries only, oldest
+/// first (archiving an entry removes it from that index).
+const SCHEMA_V4: &str = "
+CREATE TABLE memory_tier (
+    rowid INTEGER PRIMARY KEY,
+    tier TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+INSERT INTO memory_tier (rowid, tier, created_at) SELECT rowid, tier, created_at FROM memory;
+DROP INDEX memory_tier_time;
+ALTER TABLE memory DROP COLUMN tier;
+CREATE INDEX memory_working ON memory_tier(created_at) WHERE tier = 'working';
+CREATE INDEX memory_small_tiers ON memory_tier(tier) WHERE tier NOT IN ('working', 'archive');
+CREATE TRIGGER memory_tier_ad AFTER DELETE ON memory BEGIN
+    DELETE FROM memory_tier WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER memory_tier_au AFTER UPDATE OF created_at ON memory BEGIN
+    UPDATE memory_tier SET created_at = new.created_at WHERE rowid = new.rowid;
+END;
+";
+
+/// Version 5: working memory is a table of its own, holding the working entries' rowids (and
+/// times, to choose the oldest). An entry's tier in `memory_tier` is `entry` while it is
+/// working or archived; which of the two is whether `memory_working` has it. Consolidation
+/// archives an entry by deleting one small row: no rewrite of its tier row and no index entry
+/// to remove (that index's upkeep was two thirds of the cost of archiving).
+const SCHEMA_V5: &str = "
+DROP INDEX memory_working;
+DROP INDEX memory_small_tiers;
+CREATE TABLE memory_working (
+    entry INTEGER PRIMARY KEY,
+    created_at INTEGER NOT NULL
+);
+INSERT INTO memory_working (entry, created_at)
+    SELECT rowid, created_at FROM memory_tier WHERE tier = 'working';
+UPDATE memory_tier SET tier = 'entry' WHERE tier IN ('working', 'archive');
+CREATE INDEX memory_small_tiers ON memory_tier(tier) WHERE tier <> 'entry';
+DROP TRIGGER memory_tier_ad;
+DROP TRIGGER memory_tier_au;
+CREATE TRIGGER memory_tier_ad AFTER DELETE ON memory BEGIN
+    DELETE FROM memory_tier WHERE rowid = old.rowid;
+    DELETE FROM memory_working WHERE entry = old.rowid;
+END;
+CREATE TRIGGER memory_tier_au AFTER UPDATE OF created_at ON memory BEGIN
+    UPDATE memory_tier SET created_at = new.created_at WHERE rowid = new.rowid;
+    UPDATE memory_working SET created_at = new.created_at WHERE entry = new.rowid;
+END;
+";
+
+/// How `memory_tier` spells a tier: working and archived entries are both `entry` (see
+/// [`SCHEMA_V5`]).
+fn stored_tier(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Working | Tier::Archive => "entry",
+        other => other.as_str(),
+    }
+}
+
+/// A SQLite-backed store.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    index: search::TextIndex,
+    candidates: Mutex<Candidates>,
+}
+
+/// The rowids of the entries the last candidate read returned, by id, and the index queue's
+/// position when it read them. Every insert, update and delete of a memory row moves that
+/// position (by trigger); while it has not moved, no rowid was freed and given to another
+/// entry, so consolidation can archive these entries by rowid instead of looking each id up.
+#[derive(Debug, Default)]
+struct Candidates {
+    seq: i64,
+    rowids: rustc_hash::FxHashMap<String, i64>,
+}
+
+/// The index queue's last position (SQLite's `AUTOINCREMENT` counter: it never goes back).
+fn queue_seq(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'index_queue'), 0)",
+    )?
+    .query_row([], |r| r.get(0))
+}
+
+pub(crate) fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+/// A write transaction, begun IMMEDIATE: it waits (up to the busy timeout) for the write lock
+/// up front, instead of starting as a reader and failing with "database is locked" when
+/// another connection wrote first.
+pub(crate) fn write_tx(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(backend)
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path`, refusing files that are not engram's.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.is_dir() {
+                return Err(StoreError::Foreign(format!(
+                    "{} is a directory; --db takes a database file",
+                    path.display()
+                )));
+            }
+            if meta.len() > 0 {
+                let mut header = [0u8; 16];
+                let read = std::fs::File::open(path)
+                    .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
+                    .map_err(backend)?;
+                if read < 16 || &header != b"SQLite format 3\0" {
+                    return Err(StoreError::Foreign(format!(
+                        "{} is not an engram database (not a SQLite file); engram leaves it alone",
+                        path.display()
+                    )));
+                }
+            }
+        } else if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                backend(format!(
+                    "cannot create the directory {}: {e}",
+                    parent.display()
+                ))
+            })?;
+        }
+        let conn = Connection::open(path)
+            .map_err(|e| backend(format!("cannot open {}: {e}", path.display())))?;
+        let mut index_dir = path.as_os_str().to_owned();
+        index_dir.push("-index");
+        Self::setup(
+            conn,
+            &path.display().to_string(),
+            Some(PathBuf::from(index_dir)),
+        )
+    }
+
+    /// A private database in memory (for tests and one-off runs).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        Self::setup(
+            Connection::open_in_memory().map_err(backend)?,
+            ":memory:",
+            None,
+        )
+    }
+
+    fn setup(conn: Connection, name: &str, index_dir: Option<PathBuf>) -> Result<Self, StoreError> {
+        // Read-only checks first: nothing is written to a file that is not ours. They read one
+        // snapshot (another process may be creating the schema right now), and wait for a
+        // writer rather than mistaking its lock for a damaged file.
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(backend)?;
+        let snapshot = conn.unchecked_transaction().map_err(backend)?;
+        let app: i32 = snapshot
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(|e| {
+                StoreError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
+            })?;
+        let version: i32 = snapshot
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(backend)?;
+        let tables: i64 = snapshot
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .map_err(|e| {
+                StoreError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
+            })?;
+        snapshot.finish().map_err(backend)?;
+        if app != APPLICATION_ID && (app != 0 || tables > 0) {
+            return Err(StoreError::Foreign(format!(
+                "{name} is a SQLite database, but not engram's; engram leaves it alone (use another --db)"
+            )));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Foreign(format!(
+                "{name} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})"
+            )));
+        }
+        // Switching a new file to WAL needs an exclusive lock, and SQLite does not wait for
+        // it: another process opening the same new file at this moment makes it fail at once.
+        // Retry for as long as the busy timeout would have waited.
+        let started = std::time::Instant::now();
+        loop {
+            match conn.execute_batch("PRAGMA journal_mode=WAL;") {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && started.elapsed() < std::time::Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
+        conn.execute_batch(
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;",
+        )
+        .map_err(backend)?;
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)
+            .map_err(backend)?;
+        // Migrations, each in its own transaction: a crash leaves the previous version. The
+        // version is read again under the write lock, so two processes opening a new database
+        // at once migrate it once.
+        if version < SCHEMA_VERSION {
+            let mut conn = conn;
+            let tx = write_tx(&mut conn)?;
+            let current: i32 = tx
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(backend)?;
+            for (to, schema) in [
+                (1, SCHEMA_V1),
+                (2, SCHEMA_V2),
+                (3, SCHEMA_V3),
+                (4, SCHEMA_V4),
+                (5, SCHEMA_V5),
+            ] {
+                if current < to {
+                    tx.execute_batch(schema).map_err(backend)?;
+                    tx.execute_batch(&format!(
+                        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {to};"
+                    ))
+                    .map_err(backend)?;
+                }
+            }
+            tx.commit().map_err(backend)?;
+            return Self::with_index(conn, index_dir);
+        }
+        Self::with_index(conn, index_dir)
+    }
+
+    /// Opens the search index (in `dir`, or in memory) and brings it in step with the database.
+    fn with_index(mut conn: Connection, dir: Option<PathBuf>) -> Result<Self, StoreError> {
+        let index = match &dir {
+            Some(dir) => search::TextIndex::open(dir)?,
+            None => search::TextIndex::in_ram()?,
+        };
+        index.reconcile(&mut conn)?;
+        Ok(SqliteStore {
+            candidates: Mutex::default(),
+            conn: Mutex::new(conn),
+            index,
+        })
+    }
+
+    /// Brings the search index up to date now (a search does it anyway; bulk writers call this
+    /// so that the next search is fast). Returns the changes applied. An index commit still
+    /// running that covers every change is left to finish on its own.
+    pub fn sync_index(&self) -> Result<usize, StoreError> {
+        let mut conn = self.conn();
+        self.index.catch_up(&mut conn, false)
+    }
+
+    /// Reads the candidates ([`read_candidates`]) and keeps their rowids for consolidation
+    /// ([`Candidates`]).
+    fn read_working(
+        &self,
+        before: Timestamp,
+        limit: usize,
+        each: &mut dyn FnMut(i64, MemoryEntry),
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
+        // Not to be trusted until the read is whole.
+        candidates.seq = -1;
+        candidates.rowids.clear();
+        let rowids = &mut candidates.rowids;
+        // The rows are read through a mapping of the file, not copied page by page into
+        // SQLite's cache: a sleep reads every candidate once, and each page it copied was
+        // fresh memory (a 10k sleep: 1,300 fewer page faults, 4 ms of 48). Only the file's
+        // start ([`MAPPED_READ`]), and unmapped after the read, so that the file's pages do
+        // not stay in the process's resident set (mapped for good, a search at a million
+        // entries showed the whole file there).
+        conn.pragma_update(None, "mmap_size", MAPPED_READ)
+            .map_err(backend)?;
+        let read = read_candidates(&mut conn, before, limit, &mut |rowid, e| {
+            rowids.insert(e.id.clone(), rowid);
+            each(rowid, e);
+        });
+        let unmapped = conn.pragma_update(None, "mmap_size", 0).map_err(backend);
+        let seq = read?;
+        unmapped?;
+        candidates.seq = seq;
+        Ok(())
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The columns [`row_to_entry`] reads after the tier.
+macro_rules! columns_after_tier {
+    () => {
+        "m.content, m.source, m.session_id, m.created_at, m.importance, m.metadata, m.summary_of"
+    };
+}
+
+/// The columns [`row_to_entry`] reads, from [`MEMORY`] (or any join naming the tables `m` and `t`).
+pub(crate) const COLUMNS: &str = concat!(
+    "m.id, CASE WHEN t.tier <> 'entry' THEN t.tier
+     WHEN EXISTS (SELECT 1 FROM memory_working w WHERE w.entry = m.rowid) THEN 'working'
+     ELSE 'archive' END, ",
+    columns_after_tier!()
+);
+
+/// Memory rows with their tiers, for lookups by the row's own columns (the wide row first).
+pub(crate) const MEMORY: &str = "memory m CROSS JOIN memory_tier t ON t.rowid = m.rowid";
+
+pub(crate) fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEntry> {
+    let tier = match row.get_ref(1)? {
+        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok().and_then(Tier::parse),
+        _ => None,
+    };
+    let metadata: Option<String> = row.get(7)?;
+    let summary_of: Option<String> = row.get(8)?;
+    Ok(MemoryEntry {
+        id: row.get(0)?,
+        tier: tier.unwrap_or(Tier::Working),
+        content: row.get(2)?,
+        source: row.get(3)?,
+        session_id: row.get(4)?,
+        created_at: row.get(5)?,
+        importance: row.get(6)?,
+        metadata: metadata
+            .and_then(|m| serde_json::from_str(&m).ok())
+            .unwrap_or(Value::Null),
+        summary_of: summary_of
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
+    })
+}
+
+/// Inserts an entry; its rowid, or `None` when an entry with this id exists already.
+fn insert_one(
+    tx: &Connection,
+    id: &str,
+    e: &engram::memory::NewEntry,
+    summary_of: Option<&[String]>,
+) -> rusqlite::Result<Option<i64>> {
+    let summary_of = summary_of.or((!e.summary_of.is_empty()).then_some(e.summary_of.as_slice()));
+    let inserted = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO memory (id, content, source, session_id, created_at, importance, metadata, summary_of)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(params![
+            id,
+            e.content,
+            e.source,
+            e.session_id,
+            e.created_at,
+            e.importance,
+            (!e.metadata.is_null()).then(|| e.metadata.to_string()),
+            summary_of.map(|s| serde_json::to_string(s).unwrap_or_default()),
+        ])?;
+    if inserted == 0 {
+        return Ok(None);
+    }
+    let rowid = tx.last_insert_rowid();
+    tx.prepare_cached("INSERT INTO memory_tier (rowid, tier, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![rowid, stored_tier(e.tier), e.created_at])?;
+    if e.tier == Tier::Working {
+        tx.prepare_cached("INSERT INTO memory_working (entry, created_at) VALUES (?1, ?2)")?
+            .execute(params![rowid, e.created_at])?;
+    }
+    Ok(Some(rowid))
+}
+
+/// The oldest `limit` working entries older than `before`, handed to `each` with their rowids
+/// in rowid order, and the queue's position, read in one transaction (every statement sees
+/// the same snapshot). The oldest are chosen from working memory's own small table, then
+/// their rows are read in rowid order (neighbours on a page come together, instead of one seek
+/// each in time order), driven by the sorted list (no temporary index for an IN list).
+fn read_candidates(
+    conn: &mut Connection,
+    before: Timestamp,
+    limit: usize,
+    each: &mut dyn FnMut(i64, MemoryEntry),
+) -> Result<i64, StoreError> {
+    let tx = conn.transaction().map_err(backend)?;
+    let seq = queue_seq(&tx).map_err(backend)?;
+    let mut chosen: Vec<(i64, i64)> = tx
+        .prepare_cached("SELECT created_at, entry FROM memory_working WHERE created_at < ?1")
+        .and_then(|mut stmt| {
+            stmt.query_map([before], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+        .map_err(backend)?;
+    if chosen.len() > limit {
+        chosen.select_nth_unstable(limit);
+        chosen.truncate(limit);
+    }
+    let mut rowids: Vec<i64> = chosen.iter().map(|&(_, rowid)| rowid).collect();
+    rowids.sort_unstable();
+    let rowids = serde_json::to_string(&rowids).map_err(backend)?;
+    tx.prepare_cached(concat!(
+        // Their tier is known: no lookup per row for it.
+        "SELECT m.id, 'working', ",
+        columns_after_tier!(),
+        ", m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.rowid = j.value"
+    ))
+    .and_then(|mut stmt| {
+        let mut rows = stmt.query([&rowids])?;
+        while let Some(r) = rows.next()? {
+            each(r.get(9)?, row_to_entry(r)?);
+        }
+        Ok(())
+    })
+    .map_err(backend)?;
+    Ok(seq)
+}
+
+impl MemoryStore for SqliteStore {
+    fn insert(&self, entries: &[engram::memory::NewEntry]) -> Result<Inserted, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let mut out = Inserted::default();
+        for e in entries {
+            let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
+            match insert_one(&tx, &id, e, None).map_err(backend)? {
+                None => out.skipped += 1,
+                Some(_) => out.inserted += 1,
+            }
+        }
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn insert_stream(
+        &self,
+        entries: &mut dyn Iterator<Item = Result<engram::memory::NewEntry, StoreError>>,
+    ) -> Result<Inserted, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        // An import is indexed as it is inserted: tantivy's threads work while SQLite does,
+        // and nothing is read back from the queue afterwards.
+        let mut inline = self.index.inline(&tx, true)?;
+        let mut out = Inserted::default();
+        for e in entries {
+            // An error returns before the commit: the transaction rolls back (and the
+            // indexer, dropped uncommitted, with it).
+            let e = e?;
+            let id = e.id.clone().unwrap_or_else(|| new_id("mem"));
+            match insert_one(&tx, &id, &e, None).map_err(backend)? {
+                None => out.skipped += 1,
+                Some(rowid) => {
+                    out.inserted += 1;
+                    if let Some(inline) = inline.as_mut() {
+                        inline.add(
+                            rowid,
+                            &e.content,
+                            e.session_id.as_deref(),
+                            &e.source,
+                            e.created_at,
+                            e.tier,
+                        )?;
+                    }
+                }
+            }
+        }
+        let newest = match inline {
+            Some(_) => search::newest_queued(&tx)?,
+            None => 0,
+        };
+        // A bulk import fills the WAL past the autocheckpoint limit, and the commit would
+        // copy it all into the database before returning, while nothing else runs. The
+        // checkpoint is put off until the index's commit has started, so that the two
+        // overlap (a fifth of a million-entry import's time).
+        let bulk = out.inserted >= BULK_CHECKPOINT;
+        if bulk {
+            tx.pragma_update(None, "wal_autocheckpoint", 0)
+                .map_err(backend)?;
+        }
+        let committed = tx.commit().map_err(backend);
+        if bulk {
+            conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)
+                .map_err(backend)?;
+        }
+        committed?;
+        if let Some(inline) = inline {
+            inline.commit(newest);
+        }
+        if bulk {
+            // Passive: it copies what no reader still needs and waits for no one; what is
+            // left, the next commit's autocheckpoint copies. The entries are committed (safe
+            // in the WAL): a checkpoint that fails is not the import's failure.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+        Ok(out)
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+        let mut conn = self.conn();
+        self.index.catch_up(&mut conn, true)?;
+        self.index.search(&conn, query)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {
+        self.conn()
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM {MEMORY} WHERE m.id = ?1"),
+                [id],
+                row_to_entry,
+            )
+            .optional()
+            .map_err(backend)
+    }
+
+    fn stats(&self) -> Result<Stats, StoreError> {
+        // No scan of the archive, which grows without bound: working memory and the small
+        // tiers are counted from their own table and index, the archive is what remains of
+        // the total (a count of the table's cells, without reading its rows).
+        let conn = self.conn();
+        let (total, working): (i64, i64) = conn
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM memory_tier),
+                        (SELECT count(*) FROM memory_working)",
+            )
+            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+            .map_err(backend)?;
+        let mut stats = Stats {
+            working: working as usize,
+            ..Stats::default()
+        };
+        let mut others = 0;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT tier, count(*) FROM memory_tier WHERE tier <> 'entry' GROUP BY tier",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(backend)?;
+        for row in rows {
+            let (tier, n) = row.map_err(backend)?;
+            others += n;
+            let n = n as usize;
+            match Tier::parse(&tier) {
+                Some(Tier::Episodic) => stats.episodic = n,
+                Some(Tier::Learning) => stats.learnings = n,
+                Some(Tier::Journal) => stats.journal = n,
+                _ => {}
+            }
+        }
+        stats.archive = (total - working - others).max(0) as usize;
+        Ok(stats)
+    }
+
+    fn working_count(&self) -> Result<usize, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT count(*) FROM memory_working")
+            .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
+            .map(|n| n as usize)
+            .map_err(backend)
+    }
+
+    fn working_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, StoreError> {
+        // Read in rowid order, put back in time order here.
+        let mut rows = Vec::new();
+        self.read_working(before, limit, &mut |rowid, e| rows.push((rowid, e)))?;
+        rows.sort_unstable_by_key(|(rowid, e)| (e.created_at, *rowid));
+        Ok(rows.into_iter().map(|(_, e)| e).collect())
+    }
+
+    fn working_before_each(
+        &self,
+        before: Timestamp,
+        limit: usize,
+        each: &mut dyn FnMut(Vec<MemoryEntry>),
+    ) -> Result<(), StoreError> {
+        let mut batch = Vec::with_capacity(READ_BATCH);
+        self.read_working(before, limit, &mut |_, e| {
+            batch.push(e);
+            if batch.len() == READ_BATCH {
+                each(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(READ_BATCH),
+                ));
+            }
+        })?;
+        if !batch.is_empty() {
+            each(batch);
+        }
+        Ok(())
+    }
+
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError> {
+        self.working_before(Timestamp::MAX, n)
+    }
+
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let record = consolidate_in(&tx, c, false, None)?;
+        tx.commit().map_err(backend)?;
+        Ok(record)
+    }
+
+    fn consolidate_many(
+        &self,
+        consolidations: &[Consolidation],
+    ) -> Result<Vec<ConsolidationRecord>, StoreError> {
+        let mut conn = self.conn();
+        let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
+        let (tx, inline, known, out) = loop {
+            let tx = write_tx(&mut conn)?;
+            // The summaries are indexed while the transaction runs (tantivy's thread works
+            // while SQLite does), not read back from the queue after it.
+            let mut inline = self.index.inline(&tx, false)?;
+            // The last candidate read's rowids hold while no memory row was written since it.
+            let known = candidates.seq == queue_seq(&tx).map_err(backend)?;
+            let archived = match known {
+                true => archive_known(&tx, consolidations, &candidates.rowids)?,
+                false => Some(false),
+            };
+            // The rowids did not hold: the transaction (and the indexer with it) is rolled
+            // back, and done again looking each entry up by id (no queue position is -1).
+            let Some(archived) = archived else {
+                drop(inline);
+                drop(tx);
+                candidates.seq = -1;
+                continue;
+            };
+            let mut out = Vec::with_capacity(consolidations.len());
+            for c in consolidations {
+                // A group another process consolidated meanwhile is skipped whole:
+                // consolidate_in puts back what it had archived of it (no savepoint per group:
+                // SQLite copies every page a savepoint touches, a third of the cost of a sleep).
+                match consolidate_in(&tx, c, archived, inline.as_mut()) {
+                    Ok(record) => out.push(record),
+                    Err(StoreError::NotWorking(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            break (tx, inline, known, out);
+        };
+        let newest = match inline {
+            Some(_) => search::newest_queued(&tx)?,
+            None => 0,
+        };
+        // This transaction only inserted rows (the summaries): the rowids still hold after it.
+        let seq = queue_seq(&tx).map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        if known {
+            candidates.seq = seq;
+        }
+        drop(candidates);
+        if let Some(inline) = inline {
+            inline.commit(newest);
+        }
+        Ok(out)
+    }
+
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT id, session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out
+                 FROM consolidation_log ORDER BY id DESC LIMIT ?1",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map([limit.min(i64::MAX as usize) as i64], |r| {
+                let ids_in: String = r.get(9)?;
+                let ids_out: String = r.get(10)?;
+                Ok(ConsolidationRecord {
+                    id: r.get(0)?,
+                    session_id: r.get(1)?,
+                    source: r.get(2)?,
+                    items_consolidated: r.get::<_, i64>(3)? as usize,
+                    summary_preview: r.get(4)?,
+                    created_at: r.get(5)?,
+                    strategy: r.get(6)?,
+                    model: r.get(7)?,
+                    duration_ms: r.get(8)?,
+                    ids_in: serde_json::from_str(&ids_in).unwrap_or_default(),
+                    ids_out: serde_json::from_str(&ids_out).unwrap_or_default(),
+                })
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+
+    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError> {
+        if what.is_empty() {
+            return Err(empty_forget());
+        }
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let out = forget_where(
+            &tx,
+            "(?1 IS NULL OR id = ?1) AND (?2 IS NULL OR session_id = ?2) AND (?3 IS NULL OR source = ?3)",
+            &[&what.id, &what.session_id, &what.source],
+        )?;
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let out = forget_where(
+            &tx,
+            "rowid IN (SELECT t.rowid FROM memory_tier t WHERE t.tier = 'entry' AND t.created_at < ?1
+                       AND NOT EXISTS (SELECT 1 FROM memory_working w WHERE w.entry = t.rowid))",
+            &[&before],
+        )?;
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let last: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'last_sleep_at'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(backend)?;
+        let last: Option<Timestamp> = last.and_then(|v| v.parse().ok());
+        if last.is_some_and(|last| now - last < interval_ms) {
+            return Ok(false);
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('last_sleep_at', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [now.to_string()],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(true)
+    }
+
+    fn forget_all(&self) -> Result<Forgotten, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        let entries = tx.execute("DELETE FROM memory", []).map_err(backend)?;
+        tx.execute("DELETE FROM consolidation_log", [])
+            .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(Forgotten {
+            entries,
+            summaries_updated: 0,
+        })
+    }
+
+    fn entries(
+        &self,
+        session_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM {MEMORY}
+                 WHERE (?1 IS NULL OR m.session_id = ?1) AND (?2 IS NULL OR m.id > ?2)
+                 ORDER BY m.id LIMIT ?3"
+            ))
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(
+                params![session_id, after, limit.min(i64::MAX as usize) as i64],
+                row_to_entry,
+            )
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+}
+
+/// Deletes the memory rows `condition` selects (with their FTS rows, by trigger) and removes
+/// their ids from the remaining summaries' `summary_of`, inside the caller's transaction.
+pub(crate) fn forget_where(
+    tx: &Connection,
+    condition: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Forgotten, StoreError> {
+    tx.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY); DELETE FROM temp.doomed;",
+    )
+    .map_err(backend)?;
+    let entries = tx
+        .execute(
+            &format!("INSERT INTO temp.doomed (id) SELECT id FROM memory WHERE {condition}"),
+            args,
+        )
+        .map_err(backend)?;
+    tx.execute(
+        "DELETE FROM memory WHERE id IN (SELECT id FROM temp.doomed)",
+        [],
+    )
+    .map_err(backend)?;
+    let summaries_updated = tx
+        .execute(
+            "UPDATE memory SET summary_of = (
+                 SELECT json_group_array(value) FROM json_each(memory.summary_of)
+                 WHERE value NOT IN (SELECT id FROM temp.doomed))
+             WHERE summary_of IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM json_each(memory.summary_of) WHERE value IN (SELECT id FROM temp.doomed))",
+            [],
+        )
+        .map_err(backend)?;
+    tx.execute("DELETE FROM temp.doomed", []).map_err(backend)?;
+    Ok(Forgotten {
+        entries,
+        summaries_updated,
+    })
+}
+
+/// Rowid runs at least this long are deleted as a range (a walk along the table); shorter
+/// ones with the scattered rowids, in one statement looking each up.
+const RANGE_RUN: usize = 8;
+
+/// Takes the entries of every group out of working memory in one go, when the candidate read
+/// knows all their rowids (`Some(true)`; a sleep's groups always qualify) and no two groups
+/// share an entry; `Some(false)`, having changed nothing, when not (the groups are then
+/// archived by id, one by one, which gives a shared entry to the first). Sorted, the rowids
+/// mostly form runs (entries come in roughly in time order), and a run is deleted as a
+/// range: four times cheaper than looking up each rowid. Only candidates' rowids are in a
+/// run, so a range deletes nothing else. `None` when the rows deleted are not the rowids'
+/// number: the rowids did not hold, and the caller rolls back.
+fn archive_known(
+    tx: &Connection,
+    consolidations: &[Consolidation],
+    known: &rustc_hash::FxHashMap<String, i64>,
+) -> Result<Option<bool>, StoreError> {
+    let mut taken = Vec::new(); // (rowid, group)
+    for (group, c) in consolidations.iter().enumerate() {
+        for id in &c.ids {
+            match known.get(id) {
+                Some(&rowid) => taken.push((rowid, group)),
+                None => return Ok(Some(false)),
+            }
+        }
+    }
+    taken.sort_unstable();
+    // An id given twice in one group counts once, as it always has; one in two groups is
+    // left to the groups one by one.
+    taken.dedup();
+    if taken.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Ok(Some(false));
+    }
+    let all: Vec<i64> = taken.into_iter().map(|(rowid, _)| rowid).collect();
+    let mut deleted = 0;
+    let mut scattered = Vec::new();
+    let mut range = tx
+        .prepare_cached("DELETE FROM memory_working WHERE entry BETWEEN ?1 AND ?2")
+        .map_err(backend)?;
+    for run in all.chunk_by(|a, b| *b == a + 1) {
+        if run.len() >= RANGE_RUN {
+            deleted += range
+                .execute([run[0], run[run.len() - 1]])
+                .map_err(backend)?;
+        } else {
+            scattered.extend_from_slice(run);
+        }
+    }
+    if !scattered.is_empty() {
+        let keys = serde_json::to_string(&scattered).map_err(backend)?;
+        deleted += tx
+            .prepare_cached(
+                "DELETE FROM memory_working WHERE entry IN (SELECT value FROM json_each(?1))",
+            )
+            .and_then(|mut s| s.execute([&keys]))
+            .map_err(backend)?;
+    }
+    // Every write that takes an entry out of working memory also writes a memory row (a
+    // summary, or the entry's deletion), which moves the queue's position; while it has not
+    // moved since the candidate read, every candidate is still working. No rows come back
+    // (RETURNING doubles a delete's cost): the count is checked instead.
+    Ok((deleted == all.len()).then_some(true))
+}
+
+/// Applies one consolidation inside the caller's transaction; `archived` when its entries
+/// have left working memory already ([`archive_known`]). When one of its entries is not in
+/// working memory any more, nothing of it stays applied and the error names those entries.
+fn consolidate_in(
+    tx: &Connection,
+    c: &Consolidation,
+    archived: bool,
+    inline: Option<&mut search::Inline<'_>>,
+) -> Result<ConsolidationRecord, StoreError> {
+    if !archived {
+        archive_by_id(tx, c)?;
+    }
+    let summary_id = c.summary.id.clone().unwrap_or_else(|| new_id("epi"));
+    let Some(rowid) = insert_one(tx, &summary_id, &c.summary, Some(&c.ids)).map_err(backend)?
+    else {
+        return Err(backend(format!(
+            "a memory entry with id {summary_id} exists already"
+        )));
+    };
+    if let Some(inline) = inline {
+        let s = &c.summary;
+        inline.add(
+            rowid,
+            &s.content,
+            s.session_id.as_deref(),
+            &s.source,
+            s.created_at,
+            s.tier,
+        )?;
+    }
+    let mut record = c.record.clone();
+    record.ids_out = vec![summary_id];
+    tx.prepare_cached(
+        "INSERT INTO consolidation_log (session_id, source, items_consolidated, summary_preview, created_at, strategy, model, duration_ms, ids_in, ids_out)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .and_then(|mut insert| {
+        insert.execute(params![
+            record.session_id,
+            record.source,
+            record.items_consolidated as i64,
+            record.summary_preview,
+            record.created_at,
+            record.strategy,
+            record.model,
+            record.duration_ms,
+            serde_json::to_string(&record.ids_in).unwrap_or_default(),
+            serde_json::to_string(&record.ids_out).unwrap_or_default(),
+        ])
+    })
+    .map_err(backend)?;
+    record.id = tx.last_insert_rowid();
+    Ok(record)
+}
+
+/// Takes a group's entries, looked up by id, out of working memory; when one of them was not
+/// working, puts back those it took (the transaction holds the write lock: nothing else
+/// changed them meanwhile) and says which were not.
+fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), StoreError> {
+    let keys = serde_json::to_string(&c.ids).map_err(backend)?;
+    let archived = tx
+        .prepare_cached(
+            "DELETE FROM memory_working WHERE entry IN
+             (SELECT m.rowid FROM json_each(?1) j CROSS JOIN memory m ON m.id = j.value)
+             RETURNING entry, created_at",
+        )
+        .and_then(|mut s| {
+            s.query_map([&keys], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(backend)?;
+    if archived.len() < c.ids.len()
+        && archived.len() < c.ids.iter().collect::<std::collections::HashSet<_>>().len()
+    {
+        let mut restore = tx
+            .prepare_cached("INSERT INTO memory_working (entry, created_at) VALUES (?1, ?2)")
+            .map_err(backend)?;
+        for (rowid, created_at) in archived {
+            restore.execute([rowid, created_at]).map_err(backend)?;
+        }
+        let mut is_working = tx
+            .prepare_cached(
+                "SELECT 1 FROM memory m CROSS JOIN memory_working w ON w.entry = m.rowid
+                 WHERE m.id = ?1",
+            )
+            .map_err(backend)?;
+        let mut not_working = Vec::new();
+        for id in &c.ids {
+            if !is_working.exists([id]).map_err(backend)? {
+                not_working.push(id.clone());
+            }
+        }
+        return Err(StoreError::NotWorking(not_working));
+    }
+    Ok(())
+}
+
+mod search;
+mod sessions;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A consolidation of `ids` (all from the source "shell") into the summary `summary`.
+    fn group(ids: &[String], summary: &str) -> Consolidation {
+        Consolidation {
+            ids: ids.to_vec(),
+            summary: engram::memory::NewEntry {
+                id: Some(summary.into()),
+                tier: Tier::Episodic,
+                ..engram::memory::NewEntry::working("a summary", "shell")
+            },
+            record: ConsolidationRecord {
+                id: 0,
+                session_id: None,
+                source: "shell".into(),
+                items_consolidated: ids.len(),
+                summary_preview: String::new(),
+                created_at: 20,
+                strategy: "extractive".into(),
+                model: None,
+                duration_ms: 0.1,
+                ids_in: ids.to_vec(),
+                ids_out: vec![],
+            },
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+        /// Groups archived together by rowid runs end as if each had been archived by id, in
+        /// order: a group keeps an entry only when all of its entries were still working.
+        /// Runs and scattered rowids, reads that know some groups' rowids and not others',
+        /// groups sharing entries, and entries taken out behind the store's back.
+        #[test]
+        fn groups_archived_by_rowid_runs_end_as_groups_archived_by_id_one_by_one(
+            n in 1usize..90,
+            read in 1usize..100,
+            blocks in proptest::collection::vec((0usize..90, 1usize..30), 1..6),
+            picks in proptest::collection::vec(0usize..90, 0..12),
+            gone in proptest::collection::vec(0usize..90, 0..3),
+            shared in proptest::prelude::any::<bool>(),
+        ) {
+            let store = SqliteStore::open_in_memory().expect("store");
+            let id = |i: usize| format!("e{i}");
+            let entries: Vec<_> = (0..n)
+                .map(|i| engram::memory::NewEntry {
+                    id: Some(id(i)),
+                    created_at: i as i64,
+                    ..engram::memory::NewEntry::working(format!("entry {i}"), "shell")
+                })
+                .collect();
+            store.insert(&entries).expect("insert");
+            let read = store.working_before(1_000, read).expect("candidates");
+            let known: std::collections::HashSet<String> =
+                read.into_iter().map(|e| e.id).collect();
+            // Blocks make runs of rowids, picks scatter; unless shared, no entry is in two.
+            let mut used = std::collections::HashSet::new();
+            let mut groups: Vec<Vec<String>> = Vec::new();
+            let ranges = blocks.iter().map(|&(start, len)| (start..start + len).collect::<Vec<_>>());
+            for members in ranges.chain([picks.clone()]) {
+                let ids: Vec<String> = members
+                    .into_iter()
+                    .filter(|&i| i < n && (shared || used.insert(i)))
+                    .map(id)
+                    .collect();
+                if !ids.is_empty() {
+                    groups.push(ids);
+                }
+            }
+            proptest::prop_assume!(!groups.is_empty());
+            for &i in gone.iter().filter(|&&i| i < n) {
+                store
+                    .conn()
+                    .execute(
+                        "DELETE FROM memory_working WHERE entry = (SELECT rowid FROM memory WHERE id = ?1)",
+                        [id(i)],
+                    )
+                    .expect("delete");
+            }
+            let consolidations: Vec<Consolidation> = groups
+                .iter()
+                .enumerate()
+                .map(|(g, ids)| group(ids, &format!("s{g}")))
+                .collect();
+            let records = store.consolidate_many(&consolidations).expect("consolidate_many");
+
+            // The model: groups one by one, by id.
+            let mut working: std::collections::HashSet<String> = (0..n)
+                .filter(|i| !gone.contains(i))
+                .map(id)
+                .collect();
+            let mut applied = Vec::new();
+            for (g, ids) in groups.iter().enumerate() {
+                if ids.iter().all(|i| working.contains(i)) {
+                    for i in ids {
+                        working.remove(i);
+                    }
+                    applied.push(format!("s{g}"));
+                }
+            }
+            let got: Vec<String> = records.iter().map(|r| r.ids_out[0].clone()).collect();
+            proptest::prop_assert_eq!(&got, &applied);
+            for i in 0..n {
+                let entry = store.get(&id(i)).expect("get").expect("kept");
+                // Entries taken out behind the store's back read as archived.
+                let expected = if working.contains(&id(i)) { Tier::Working } else { Tier::Archive };
+                proptest::prop_assert_eq!(entry.tier, expected, "entry {}", i);
+            }
+            proptest::prop_assert_eq!(store.working_count().expect("count"), working.len());
+            // Each applied summary stands for exactly its group's entries.
+            for (g, ids) in groups.iter().enumerate() {
+                let summary = store.get(&format!("s{g}")).expect("get");
+                match applied.contains(&format!("s{g}")) {
+                    true => {
+                        let mut want = ids.clone();
+                        want.sort();
+                        want.dedup();
+                        let mut of = summary.expect("summary").summary_of;
+                        of.sort();
+                        of.dedup();
+                        proptest::prop_assert_eq!(of, want);
+                    }
+                    false => proptest::prop_assert!(summary.is_none()),
+                }
+            }
+            // The bulk path was taken where it applies, and fell back only where the rowids
+            // did not hold (an entry of a group gone behind the store's back).
+            let all_known = groups.iter().flatten().all(|i| known.contains(i));
+            let mut seen = std::collections::HashMap::new();
+            let overlap = groups.iter().enumerate().any(|(g, ids)| {
+                ids.iter().any(|i| *seen.entry(i.clone()).or_insert(g) != g)
+            });
+            let hit = groups.iter().flatten().any(|i| gone.iter().any(|&x| id(x) == *i));
+            let stale = store.candidates.lock().expect("candidates").seq == -1;
+            proptest::prop_assert_eq!(stale, all_known && !overlap && hit);
+        }
+    }
+
+    #[test]
+    fn sqlite_passes_the_conformance_suite() {
+        engram::memory::conformance::run(&|| {
+            Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
+        });
+    }
+
+    #[test]
+    fn sqlite_passes_the_session_conformance_suite() {
+        engram::session::conformance::run(&|| {
+            Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
+        });
+    }
+
+    #[test]
+    fn a_file_store_survives_reopening() {
+        let dir = std::env::temp_dir().join(format!("engram-store-{}", std::process::id()));
+        let path = dir.join("nested/engram.db");
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let store = SqliteStore::open(&path).expect("create");
+            store
+                .insert(&[engram::memory::NewEntry::working(
+                    "kept across restarts",
+                    "test",
+                )])
+                .expect("insert");
+        }
+        let store = SqliteStore::open(&path).expect("reopen");
+        assert_eq!(store.stats().expect("stats").working, 1);
+        // The candidate read maps the file while it reads, and only then.
+        let read = store.working_before(Timestamp::MAX, 10).expect("read");
+        assert_eq!(read.len(), 1);
+        let mapped: i64 = store
+            .conn()
+            .query_row("PRAGMA mmap_size", [], |r| r.get(0))
+            .expect("mmap_size");
+        assert_eq!(mapped, 0, "unmapped after the read");
+        assert_eq!(
+            store
+                .search(&SearchQuery::new("restarts", 5))
+                .expect("search")
+                .len(),
+            1
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_bulk_import_checkpoints_after_its_commit_and_restores_the_autocheckpoint() {
+        let dir = std::env::temp_dir().join(format!("engram-store-bulk-{}", std::process::id()));
+        let path = dir.join("engram.db");
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = SqliteStore::open(&path).expect("create");
+        let mut entries = (0..BULK_CHECKPOINT).map(|i| {
+            Ok(engram::memory::NewEntry {
+                id: Some(format!("bulk-{i}")),
+                ..engram::memory::NewEntry::working(format!("bulk entry number {i}"), "test")
+            })
+        });
+        let inserted = store.insert_stream(&mut entries).expect("import");
+        assert_eq!(inserted.inserted, BULK_CHECKPOINT);
+        let conn = store.conn();
+        let limit: i64 = conn
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .expect("autocheckpoint");
+        assert_eq!(limit, WAL_AUTOCHECKPOINT, "the autocheckpoint is restored");
+        // Checkpointed: every page is in the database file itself, not only in the WAL.
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .expect("page count");
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .expect("page size");
+        let len = std::fs::metadata(&path).expect("database file").len();
+        assert_eq!(len, (pages * page_size) as u64);
+        drop(conn);
+        drop(store);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_its_entries() {
+        let dir = std::env::temp_dir().join(format!("engram-store-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("old.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(SCHEMA_V1).expect("v1 schema");
+            conn.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+                 INSERT INTO memory (id, tier, content, source, created_at, importance)
+                 VALUES ('old1', 'working', 'written by version 1', 'test', 0, 0.5),
+                        ('old2', 'archive', 'archived by version 1', 'test', 5, 0.5),
+                        ('sum2', 'episodic', 'the summary of old2', 'test', 5, 0.5);"
+            ))
+            .expect("v1 rows");
+        }
+        let store = SqliteStore::open(&path).expect("migrates");
+        let old1 = store.get("old1").expect("get").expect("kept");
+        assert_eq!(old1.content, "written by version 1");
+        assert_eq!(old1.tier, Tier::Working);
+        // Every tier survives the move of tiers to their own table (schema 4) and of working
+        // memory to its own (schema 5).
+        assert_eq!(
+            store.get("old2").expect("get").expect("kept").tier,
+            Tier::Archive
+        );
+        let stats = store.stats().expect("stats");
+        assert_eq!(
+            (stats.working, stats.episodic, stats.archive),
+            (1, 1, 1),
+            "{stats:?}"
+        );
+        assert_eq!(
+            store
+                .working_before(10, 10)
+                .expect("candidates")
+                .iter()
+                .map(|e| e.id.as_str())
+                .collect::<Vec<_>>(),
+            ["old1"]
+        );
+        assert_eq!(
+            store
+                .search(&SearchQuery {
+                    tiers: vec![Tier::Archive],
+                    ..SearchQuery::new("archived", 5)
+                })
+                .expect("search")
+                .len(),
+            1
+        );
+        use engram::session::SessionStore;
+        let session = store
+            .create_session(&engram::session::NewSession {
+                model: "m".into(),
+                tokenizer: "chars4".into(),
+                token_factor: 1.0,
+                window: 100,
+                ..Default::default()
+            })
+            .expect("sessions work after the migration");
+        assert_eq!(session.messages, 0);
+        let version: i32 = store
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_search_index_is_rebuilt_when_deleted_or_left_by_another_database() {
+        let dir = std::env::temp_dir().join(format!("engram-store-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("engram.db");
+        let index = dir.join("engram.db-index");
+        let hits = |store: &SqliteStore, q: &str| {
+            store
+                .search(&SearchQuery::new(q, 10))
+                .expect("search")
+                .into_iter()
+                .map(|h| h.entry.content)
+                .collect::<Vec<_>>()
+        };
+        {
+            let store = SqliteStore::open(&path).expect("create");
+            store
+                .insert(&[engram::memory::NewEntry::working(
+                    "the zebra escaped",
+                    "zoo",
+                )])
+                .expect("insert");
+            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+        }
+        // An index written by an earlier engram (its first tokenizer, which indexed
+        // stopwords), claiming to have applied everything: rebuilt from the rows on open.
+        {
+            let store_id: String = rusqlite::Connection::open(&path)
+                .and_then(|c| {
+                    c.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
+                        r.get(0)
+                    })
+                })
+                .expect("store id");
+            std::fs::remove_dir_all(&index).expect("remove index");
+            std::fs::create_dir_all(&index).expect("index dir");
+            let mut schema = tantivy::schema::Schema::builder();
+            let text = tantivy::schema::TextOptions::default().set_indexing_options(
+                tantivy::schema::TextFieldIndexing::default()
+                    .set_tokenizer("engram")
+                    .set_index_option(tantivy::schema::IndexRecordOption::WithFreqs),
+            );
+            schema.add_u64_field("rowid", tantivy::schema::INDEXED | tantivy::schema::FAST);
+            schema.add_text_field("content", text);
+            schema.add_text_field("session", tantivy::schema::STRING);
+            schema.add_text_field("source", tantivy::schema::STRING);
+            schema.add_i64_field(
+                "created_at",
+                tantivy::schema::INDEXED | tantivy::schema::FAST,
+            );
+            let old = tantivy::Index::create_in_dir(&index, schema.build()).expect("old index");
+            let mut writer: tantivy::IndexWriter = old.writer(15 << 20).expect("writer");
+            let mut commit = writer.prepare_commit().expect("prepare");
+            commit.set_payload(&format!("{store_id}:1000000"));
+            commit.commit().expect("commit");
+        }
+        {
+            let store = SqliteStore::open(&path).expect("reopen over an old index");
+            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+        }
+        // The index is deleted: the next open rebuilds it from the rows.
+        std::fs::remove_dir_all(&index).expect("remove index");
+        {
+            let store = SqliteStore::open(&path).expect("reopen");
+            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+        }
+        // The database is replaced, the old index left behind: it is not trusted.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        {
+            let store = SqliteStore::open(&path).expect("new database");
+            assert!(
+                hits(&store, "zebra").is_empty(),
+                "nothing of the old database"
+            );
+            store
+                .insert(&[engram::memory::NewEntry::working("a new zebra", "zoo")])
+                .expect("insert");
+            assert_eq!(hits(&store, "zebra"), ["a new zebra"]);
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn sleep_indexes_its_summaries_inline_or_through_the_queue() {
+        use engram::memory::sleep::{SleepPolicy, sleep};
+        let store = SqliteStore::open_in_memory().expect("store");
+        let queued = |store: &SqliteStore| -> i64 {
+            store
+                .conn()
+                .query_row("SELECT count(*) FROM index_queue", [], |r| r.get(0))
+                .expect("queue")
+        };
+        let summaries = |store: &SqliteStore, word: &str| {
+            store
+                .search(&SearchQuery {
+                    tiers: vec![Tier::Episodic],
+                    ..SearchQuery::new(word, 10)
+                })
+                .expect("search")
+                .len()
+        };
+        let day = 24 * 3600 * 1000;
+        let old = |id: &str, text: &str| engram::memory::NewEntry {
+            id: Some(id.into()),
+            created_at: 0,
+            ..engram::memory::NewEntry::working(text, "shell")
+        };
+        // The index has not applied the inserts: the summary goes through the queue.
+        store
+            .insert(&[
+                old("a1", "built the zebra crate"),
+                old("a2", "zebra tests pass"),
+            ])
+            .expect("insert");
+        assert!(queued(&store) > 0);
+        sleep(&store, 2 * day, &SleepPolicy::default()).expect("sleep");
+        assert_eq!(summaries(&store, "zebra"), 1);
+        assert_eq!(queued(&store), 0, "applied and removed by the search");
+        // The index is up to date: the sleep indexes its summary itself (the commit finishing
+        // on its own thread) and leaves nothing for a catch-up.
+        store
+            .insert(&[old("b1", "the giraffe module compiles")])
+            .expect("insert");
+        store.sync_index().expect("sync");
+        sleep(&store, 2 * day, &SleepPolicy::default()).expect("sleep");
+        assert_eq!(
+            store.sync_index().expect("sync"),
+            0,
+            "a commit under way covers the queue"
+        );
+        let caught_up = store
+            .index
+            .catch_up(&mut store.conn(), true)
+            .expect("catch up");
+        assert_eq!(caught_up, 0, "the sleep's commit applied its summary");
+        assert_eq!(queued(&store), 0, "which then left the queue");
+        assert_eq!(summaries(&store, "giraffe"), 1);
+        assert_eq!(summaries(&store, "zebra"), 1, "the earlier summary once");
+    }
+
+    /// consolidate_many archives by the candidate read's rowids, trusting that nothing took an
+    /// entry out of working memory without writing a memory row. Should that ever not hold,
+    /// the count of deleted rows catches it and the transaction is done again by id.
+    #[test]
+    fn rowids_that_do_not_hold_are_caught_and_the_groups_redone_by_id() {
+        let store = SqliteStore::open_in_memory().expect("store");
+        let old = |id: &str| engram::memory::NewEntry {
+            id: Some(id.into()),
+            created_at: 0,
+            ..engram::memory::NewEntry::working(format!("entry {id}"), "shell")
+        };
+        store
+            .insert(&[old("g1a"), old("g1b"), old("g2a"), old("g2b")])
+            .expect("insert");
+        let read = store.working_before(10, 10).expect("candidates");
+        assert_eq!(read.len(), 4);
+        // Out of working memory behind the store's back: no memory row written, so the
+        // queue's position (what tells the rowids still hold) does not move.
+        store
+            .conn()
+            .execute(
+                "DELETE FROM memory_working WHERE entry = (SELECT rowid FROM memory WHERE id = 'g2b')",
+                [],
+            )
+            .expect("delete");
+        let records = store
+            .consolidate_many(&[
+                group(&["g1a", "g1b"].map(String::from), "s1"),
+                group(&["g2a", "g2b"].map(String::from), "s2"),
+            ])
+            .expect("consolidate_many");
+        assert_eq!(records.len(), 1, "{records:?}");
+        let tier = |id: &str| store.get(id).expect("get").map(|e| e.tier);
+        assert_eq!(tier("s1"), Some(Tier::Episodic));
+        assert_eq!(tier("s2"), None, "the group with an entry gone is skipped");
+        assert_eq!(tier("g1a"), Some(Tier::Archive));
+        assert_eq!(
+            tier("g2a"),
+            Some(Tier::Working),
+            "and its other entry stays working"
+        );
+        assert_eq!(store.working_count().expect("count"), 1);
+    }
+
+    #[test]
+    fn foreign_files_are_refused_and_left_untouched() {
+        let dir = std::env::temp_dir().join(format!("engram-store-foreign-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a database at all, but long enough").expect("write");
+        let err = SqliteStore::open(&text).expect_err("text file");
+        assert!(err.to_string().contains("not an engram database"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&text).expect("read"),
+            "not a database at all, but long enough"
+        );
+
+        let other = dir.join("other.db");
+        Connection::open(&other)
+            .and_then(|c| c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);"))
+            .expect("other db");
+        let before = std::fs::read(&other).expect("read");
+        let err = SqliteStore::open(&other).expect_err("foreign db");
+        assert!(err.to_string().contains("not engram's"), "{err}");
+        assert_eq!(std::fs::read(&other).expect("read"), before, "unchanged");
+        let err = SqliteStore::open(&dir).expect_err("directory");
+        assert!(err.to_string().contains("directory"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,297 @@
+//! The in-memory backend: memory and sessions in one process, for tests and short-lived
+//! processes. It implements both store traits ([`MemoryStore`] here, the
+//! [`SessionStore`](crate::session::SessionStore) in `sessions.rs`) and passes both
+//! conformance suites, as the SQLite and PostgreSQL stores do.
+
+mod sessions;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::compact::recall;
+use crate::memory::{
+    Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
+    NewEntry, SearchHit, SearchQuery, Stats, Tier, empty_forget,
+};
+use crate::store::{StoreError, Timestamp, new_id};
+
+/// A store in memory, for tests and short-lived processes.
+#[derive(Debug, Default)]
+pub struct InMemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    entries: Vec<MemoryEntry>,
+    by_id: HashMap<String, usize>,
+    log: Vec<ConsolidationRecord>,
+    pub(crate) sessions: std::collections::BTreeMap<String, sessions::SessionState>,
+    pub(crate) next_compaction: i64,
+    last_sleep: Option<Timestamp>,
+}
+
+impl InMemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        InMemoryStore::default()
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    /// Inserts one entry; false when its id is stored already.
+    pub(crate) fn insert_entry(&mut self, e: &NewEntry) -> bool {
+        let entry = materialize(e, e.summary_of.clone());
+        if self.by_id.contains_key(&entry.id) {
+            return false;
+        }
+        self.by_id.insert(entry.id.clone(), self.entries.len());
+        self.entries.push(entry);
+        true
+    }
+
+    /// Removes the entries `doomed` selects, drops their ids from the remaining summaries'
+    /// `summary_of`, and returns (entries removed, summaries updated).
+    pub(crate) fn remove_entries(
+        &mut self,
+        doomed: impl Fn(&MemoryEntry) -> bool,
+    ) -> (usize, usize) {
+        let before = self.entries.len();
+        let mut gone = std::collections::HashSet::new();
+        self.entries.retain(|e| {
+            if doomed(e) {
+                gone.insert(e.id.clone());
+                false
+            } else {
+                true
+            }
+        });
+        let mut updated = 0;
+        for e in &mut self.entries {
+            let n = e.summary_of.len();
+            e.summary_of.retain(|id| !gone.contains(id));
+            if e.summary_of.len() != n {
+                updated += 1;
+            }
+        }
+        self.by_id = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id.clone(), i))
+            .collect();
+        (before - self.entries.len(), updated)
+    }
+}
+
+fn materialize(e: &NewEntry, summary_of: Vec<String>) -> MemoryEntry {
+    MemoryEntry {
+        id: e.id.clone().unwrap_or_else(|| new_id("mem")),
+        tier: e.tier,
+        content: e.content.clone(),
+        source: e.source.clone(),
+        session_id: e.session_id.clone(),
+        created_at: e.created_at,
+        importance: e.importance,
+        metadata: e.metadata.clone(),
+        summary_of,
+    }
+}
+
+impl MemoryStore for InMemoryStore {
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError> {
+        let mut state = self.lock();
+        let mut out = Inserted::default();
+        for e in entries {
+            if state.insert_entry(e) {
+                out.inserted += 1;
+            } else {
+                out.skipped += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+        let state = self.lock();
+        let candidates: Vec<&MemoryEntry> =
+            state.entries.iter().filter(|e| query.admits(e)).collect();
+        let bm25 = recall::Bm25::new(
+            candidates
+                .iter()
+                .map(|e| recall::terms(&e.content))
+                .collect(),
+        );
+        let scores = bm25.scores(&recall::terms(&query.text));
+        let mut hits: Vec<SearchHit> = candidates
+            .into_iter()
+            .zip(scores)
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(e, score)| SearchHit {
+                entry: e.clone(),
+                score,
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.entry.created_at.cmp(&a.entry.created_at))
+        });
+        hits.truncate(query.clamped_limit());
+        Ok(hits)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {
+        let state = self.lock();
+        Ok(state.by_id.get(id).map(|&i| state.entries[i].clone()))
+    }
+
+    fn stats(&self) -> Result<Stats, StoreError> {
+        let state = self.lock();
+        let mut s = Stats::default();
+        for e in &state.entries {
+            match e.tier {
+                Tier::Working => s.working += 1,
+                Tier::Episodic => s.episodic += 1,
+                Tier::Archive => s.archive += 1,
+                Tier::Learning => s.learnings += 1,
+                Tier::Journal => s.journal += 1,
+            }
+        }
+        Ok(s)
+    }
+
+    fn working_before(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, StoreError> {
+        let state = self.lock();
+        let mut out: Vec<MemoryEntry> = state
+            .entries
+            .iter()
+            .filter(|e| e.tier == Tier::Working && e.created_at < before)
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError> {
+        self.working_before(Timestamp::MAX, n)
+    }
+
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, StoreError> {
+        let mut state = self.lock();
+        let not_working: Vec<String> = c
+            .ids
+            .iter()
+            .filter(|id| {
+                state
+                    .by_id
+                    .get(*id)
+                    .is_none_or(|&i| state.entries[i].tier != Tier::Working)
+            })
+            .cloned()
+            .collect();
+        if !not_working.is_empty() {
+            return Err(StoreError::NotWorking(not_working));
+        }
+        let summary = materialize(&c.summary, c.ids.clone());
+        for id in &c.ids {
+            if let Some(&i) = state.by_id.get(id) {
+                state.entries[i].tier = Tier::Archive;
+            }
+        }
+        let mut record = c.record.clone();
+        record.id = state.log.len() as i64 + 1;
+        record.ids_out = vec![summary.id.clone()];
+        let index = state.entries.len();
+        state.by_id.insert(summary.id.clone(), index);
+        state.entries.push(summary);
+        state.log.push(record.clone());
+        Ok(record)
+    }
+
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError> {
+        let state = self.lock();
+        Ok(state.log.iter().rev().take(limit).cloned().collect())
+    }
+
+    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError> {
+        if what.is_empty() {
+            return Err(empty_forget());
+        }
+        let (entries, summaries_updated) = self.lock().remove_entries(|e| what.matches(e));
+        Ok(Forgotten {
+            entries,
+            summaries_updated,
+        })
+    }
+
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
+        let (entries, summaries_updated) = self
+            .lock()
+            .remove_entries(|e| e.tier == Tier::Archive && e.created_at < before);
+        Ok(Forgotten {
+            entries,
+            summaries_updated,
+        })
+    }
+
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        if state
+            .last_sleep
+            .is_some_and(|last| now - last < interval_ms)
+        {
+            return Ok(false);
+        }
+        state.last_sleep = Some(now);
+        Ok(true)
+    }
+
+    fn forget_all(&self) -> Result<Forgotten, StoreError> {
+        let mut state = self.lock();
+        let (entries, _) = state.remove_entries(|_| true);
+        state.log.clear();
+        Ok(Forgotten {
+            entries,
+            summaries_updated: 0,
+        })
+    }
+
+    fn entries(
+        &self,
+        session_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<MemoryEntry>, StoreError> {
+        let state = self.lock();
+        let mut out: Vec<MemoryEntry> = state
+            .entries
+            .iter()
+            .filter(|e| session_id.is_none_or(|s| e.session_id.as_deref() == Some(s)))
+            .filter(|e| after.is_none_or(|a| e.id.as_str() > a))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.truncate(limit);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_in_memory_store_passes_the_memory_conformance_suite() {
+        crate::memory::conformance::run(&|| Box::new(InMemoryStore::new()));
+    }
+}

@@ -1,0 +1,75 @@
+//! The foundation both stores stand on: times, ids and the error every store method returns.
+//! [`memory`](crate::memory) and [`session`](crate::session) build on it; it depends on
+//! neither.
+
+/// Milliseconds since the Unix epoch, UTC.
+pub type Timestamp = i64;
+
+/// The current time.
+pub fn now() -> Timestamp {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as Timestamp
+}
+
+/// Parses an RFC 3339 time (`2026-11-21T07:00:00Z`).
+pub fn parse_time(s: &str) -> Result<Timestamp, String> {
+    let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
+        .map_err(|e| {
+        format!("{s:?} is not an RFC 3339 time like 2026-11-21T07:00:00Z ({e})")
+    })?;
+    Ok((t.unix_timestamp_nanos() / 1_000_000) as Timestamp)
+}
+
+/// Formats a timestamp as RFC 3339 (UTC, milliseconds).
+pub fn format_time(t: Timestamp) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
+}
+
+/// Serializes a timestamp as RFC 3339 (every time in every API has this one form).
+pub fn serialize_time<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_time(*t))
+}
+
+/// A new id: time-ordered and unique within the process.
+pub fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{prefix}_{:x}{:06x}{:04x}",
+        now(),
+        std::process::id() & 0xff_ffff,
+        n & 0xffff
+    )
+}
+
+/// What can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The backend failed (I/O, SQL); nothing was changed.
+    #[error("memory store: {0}")]
+    Backend(String),
+    /// A consolidation referred to entries that are not (or no longer) in working memory;
+    /// nothing was changed.
+    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
+    NotWorking(Vec<String>),
+    /// The file is not an engram database.
+    #[error("{0}")]
+    Foreign(String),
+    /// The input is wrong (the message names the place); nothing was changed.
+    #[error("{0}")]
+    Rejected(String),
+    /// What was asked for does not exist (a session, a checkpoint).
+    #[error("{0}")]
+    NotFound(String),
+    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
+    /// before a restore); nothing was changed.
+    #[error("{0}")]
+    Conflict(String),
+}
