@@ -137,6 +137,65 @@ pub struct AssemblyError {
     pub budget: usize,
 }
 
+/// What [`memory_sections`] wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemorySections {
+    /// "## Relevant Memory" and "## Past Learnings", each when something fits, separated by a
+    /// blank line; empty when nothing fits.
+    pub text: String,
+    /// The indices of the memory snippets used.
+    pub memory_used: Vec<usize>,
+    /// The indices of the learnings used.
+    pub learnings_used: Vec<usize>,
+}
+
+/// Seed 001's memory sections, the one rule for assembled contexts and session contexts: memory
+/// snippets (best first) as lines under "## Relevant Memory" within
+/// [`TokenBudget::memory_tokens`], and at most five learnings as "- " lines under
+/// "## Past Learnings" within [`TokenBudget::learnings_tokens`]. A snippet that does not fit is
+/// skipped and the next one tried.
+pub fn memory_sections(
+    counter: &TokenCounter,
+    budget: &TokenBudget,
+    memory: &mut dyn Iterator<Item = &str>,
+    learnings: &mut dyn Iterator<Item = &str>,
+) -> MemorySections {
+    let mut out = MemorySections::default();
+    let mut lines = Vec::new();
+    let mut used = 0;
+    for (i, snippet) in memory.enumerate() {
+        let tokens = counter.count_text(snippet) + 1;
+        if used + tokens > budget.memory_tokens() {
+            continue;
+        }
+        used += tokens;
+        lines.push(snippet.trim().to_owned());
+        out.memory_used.push(i);
+    }
+    if !lines.is_empty() {
+        out.text = format!("## Relevant Memory\n{}", lines.join("\n"));
+    }
+    let mut lines = Vec::new();
+    let mut used = 0;
+    for (i, learning) in learnings.take(5).enumerate() {
+        let tokens = counter.count_text(learning) + 3;
+        if used + tokens > budget.learnings_tokens() {
+            continue;
+        }
+        used += tokens;
+        lines.push(format!("- {}", learning.trim()));
+        out.learnings_used.push(i);
+    }
+    if !lines.is_empty() {
+        if !out.text.is_empty() {
+            out.text.push_str("\n\n");
+        }
+        out.text.push_str("## Past Learnings\n");
+        out.text.push_str(&lines.join("\n"));
+    }
+    out
+}
+
 /// Builds contexts under a [`TokenBudget`].
 #[derive(Debug)]
 pub struct ContextBuilder<'c> {
@@ -198,36 +257,18 @@ impl<'c> ContextBuilder<'c> {
 
         // The system prompt with memory and learnings, each within its share.
         let mut system = parts.system.to_owned();
-        let mut memory_lines = Vec::new();
-        let mut used = 0;
-        for snippet in parts.memory_results {
-            let tokens = self.counter.count_text(snippet) + 1;
-            if used + tokens > self.budget.memory_tokens() {
-                continue;
-            }
-            used += tokens;
-            memory_lines.push(snippet.trim());
+        let sections = memory_sections(
+            self.counter,
+            &self.budget,
+            &mut parts.memory_results.iter().map(String::as_str),
+            &mut parts.learnings.iter().map(String::as_str),
+        );
+        if !sections.text.is_empty() {
+            system.push_str("\n\n");
+            system.push_str(&sections.text);
         }
-        if !memory_lines.is_empty() {
-            system.push_str("\n\n## Relevant Memory\n");
-            system.push_str(&memory_lines.join("\n"));
-            report.memory_used = memory_lines.len();
-        }
-        let mut learning_lines = Vec::new();
-        let mut used = 0;
-        for learning in parts.learnings.iter().take(5) {
-            let tokens = self.counter.count_text(learning) + 3;
-            if used + tokens > self.budget.learnings_tokens() {
-                continue;
-            }
-            used += tokens;
-            learning_lines.push(format!("- {}", learning.trim()));
-        }
-        if !learning_lines.is_empty() {
-            system.push_str("\n\n## Past Learnings\n");
-            system.push_str(&learning_lines.join("\n"));
-            report.learnings_used = learning_lines.len();
-        }
+        report.memory_used = sections.memory_used.len();
+        report.learnings_used = sections.learnings_used.len();
         let system = (!system.is_empty()).then(|| Message::system(system));
 
         let fixed = self.counter.accounting().per_conversation

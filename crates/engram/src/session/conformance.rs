@@ -530,7 +530,7 @@ fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn EngramStore
     assert_eq!(note.kind, Kind::Recalled);
     let text = note.message.text();
     assert!(
-        text.starts_with("## Relevant Memory\n- Earlier run 0"),
+        text.starts_with("## Relevant Memory\nEarlier run 0"),
         "{text}"
     );
     assert!(

@@ -655,8 +655,9 @@ impl<'s> Session<'s> {
         self.context_with_memory(budget, query, &relevant, &learnings)
     }
 
-    /// A context with long-term memory (seed 001): a "## Relevant Memory" section (within 15% of
-    /// the budget) and a "## Past Learnings" section (at most 5, within 5%) in a system message
+    /// A context with long-term memory: the sections of [`crate::assembly::memory_sections`]
+    /// ("## Relevant Memory" within 15% of the budget, "## Past Learnings", at most 5, within 5%)
+    /// in a system message
     /// after the session's own system prompt, and the log compacted into what is left. Sections
     /// that do not fit are left out; the budget (default: the target share of the window, as
     /// the view would be) is never exceeded.
@@ -668,49 +669,33 @@ impl<'s> Session<'s> {
         learnings: &[crate::memory::MemoryEntry],
     ) -> Result<Compacted, SessionError> {
         let budget = budget.unwrap_or(self.info.window);
-        // Seed 001's shares (15% and 5%), of the whole budget: the session's own system prompt
-        // and history take the rest.
-        let shares = crate::assembly::TokenBudget::for_window(budget, 0);
-        let memory_share = (budget as f64 * shares.memory_fraction) as usize;
-        let learnings_share = (budget as f64 * shares.learnings_fraction) as usize;
-        let section = |title: &str,
-                       entries: &mut dyn Iterator<Item = &crate::memory::MemoryEntry>,
-                       limit: usize|
-         -> (String, Vec<String>) {
-            let mut text = String::new();
-            let mut ids = Vec::new();
-            let mut used = self.counter.count_text(title) + 2;
-            for e in entries {
-                let line = format!("- {}", e.content.trim().replace('\n', " "));
-                let cost = self.counter.count_text(&line) + 1;
-                if used + cost > limit {
-                    continue;
-                }
-                used += cost;
-                text.push_str(&line);
-                text.push('\n');
-                ids.push(e.id.clone());
-            }
-            if ids.is_empty() {
-                (String::new(), ids)
-            } else {
-                (format!("{title}\n{text}"), ids)
-            }
+        // Seed 001's shares (15% and 5%) of the whole budget, with no reserves: the session's
+        // own system prompt and its history are compacted into what the sections leave.
+        let shares = crate::assembly::TokenBudget {
+            system_reserve: 0,
+            tool_definitions_reserve: 0,
+            ..crate::assembly::TokenBudget::for_window(budget, 0)
         };
-        let (memory_text, mut ids) =
-            section("## Relevant Memory", &mut memory.iter(), memory_share);
-        let (learning_text, learning_ids) = section(
-            "## Past Learnings",
-            &mut learnings.iter().take(5),
-            learnings_share,
+        // One line per entry.
+        let line = |e: &crate::memory::MemoryEntry| e.content.trim().replace('\n', " ");
+        let memory_lines: Vec<String> = memory.iter().map(line).collect();
+        let learning_lines: Vec<String> = learnings.iter().map(line).collect();
+        let sections = crate::assembly::memory_sections(
+            &self.counter,
+            &shares,
+            &mut memory_lines.iter().map(String::as_str),
+            &mut learning_lines.iter().map(String::as_str),
         );
-        ids.extend(learning_ids);
-        let text = [memory_text, learning_text]
-            .into_iter()
-            .filter(|t| !t.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let note = (!text.is_empty()).then(|| Message::system(text.trim_end().to_owned()));
+        let ids: Vec<String> = (sections.memory_used.iter().map(|&i| memory[i].id.clone()))
+            .chain(
+                sections
+                    .learnings_used
+                    .iter()
+                    .map(|&i| learnings[i].id.clone()),
+            )
+            .collect();
+        let text = sections.text;
+        let note = (!text.is_empty()).then(|| Message::system(text));
         let note_tokens = note
             .as_ref()
             .map_or(0, |m| self.counter.count_message(m).total());
