@@ -235,6 +235,22 @@ mod tests {
     use crate::in_memory::InMemoryStore;
     use crate::memory::{MemoryStore, NewEntry};
 
+    /// `engram serve` builds its settings with this: the proxy and REST sessions then compact
+    /// at the configuration's `[session]` threshold and target.
+    #[test]
+    fn the_settings_take_the_configurations_session_policy() {
+        let config = Config::from_toml_str(
+            "[session]\nthreshold = 0.7\ntarget = 0.4\nsleep_threshold = 0.5\nsleep_target = 0.3\n\n[memory]\nttl_hours = 6\n",
+            "test",
+        )
+        .expect("valid");
+        let settings = SleepSettings::from_config(&config);
+        assert_eq!(settings.sessions.trigger.threshold, 0.7);
+        assert_eq!(settings.sessions.trigger.target, 0.4);
+        assert_eq!(settings.sessions.sleep_threshold, 0.5);
+        assert_eq!(settings.policy.ttl_ms, 6 * 3600 * 1000);
+    }
+
     fn aged(n: usize) -> Vec<NewEntry> {
         (0..n)
             .map(|i| NewEntry {
