@@ -1,9 +1,232 @@
-//! What the agent itself sees (seed 004): status updates that tell it how full its context is,
-//! and a `compact_history` tool it can call.
+//! What the agent itself calls and sees: its tools, defined once here for every surface (the
+//! CLI, the REST API, Python and MCP print or serve these definitions and dispatch through
+//! [`Session::handle_tool_call`](crate::session::Session::handle_tool_call)), and the status
+//! updates that tell it how full its context is (seed 004).
+//!
+//! | tool | what it does |
+//! |---|---|
+//! | `search_history` | ranked hits over the session's whole log, in the view or not |
+//! | `read_history` | the originals, verbatim, by id (the ids markers and digests name) or by range |
+//! | `compact_history` | compacts now, keeping the newest messages (seed 004) |
+//! | `context_status` | the status update as data: tokens in the context, the window, the cost |
+//! | `memory_search` | long-term memory's best entries for a query |
+//! | `memory_add` | one entry into working memory, tied to the session |
 
 use serde_json::{Value, json};
 
 use crate::message::Message;
+
+/// `search_history`: ranked hits over the session's whole log.
+pub const SEARCH_HISTORY: &str = "search_history";
+/// `read_history`: originals by id or by range.
+pub const READ_HISTORY: &str = "read_history";
+/// `context_status`: the status update as data.
+pub const CONTEXT_STATUS: &str = "context_status";
+/// `memory_search`: long-term memory's best entries.
+pub const MEMORY_SEARCH: &str = "memory_search";
+/// `memory_add`: one entry into working memory.
+pub const MEMORY_ADD: &str = "memory_add";
+
+/// Every tool's name, in the order the schemas list them.
+pub const TOOL_NAMES: [&str; 6] = [
+    SEARCH_HISTORY,
+    READ_HISTORY,
+    COMPACT_HISTORY,
+    CONTEXT_STATUS,
+    MEMORY_SEARCH,
+    MEMORY_ADD,
+];
+
+/// One tool: its name, what the model reads about it, and its parameters' JSON schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    /// The name (a contract: callers dispatch on it).
+    pub name: &'static str,
+    /// What the model reads.
+    pub description: &'static str,
+    /// The parameters' JSON schema.
+    pub parameters: Value,
+}
+
+/// The formats tool definitions are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaFormat {
+    /// `{"type": "function", "function": {name, description, parameters}}`.
+    OpenAi,
+    /// `{name, description, input_schema}` (also what MCP's `tools/list` carries).
+    Anthropic,
+}
+
+impl SchemaFormat {
+    /// `openai` or `anthropic`.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        match name.to_ascii_lowercase().as_str() {
+            "openai" => Ok(SchemaFormat::OpenAi),
+            "anthropic" => Ok(SchemaFormat::Anthropic),
+            other => Err(format!(
+                "unknown schema format {other:?}; expected openai or anthropic"
+            )),
+        }
+    }
+}
+
+impl ToolDefinition {
+    /// The definition in `format`.
+    pub fn schema(&self, format: SchemaFormat) -> Value {
+        match format {
+            SchemaFormat::OpenAi => json!({
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": self.parameters,
+                },
+            }),
+            SchemaFormat::Anthropic => json!({
+                "name": self.name,
+                "description": self.description,
+                "input_schema": self.parameters,
+            }),
+        }
+    }
+}
+
+/// Every tool's definition.
+pub fn definitions() -> Vec<ToolDefinition> {
+    let session = json!({
+        "type": "string",
+        "description": "The session (only where one process serves several; default: the current one)",
+    });
+    vec![
+        ToolDefinition {
+            name: SEARCH_HISTORY,
+            description: "Searches this conversation's whole history, including messages that were masked, summarised or compacted out of your context. Returns ranked hits with the message id, role, tool name, time, a snippet around the match, and whether the message is still in your context verbatim. Read a hit in full with read_history.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to look for: a file name, an error, an identifier"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "The most hits to return"},
+                    "session": session,
+                },
+                "required": ["query"],
+                "additionalProperties": false,
+            }),
+        },
+        ToolDefinition {
+            name: READ_HISTORY,
+            description: "Reads messages of this conversation's history verbatim: by id (the ids that archived-output markers, digests, summaries and search_history name) or a range of ids from..to in history order. A long result is cut with a note saying how to read the rest.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "ids": {"type": "array", "items": {"type": "string"}, "description": "Message ids to read"},
+                    "from": {"type": "string", "description": "The first message id of a range"},
+                    "to": {"type": "string", "description": "The last message id of a range (default: the newest)"},
+                    "max_tokens": {"type": "integer", "minimum": 1, "default": 4000, "description": "The most tokens to return"},
+                    "session": session,
+                },
+                "additionalProperties": false,
+            }),
+        },
+        ToolDefinition {
+            name: COMPACT_HISTORY,
+            description: DESCRIPTION,
+            parameters: parameters(),
+        },
+        ToolDefinition {
+            name: CONTEXT_STATUS,
+            description: "How full your context is: tokens in it, the window, the share used, the cost so far, and the compactions so far.",
+            parameters: json!({
+                "type": "object",
+                "properties": {"session": session},
+                "additionalProperties": false,
+            }),
+        },
+        ToolDefinition {
+            name: MEMORY_SEARCH,
+            description: "Searches long-term memory (facts and summaries from earlier work, lessons learned) for a query; best entries first.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to look for"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "The most entries to return"},
+                    "tier": {"type": "string", "description": "Only these tiers, comma-separated: working, episodic, archive, learning, journal (default: working and episodic)"},
+                    "session": session,
+                },
+                "required": ["query"],
+                "additionalProperties": false,
+            }),
+        },
+        ToolDefinition {
+            name: MEMORY_ADD,
+            description: "Saves one fact to long-term working memory (tied to this session), to be found later by memory_search and consolidated while the agent sleeps.",
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "The fact, in a sentence or two"},
+                    "source": {"type": "string", "default": "agent", "description": "Where it comes from"},
+                    "session": session,
+                },
+                "required": ["content"],
+                "additionalProperties": false,
+            }),
+        },
+    ]
+}
+
+/// Every tool's definition in `format`.
+pub fn schemas(format: SchemaFormat) -> Vec<Value> {
+    definitions().iter().map(|d| d.schema(format)).collect()
+}
+
+/// A tool's answer: the text the model reads, and whether the call failed (a tool error: bad
+/// arguments, an unknown id; never a crash of the protocol carrying it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    /// What the model reads (JSON for the tools that return data).
+    pub text: String,
+    /// True for a tool error.
+    pub is_error: bool,
+}
+
+impl ToolReply {
+    /// A successful answer.
+    pub fn ok(text: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            is_error: false,
+        }
+    }
+
+    /// Data, as pretty JSON.
+    pub fn data(value: &Value) -> Self {
+        ToolReply::ok(serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()))
+    }
+
+    /// A tool error.
+    pub fn error(text: impl Into<String>) -> Self {
+        ToolReply {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// A tool call's arguments as an object: OpenAI sends a JSON string, Anthropic and MCP an
+/// object; empty or `null` is no arguments.
+pub fn arguments_object(arguments: &Value) -> Result<Value, String> {
+    let value = match arguments {
+        Value::String(s) if s.trim().is_empty() => return Ok(json!({})),
+        Value::String(s) => serde_json::from_str::<Value>(s)
+            .map_err(|e| format!("the arguments are not JSON: {e}"))?,
+        Value::Null => return Ok(json!({})),
+        other => other.clone(),
+    };
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err("the arguments must be an object".into())
+    }
+}
 
 /// The tool's name, in OpenAI and Anthropic tool definitions.
 pub const COMPACT_HISTORY: &str = "compact_history";
@@ -31,25 +254,21 @@ fn parameters() -> Value {
     })
 }
 
-/// The tool in OpenAI's format (`tools: [...]` of a chat completion request).
+/// `compact_history` in OpenAI's format (`tools: [...]` of a chat completion request).
 pub fn compact_history_tool_openai() -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": COMPACT_HISTORY,
-            "description": DESCRIPTION,
-            "parameters": parameters(),
-        },
-    })
+    compact_history_definition().schema(SchemaFormat::OpenAi)
 }
 
-/// The tool in Anthropic's format.
+/// `compact_history` in Anthropic's format.
 pub fn compact_history_tool_anthropic() -> Value {
-    json!({
-        "name": COMPACT_HISTORY,
-        "description": DESCRIPTION,
-        "input_schema": parameters(),
-    })
+    compact_history_definition().schema(SchemaFormat::Anthropic)
+}
+
+fn compact_history_definition() -> ToolDefinition {
+    definitions()
+        .into_iter()
+        .find(|d| d.name == COMPACT_HISTORY)
+        .unwrap_or_else(|| unreachable!("compact_history is one of the definitions"))
 }
 
 /// The tool call's arguments, checked.

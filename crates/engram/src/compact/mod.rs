@@ -1058,7 +1058,7 @@ impl Planner<'_> {
                     .unwrap_or("tool");
                 if let Some(newer) = replaced.get(&index) {
                     view.message.content = Some(Content::Text(format!(
-                        "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below; the original is message {} of the history",
+                        "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below; read_history ids=[{}] returns the original",
                         item.source_id
                     )));
                     view.kind = Kind::Masked;
@@ -1155,7 +1155,7 @@ fn mask_text(
     let hidden_lines = lines.len() - head.len() - tail.len();
     let mut out: Vec<String> = head.iter().map(|l| clip(l)).collect();
     out.push(format!(
-        "[TOOL OUTPUT ARCHIVED - search history for details] engram masked {hidden_lines} of {} lines ({tokens} tokens) of `{tool}` output, call {call_id}; the full output is message {source_id} of the history",
+        "[TOOL OUTPUT ARCHIVED - search history for details] engram masked {hidden_lines} of {} lines ({tokens} tokens) of `{tool}` output, call {call_id}; read_history ids=[{source_id}] returns it whole",
         lines.len()
     ));
     out.extend(tail.iter().map(|l| clip(l)));

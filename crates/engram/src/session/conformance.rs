@@ -58,6 +58,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     sleep_compaction_extracts_facts_first(make().as_ref());
     deleting_a_session_removes_what_it_owns(make().as_ref());
     the_agents_compact_history_tool(make().as_ref());
+    the_agents_history_tools(make().as_ref());
     summaries_are_incremental(make().as_ref());
     status_updates_come_on_schedule_with_the_cost(make().as_ref());
     export_and_import_round_trip(make().as_ref(), make().as_ref());
@@ -815,5 +816,154 @@ fn the_agents_compact_history_tool(store: &dyn EngramStore) {
     assert_eq!(
         compact_history_tool_openai()["function"]["name"],
         "compact_history"
+    );
+}
+
+/// `search_history` finds an evicted message by a word only it holds, `read_history` returns it
+/// byte for byte, and every tool answers bad arguments with a tool error that names them.
+fn the_agents_history_tools(store: &dyn EngramStore) {
+    use crate::tools::{TOOL_NAMES, ToolReply};
+    let mut s = Session::create(store, &new_session("t", 50_000)).expect("create");
+    s.append(vec![Message::system("You are a coding agent.")])
+        .expect("append");
+    for i in 0..12 {
+        s.append(turn(i)).expect("append");
+    }
+    // A tool output whose one rare word is the needle, then enough turns to push it out.
+    let needle_output = "warning: zanzibarite deprecated in src/legacy.rs:7\n\tmore\tdetail \u{e9}";
+    s.append(vec![
+        Message::assistant_tool_calls(vec![ToolCall::function(
+            "call_needle",
+            "grep",
+            "{\"pattern\": \"deprecated\"}",
+        )]),
+        Message::tool("call_needle", needle_output),
+    ])
+    .expect("append");
+    for i in 12..16 {
+        s.append(turn(i)).expect("append");
+    }
+    let log = s.log().expect("log");
+    let needle = log
+        .iter()
+        .find(|m| m.message.text() == needle_output)
+        .expect("stored")
+        .clone();
+    let mut call = |name: &str, args: serde_json::Value| -> ToolReply {
+        s.handle_tool_call(name, &args)
+            .unwrap_or_else(|| panic!("{name} is engram's"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let compacted = call("compact_history", json!({"preserveRecentMessages": 4}));
+    assert!(!compacted.is_error, "{}", compacted.text);
+
+    let found = call("search_history", json!({"query": "zanzibarite"}));
+    assert!(!found.is_error, "{}", found.text);
+    let found: serde_json::Value = serde_json::from_str(&found.text).expect("json");
+    let hit = &found["hits"][0];
+    assert_eq!(hit["id"], json!(needle.id), "{found}");
+    assert_eq!(hit["tool"], "grep", "{found}");
+    assert_eq!(hit["in_view"], false, "compacted out: {found}");
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("zanzibarite"),
+        "{found}"
+    );
+    // As OpenAI sends arguments: a JSON string.
+    let read = call(
+        "read_history",
+        json!(format!(
+            "{{\"ids\": [\"{}\", \"nope\"], \"max_tokens\": 10000}}",
+            needle.id
+        )),
+    );
+    assert!(!read.is_error, "{}", read.text);
+    let read: serde_json::Value = serde_json::from_str(&read.text).expect("json");
+    assert_eq!(read["messages"][0]["message"], needle.message.to_value());
+    assert_eq!(
+        read["messages"][0]["message"]["content"].as_str(),
+        Some(needle_output),
+        "byte for byte"
+    );
+    assert_eq!(read["not_found"], json!(["nope"]));
+    // A range, cut by the budget with a note saying how to read the rest.
+    let first = &log[1].id;
+    let range = call("read_history", json!({"from": first, "max_tokens": 200}));
+    let range: serde_json::Value = serde_json::from_str(&range.text).expect("json");
+    assert!(range["messages"].as_array().is_some_and(|m| !m.is_empty()));
+    assert!(
+        range["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("read_history with ids="),
+        "{range}"
+    );
+
+    let status = call("context_status", json!({}));
+    let status: serde_json::Value = serde_json::from_str(&status.text).expect("json");
+    assert_eq!(status["max_tokens"], 50_000);
+    assert_eq!(status["compactions"], 1);
+    let added = call(
+        "memory_add",
+        json!({"content": "the legacy module is deprecated"}),
+    );
+    assert!(!added.is_error, "{}", added.text);
+    let hits = call("memory_search", json!({"query": "legacy deprecated"}));
+    let hits: serde_json::Value = serde_json::from_str(&hits.text).expect("json");
+    assert_eq!(hits["results"][0]["session_id"], "t", "{hits}");
+
+    // Bad arguments: a tool error naming the argument; nothing is written.
+    let before = store.compactions("t", true).expect("records").len();
+    for (name, args, says) in [
+        ("search_history", json!({}), "`query`"),
+        (
+            "search_history",
+            json!({"query": "x", "limit": 0}),
+            "`limit`",
+        ),
+        (
+            "search_history",
+            json!({"query": "x", "limt": 3}),
+            "unknown field `limt`",
+        ),
+        ("read_history", json!({}), "`ids` or `from`"),
+        (
+            "read_history",
+            json!({"ids": "m1", "from": "m2"}),
+            "not both",
+        ),
+        ("read_history", json!({"ids": [1]}), "`ids"),
+        (
+            "compact_history",
+            json!({"preserveRecentMessages": 0}),
+            "preserveRecentMessages",
+        ),
+        ("memory_add", json!({"content": " "}), "`content`"),
+        (
+            "memory_search",
+            json!({"query": "x", "tier": "dreams"}),
+            "unknown tier",
+        ),
+        ("context_status", json!("not json"), "not JSON"),
+        (
+            "context_status",
+            json!({"session": "other"}),
+            "bound to session t",
+        ),
+    ] {
+        let reply = call(name, args.clone());
+        assert!(reply.is_error, "{name} {args}: {}", reply.text);
+        assert!(reply.text.contains(says), "{name} {args}: {}", reply.text);
+    }
+    assert_eq!(store.compactions("t", true).expect("records").len(), before);
+    assert!(s.handle_tool_call("shell", &json!({})).is_none());
+    assert_eq!(
+        crate::tools::schemas(crate::tools::SchemaFormat::Anthropic)
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>(),
+        TOOL_NAMES
     );
 }

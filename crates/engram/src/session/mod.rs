@@ -16,6 +16,7 @@
 pub mod conformance;
 pub mod export;
 pub mod facts;
+pub mod history;
 pub mod store;
 
 use std::collections::{HashMap, HashSet};

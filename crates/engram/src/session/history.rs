@@ -1,0 +1,571 @@
+//! The agent's way back to what left its context, and the one dispatcher of its tools.
+//!
+//! [`Session::search_history`] ranks every message of the session's log (in the view, masked,
+//! summarised, or set aside by a restore) by BM25 over stemmed words, an exact match of the
+//! whole query first; [`Session::read_history`] returns originals verbatim by id or by range,
+//! within a token budget. [`Session::handle_tool_call`] runs any of the tools that
+//! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{LoggedMessage, Session, SessionError};
+use crate::compact::{Kind, recall};
+use crate::memory::NewEntry;
+use crate::message::Message;
+use crate::request::{Names, RequestError, SearchRequest, from_json};
+use crate::store::format_time;
+use crate::tools::{self, CompactHistoryArgs, ToolReply};
+
+/// The hits `search_history` returns when the call names no limit.
+pub const DEFAULT_SEARCH_LIMIT: usize = 5;
+/// The most hits one `search_history` call returns.
+pub const MAX_SEARCH_LIMIT: usize = 50;
+/// The tokens `read_history` returns when the call names no budget.
+pub const DEFAULT_READ_TOKENS: usize = 4_000;
+/// Characters of context on each side of a hit's match.
+const SNIPPET_CHARS: usize = 100;
+
+/// One `search_history` hit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryHit {
+    /// The message's id (what `read_history` takes).
+    pub id: String,
+    /// Its position in the log.
+    pub seq: u64,
+    /// Its role.
+    pub role: String,
+    /// For a tool output, the tool that wrote it; for a tool call, the tool called.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// When it was appended (RFC 3339).
+    pub time: String,
+    /// The text around the match.
+    pub snippet: String,
+    /// True when the message is in the context verbatim now.
+    pub in_view: bool,
+    /// True when a restore set it aside.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub abandoned: bool,
+    /// Relevance (comparable within one search only).
+    pub score: f64,
+}
+
+/// What `read_history` reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HistorySelection {
+    /// These messages, in the order given.
+    Ids(Vec<String>),
+    /// The messages from one id to another (default: the newest), in log order.
+    Range {
+        /// The first message.
+        from: String,
+        /// The last message.
+        to: Option<String>,
+    },
+}
+
+/// What `read_history` returns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryRead {
+    /// The messages read, each `{id, seq, time, message}` with the message verbatim.
+    pub messages: Vec<Value>,
+    /// Ids asked for that the session does not have.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_found: Vec<String>,
+    /// When the budget cut the result: what was left out and how to read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The text a message is searched by: its content, its tool calls' names and arguments.
+fn searchable(m: &Message) -> String {
+    let mut text = m.text().into_owned();
+    for call in m.calls() {
+        text.push('\n');
+        text.push_str(&call.name);
+        text.push(' ');
+        text.push_str(&call.arguments);
+    }
+    text
+}
+
+/// Up to [`SNIPPET_CHARS`] characters on each side of the first place `needles` match.
+fn snippet(text: &str, needles: &[String]) -> String {
+    let lower = text.to_lowercase();
+    // Lowercasing can change byte lengths; only trust positions when it did not.
+    let at = if lower.len() == text.len() {
+        needles
+            .iter()
+            .filter(|n| !n.is_empty())
+            .filter_map(|n| lower.find(n.as_str()))
+            .min()
+    } else {
+        None
+    }
+    .unwrap_or(0);
+    let start = text[..at]
+        .char_indices()
+        .rev()
+        .nth(SNIPPET_CHARS.saturating_sub(1))
+        .map_or(0, |(i, _)| i);
+    let end = text[at..]
+        .char_indices()
+        .nth(SNIPPET_CHARS * 2)
+        .map_or(text.len(), |(i, _)| at + i);
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.push_str(text[start..end].trim());
+    if end < text.len() {
+        out.push('…');
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Session<'_> {
+    /// The whole log: abandoned messages too.
+    fn whole_log(&self) -> Result<Vec<LoggedMessage>, SessionError> {
+        Ok(self.store.session_log(&self.info.id, 0, true)?)
+    }
+
+    /// The ids of the messages the view holds verbatim.
+    fn verbatim_in_view(&self) -> Result<HashSet<String>, SessionError> {
+        Ok(self
+            .view()?
+            .messages
+            .into_iter()
+            .filter(|m| matches!(m.kind, Kind::Original | Kind::Recalled))
+            .flat_map(|m| m.source_ids)
+            .collect())
+    }
+
+    /// Ranks the session's whole log for `query`; the best `limit` hits that match at all.
+    pub fn search_history(
+        &self,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<HistoryHit>, SessionError> {
+        let log = self.whole_log()?;
+        let texts: Vec<String> = log.iter().map(|m| searchable(&m.message)).collect();
+        let query_terms = recall::terms(query);
+        let phrase = query.trim().to_lowercase();
+        let bm25 = recall::Bm25::new(texts.iter().map(|t| recall::terms(t)).collect());
+        let scores = bm25.scores(&query_terms);
+        let mut ranked: Vec<(usize, f64)> = scores
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let exact = !phrase.is_empty() && texts[i].to_lowercase().contains(&phrase);
+                (i, if exact { s + 1_000.0 } else { s })
+            })
+            .filter(|&(_, s)| s > 0.0)
+            .collect();
+        // Best first; among equals, the newest.
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        ranked.truncate(limit);
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let in_view = self.verbatim_in_view()?;
+        // Tool outputs name their tool through the call they answer.
+        let tools_by_call: HashMap<&str, &str> = log
+            .iter()
+            .flat_map(|m| m.message.calls())
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        let mut needles = vec![phrase];
+        needles.extend(
+            query
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() > 2)
+                .map(str::to_lowercase),
+        );
+        Ok(ranked
+            .into_iter()
+            .map(|(i, score)| {
+                let m = &log[i];
+                let tool = m
+                    .message
+                    .name
+                    .clone()
+                    .or_else(|| {
+                        m.message
+                            .tool_call_id
+                            .as_deref()
+                            .and_then(|id| tools_by_call.get(id))
+                            .map(|s| (*s).to_owned())
+                    })
+                    .or_else(|| m.message.calls().first().map(|c| c.name.clone()));
+                HistoryHit {
+                    id: m.id.clone(),
+                    seq: m.seq,
+                    role: m.message.role.to_string(),
+                    tool,
+                    time: format_time(m.created_at),
+                    snippet: snippet(&texts[i], &needles),
+                    in_view: in_view.contains(&m.id),
+                    abandoned: m.abandoned,
+                    score: (score * 1000.0).round() / 1000.0,
+                }
+            })
+            .collect())
+    }
+
+    /// The originals `selection` names, verbatim, within `max_tokens` (at least the first, cut
+    /// to the budget when it alone is over it); what is left out is said in the note.
+    pub fn read_history(
+        &self,
+        selection: &HistorySelection,
+        max_tokens: usize,
+    ) -> Result<HistoryRead, SessionError> {
+        let log = self.whole_log()?;
+        let by_id: HashMap<&str, usize> = log
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id.as_str(), i))
+            .collect();
+        let mut not_found = Vec::new();
+        let wanted: Vec<usize> = match selection {
+            HistorySelection::Ids(ids) => {
+                let mut seen = HashSet::new();
+                ids.iter()
+                    .filter(|id| seen.insert(id.as_str()))
+                    .filter_map(|id| {
+                        let found = by_id.get(id.as_str()).copied();
+                        if found.is_none() {
+                            not_found.push(id.clone());
+                        }
+                        found
+                    })
+                    .collect()
+            }
+            HistorySelection::Range { from, to } => {
+                let start = by_id.get(from.as_str()).copied();
+                let end = match to {
+                    Some(to) => by_id.get(to.as_str()).copied(),
+                    None => log.len().checked_sub(1),
+                };
+                match (start, end) {
+                    (Some(s), Some(e)) if s <= e => (s..=e).collect(),
+                    (Some(_), Some(_)) => Vec::new(),
+                    (s, e) => {
+                        if s.is_none() {
+                            not_found.push(from.clone());
+                        }
+                        if let (None, Some(to)) = (e, to) {
+                            not_found.push(to.clone());
+                        }
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        let mut messages = Vec::new();
+        let mut used = 0;
+        let mut left_out = Vec::new();
+        let mut note = None;
+        for (n, &i) in wanted.iter().enumerate() {
+            let m = &log[i];
+            let entry = |message: Value| {
+                json!({
+                    "id": m.id,
+                    "seq": m.seq,
+                    "time": format_time(m.created_at),
+                    "message": message,
+                })
+            };
+            if used + m.tokens <= max_tokens {
+                used += m.tokens;
+                messages.push(entry(m.message.to_value()));
+                continue;
+            }
+            if n == 0 {
+                // The first message alone is over the budget: its text, cut.
+                let text = m.message.text();
+                let kept = self.prefix_within(&text, max_tokens.saturating_sub(20));
+                let mut cut = m.message.clone();
+                cut.content = Some(crate::message::Content::Text(text[..kept].to_owned()));
+                messages.push(entry(cut.to_value()));
+                note = Some(format!(
+                    "message {} was cut after {} of its {} characters ({} tokens) to stay within max_tokens={max_tokens}; call read_history with ids=[\"{}\"] and a larger max_tokens to read it whole",
+                    m.id,
+                    kept,
+                    text.len(),
+                    m.tokens,
+                    m.id
+                ));
+                used = max_tokens;
+                continue;
+            }
+            left_out.push(m.id.clone());
+        }
+        if !left_out.is_empty() {
+            let rest = format!(
+                "{} left out to stay within max_tokens={max_tokens}; call read_history with ids={} to read them",
+                crate::plural(left_out.len(), "message", "messages"),
+                serde_json::to_string(&left_out).unwrap_or_default()
+            );
+            note = Some(match note {
+                Some(n) => format!("{n}; {rest}"),
+                None => rest,
+            });
+        }
+        Ok(HistoryRead {
+            messages,
+            not_found,
+            note,
+        })
+    }
+
+    /// The longest prefix of `text` (in bytes, on a character boundary) within `tokens`.
+    fn prefix_within(&self, text: &str, tokens: usize) -> usize {
+        let boundaries: Vec<usize> = text
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([text.len()])
+            .collect();
+        let (mut lo, mut hi) = (0, boundaries.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if self.counter.count_text(&text[..boundaries[mid]]) <= tokens {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        boundaries[lo]
+    }
+
+    /// Runs one of the agent's tools ([`crate::tools::definitions`]) with the call's
+    /// `arguments` (a JSON string or an object). `None` when `name` is not one of engram's
+    /// tools (the caller runs it); bad arguments and unknown ids are tool errors, never a
+    /// failure of the call; only a failing store is an `Err`. Only `compact_history` and
+    /// `memory_add` write.
+    pub fn handle_tool_call(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+    ) -> Option<Result<ToolReply, SessionError>> {
+        if !tools::TOOL_NAMES.contains(&name) {
+            return None;
+        }
+        Some(self.run_tool(name, arguments))
+    }
+
+    fn run_tool(&mut self, name: &str, arguments: &Value) -> Result<ToolReply, SessionError> {
+        let args = match tools::arguments_object(arguments) {
+            Ok(args) => args,
+            Err(e) => return Ok(ToolReply::error(format!("{name}: {e}"))),
+        };
+        if let Some(session) = args.get("session").and_then(Value::as_str)
+            && session != self.info.id
+        {
+            return Ok(ToolReply::error(format!(
+                "`session`: this call is bound to session {}, not {session}",
+                self.info.id
+            )));
+        }
+        let reply = match name {
+            tools::SEARCH_HISTORY => self.search_tool(args),
+            tools::READ_HISTORY => self.read_tool(args),
+            tools::COMPACT_HISTORY => match CompactHistoryArgs::parse(&args) {
+                Ok(a) => Ok(ToolReply::ok(self.compact_history(&a)?)),
+                Err(e) => Err(Failure::Arguments(e)),
+            },
+            tools::CONTEXT_STATUS => self.status_tool(args),
+            tools::MEMORY_SEARCH => self.memory_search_tool(args),
+            tools::MEMORY_ADD => self.memory_add_tool(args),
+            _ => Err(Failure::Arguments(format!("unknown tool {name}"))),
+        };
+        match reply {
+            Ok(reply) => Ok(reply),
+            Err(Failure::Arguments(e)) => Ok(ToolReply::error(format!("{name}: {e}"))),
+            Err(Failure::Store(e)) => Err(e),
+        }
+    }
+
+    fn search_tool(&self, args: Value) -> Result<ToolReply, Failure> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            query: Option<String>,
+            limit: Option<usize>,
+            #[allow(dead_code)]
+            session: Option<String>,
+        }
+        let a: Args = parse(args)?;
+        let query = a
+            .query
+            .filter(|q| !q.trim().is_empty())
+            .ok_or_else(|| args_error("`query` is required: the words to look for"))?;
+        let limit = limit(a.limit, DEFAULT_SEARCH_LIMIT)?;
+        let hits = self.search_history(&query, limit)?;
+        Ok(ToolReply::data(&json!({ "query": query, "hits": hits })))
+    }
+
+    fn read_tool(&self, args: Value) -> Result<ToolReply, Failure> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            ids: Option<Names>,
+            from: Option<String>,
+            to: Option<String>,
+            max_tokens: Option<usize>,
+            #[allow(dead_code)]
+            session: Option<String>,
+        }
+        let a: Args = parse(args)?;
+        let selection = match (a.ids, a.from) {
+            (Some(_), Some(_)) => {
+                return Err(args_error("give `ids` or `from` (and `to`), not both"));
+            }
+            (Some(ids), None) => {
+                let ids: Vec<String> = match ids {
+                    Names::One(s) => s.split(',').map(|i| i.trim().to_owned()).collect(),
+                    Names::Many(v) => v,
+                };
+                let ids: Vec<String> = ids.into_iter().filter(|i| !i.is_empty()).collect();
+                if ids.is_empty() {
+                    return Err(args_error("`ids` is empty: name the messages to read"));
+                }
+                HistorySelection::Ids(ids)
+            }
+            (None, Some(from)) => HistorySelection::Range { from, to: a.to },
+            (None, None) => {
+                return Err(args_error(
+                    "`ids` or `from` is required: the messages to read",
+                ));
+            }
+        };
+        let max_tokens = match a.max_tokens {
+            Some(0) => return Err(args_error("`max_tokens` must be positive")),
+            Some(n) => n,
+            None => DEFAULT_READ_TOKENS,
+        };
+        let read = self.read_history(&selection, max_tokens)?;
+        Ok(ToolReply::data(&json!(read)))
+    }
+
+    fn status_tool(&self, args: Value) -> Result<ToolReply, Failure> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            #[allow(dead_code)]
+            session: Option<String>,
+        }
+        let _: Args = parse(args)?;
+        let status = self.status()?;
+        let compactions = self.store.compactions(&self.info.id, false)?.len();
+        Ok(ToolReply::data(&json!({
+            "session_id": self.info.id,
+            "total_tokens": status.total_tokens,
+            "max_tokens": status.max_tokens,
+            "percent": status.percent(),
+            "cost_usd": status.cost_usd,
+            "compactions": compactions,
+        })))
+    }
+
+    fn memory_search_tool(&self, args: Value) -> Result<ToolReply, Failure> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            query: Option<String>,
+            limit: Option<usize>,
+            tier: Option<Names>,
+            #[allow(dead_code)]
+            session: Option<String>,
+        }
+        let a: Args = parse(args)?;
+        let query = SearchRequest {
+            text: a.query,
+            limit: Some(limit(a.limit, DEFAULT_SEARCH_LIMIT)?),
+            tiers: a.tier,
+            ..SearchRequest::default()
+        }
+        .into_query("query")
+        .map_err(|e| Failure::Arguments(request_error(&e)))?;
+        let hits = self.store.search(&query)?;
+        let results: Vec<Value> = hits.iter().map(|h| h.to_json()).collect();
+        Ok(ToolReply::data(&json!({ "results": results })))
+    }
+
+    fn memory_add_tool(&self, args: Value) -> Result<ToolReply, Failure> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            content: Option<String>,
+            source: Option<String>,
+            #[allow(dead_code)]
+            session: Option<String>,
+        }
+        let a: Args = parse(args)?;
+        let content = a
+            .content
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| args_error("`content` is required: the fact to save"))?;
+        let source = a.source.filter(|s| !s.trim().is_empty());
+        let id = crate::store::new_id("mem");
+        let entry = NewEntry {
+            id: Some(id.clone()),
+            session_id: Some(self.info.id.clone()),
+            ..NewEntry::working(
+                crate::redact::redact(&content).0,
+                source.unwrap_or_else(|| "agent".into()),
+            )
+        };
+        self.store.insert(&[entry])?;
+        Ok(ToolReply::data(
+            &json!({ "id": id, "tier": "working", "session_id": self.info.id }),
+        ))
+    }
+}
+
+/// Why a tool call did not answer: its arguments (a tool error the model reads), or the store.
+enum Failure {
+    Arguments(String),
+    Store(SessionError),
+}
+
+impl From<SessionError> for Failure {
+    fn from(e: SessionError) -> Self {
+        Failure::Store(e)
+    }
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(e: crate::store::StoreError) -> Self {
+        Failure::Store(SessionError::Store(e))
+    }
+}
+
+fn args_error(message: &str) -> Failure {
+    Failure::Arguments(message.to_owned())
+}
+
+/// A tool's arguments into its type; a mistake names the argument.
+fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Failure> {
+    from_json(args).map_err(|e| Failure::Arguments(request_error(&e)))
+}
+
+fn request_error(e: &RequestError) -> String {
+    if e.field.is_empty() {
+        e.message.clone()
+    } else {
+        e.to_string()
+    }
+}
+
+fn limit(value: Option<usize>, default: usize) -> Result<usize, Failure> {
+    match value {
+        None => Ok(default),
+        Some(n) if (1..=MAX_SEARCH_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(Failure::Arguments(format!(
+            "`limit` must be from 1 to {MAX_SEARCH_LIMIT}, not {n}"
+        ))),
+    }
+}
