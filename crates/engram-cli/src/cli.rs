@@ -500,6 +500,27 @@ pub(crate) enum SessionCommand {
         #[arg(long, value_parser = ["openai", "anthropic"])]
         schema: Option<String>,
     },
+    /// Print the agent's tools (search_history, read_history, compact_history,
+    /// context_status, memory_search, memory_add) as definitions to give a model.
+    Tools {
+        /// The format of the definitions.
+        #[arg(long, value_parser = ["openai", "anthropic"], default_value = "openai")]
+        schema: String,
+    },
+    /// Run one of the agent's tools on a session, as the model called it, and print the
+    /// result the model should read (a tool error exits 2, its text on standard error).
+    ///
+    /// e.g. `engram session tool ID search_history '{"query": "TypeError"}'`, then
+    /// `engram session tool ID read_history '{"ids": ["msg_..."]}'`.
+    Tool {
+        /// The session.
+        id: String,
+        /// The tool's name (`engram session tools` lists them).
+        name: String,
+        /// The call's arguments (JSON); default: none.
+        #[arg(allow_hyphen_values = true)]
+        arguments: Option<String>,
+    },
     /// Name the session's current state.
     Checkpoint {
         /// The session.

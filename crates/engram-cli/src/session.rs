@@ -307,6 +307,31 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 writeln!(out, "{}", session.compact_history(&args)?)?;
             }
         }
+        SessionCommand::Tools { schema } => {
+            let format =
+                engram::tools::SchemaFormat::from_name(schema).map_err(|e| user_error!("{e}"))?;
+            serde_json::to_writer_pretty(&mut out, &engram::tools::schemas(format))?;
+            writeln!(out)?;
+        }
+        SessionCommand::Tool {
+            id,
+            name,
+            arguments,
+        } => {
+            let mut session = open(id)?;
+            let arguments = Value::String(arguments.clone().unwrap_or_default());
+            let Some(reply) = session.handle_tool_call(name, &arguments) else {
+                return Err(user_error!(
+                    "unknown tool {name:?}; engram's tools are {}",
+                    engram::tools::TOOL_NAMES.join(", ")
+                ));
+            };
+            let reply = reply?;
+            if reply.is_error {
+                return Err(user_error!("{}", reply.text));
+            }
+            writeln!(out, "{}", reply.text)?;
+        }
         SessionCommand::Checkpoint { id, name } => {
             let session = open(id)?;
             let cp = session.checkpoint(name)?;

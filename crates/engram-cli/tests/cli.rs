@@ -1034,6 +1034,91 @@ fn session_cli_drives_a_whole_agent_session() {
         stderr(&out)
     );
 
+    // The agent's history tools: everything compacted away can be found and read back.
+    let tools = json(&engram(&["session", "tools", "--schema", "openai"], None));
+    let names: Vec<&str> = tools
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "search_history",
+            "read_history",
+            "compact_history",
+            "context_status",
+            "memory_search",
+            "memory_add"
+        ]
+    );
+    let found = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "tool",
+            "s1",
+            "search_history",
+            "{\"query\": \"mod_3 failed\"}",
+        ],
+        None,
+    ));
+    assert!(
+        found["hits"].as_array().is_some_and(|h| !h.is_empty()),
+        "{found}"
+    );
+    let id = found["hits"][0]["id"].as_str().expect("an id").to_owned();
+    let read = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "tool",
+            "s1",
+            "read_history",
+            &format!("{{\"ids\": [\"{id}\"]}}"),
+        ],
+        None,
+    ));
+    assert_eq!(
+        read["messages"][0]["id"],
+        Value::from(id.as_str()),
+        "{read}"
+    );
+    assert!(
+        read["messages"][0]["message"]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("mod_3")),
+        "{read}"
+    );
+    let out = engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "tool",
+            "s1",
+            "read_history",
+            "{\"idz\": 1}",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown field `idz`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = engram(&["--db", db, "session", "tool", "s1", "shell"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("engram's tools are search_history"),
+        "{}",
+        stderr(&out)
+    );
+
     let out = ok(engram(&["--db", db, "session", "delete", "s1"], None));
     assert!(stdout(&out).contains("deleted session s1"));
     let out = engram(&["--db", db, "session", "show", "s1"], None);

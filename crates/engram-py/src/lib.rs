@@ -609,6 +609,14 @@ fn compact_history_tool_json(format: &str) -> Res<String> {
     to_json(&tool)
 }
 
+/// The agent's tools' definitions, for OpenAI (`"openai"`) or Anthropic.
+#[pyfunction]
+#[pyo3(signature = (format="openai"))]
+fn tool_schemas_json(format: &str) -> Res<String> {
+    let format = engram::tools::SchemaFormat::from_name(format).map_err(err)?;
+    to_json(&engram::tools::schemas(format))
+}
+
 /// Seed 004's status update (a system message) as JSON.
 #[pyfunction]
 #[pyo3(signature = (total_tokens, max_tokens, cost_usd=0.0, activities_json=None))]
@@ -1008,6 +1016,34 @@ impl NativeStore {
         py.detach(|| session.compact_history(&args)).map_err(err)
     }
 
+    /// Runs one of the agent's tools (its arguments as the model sent them, a JSON string or
+    /// an object); returns `{"content", "is_error"}`, or null when `name` is not engram's.
+    #[pyo3(signature = (id, name, arguments_json, summarizer=None))]
+    fn session_tool_call(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        name: &str,
+        arguments_json: &str,
+        summarizer: Option<&Bound<'_, LlmSummarizer>>,
+    ) -> Res<String> {
+        let arguments = parse_json(arguments_json, "arguments")?;
+        let mut session = self.open_session(id)?;
+        if let Some(s) = summarizer_of(summarizer) {
+            let mut options = CompactOptions::new(1);
+            options.summarizer = Some(s);
+            session = session.with_options(options);
+        }
+        let reply = py.detach(|| session.handle_tool_call(name, &arguments));
+        match reply {
+            None => Ok("null".to_owned()),
+            Some(reply) => {
+                let reply = reply.map_err(err)?;
+                to_json(&json!({"content": reply.text, "is_error": reply.is_error}))
+            }
+        }
+    }
+
     /// Saves a named checkpoint; returns `{"name", "messages", ...}`.
     fn session_checkpoint(&self, id: &str, name: &str) -> Res<String> {
         to_json(&self.open_session(id)?.checkpoint(name).map_err(err)?)
@@ -1045,6 +1081,7 @@ fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(summarize_json, m)?)?;
     m.add_function(wrap_pyfunction!(extract_key_facts_json, m)?)?;
     m.add_function(wrap_pyfunction!(compact_history_tool_json, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_schemas_json, m)?)?;
     m.add_function(wrap_pyfunction!(status_message_json, m)?)?;
     Ok(())
 }

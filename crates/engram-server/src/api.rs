@@ -140,6 +140,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/sessions/{id}/compact", post(compact))
         .route("/v1/sessions/{id}/status", get(status))
+        .route("/v1/sessions/{id}/tools/{name}", post(tool_call))
+        .route("/v1/tools", get(tool_schemas))
         .route("/v1/sessions/{id}/checkpoints", post(checkpoint))
         .route(
             "/v1/sessions/{id}/checkpoints/{name}/restore",
@@ -571,6 +573,49 @@ async fn status(
         }))
     })
     .await
+}
+
+/// `POST .../tools/{name}`: the agent's tool call, its arguments as the body; the answer is
+/// the tool's result (`is_error` for bad arguments: a tool error, not a failed request).
+async fn tool_call(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path((id, name)): Path<(String, String)>,
+    bytes: Bytes,
+) -> ApiResult {
+    if !engram::tools::TOOL_NAMES.contains(&name.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown tool {name:?}; engram's tools are {}",
+                engram::tools::TOOL_NAMES.join(", ")
+            ),
+        ));
+    }
+    let arguments = body(&bytes)?;
+    let key = id.clone();
+    with_session_lock(&app, &tenant, &key, move |app, store| {
+        let mut session = open(app, store, &id)?;
+        let Some(reply) = session.handle_tool_call(&name, &arguments) else {
+            return Err(ApiError::internal(format!(
+                "{name} is listed but not handled"
+            )));
+        };
+        let reply = reply?;
+        ok(json!({ "content": reply.text, "is_error": reply.is_error }))
+    })
+    .await
+}
+
+/// `GET /v1/tools?format=openai|anthropic`: the agent's tools as definitions for a model.
+async fn tool_schemas(
+    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    let format = params.get("format").map_or("openai", String::as_str);
+    let format =
+        engram::tools::SchemaFormat::from_name(format).map_err(|e| ApiError::field("format", e))?;
+    ok(json!({ "tools": engram::tools::schemas(format) }))
 }
 
 async fn checkpoint(

@@ -1213,3 +1213,77 @@ async fn a_context_can_recall_long_term_memory() {
         (StatusCode::BAD_REQUEST, &json!("limit"))
     );
 }
+
+/// The agent's tools over REST: the definitions, a search that finds a message, a read that
+/// returns it verbatim, bad arguments as a tool error, an unknown tool as a 404.
+#[tokio::test]
+async fn the_agents_tools_answer_over_rest() {
+    let app = app_on(Backend::Sqlite, "tools", false)
+        .await
+        .expect("sqlite");
+    session_s(
+        &app,
+        json!([
+            {"role": "user", "content": "why does the build fail?"},
+            {"role": "assistant", "content": "the linker reports quuxfrobnicate missing"},
+        ]),
+    )
+    .await;
+    let (s, tools) = call(&app, "GET", "/v1/tools?format=anthropic", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{tools}");
+    assert_eq!(tools["tools"][0]["name"], "search_history");
+    let (s, found) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/tools/search_history",
+        None,
+        Some(json!({"query": "quuxfrobnicate"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{found}");
+    assert_eq!(found["is_error"], false, "{found}");
+    let hits: Value = serde_json::from_str(found["content"].as_str().expect("text")).expect("json");
+    let id = hits["hits"][0]["id"].as_str().expect("a hit").to_owned();
+    let (s, read) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/tools/read_history",
+        None,
+        Some(json!({"ids": [id]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{read}");
+    let read: Value = serde_json::from_str(read["content"].as_str().expect("text")).expect("json");
+    assert_eq!(
+        read["messages"][0]["message"]["content"],
+        "the linker reports quuxfrobnicate missing"
+    );
+    let (s, bad) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/tools/search_history",
+        None,
+        Some(json!({"query": "x", "limit": "many"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{bad}");
+    assert_eq!(bad["is_error"], true, "{bad}");
+    assert!(
+        bad["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`limit`"),
+        "{bad}"
+    );
+    let (s, e) = call(&app, "POST", "/v1/sessions/s/tools/shell", None, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/sessions/nope/tools/context_status",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+}

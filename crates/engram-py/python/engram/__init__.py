@@ -43,6 +43,7 @@ __all__ = [
     "summarize",
     "extract_key_facts",
     "compact_history_tool",
+    "tools",
     "status_message",
     "models",
     "__version__",
@@ -320,6 +321,20 @@ def compact_history_tool(format: str = "openai") -> dict:
     return json.loads(_engram.compact_history_tool_json(format))
 
 
+def tools(format: str = "openai") -> list[dict]:
+    """The agent's tools to offer the model, as ``"openai"`` or ``"anthropic"`` definitions:
+    ``search_history`` and ``read_history`` (everything compaction took out of the context can be
+    found and read back), ``compact_history``, ``context_status``, ``memory_search``,
+    ``memory_add``. Run their calls with :meth:`Session.handle_tool_call`."""
+    return json.loads(_engram.tool_schemas_json(format))
+
+
+def _field(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
 def status_message(
     total_tokens: int,
     max_tokens: int,
@@ -523,17 +538,40 @@ class Session:
             arguments = {}
         return self._n.session_compact_history(self.id, _dumps(arguments), summarizer)
 
+    def tool(self, name: str, arguments: Union[str, Mapping, None] = None,
+             summarizer: Optional[LlmSummarizer] = None) -> Optional[dict]:
+        """Runs one of the agent's tools (see :func:`tools`) with the call's arguments (a JSON
+        string or a mapping); returns ``{"content", "is_error"}``, or None when ``name`` is not
+        one of engram's tools. Bad arguments are a tool error (``is_error``), not an exception."""
+        if arguments is None:
+            arguments = {}
+        return json.loads(self._n.session_tool_call(self.id, name, _dumps(arguments), summarizer))
+
     def handle_tool_call(self, tool_call: Any, summarizer: Optional[LlmSummarizer] = None) -> Optional[dict]:
-        """The tool message answering ``tool_call`` when it is a ``compact_history`` call (an
-        OpenAI tool call, dict or SDK object), else None."""
-        fn = tool_call["function"] if isinstance(tool_call, Mapping) else tool_call.function
-        name = fn["name"] if isinstance(fn, Mapping) else fn.name
-        if name != "compact_history":
-            return None
-        args = fn["arguments"] if isinstance(fn, Mapping) else fn.arguments
-        call_id = tool_call["id"] if isinstance(tool_call, Mapping) else tool_call.id
-        return {"role": "tool", "tool_call_id": call_id,
-                "content": self.compact_history(args or "{}", summarizer)}
+        """The answer to ``tool_call`` when it calls one of engram's tools, else None (the
+        caller runs it). An OpenAI tool call (``{"id", "function": {"name", "arguments"}}``, dict
+        or SDK object) gets a tool message (``{"role": "tool", "tool_call_id", "content"}``); an
+        Anthropic ``tool_use`` block (``{"type": "tool_use", "id", "name", "input"}``) gets a
+        ``tool_result`` block (with ``is_error`` when the arguments were wrong)."""
+        fn = _field(tool_call, "function")
+        if fn is not None:
+            name, args = _field(fn, "name"), _field(fn, "arguments") or "{}"
+            reply = self.tool(name, args, summarizer)
+            if reply is None:
+                return None
+            return {"role": "tool", "tool_call_id": _field(tool_call, "id"),
+                    "content": reply["content"]}
+        if _field(tool_call, "type") == "tool_use":
+            reply = self.tool(_field(tool_call, "name"), _field(tool_call, "input") or {}, summarizer)
+            if reply is None:
+                return None
+            result = {"type": "tool_result", "tool_use_id": _field(tool_call, "id"),
+                      "content": reply["content"]}
+            if reply["is_error"]:
+                result["is_error"] = True
+            return result
+        raise EngramError("not a tool call: expected an OpenAI tool call (with `function`) or an "
+                          "Anthropic tool_use block")
 
     def checkpoint(self, name: str) -> dict:
         """Saves a named checkpoint."""
