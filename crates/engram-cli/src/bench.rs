@@ -15,7 +15,7 @@ use anyhow::bail;
 use engram::Tokenizer;
 use serde::Serialize;
 
-use crate::cli::{BenchCompactArgs, BenchCountArgs};
+use crate::cli::{BenchCompactArgs, BenchCountArgs, BenchHistoryArgs};
 use crate::user_error;
 
 #[derive(Debug, Serialize)]
@@ -250,4 +250,105 @@ pub(crate) fn run_search(
         );
     }
     Ok(())
+}
+
+/// `engram bench history`: `search_history` latency over a long session.
+pub(crate) fn run_history(args: &BenchHistoryArgs) -> anyhow::Result<()> {
+    let bytes = crate::input::read_bytes(Some(args.file.as_path()))?;
+    let conversation = crate::input::parse(&bytes, crate::cli::InputFormatArg::Auto)?;
+    let source: Vec<engram::Message> = conversation
+        .messages
+        .into_iter()
+        .filter(|m| m.role != engram::Role::System)
+        .collect();
+    if source.is_empty() {
+        bail!(
+            "{}: no messages to fill the session with",
+            args.file.display()
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("engram-bench-history-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = (|| -> anyhow::Result<()> {
+        let store = engram_store::SqliteStore::open(&dir.join("bench.db"))?;
+        let registry = engram::ModelRegistry::builtin();
+        let mut new = engram::session::new_session(&registry, "gpt-4o", Some(10_000_000), 0);
+        new.id = Some("bench".into());
+        let mut session = engram::Session::create(&store, &new)?;
+        let mut all = Vec::with_capacity(args.messages);
+        while all.len() < args.messages {
+            for m in &source {
+                if all.len() == args.messages {
+                    break;
+                }
+                let mut m = m.clone();
+                m.id = None;
+                all.push(m);
+            }
+        }
+        // The same messages repeat: make each turn findable by a word of its own.
+        for (i, m) in all.iter_mut().enumerate() {
+            if i % 100 == 0 {
+                m.content = Some(engram::Content::Text(format!("{} marker{i}word", m.text())));
+            }
+        }
+        for chunk in all.chunks(1_000) {
+            session.append(chunk.to_vec())?;
+        }
+        let queries: Vec<String> = (0..args.messages)
+            .step_by(100)
+            .map(|i| format!("marker{i}word"))
+            .collect();
+        // The first search builds the session's index (a process keeps it for later calls).
+        let start = Instant::now();
+        session.search_history(&queries[0], 5)?;
+        let first = start.elapsed();
+        // Common words too: long postings lists.
+        let mut common_times = Vec::new();
+        for q in ["error", "file test", "python def return"] {
+            let start = Instant::now();
+            session.search_history(q, 5)?;
+            common_times.push(start.elapsed());
+        }
+        common_times.sort();
+        let mut times = Vec::with_capacity(queries.len());
+        let mut found = 0;
+        for q in &queries {
+            let start = Instant::now();
+            let hits = session.search_history(q, 5)?;
+            times.push(start.elapsed());
+            found += usize::from(hits.first().is_some_and(|h| h.snippet.contains(q.as_str())));
+        }
+        times.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let at = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
+        let row = serde_json::json!({
+            "messages": args.messages,
+            "queries": queries.len(),
+            "found_first": found,
+            "first_search_ms": ms(first),
+            "common_words_max_ms": ms(common_times[common_times.len() - 1]),
+            "median_ms": ms(at(0.5)),
+            "p90_ms": ms(at(0.9)),
+            "max_ms": ms(times[times.len() - 1]),
+        });
+        if args.json {
+            println!("{row}");
+        } else {
+            println!(
+                "search_history over {} messages: the first search (building the index) {:.0} ms; then {} rare-word queries ({} found first): median {:.2} ms, p90 {:.2} ms, max {:.2} ms; common words at most {:.2} ms",
+                args.messages,
+                ms(first),
+                queries.len(),
+                found,
+                ms(at(0.5)),
+                ms(at(0.9)),
+                ms(times[times.len() - 1]),
+                ms(common_times[common_times.len() - 1])
+            );
+        }
+        Ok(())
+    })();
+    std::fs::remove_dir_all(&dir).ok();
+    result
 }

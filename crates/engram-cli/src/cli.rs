@@ -325,6 +325,22 @@ pub(crate) enum BenchCommand {
     /// Compaction time in process (parsing excluded), and the cost of rebuilding the context
     /// after one more turn.
     Compact(BenchCompactArgs),
+    /// The agent's search_history over a long session, in process: a session of --messages
+    /// messages (the file's, repeated) in a SQLite store, then one search per query (a rare
+    /// word of every 100th message); median, p90 and max.
+    History(BenchHistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchHistoryArgs {
+    /// A conversation file whose messages fill the session.
+    pub(crate) file: PathBuf,
+    /// Messages in the session.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) messages: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

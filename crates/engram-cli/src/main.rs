@@ -59,6 +59,7 @@ fn main() -> ExitCode {
         ),
         Command::Bench(BenchCommand::Count(args)) => bench::run_count(args),
         Command::Bench(BenchCommand::Compact(args)) => bench::run_compact(args),
+        Command::Bench(BenchCommand::History(args)) => bench::run_history(args),
         Command::Bench(BenchCommand::Search(args)) => bench::run_search(&cli.global, args),
     };
     match result {

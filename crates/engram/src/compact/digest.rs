@@ -55,7 +55,7 @@ pub(crate) fn build(
     budget: usize,
 ) -> Option<Built> {
     let header = format!(
-        "{HEADER} (key lines of {} earlier messages; search_history finds the rest)\n",
+        "{HEADER} (key lines of {} earlier messages)\n",
         sources.len()
     );
     let fixed = counter

@@ -901,6 +901,26 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
         "{range}"
     );
 
+    // The index the first search built follows later appends and restores.
+    drop(call);
+    s.checkpoint("before-wombat").expect("checkpoint");
+    s.append(vec![Message::user("the wombatword is new")])
+        .expect("append");
+    let s2 = Session::open(store, "t").expect("open");
+    let hits = s2.search_history("wombatword", 5).expect("search");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(hits[0].in_view && !hits[0].abandoned, "{hits:?}");
+    let mut s2 = s2;
+    s2.restore("before-wombat").expect("restore");
+    let s2 = Session::open(store, "t").expect("open");
+    let hits = s2.search_history("wombatword", 5).expect("search");
+    assert!(hits[0].abandoned && !hits[0].in_view, "{hits:?}");
+    let mut s = Session::open(store, "t").expect("open");
+    let mut call = |name: &str, args: serde_json::Value| -> ToolReply {
+        s.handle_tool_call(name, &args)
+            .unwrap_or_else(|| panic!("{name} is engram's"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
     let status = call("context_status", json!({}));
     let status: serde_json::Value = serde_json::from_str(&status.text).expect("json");
     assert_eq!(status["max_tokens"], 50_000);

@@ -126,21 +126,183 @@ fn snippet(text: &str, needles: &[String]) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// One message as the index knows it.
+#[derive(Debug)]
+struct Doc {
+    id: String,
+    seq: u64,
+    created_at: crate::store::Timestamp,
+    role: String,
+    tool: Option<String>,
+    abandoned: bool,
+    terms: u32,
+}
+
+/// An inverted index of one session's whole log (BM25 over stemmed words), kept between calls
+/// in the process and extended with what was appended since; rebuilt after a restore.
+#[derive(Debug, Default)]
+struct HistoryIndex {
+    docs: Vec<Doc>,
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    total_terms: u64,
+    /// Tool calls' names by call id, for the outputs that answer them.
+    calls: HashMap<String, String>,
+    /// The sequence number after the last message indexed.
+    next_seq: u64,
+    /// The first message's id: a check that the cache holds this session's log.
+    first_id: Option<String>,
+}
+
+impl HistoryIndex {
+    fn add(&mut self, m: &LoggedMessage) {
+        for call in m.message.calls() {
+            self.calls.insert(call.id.clone(), call.name.clone());
+        }
+        let tool = m
+            .message
+            .name
+            .clone()
+            .or_else(|| {
+                m.message
+                    .tool_call_id
+                    .as_deref()
+                    .and_then(|id| self.calls.get(id).cloned())
+            })
+            .or_else(|| m.message.calls().first().map(|c| c.name.clone()));
+        let terms = recall::terms(&searchable(&m.message));
+        let doc = self.docs.len() as u32;
+        let mut tf: HashMap<String, u32> = HashMap::new();
+        for t in &terms {
+            *tf.entry(t.clone()).or_default() += 1;
+        }
+        for (t, f) in tf {
+            self.postings.entry(t).or_default().push((doc, f));
+        }
+        self.total_terms += terms.len() as u64;
+        if self.first_id.is_none() && !m.abandoned {
+            self.first_id = Some(m.id.clone());
+        }
+        self.next_seq = self.next_seq.max(m.seq + 1);
+        self.docs.push(Doc {
+            id: m.id.clone(),
+            seq: m.seq,
+            created_at: m.created_at,
+            role: m.message.role.to_string(),
+            tool,
+            abandoned: m.abandoned,
+            terms: terms.len() as u32,
+        });
+    }
+
+    /// BM25 scores of the documents that hold a query term.
+    fn scores(&self, query: &[String]) -> HashMap<u32, f64> {
+        let (k1, b) = (1.2, 0.75);
+        let n = self.docs.len() as f64;
+        let avg = (self.total_terms as f64 / n.max(1.0)).max(1.0);
+        let mut unique: Vec<&String> = query.iter().collect();
+        unique.sort();
+        unique.dedup();
+        let mut scores: HashMap<u32, f64> = HashMap::new();
+        for t in unique {
+            let Some(list) = self.postings.get(t) else {
+                continue;
+            };
+            let df = list.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(doc, f) in list {
+                let len = f64::from(self.docs[doc as usize].terms);
+                let f = f64::from(f);
+                *scores.entry(doc).or_default() +=
+                    idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * len / avg));
+            }
+        }
+        scores
+    }
+}
+
+/// What a cached index is of: the store (its address), the session, its creation and its
+/// restores.
+type IndexKey = (usize, String, crate::store::Timestamp, u64);
+
+/// The indexes of the sessions searched lately in this process.
+static INDEXES: std::sync::Mutex<Vec<(IndexKey, std::sync::Arc<std::sync::Mutex<HistoryIndex>>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Sessions whose index the process keeps.
+const CACHED_INDEXES: usize = 16;
+
+/// Candidates re-ranked with their text (an exact match of the whole query first).
+const RERANKED: usize = 4;
+
 impl Session<'_> {
     /// The whole log: abandoned messages too.
     fn whole_log(&self) -> Result<Vec<LoggedMessage>, SessionError> {
         Ok(self.store.session_log(&self.info.id, 0, true)?)
     }
 
-    /// The ids of the messages the view holds verbatim.
-    fn verbatim_in_view(&self) -> Result<HashSet<String>, SessionError> {
-        Ok(self
-            .view()?
-            .messages
-            .into_iter()
-            .filter(|m| matches!(m.kind, Kind::Original | Kind::Recalled))
-            .flat_map(|m| m.source_ids)
-            .collect())
+    /// The ids of the messages the view holds verbatim; `None` when the view is the whole
+    /// active log (no compaction yet).
+    fn verbatim_in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
+        if self.store.latest_compaction(&self.info.id)?.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.view()?
+                .messages
+                .into_iter()
+                .filter(|m| matches!(m.kind, Kind::Original | Kind::Recalled))
+                .flat_map(|m| m.source_ids)
+                .collect(),
+        ))
+    }
+
+    /// This session's index, brought up to date with what was appended since it was built.
+    fn history_index(
+        &self,
+    ) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError> {
+        let key: IndexKey = (
+            std::ptr::from_ref(self.store).cast::<()>() as usize,
+            self.info.id.clone(),
+            self.info.created_at,
+            self.info.epoch,
+        );
+        let index = {
+            let mut cache = INDEXES.lock().unwrap_or_else(|p| p.into_inner());
+            match cache.iter().position(|(k, _)| *k == key) {
+                Some(i) => {
+                    let entry = cache.remove(i);
+                    let index = std::sync::Arc::clone(&entry.1);
+                    cache.push(entry);
+                    index
+                }
+                None => {
+                    if cache.len() >= CACHED_INDEXES {
+                        cache.remove(0);
+                    }
+                    let index = std::sync::Arc::default();
+                    cache.push((key, std::sync::Arc::clone(&index)));
+                    index
+                }
+            }
+        };
+        {
+            let mut guard = index.lock().unwrap_or_else(|p| p.into_inner());
+            // Another store at the same address holding a session of the same id and creation
+            // time would show here: its first message differs. Start again then.
+            if let Some(first) = &guard.first_id {
+                let now_first = self.store.session_log_page(&self.info.id, 0, 1)?;
+                if now_first.first().map(|m| &m.id) != Some(first) {
+                    *guard = HistoryIndex::default();
+                }
+            }
+            if guard.next_seq < self.info.next_seq || guard.docs.is_empty() {
+                let from = guard.next_seq;
+                for m in self.store.session_log(&self.info.id, from, true)? {
+                    guard.add(&m);
+                }
+            }
+        }
+        Ok(index)
     }
 
     /// Ranks the session's whole log for `query`; the best `limit` hits that match at all.
@@ -149,66 +311,72 @@ impl Session<'_> {
         query: &str,
         limit: usize,
     ) -> Result<Vec<HistoryHit>, SessionError> {
-        let log = self.whole_log()?;
-        let texts: Vec<String> = log.iter().map(|m| searchable(&m.message)).collect();
+        let index = self.history_index()?;
+        let index = index.lock().unwrap_or_else(|p| p.into_inner());
         let query_terms = recall::terms(query);
-        let phrase = query.trim().to_lowercase();
-        let bm25 = recall::Bm25::new(texts.iter().map(|t| recall::terms(t)).collect());
-        let scores = bm25.scores(&query_terms);
-        let mut ranked: Vec<(usize, f64)> = scores
-            .into_iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let exact = !phrase.is_empty() && texts[i].to_lowercase().contains(&phrase);
-                (i, if exact { s + 1_000.0 } else { s })
-            })
-            .filter(|&(_, s)| s > 0.0)
-            .collect();
+        let mut ranked: Vec<(u32, f64)> = index.scores(&query_terms).into_iter().collect();
         // Best first; among equals, the newest.
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-        ranked.truncate(limit);
+        ranked.truncate(limit * RERANKED);
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
-        let in_view = self.verbatim_in_view()?;
-        // Tool outputs name their tool through the call they answer.
-        let tools_by_call: HashMap<&str, &str> = log
-            .iter()
-            .flat_map(|m| m.message.calls())
-            .map(|c| (c.id.as_str(), c.name.as_str()))
-            .collect();
-        let mut needles = vec![phrase];
+        let phrase = query.trim().to_lowercase();
+        let mut needles = vec![phrase.clone()];
         needles.extend(
             query
                 .split(|c: char| !c.is_alphanumeric())
                 .filter(|w| w.len() > 2)
                 .map(str::to_lowercase),
         );
-        Ok(ranked
+        // The candidates' texts: the active ones in one read, a set-aside one from its place.
+        let active: Vec<String> = ranked
+            .iter()
+            .map(|&(doc, _)| &index.docs[doc as usize])
+            .filter(|d| !d.abandoned)
+            .map(|d| d.id.clone())
+            .collect();
+        let mut texts: HashMap<String, String> = self
+            .store
+            .messages_by_id(&self.info.id, &active)?
             .into_iter()
-            .map(|(i, score)| {
-                let m = &log[i];
-                let tool = m
-                    .message
-                    .name
-                    .clone()
-                    .or_else(|| {
-                        m.message
-                            .tool_call_id
-                            .as_deref()
-                            .and_then(|id| tools_by_call.get(id))
-                            .map(|s| (*s).to_owned())
-                    })
-                    .or_else(|| m.message.calls().first().map(|c| c.name.clone()));
+            .map(|m| (m.id, searchable(&m.message)))
+            .collect();
+        let mut candidates = Vec::with_capacity(ranked.len());
+        for (doc, score) in ranked {
+            let d = &index.docs[doc as usize];
+            let text = match texts.remove(&d.id) {
+                Some(text) => text,
+                None => match self
+                    .store
+                    .session_log(&self.info.id, d.seq, true)?
+                    .into_iter()
+                    .next()
+                    .filter(|m| m.id == d.id)
+                {
+                    Some(m) => searchable(&m.message),
+                    None => continue,
+                },
+            };
+            let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
+            candidates.push((doc, if exact { score + 1_000.0 } else { score }, text));
+        }
+        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        candidates.truncate(limit);
+        let in_view = self.verbatim_in_view()?;
+        Ok(candidates
+            .into_iter()
+            .map(|(doc, score, text)| {
+                let d = &index.docs[doc as usize];
                 HistoryHit {
-                    id: m.id.clone(),
-                    seq: m.seq,
-                    role: m.message.role.to_string(),
-                    tool,
-                    time: format_time(m.created_at),
-                    snippet: snippet(&texts[i], &needles),
-                    in_view: in_view.contains(&m.id),
-                    abandoned: m.abandoned,
+                    id: d.id.clone(),
+                    seq: d.seq,
+                    role: d.role.clone(),
+                    tool: d.tool.clone(),
+                    time: format_time(d.created_at),
+                    snippet: snippet(&text, &needles),
+                    in_view: !d.abandoned && in_view.as_ref().is_none_or(|ids| ids.contains(&d.id)),
+                    abandoned: d.abandoned,
                     score: (score * 1000.0).round() / 1000.0,
                 }
             })
@@ -222,45 +390,56 @@ impl Session<'_> {
         selection: &HistorySelection,
         max_tokens: usize,
     ) -> Result<HistoryRead, SessionError> {
-        let log = self.whole_log()?;
-        let by_id: HashMap<&str, usize> = log
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.id.as_str(), i))
-            .collect();
         let mut not_found = Vec::new();
-        let wanted: Vec<usize> = match selection {
+        let wanted: Vec<LoggedMessage> = match selection {
             HistorySelection::Ids(ids) => {
                 let mut seen = HashSet::new();
-                ids.iter()
+                let ids: Vec<String> = ids
+                    .iter()
                     .filter(|id| seen.insert(id.as_str()))
-                    .filter_map(|id| {
-                        let found = by_id.get(id.as_str()).copied();
-                        if found.is_none() {
-                            not_found.push(id.clone());
+                    .cloned()
+                    .collect();
+                let mut found: HashMap<String, LoggedMessage> = self
+                    .store
+                    .messages_by_id(&self.info.id, &ids)?
+                    .into_iter()
+                    .map(|m| (m.id.clone(), m))
+                    .collect();
+                if found.len() < ids.len() {
+                    // Set aside by a restore, or not the session's: the whole log says which.
+                    for m in self.whole_log()? {
+                        if m.abandoned && seen.contains(m.id.as_str()) {
+                            found.insert(m.id.clone(), m);
                         }
-                        found
+                    }
+                }
+                ids.into_iter()
+                    .filter_map(|id| {
+                        let m = found.remove(&id);
+                        if m.is_none() {
+                            not_found.push(id);
+                        }
+                        m
                     })
                     .collect()
             }
             HistorySelection::Range { from, to } => {
-                let start = by_id.get(from.as_str()).copied();
+                let log = self.whole_log()?;
+                let at = |id: &str| log.iter().position(|m| m.id == id);
+                let start = at(from);
                 let end = match to {
-                    Some(to) => by_id.get(to.as_str()).copied(),
+                    Some(to) => at(to),
                     None => log.len().checked_sub(1),
                 };
+                if start.is_none() {
+                    not_found.push(from.clone());
+                }
+                if let (None, Some(to)) = (end, to) {
+                    not_found.push(to.clone());
+                }
                 match (start, end) {
-                    (Some(s), Some(e)) if s <= e => (s..=e).collect(),
-                    (Some(_), Some(_)) => Vec::new(),
-                    (s, e) => {
-                        if s.is_none() {
-                            not_found.push(from.clone());
-                        }
-                        if let (None, Some(to)) = (e, to) {
-                            not_found.push(to.clone());
-                        }
-                        Vec::new()
-                    }
+                    (Some(s), Some(e)) if s <= e => log[s..=e].to_vec(),
+                    _ => Vec::new(),
                 }
             }
         };
@@ -268,8 +447,7 @@ impl Session<'_> {
         let mut used = 0;
         let mut left_out = Vec::new();
         let mut note = None;
-        for (n, &i) in wanted.iter().enumerate() {
-            let m = &log[i];
+        for (n, m) in wanted.iter().enumerate() {
             let entry = |message: Value| {
                 json!({
                     "id": m.id,
