@@ -902,7 +902,6 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
     );
 
     // The index the first search built follows later appends and restores.
-    drop(call);
     s.checkpoint("before-wombat").expect("checkpoint");
     s.append(vec![Message::user("the wombatword is new")])
         .expect("append");
