@@ -81,6 +81,13 @@ pub(crate) enum Command {
     /// tenant on loopback only; with them, each key's tenant has its own database beside the
     /// store's. SIGTERM or Ctrl-C drains requests, runs the shutdown consolidation and exits.
     Serve(ServeArgs),
+    /// Serve the agent's tools over MCP on standard input and output, for MCP hosts (Claude
+    /// Desktop, Claude Code, Cursor, VS Code, goose...): search_history, read_history,
+    /// compact_history, context_status, memory_search, memory_add, and sessions_list.
+    ///
+    /// The host starts it with the database to use, e.g. `engram --db ~/agent.db mcp`; the
+    /// README has the configuration snippet.
+    Mcp(McpArgs),
 
     /// Count a conversation's tokens: per message, in total, as a share of the model's window,
     /// and its estimated input cost.
@@ -329,6 +336,14 @@ pub(crate) enum BenchCommand {
     /// messages (the file's, repeated) in a SQLite store, then one search per query (a rare
     /// word of every 100th message); median, p90 and max.
     History(BenchHistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// Bind every call to this session (the tools then take no `session` argument);
+    /// without it, each call names its session and `sessions_list` lists them.
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: Option<String>,
 }
 
 #[derive(Debug, Args)]

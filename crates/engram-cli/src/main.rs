@@ -34,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Serve(args) => serve::run(&cli.global, args),
+        Command::Mcp(args) => serve::run_mcp(&cli.global, args),
         Command::Count(args) => count::run(&cli.global, args),
         Command::Compact(args) => compact::run(&cli.global, args),
         Command::Models(args) => models::run(&cli.global, args),

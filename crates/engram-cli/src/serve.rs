@@ -5,7 +5,7 @@ use std::time::Duration;
 use engram::sleep::SleepSettings;
 use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_model_window, parse_store_url};
 
-use crate::cli::{GlobalArgs, ServeArgs};
+use crate::cli::{GlobalArgs, McpArgs, ServeArgs};
 use crate::user_error;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
@@ -122,6 +122,40 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         .build()?;
     runtime
         .block_on(engram_server::serve(serve))
+        .map_err(|e| user_error!("{e}"))?;
+    Ok(())
+}
+
+/// `engram mcp`: the agent's tools over MCP on standard input and output. Standard output is
+/// the protocol's: everything else goes to standard error.
+pub(crate) fn run_mcp(global: &GlobalArgs, args: &McpArgs) -> anyhow::Result<()> {
+    let config = crate::config::load(global)?;
+    let registry = crate::registry::load(global)?;
+    let path = crate::memory::db_path(global)?;
+    let store = engram_store::SqliteStore::open(&path)?;
+    if let Some(id) = &args.session
+        && engram::session::SessionStore::session(&store, id)?.is_none()
+    {
+        return Err(user_error!(
+            "--session {id}: no such session in {} (`engram session list` shows them)",
+            path.display()
+        ));
+    }
+    let summarizer =
+        crate::summarizer::from_args(&registry, &crate::cli::SummarizerArgs::default(), &config)?
+            .map(|s| s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);
+    let server = engram_server::mcp::EngramMcp::new(
+        std::sync::Arc::new(store),
+        registry,
+        config.session_policy(),
+        summarizer,
+        args.session.clone(),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(server.serve_stdio())
         .map_err(|e| user_error!("{e}"))?;
     Ok(())
 }

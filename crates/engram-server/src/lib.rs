@@ -16,6 +16,7 @@
 
 mod api;
 mod auth;
+pub mod mcp;
 mod metrics;
 mod proxy;
 

@@ -1,0 +1,213 @@
+//! `engram mcp`: the agent's tools as an MCP server (the official Rust SDK, `rmcp`).
+//!
+//! A thin adapter: the tool list is [`engram::tools::definitions`] (plus `sessions_list` when
+//! the server is not bound to one session) and every call goes to
+//! [`Session::handle_tool_call`], the dispatcher the CLI, the REST API and Python use. Bad
+//! arguments come back as a tool error (`isError`), never as a protocol error; an unknown
+//! session is a tool error that names `sessions_list`.
+
+use std::sync::Arc;
+
+use engram::compact::CompactOptions;
+use engram::compact::summarize::Summarizer;
+use engram::session::{EngramStore, Session, SessionPolicy};
+use engram::{ModelRegistry, tools};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+/// The tool that lists the sessions, offered when the server serves more than one.
+pub const SESSIONS_LIST: &str = "sessions_list";
+
+/// What the MCP server serves: a store, and optionally the one session every call is about.
+#[derive(Clone)]
+pub struct EngramMcp {
+    store: Arc<dyn EngramStore>,
+    registry: Arc<ModelRegistry>,
+    policy: SessionPolicy,
+    summarizer: Option<Arc<dyn Summarizer>>,
+    session: Option<String>,
+}
+
+impl std::fmt::Debug for EngramMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngramMcp")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngramMcp {
+    /// A server over `store`; `session` binds every call to that session.
+    pub fn new(
+        store: Arc<dyn EngramStore>,
+        registry: ModelRegistry,
+        policy: SessionPolicy,
+        summarizer: Option<Arc<dyn Summarizer>>,
+        session: Option<String>,
+    ) -> Self {
+        EngramMcp {
+            store,
+            registry: Arc::new(registry),
+            policy,
+            summarizer,
+            session,
+        }
+    }
+
+    /// Serves MCP on standard input and output until the client closes them.
+    pub async fn serve_stdio(self) -> Result<(), String> {
+        let running = self
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| format!("MCP start-up: {e}"))?;
+        running.waiting().await.map_err(|e| format!("MCP: {e}"))?;
+        Ok(())
+    }
+
+    /// The tools' definitions as `tools/list` gives them.
+    fn tool_list(&self) -> Vec<Value> {
+        let mut list: Vec<Value> = tools::definitions()
+            .iter()
+            .map(|d| {
+                let mut schema = d.parameters.clone();
+                if self.session.is_some()
+                    && let Some(props) = schema["properties"].as_object_mut()
+                {
+                    // Bound to one session: the argument would only be a way to get it wrong.
+                    props.remove("session");
+                }
+                json!({"name": d.name, "description": d.description, "inputSchema": schema})
+            })
+            .collect();
+        if self.session.is_none() {
+            list.push(json!({
+                "name": SESSIONS_LIST,
+                "description": "Lists the sessions of this store (id, name, model, messages, last update), newest first; pass one's id as `session` to the other tools.",
+                "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+            }));
+        }
+        list
+    }
+
+    /// Runs one call; the text and whether it is a tool error.
+    fn run(&self, name: &str, arguments: Value) -> Result<(String, bool), String> {
+        if name == SESSIONS_LIST && self.session.is_none() {
+            let sessions = self.store.sessions().map_err(|e| e.to_string())?;
+            let list: Vec<Value> = sessions
+                .iter()
+                .map(|s| {
+                    json!({
+                        "id": s.id, "name": s.name, "model": s.model, "messages": s.messages,
+                        "updated_at": engram::store::format_time(s.updated_at),
+                    })
+                })
+                .collect();
+            return Ok((
+                serde_json::to_string_pretty(&json!({ "sessions": list })).unwrap_or_default(),
+                false,
+            ));
+        }
+        if !tools::TOOL_NAMES.contains(&name) {
+            return Ok((
+                format!(
+                    "unknown tool {name:?}; engram's tools are {}",
+                    tools::TOOL_NAMES.join(", ")
+                ),
+                true,
+            ));
+        }
+        let id = match (
+            &self.session,
+            arguments.get("session").and_then(Value::as_str),
+        ) {
+            (Some(bound), _) => bound.clone(),
+            (None, Some(id)) => id.to_owned(),
+            (None, None) => {
+                return Ok((
+                    format!(
+                        "{name}: `session` is required: the session's id ({SESSIONS_LIST} lists them)"
+                    ),
+                    true,
+                ));
+            }
+        };
+        let mut arguments = arguments;
+        if self.session.is_none()
+            && let Some(map) = arguments.as_object_mut()
+        {
+            map.remove("session");
+        }
+        let session =
+            match Session::open_with(self.store.as_ref(), &id, &self.registry, self.policy) {
+                Ok(s) => s,
+                Err(engram::session::SessionError::Store(engram::StoreError::NotFound(m))) => {
+                    return Ok((format!("{name}: {m} ({SESSIONS_LIST} lists them)"), true));
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+        let mut options = CompactOptions::new(session.info().window);
+        options.summarizer.clone_from(&self.summarizer);
+        let mut session = session.with_options(options);
+        match session.handle_tool_call(name, &arguments) {
+            Some(Ok(reply)) => Ok((reply.text, reply.is_error)),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Ok((format!("unknown tool {name:?}"), true)),
+        }
+    }
+}
+
+impl ServerHandler for EngramMcp {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = serde_json::from_value(json!({"tools": {}})).unwrap_or_default();
+        let server = serde_json::from_value(json!({
+            "name": "engram",
+            "version": env!("CARGO_PKG_VERSION"),
+        }))
+        .unwrap_or_default();
+        InitializeResult::new(capabilities)
+            .with_server_info(server)
+            .with_instructions(
+                "engram keeps this conversation's whole history. When your context says a tool output was archived or earlier messages were consolidated, search_history finds them and read_history reads them back verbatim; context_status says how full your context is and compact_history frees room.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        serde_json::from_value(json!({ "tools": self.tool_list() }))
+            .map_err(|e| ErrorData::internal_error(format!("tool list: {e}"), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let server = self.clone();
+        let outcome = tokio::task::spawn_blocking(move || server.run(&name, arguments))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("tool call: {e}"), None))?;
+        let (text, is_error) = match outcome {
+            Ok(reply) => reply,
+            Err(e) => {
+                tracing::error!(error = %e, "MCP tool call failed");
+                (format!("engram could not answer: {e}"), true)
+            }
+        };
+        let result: CallToolResult = serde_json::from_value(json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": is_error,
+        }))
+        .map_err(|e| ErrorData::internal_error(format!("tool result: {e}"), None))?;
+        Ok(result.into())
+    }
+}
