@@ -77,7 +77,8 @@ impl GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve engram over HTTP: sessions, context, compaction, memory (REST, JSON; OpenAPI at
-    /// /openapi.json; Prometheus metrics at /metrics). Without --api-keys it serves one local
+    /// /openapi.json; Prometheus metrics at /metrics; the agent's tools over MCP at /mcp).
+    /// Without --api-keys it serves one local
     /// tenant on loopback only; with them, each key's tenant has its own database beside the
     /// store's. SIGTERM or Ctrl-C drains requests, runs the shutdown consolidation and exits.
     Serve(ServeArgs),

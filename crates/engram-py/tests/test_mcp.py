@@ -114,3 +114,69 @@ def test_an_mcp_client_gets_back_what_compaction_took(tmp_path, bound):
     # The reads wrote nothing: the one compaction is compact_history's.
     store = engram.Store(str(db))
     assert len(store.session("agent").show()["compactions"]) == 1
+
+
+async def drive_http(base: str, key: str | None, session_id: str) -> dict:
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    out: dict = {}
+    async with create_mcp_http_client(headers=headers) as http:
+        async with streamable_http_client(f"{base}/mcp", http_client=http) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                out["tools"] = [t.name for t in (await client.list_tools()).tools]
+                found = await client.call_tool("search_history",
+                                               {"query": "zebracorn", "session": session_id})
+                out["found"] = (found.content[0].text, found.is_error)
+                listed = await client.call_tool("sessions_list", {})
+                out["sessions"] = json.loads(listed.content[0].text)["sessions"]
+    return out
+
+
+def test_mcp_over_http_answers_each_tenant_for_its_own_sessions(tmp_path):
+    import urllib.error
+    import urllib.request
+
+    from test_proxy import start_engram
+
+    keys = tmp_path / "keys.txt"
+    keys.write_text("alpha:key-alpha-0123456789\nbeta:key-beta-0123456789\n")
+    proc, base = start_engram("--api-keys", str(keys))
+    try:
+        def rest(method: str, path: str, body: dict, key: str) -> dict:
+            req = urllib.request.Request(f"{base}{path}", method=method, data=json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {key}",
+                                                  "Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())
+
+        created = rest("POST", "/v1/sessions", {"id": "shared-name"}, "key-alpha-0123456789")
+        rest("POST", f"/v1/sessions/{created['id']}/messages",
+             {"messages": [{"role": "user", "content": "the zebracorn bug is back"}]},
+             "key-alpha-0123456789")
+        alpha = anyio.run(drive_http, base, "key-alpha-0123456789", "shared-name")
+        assert "search_history" in alpha["tools"] and "sessions_list" in alpha["tools"]
+        text, err = alpha["found"]
+        assert not err and "zebracorn" in text, text
+        assert [s["id"] for s in alpha["sessions"]] == ["shared-name"]
+
+        # Another tenant does not see it: no such session, and an empty list.
+        beta = anyio.run(drive_http, base, "key-beta-0123456789", "shared-name")
+        text, err = beta["found"]
+        assert err and "no session" in text, text
+        assert beta["sessions"] == []
+
+        # No key, or a wrong one: refused before MCP, as REST is.
+        for key in (None, "key-wrong"):
+            req = urllib.request.Request(f"{base}/mcp", method="POST", data=b"{}",
+                                         headers={"Content-Type": "application/json",
+                                                  "Accept": "application/json, text/event-stream",
+                                                  **({"Authorization": f"Bearer {key}"} if key else {})})
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=30)
+            assert e.value.code == 401
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -125,8 +125,9 @@ fn ok(value: Value) -> ApiResult {
 }
 
 /// The tenant a request was authenticated as.
+/// The tenant an API key names (on the request, for the handlers and for MCP).
 #[derive(Clone)]
-struct Tenant(String);
+pub(crate) struct Tenant(pub(crate) String);
 
 pub(crate) fn router(app: Arc<App>) -> Router {
     let limit = app.config.max_body_bytes;
@@ -151,6 +152,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/memory/search", get(search))
         .route("/v1/memory/sleep", post(sleep))
         .route("/v1/memory/log", get(log))
+        .nest_service("/mcp", crate::mcp::http_service(Arc::clone(&app)))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,

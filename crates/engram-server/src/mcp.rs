@@ -1,4 +1,7 @@
-//! `engram mcp`: the agent's tools as an MCP server (the official Rust SDK, `rmcp`).
+//! The agent's tools as an MCP server (the official Rust SDK, `rmcp`): over standard input and
+//! output for desktop hosts (`engram mcp`), and over streamable HTTP at `/mcp` in
+//! `engram serve`, behind the same API keys and tenants as the REST API (each call opens the
+//! store of the tenant its key names, and holds the session's write lock).
 //!
 //! A thin adapter: the tool list is [`engram::tools::definitions`] (plus `sessions_list` when
 //! the server is not bound to one session) and every call goes to
@@ -23,14 +26,47 @@ use serde_json::{Value, json};
 /// The tool that lists the sessions, offered when the server serves more than one.
 pub const SESSIONS_LIST: &str = "sessions_list";
 
-/// What the MCP server serves: a store, and optionally the one session every call is about.
+/// What the MCP server serves: a store (or the server's tenants' stores), and optionally the
+/// one session every call is about.
 #[derive(Clone)]
 pub struct EngramMcp {
-    store: Arc<dyn EngramStore>,
+    backing: Backing,
     registry: Arc<ModelRegistry>,
     policy: SessionPolicy,
     summarizer: Option<Arc<dyn Summarizer>>,
     session: Option<String>,
+}
+
+/// Where the sessions are.
+#[derive(Clone)]
+enum Backing {
+    /// One store (`engram mcp`).
+    Store(Arc<dyn EngramStore>),
+    /// The server's tenants (`/mcp` in `engram serve`).
+    Served(Arc<crate::App>),
+}
+
+/// The MCP endpoint for `engram serve` (streamable HTTP), answering for every tenant.
+pub(crate) fn http_service(
+    app: Arc<crate::App>,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    EngramMcp,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    let keys = app.config.api_keys.is_some();
+    let server = EngramMcp::served(app);
+    let mut config = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
+    if keys {
+        // The API keys guard the endpoint, as they guard the REST API: any Host may reach it.
+        // Without keys the server is on loopback, and the Host check (localhost, 127.0.0.1,
+        // ::1) keeps a web page's DNS rebinding away from the agent's history.
+        config = config.disable_allowed_hosts();
+    }
+    rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::default(),
+        config,
+    )
 }
 
 impl std::fmt::Debug for EngramMcp {
@@ -51,11 +87,22 @@ impl EngramMcp {
         session: Option<String>,
     ) -> Self {
         EngramMcp {
-            store,
+            backing: Backing::Store(store),
             registry: Arc::new(registry),
             policy,
             summarizer,
             session,
+        }
+    }
+
+    /// The server's tenants, with its registry, policy and summarizer.
+    pub(crate) fn served(app: Arc<crate::App>) -> Self {
+        EngramMcp {
+            registry: Arc::new(app.config.registry.clone()),
+            policy: *app.config.policy(),
+            summarizer: app.config.summarizer().cloned(),
+            session: None,
+            backing: Backing::Served(app),
         }
     }
 
@@ -94,10 +141,27 @@ impl EngramMcp {
         list
     }
 
-    /// Runs one call; the text and whether it is a tool error.
-    fn run(&self, name: &str, arguments: Value) -> Result<(String, bool), String> {
+    /// Runs one call for `tenant` (the REST API's tenant, when served); the text and whether
+    /// it is a tool error.
+    fn run(
+        &self,
+        tenant: Option<&str>,
+        name: &str,
+        arguments: Value,
+    ) -> Result<(String, bool), String> {
+        let (store, lock_of): (Arc<dyn EngramStore>, Option<(&crate::App, &str)>) =
+            match (&self.backing, tenant) {
+                (Backing::Store(store), _) => (Arc::clone(store), None),
+                (Backing::Served(app), Some(tenant)) => {
+                    let opened = app.tenant_store(tenant)?;
+                    (Arc::clone(&opened.store), Some((app.as_ref(), tenant)))
+                }
+                (Backing::Served(_), None) => {
+                    return Err("no tenant on the request".to_owned());
+                }
+            };
         if name == SESSIONS_LIST && self.session.is_none() {
-            let sessions = self.store.sessions().map_err(|e| e.to_string())?;
+            let sessions = store.sessions().map_err(|e| e.to_string())?;
             let list: Vec<Value> = sessions
                 .iter()
                 .map(|s| {
@@ -142,14 +206,18 @@ impl EngramMcp {
         {
             map.remove("session");
         }
-        let session =
-            match Session::open_with(self.store.as_ref(), &id, &self.registry, self.policy) {
-                Ok(s) => s,
-                Err(engram::session::SessionError::Store(engram::StoreError::NotFound(m))) => {
-                    return Ok((format!("{name}: {m} ({SESSIONS_LIST} lists them)"), true));
-                }
-                Err(e) => return Err(e.to_string()),
-            };
+        // Served, a call holds the session's write lock as a REST request does.
+        let lock = lock_of.map(|(app, tenant)| app.session_lock(tenant, &id));
+        let _guard = lock
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()));
+        let session = match Session::open_with(store.as_ref(), &id, &self.registry, self.policy) {
+            Ok(s) => s,
+            Err(engram::session::SessionError::Store(engram::StoreError::NotFound(m))) => {
+                return Ok((format!("{name}: {m} ({SESSIONS_LIST} lists them)"), true));
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         let mut options = CompactOptions::new(session.info().window);
         options.summarizer.clone_from(&self.summarizer);
         let mut session = session.with_options(options);
@@ -188,14 +256,22 @@ impl ServerHandler for EngramMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        // Served, the tenant the API key named (the authentication middleware put it on the
+        // HTTP request, which rmcp hands over with the call).
+        let tenant = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::api::Tenant>())
+            .map(|t| t.0.clone());
         let server = self.clone();
-        let outcome = tokio::task::spawn_blocking(move || server.run(&name, arguments))
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("tool call: {e}"), None))?;
+        let outcome =
+            tokio::task::spawn_blocking(move || server.run(tenant.as_deref(), &name, arguments))
+                .await
+                .map_err(|e| ErrorData::internal_error(format!("tool call: {e}"), None))?;
         let (text, is_error) = match outcome {
             Ok(reply) => reply,
             Err(e) => {
