@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Recoverable recall: what compaction keeps in context, plus what the agent gets back with one
+`search_history` call.
+
+The evaluation harness's trajectory task (../shared/eval/engram_eval.py) asks, at points of a real
+agent trajectory compacted to a budget, which identifiers of the next action are still in the context
+("recall"). Here each probe is also stored as an engram session, and every identifier the context
+lost is looked up with one `search_history` call with that identifier as the query: it counts as
+recovered when one of the hits is a message that holds it. "Recoverable recall" is the share of
+identifiers in the context or recovered.
+
+    cargo build --release -p engram-cli; pip install ./crates/engram-py tiktoken
+    python3 scripts/bench_recover.py --data ../shared/data/dev --engram-bin target/release/engram
+
+The probes, budgets and identifier rules are the harness's own (imported from --eval-dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+
+def load_harness(path: str):
+    spec = importlib.util.spec_from_file_location("engram_eval", os.path.join(path, "engram_eval.py"))
+    if spec is None or spec.loader is None:
+        sys.exit(f"cannot load the harness from {path}: pass --eval-dir")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["engram_eval"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="the dev data directory")
+    ap.add_argument("--eval-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval"))
+    ap.add_argument("--datasets", default="minisweagent_swebv_gemini3pro,sweagent_demos,taubench_gpt4o_airline")
+    ap.add_argument("--max-probes", type=int, default=6, help="probes per trajectory (the harness's default)")
+    ap.add_argument("--limit", type=int, default=5, help="hits per search_history call")
+    ap.add_argument("--engram-bin", default="target/release/engram",
+                    help="the engram binary that compacts, as the harness runs it")
+    args = ap.parse_args()
+
+    harness = load_harness(os.path.abspath(args.eval_dir))
+    import engram
+
+    compact = harness.ExternalSystem(args.engram_bin, [], 120.0)
+
+    rows = []
+    for name in args.datasets.split(","):
+        convs = harness.load_jsonl(os.path.join(args.data, f"{name}.jsonl"), None)
+        stats: dict = {}
+        budgets = harness.traj_budgets_for(name, {})
+        items = harness.build_trajectory_items(name, convs, budgets, args.max_probes, stats)
+        store = engram.Store(":memory:")
+        targets = in_context = recovered = searches = 0
+        per_probe: list[tuple[float, float]] = []
+        search_ms: list[float] = []
+        started = time.perf_counter()
+        for n, it in enumerate(items):
+            out, _ = compact([dict(m) for m in it.messages], it.budget, it.query, it.task)
+            kept = set()
+            for m in out:
+                kept |= harness.salient_tokens(harness.msg_text(m))
+            present = it.targets & kept
+            targets += len(it.targets)
+            in_context += len(present)
+            missing = it.targets - present
+            if not missing:
+                per_probe.append((1.0, 1.0))
+                continue
+            found_before = recovered
+            session = store.new_session("gpt-4o", window=10_000_000, id=f"p{n}")
+            session.append(*[{k: v for k, v in m.items() if k != "id"} for m in it.messages])
+            log = {m["id"]: m for m in session.log()}
+            for target in sorted(missing):
+                t0 = time.perf_counter()
+                reply = session.tool("search_history", {"query": target, "limit": args.limit})
+                search_ms.append((time.perf_counter() - t0) * 1000)
+                searches += 1
+                if reply is None or reply["is_error"]:
+                    continue
+                for hit in json.loads(reply["content"])["hits"]:
+                    message = log.get(hit["id"])
+                    if message and target in harness.salient_tokens(harness.msg_text(message)):
+                        recovered += 1
+                        break
+            back = recovered - found_before
+            per_probe.append((len(present) / len(it.targets), (len(present) + back) / len(it.targets)))
+        search_ms.sort()
+        rows.append({
+            "dataset": name, "budget": budgets[0], "probes": len(items), "targets": targets,
+            "recall": round(sum(p[0] for p in per_probe) / len(per_probe), 3) if per_probe else None,
+            "recoverable_recall": (round(sum(p[1] for p in per_probe) / len(per_probe), 3)
+                                   if per_probe else None),
+            "identifiers_recall": round(in_context / targets, 3) if targets else None,
+            "identifiers_recoverable": round((in_context + recovered) / targets, 3) if targets else None,
+            "searches": searches,
+            "search_median_ms": round(search_ms[len(search_ms) // 2], 2) if search_ms else None,
+            "seconds": round(time.perf_counter() - started, 1),
+        })
+        print(json.dumps(rows[-1]), flush=True)
+    print()
+    print("Per probe, as the harness averages; then over all identifiers.")
+    print("| dataset | budget | probes | identifiers | recall | recoverable recall | recall (identifiers) | recoverable (identifiers) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['dataset']} | {r['budget']} | {r['probes']} | {r['targets']} | {r['recall']} | "
+              f"{r['recoverable_recall']} | {r['identifiers_recall']} | {r['identifiers_recoverable']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
