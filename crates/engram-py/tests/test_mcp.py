@@ -57,6 +57,7 @@ async def drive(args: list[str]) -> dict:
             await client.initialize()
             out["tools"] = [t.name for t in (await client.list_tools()).tools]
             session_arg = {} if "--session" in args else {"session": "agent"}
+            out["resources"] = sorted(str(r.uri) for r in (await client.list_resources()).resources)
 
             async def call(name: str, arguments: dict):
                 result = await client.call_tool(name, {**arguments, **session_arg})
@@ -71,6 +72,15 @@ async def drive(args: list[str]) -> dict:
                                                          "max_tokens": 10_000})
                 out["read"] = (json.loads(text), err)
             out["bad"] = await call("search_history", {"query": "x", "limit": "lots"})
+            view = await client.read_resource("engram://sessions/agent/view")
+            out["view"] = json.loads(view.contents[0].text)
+            records = await client.read_resource("engram://sessions/agent/compactions")
+            out["records"] = json.loads(records.contents[0].text)
+            try:
+                await client.read_resource("engram://sessions/ghost/view")
+                out["ghost"] = "read"
+            except Exception as e:  # noqa: BLE001 - the SDK raises its McpError
+                out["ghost"] = str(e)
             out["status"] = await call("context_status", {})
             out["add"] = await call("memory_add", {"content": "the quasimodular cache needs a flush"})
             out["memory"] = await call("memory_search", {"query": "quasimodular"})
@@ -93,6 +103,12 @@ def test_an_mcp_client_gets_back_what_compaction_took(tmp_path, bound):
                 "memory_search", "memory_add"]
     assert out["tools"] == expected + ([] if bound else ["sessions_list"])
     assert out["compact"][0].startswith("Successfully compacted"), out["compact"]
+    assert out["resources"] == ["engram://sessions/agent/compactions", "engram://sessions/agent/view"]
+    assert out["view"]["session_id"] == "agent" and out["view"]["messages"][0]["content"] == (
+        "You are a coding agent.")
+    assert any(m.get("engram", {}).get("kind") == "summary" for m in out["view"]["messages"]), out["view"]
+    assert len(out["records"]["compactions"]) == 1
+    assert "no resource" in out["ghost"], out["ghost"]
     found, err = out["found"]
     assert not err, found
     assert found["hits"][0]["in_view"] is False
@@ -132,6 +148,7 @@ async def drive_http(base: str, key: str | None, session_id: str) -> dict:
                 out["found"] = (found.content[0].text, found.is_error)
                 listed = await client.call_tool("sessions_list", {})
                 out["sessions"] = json.loads(listed.content[0].text)["sessions"]
+                out["resources"] = [str(r.uri) for r in (await client.list_resources()).resources]
     return out
 
 
@@ -161,12 +178,13 @@ def test_mcp_over_http_answers_each_tenant_for_its_own_sessions(tmp_path):
         text, err = alpha["found"]
         assert not err and "zebracorn" in text, text
         assert [s["id"] for s in alpha["sessions"]] == ["shared-name"]
+        assert len(alpha["resources"]) == 2
 
         # Another tenant does not see it: no such session, and an empty list.
         beta = anyio.run(drive_http, base, "key-beta-0123456789", "shared-name")
         text, err = beta["found"]
         assert err and "no session" in text, text
-        assert beta["sessions"] == []
+        assert beta["sessions"] == [] and beta["resources"] == []
 
         # No key, or a wrong one: refused before MCP, as REST is.
         for key in (None, "key-wrong"):

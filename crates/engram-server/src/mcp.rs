@@ -16,8 +16,9 @@ use engram::compact::summarize::Summarizer;
 use engram::session::{EngramStore, Session, SessionPolicy};
 use engram::{ModelRegistry, tools};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, InitializeResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
@@ -149,17 +150,11 @@ impl EngramMcp {
         name: &str,
         arguments: Value,
     ) -> Result<(String, bool), String> {
-        let (store, lock_of): (Arc<dyn EngramStore>, Option<(&crate::App, &str)>) =
-            match (&self.backing, tenant) {
-                (Backing::Store(store), _) => (Arc::clone(store), None),
-                (Backing::Served(app), Some(tenant)) => {
-                    let opened = app.tenant_store(tenant)?;
-                    (Arc::clone(&opened.store), Some((app.as_ref(), tenant)))
-                }
-                (Backing::Served(_), None) => {
-                    return Err("no tenant on the request".to_owned());
-                }
-            };
+        let store = self.store_for(tenant)?;
+        let lock_of = match (&self.backing, tenant) {
+            (Backing::Served(app), Some(tenant)) => Some((app.as_ref(), tenant)),
+            _ => None,
+        };
         if name == SESSIONS_LIST && self.session.is_none() {
             let sessions = store.sessions().map_err(|e| e.to_string())?;
             let list: Vec<Value> = sessions
@@ -229,9 +224,110 @@ impl EngramMcp {
     }
 }
 
+/// A resource's address: `engram://sessions/{id}/view` or `.../compactions`.
+fn resource_uri(id: &str, what: &str) -> String {
+    format!("engram://sessions/{id}/{what}")
+}
+
+impl EngramMcp {
+    /// The store a call works on: the one store, or the tenant's when served.
+    fn store_for(&self, tenant: Option<&str>) -> Result<Arc<dyn EngramStore>, String> {
+        match (&self.backing, tenant) {
+            (Backing::Store(store), _) => Ok(Arc::clone(store)),
+            (Backing::Served(app), Some(tenant)) => {
+                Ok(Arc::clone(&app.tenant_store(tenant)?.store))
+            }
+            (Backing::Served(_), None) => Err("no tenant on the request".to_owned()),
+        }
+    }
+
+    /// Each session's view and compaction records (the bound session's only, when bound).
+    fn resource_list(&self, tenant: Option<&str>) -> Result<Vec<Value>, String> {
+        let store = self.store_for(tenant)?;
+        let ids: Vec<String> = match &self.session {
+            Some(id) => vec![id.clone()],
+            None => store
+                .sessions()
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|s| s.id)
+                .collect(),
+        };
+        Ok(ids
+            .iter()
+            .flat_map(|id| {
+                [
+                    json!({
+                        "uri": resource_uri(id, "view"),
+                        "name": format!("session {id}: view"),
+                        "description": "The messages in the session's context now, with where each came from",
+                        "mimeType": "application/json",
+                    }),
+                    json!({
+                        "uri": resource_uri(id, "compactions"),
+                        "name": format!("session {id}: compactions"),
+                        "description": "The session's compactions: when, why, tokens before and after, what each covered",
+                        "mimeType": "application/json",
+                    }),
+                ]
+            })
+            .collect())
+    }
+
+    /// A resource's text; `Ok(None)` when there is no such resource.
+    fn read(&self, tenant: Option<&str>, uri: &str) -> Result<Option<String>, String> {
+        let Some((id, what)) = uri
+            .strip_prefix("engram://sessions/")
+            .and_then(|rest| rest.rsplit_once('/'))
+        else {
+            return Ok(None);
+        };
+        if self.session.as_deref().is_some_and(|bound| bound != id) {
+            return Ok(None);
+        }
+        let store = self.store_for(tenant)?;
+        let session = match Session::open_with(store.as_ref(), id, &self.registry, self.policy) {
+            Ok(s) => s,
+            Err(engram::session::SessionError::Store(engram::StoreError::NotFound(_))) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let value = match what {
+            "view" => {
+                let view = session.view().map_err(|e| e.to_string())?;
+                json!({
+                    "session_id": id,
+                    "tokens": view.tokens,
+                    "compaction_id": view.compaction_id,
+                    "messages": view.messages.iter().map(|m| m.to_value(false)).collect::<Vec<_>>(),
+                })
+            }
+            "compactions" => json!({
+                "session_id": id,
+                "compactions": store.compactions(id, false).map_err(|e| e.to_string())?,
+            }),
+            _ => return Ok(None),
+        };
+        Ok(Some(
+            serde_json::to_string_pretty(&value).unwrap_or_default(),
+        ))
+    }
+}
+
+/// The tenant the API key named, when the call came over HTTP.
+fn tenant_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::api::Tenant>())
+        .map(|t| t.0.clone())
+}
+
 impl ServerHandler for EngramMcp {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = serde_json::from_value(json!({"tools": {}})).unwrap_or_default();
+        let capabilities =
+            serde_json::from_value(json!({"tools": {}, "resources": {}})).unwrap_or_default();
         let server = serde_json::from_value(json!({
             "name": "engram",
             "version": env!("CARGO_PKG_VERSION"),
@@ -253,6 +349,47 @@ impl ServerHandler for EngramMcp {
             .map_err(|e| ErrorData::internal_error(format!("tool list: {e}"), None))
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let tenant = tenant_of(&context);
+        let server = self.clone();
+        let list = tokio::task::spawn_blocking(move || server.resource_list(tenant.as_deref()))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("resources: {e}"), None))?
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        serde_json::from_value(json!({ "resources": list }))
+            .map_err(|e| ErrorData::internal_error(format!("resource list: {e}"), None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let tenant = tenant_of(&context);
+        let uri = request.uri;
+        let server = self.clone();
+        let wanted = uri.clone();
+        let text = tokio::task::spawn_blocking(move || server.read(tenant.as_deref(), &wanted))
+            .await
+            .map_err(|e| ErrorData::internal_error(format!("resource: {e}"), None))?
+            .map_err(|e| ErrorData::internal_error(e, None))?
+            .ok_or_else(|| {
+                ErrorData::resource_not_found(
+                    format!("no resource {uri}: resources/list lists them"),
+                    None,
+                )
+            })?;
+        let result: ReadResourceResult = serde_json::from_value(json!({
+            "contents": [{"uri": uri, "mimeType": "application/json", "text": text}],
+        }))
+        .map_err(|e| ErrorData::internal_error(format!("resource: {e}"), None))?;
+        Ok(result.into())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -262,11 +399,7 @@ impl ServerHandler for EngramMcp {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         // Served, the tenant the API key named (the authentication middleware put it on the
         // HTTP request, which rmcp hands over with the call).
-        let tenant = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<crate::api::Tenant>())
-            .map(|t| t.0.clone());
+        let tenant = tenant_of(&context);
         let server = self.clone();
         let outcome =
             tokio::task::spawn_blocking(move || server.run(tenant.as_deref(), &name, arguments))
