@@ -321,10 +321,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             let mut session = open(id)?;
             let arguments = Value::String(arguments.clone().unwrap_or_default());
             let Some(reply) = session.handle_tool_call(name, &arguments) else {
-                return Err(user_error!(
-                    "unknown tool {name:?}; engram's tools are {}",
-                    engram::tools::TOOL_NAMES.join(", ")
-                ));
+                return Err(user_error!("{}", engram::tools::unknown_tool(name)));
             };
             let reply = reply?;
             if reply.is_error {

@@ -597,14 +597,9 @@ fn extract_key_facts_json(messages_json: &str) -> Res<String> {
 #[pyfunction]
 #[pyo3(signature = (format="openai"))]
 fn compact_history_tool_json(format: &str) -> Res<String> {
-    let tool = match format {
-        "openai" => engram::tools::compact_history_tool_openai(),
-        "anthropic" => engram::tools::compact_history_tool_anthropic(),
-        other => {
-            return Err(err(format!(
-                "unknown tool format {other:?}; expected openai or anthropic"
-            )));
-        }
+    let tool = match engram::tools::SchemaFormat::from_name(format).map_err(err)? {
+        engram::tools::SchemaFormat::OpenAi => engram::tools::compact_history_tool_openai(),
+        engram::tools::SchemaFormat::Anthropic => engram::tools::compact_history_tool_anthropic(),
     };
     to_json(&tool)
 }

@@ -588,10 +588,7 @@ async fn tool_call(
     if !engram::tools::TOOL_NAMES.contains(&name.as_str()) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
-            format!(
-                "unknown tool {name:?}; engram's tools are {}",
-                engram::tools::TOOL_NAMES.join(", ")
-            ),
+            engram::tools::unknown_tool(&name),
         ));
     }
     let arguments = body(&bytes)?;

@@ -172,13 +172,7 @@ impl EngramMcp {
             ));
         }
         if !tools::TOOL_NAMES.contains(&name) {
-            return Ok((
-                format!(
-                    "unknown tool {name:?}; engram's tools are {}",
-                    tools::TOOL_NAMES.join(", ")
-                ),
-                true,
-            ));
+            return Ok((tools::unknown_tool(name), true));
         }
         let id = match (
             &self.session,
@@ -219,7 +213,7 @@ impl EngramMcp {
         match session.handle_tool_call(name, &arguments) {
             Some(Ok(reply)) => Ok((reply.text, reply.is_error)),
             Some(Err(e)) => Err(e.to_string()),
-            None => Ok((format!("unknown tool {name:?}"), true)),
+            None => Ok((tools::unknown_tool(name), true)),
         }
     }
 }

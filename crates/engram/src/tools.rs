@@ -37,6 +37,15 @@ pub const TOOL_NAMES: [&str; 6] = [
     MEMORY_ADD,
 ];
 
+/// The error for a tool engram does not have, listing the ones it has (every surface says it
+/// this way).
+pub fn unknown_tool(name: &str) -> String {
+    format!(
+        "unknown tool {name:?}; engram's tools are {}",
+        TOOL_NAMES.join(", ")
+    )
+}
+
 /// One tool: its name, what the model reads about it, and its parameters' JSON schema.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDefinition {

@@ -557,7 +557,7 @@ impl Session<'_> {
             tools::CONTEXT_STATUS => self.status_tool(args),
             tools::MEMORY_SEARCH => self.memory_search_tool(args),
             tools::MEMORY_ADD => self.memory_add_tool(args),
-            _ => Err(Failure::Arguments(format!("unknown tool {name}"))),
+            _ => Err(Failure::Arguments(tools::unknown_tool(name))),
         };
         match reply {
             Ok(reply) => Ok(reply),
