@@ -155,7 +155,7 @@ fn a_real_model_summarises_or_falls_back_cleanly_through_both_apis() {
                 assert!(
                     sent[i + 1..]
                         .iter()
-                        .any(|r| r.tool_call_id.as_deref() == Some(call.id.as_str())),
+                        .any(|r| r.tool_call_id() == Some(call.id.as_str())),
                     "{api}: call {} lost its result",
                     call.id
                 );

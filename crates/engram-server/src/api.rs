@@ -406,8 +406,10 @@ async fn append(
         return Err(ApiError::field("messages", "is empty"));
     }
     let limit = app.config.max_message_bytes;
+    let large = bytes.len() > limit;
+    drop(bytes);
     // A message is no larger than the body it came in: only a large body is measured.
-    for (i, m) in messages.iter().enumerate().filter(|_| bytes.len() > limit) {
+    for (i, m) in messages.iter().enumerate().filter(|_| large) {
         if m.to_value().to_string().len() > limit {
             return Err(ApiError {
                 status: StatusCode::PAYLOAD_TOO_LARGE,

@@ -225,7 +225,7 @@ fn pinned_prefix(messages: &[Message]) -> usize {
 
 /// True for a message the caller pinned (`"pinned": true`), kept wherever it stands.
 fn pinned_mid(m: &Message) -> bool {
-    m.extra.get("pinned") == Some(&Value::Bool(true))
+    m.extra().get("pinned") == Some(&Value::Bool(true))
 }
 
 /// The request with its first `k` messages (after the pinned ones) replaced by `summary`:

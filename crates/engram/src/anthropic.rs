@@ -34,13 +34,9 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
                 if !value.is_null() {
                     let content =
                         parse_content(value.clone()).map_err(|e| e.under_field("system"))?;
-                    conversation.messages.insert(
-                        0,
-                        Message {
-                            content: Some(content),
-                            ..Message::system("")
-                        },
-                    );
+                    conversation
+                        .messages
+                        .insert(0, Message::with_content(Role::System, Some(content)));
                 }
             }
             "messages" => {
@@ -100,10 +96,9 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
         .collect();
     let blocks = match map.get("content") {
         Some(Value::String(s)) => {
-            return Ok(vec![Message {
-                extra,
-                ..Message::new(role, s.clone())
-            }]);
+            let mut message = Message::new(role, s.clone());
+            message.set_extra(extra);
+            return Ok(vec![message]);
         }
         Some(Value::Array(blocks)) => blocks,
         Some(other) => {
@@ -130,10 +125,10 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
         match block.get("type").and_then(Value::as_str) {
             Some("tool_result") if role == Role::User => {
                 if !parts.is_empty() {
-                    out.push(Message {
-                        content: Some(Content::Parts(std::mem::take(&mut parts))),
-                        ..Message::new(role, "")
-                    });
+                    out.push(Message::with_content(
+                        role,
+                        Some(Content::Parts(std::mem::take(&mut parts))),
+                    ));
                 }
                 out.push(tool_result_to_message(block).map_err(|e| e.under_field(&field))?);
             }
@@ -155,18 +150,17 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
         }
     }
     if !parts.is_empty() || !calls.is_empty() || out.is_empty() {
-        out.push(Message {
-            content: if parts.is_empty() && !calls.is_empty() {
-                None
-            } else {
-                Some(Content::Parts(parts))
-            },
-            tool_calls: (!calls.is_empty()).then_some(calls),
-            ..Message::new(role, "")
-        });
+        let content = if parts.is_empty() && !calls.is_empty() {
+            None
+        } else {
+            Some(Content::Parts(parts))
+        };
+        let mut message = Message::with_content(role, content);
+        message.set_tool_calls((!calls.is_empty()).then_some(calls));
+        out.push(message);
     }
     if let Some(last) = out.last_mut() {
-        last.extra = extra;
+        last.set_extra(extra);
     }
     Ok(out)
 }
@@ -187,11 +181,10 @@ fn tool_result_to_message(block: &Map<String, Value>) -> Result<Message, InputEr
         .filter(|(k, _)| !matches!(k.as_str(), "type" | "tool_use_id" | "content"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    Ok(Message {
-        content: Some(content),
-        extra,
-        ..Message::tool(id, "")
-    })
+    let mut message = Message::tool(id, "");
+    message.content = Some(content);
+    message.set_extra(extra);
+    Ok(message)
 }
 
 fn tool_use_to_call(block: &Map<String, Value>) -> Result<ToolCall, InputError> {
@@ -292,7 +285,7 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
                 let extra = if message.role == Role::Tool {
                     Map::new()
                 } else {
-                    message.extra.clone()
+                    message.extra().clone()
                 };
                 messages.push(OutMessage {
                     role,
@@ -380,7 +373,12 @@ fn tool_result_block(message: &Message) -> Value {
     block.insert("type".into(), Value::String("tool_result".into()));
     block.insert(
         "tool_use_id".into(),
-        Value::String(message.tool_call_id.clone().unwrap_or_default()),
+        Value::String(
+            message
+                .tool_call_id()
+                .map(str::to_owned)
+                .unwrap_or_default(),
+        ),
     );
     let content = match &message.content {
         None => Value::String(String::new()),
@@ -388,7 +386,7 @@ fn tool_result_block(message: &Message) -> Value {
         Some(Content::Parts(parts)) => Value::Array(parts.iter().map(part_block).collect()),
     };
     block.insert("content".into(), content);
-    block.extend(message.extra.clone());
+    block.extend(message.extra().clone());
     Value::Object(block)
 }
 
@@ -488,10 +486,7 @@ mod tests {
             conversation.messages[2].calls()[0].arguments,
             r#"{"path":".","all":true}"#
         );
-        assert_eq!(
-            conversation.messages[3].tool_call_id.as_deref(),
-            Some("toolu_01")
-        );
+        assert_eq!(conversation.messages[3].tool_call_id(), Some("toolu_01"));
         let back = to_anthropic(&conversation).expect("converts");
         assert_eq!(back, original);
     }

@@ -190,7 +190,7 @@ impl TokenCounter {
             overhead: self.accounting.per_message,
             ..MessageCount::default()
         };
-        if let Some(name) = &message.name {
+        if let Some(name) = &message.name() {
             count.name = self.accounting.per_name + self.tokenizer.count(name);
         }
         for part in message.non_text_parts() {
@@ -372,7 +372,7 @@ fn message_key(message: &Message) -> u128 {
         field(b'n', &call.name);
         field(b'a', &call.arguments);
     }
-    if let Some(name) = &message.name {
+    if let Some(name) = &message.name() {
         field(b'N', name);
     }
     for part in message.non_text_parts() {
@@ -483,7 +483,7 @@ mod tests {
     fn name_and_images_are_counted() {
         let (counter, _) = metered();
         let mut m = Message::user("hi");
-        m.name = Some("bob".into());
+        m.set_name(Some("bob".into()));
         assert_eq!(counter.count_message(&m).total(), 4 + 2 + 1 + 3);
         let with_image = Message::from_value(serde_json::json!({
             "role": "user",

@@ -176,10 +176,11 @@ impl<'a> MessageStream<'a> {
 
     fn next_raw(&mut self, raw: &'a RawValue) -> Result<Message, InputError> {
         let index = self.index;
-        let (line, column) = self.lines.position_of(raw);
+        let lines = &self.lines;
         let value: Value = serde_json::from_str(raw.get()).map_err(|e| {
             // The slice is valid JSON syntax; what is left are escapes the raw scan does not
             // decode (a lone surrogate). Its place is relative to the slice.
+            let (line, column) = lines.position_of(raw);
             let err = json_error(&e);
             let (l, c) = if e.line() <= 1 {
                 (line, column + e.column().saturating_sub(1))
@@ -193,7 +194,10 @@ impl<'a> MessageStream<'a> {
             }
             .at_index(index)
         })?;
-        Message::from_value(value).map_err(|e| e.at_index(index).at_line(line, Some(column)))
+        Message::from_value(value).map_err(|e| {
+            let (line, column) = lines.position_of(raw);
+            e.at_index(index).at_line(line, Some(column))
+        })
     }
 
     /// The next non-blank JSONL line as a message, or `None` at the end.
@@ -209,7 +213,6 @@ impl<'a> MessageStream<'a> {
         while *offset <= text.len() {
             let rest = &text[*offset..];
             let line = rest.split('\n').next().unwrap_or("");
-            let line_start = *offset;
             let this_line = *line_no;
             *offset += line.len() + 1;
             *line_no += 1;
@@ -236,7 +239,7 @@ impl<'a> MessageStream<'a> {
                 .at_line(this_line + 1, None)));
             }
             let leading = line.len() - line.trim_start().len();
-            let (_, column) = self.lines.position(line_start + leading);
+            let column = line[..leading].chars().count() + 1;
             return Some(
                 Message::from_value(value)
                     .map_err(|e| e.at_index(index).at_line(this_line + 1, Some(column))),
@@ -338,31 +341,32 @@ fn json_error(e: &serde_json::Error) -> InputError {
 /// Maps byte offsets to 1-based line and column numbers.
 struct LineIndex<'a> {
     text: &'a str,
-    newlines: Vec<usize>,
 }
 
 impl<'a> LineIndex<'a> {
     fn new(text: &'a str) -> Self {
-        let newlines = text
-            .bytes()
-            .enumerate()
-            .filter_map(|(i, b)| (b == b'\n').then_some(i))
-            .collect();
-        LineIndex { text, newlines }
+        LineIndex { text }
     }
 
+    /// The 1-based line and column of a byte offset. It scans the text up to the offset: it is
+    /// only asked for an error's place (a table of every line's start would cost 8 bytes per
+    /// line of input, for the whole parse).
     fn position(&self, offset: usize) -> (usize, usize) {
-        let line_index = self.newlines.partition_point(|&n| n < offset);
-        let line_start = if line_index == 0 {
-            0
-        } else {
-            self.newlines[line_index - 1] + 1
-        };
+        let before = self
+            .text
+            .as_bytes()
+            .get(..offset)
+            .unwrap_or(self.text.as_bytes());
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |n| n + 1);
+        let line = before.iter().filter(|&&b| b == b'\n').count();
         let column = self
             .text
             .get(line_start..offset)
             .map_or(1, |s| s.chars().count() + 1);
-        (line_index + 1, column)
+        (line + 1, column)
     }
 
     /// The position of a raw slice that borrows from the indexed text.

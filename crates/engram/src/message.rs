@@ -154,22 +154,53 @@ impl ToolCall {
 }
 
 /// One chat message in OpenAI format.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// The fields most messages have (role, content, id) are inline; the rest (a participant's
+/// `name`, tool calls, the id of the call a tool result answers, unknown keys) sit behind one
+/// pointer that is null for a plain chat turn, so a short message costs 72 bytes before its text.
+/// They are read and written through accessors ([`Message::name`], [`Message::tool_calls`],
+/// [`Message::tool_call_id`], [`Message::extra`] and their setters).
+#[derive(Debug, Clone)]
 pub struct Message {
     /// Who wrote it.
     pub role: Role,
     /// The content; `None` when absent or `null` (an assistant message with only tool calls).
     pub content: Option<Content>,
-    /// The optional `name` of the participant.
-    pub name: Option<String>,
-    /// Tool calls of an assistant message; `None` when the key is absent.
-    pub tool_calls: Option<Vec<ToolCall>>,
-    /// For a tool message, the id of the call it answers.
-    pub tool_call_id: Option<String>,
     /// A stable id supplied by the caller, used for provenance.
     pub id: Option<String>,
-    /// Every other key of the message, verbatim and in order.
-    pub extra: Map<String, Value>,
+    rest: Option<Box<Rest>>,
+}
+
+/// The fields of a message that a plain chat turn does not have.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Rest {
+    name: Option<String>,
+    tool_calls: Option<Vec<ToolCall>>,
+    tool_call_id: Option<String>,
+    extra: Map<String, Value>,
+}
+
+impl Rest {
+    fn is_empty(&self) -> bool {
+        self.name.is_none()
+            && self.tool_calls.is_none()
+            && self.tool_call_id.is_none()
+            && self.extra.is_empty()
+    }
+}
+
+static NO_EXTRA: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Self) -> bool {
+        self.role == other.role
+            && self.content == other.content
+            && self.id == other.id
+            && self.name() == other.name()
+            && self.tool_calls() == other.tool_calls()
+            && self.tool_call_id() == other.tool_call_id()
+            && self.extra() == other.extra()
+    }
 }
 
 impl Message {
@@ -178,11 +209,93 @@ impl Message {
         Message {
             role,
             content: Some(Content::Text(content.into())),
-            name: None,
-            tool_calls: None,
-            tool_call_id: None,
             id: None,
-            extra: Map::new(),
+            rest: None,
+        }
+    }
+
+    /// A message with the given content (`None`: no content, as an assistant message with
+    /// only tool calls).
+    pub fn with_content(role: Role, content: Option<Content>) -> Self {
+        Message {
+            role,
+            content,
+            id: None,
+            rest: None,
+        }
+    }
+
+    fn rest_mut(&mut self) -> &mut Rest {
+        self.rest.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the out-of-line part when nothing is left in it.
+    fn tidy(&mut self) {
+        if self.rest.as_ref().is_some_and(|r| r.is_empty()) {
+            self.rest = None;
+        }
+    }
+
+    /// The optional `name` of the participant.
+    pub fn name(&self) -> Option<&str> {
+        self.rest.as_ref()?.name.as_deref()
+    }
+
+    /// Sets or clears the participant's `name`.
+    pub fn set_name(&mut self, name: Option<String>) {
+        if name.is_some() || self.rest.is_some() {
+            self.rest_mut().name = name;
+            self.tidy();
+        }
+    }
+
+    /// Tool calls of an assistant message; `None` when the key is absent (see also
+    /// [`Message::calls`]).
+    pub fn tool_calls(&self) -> Option<&[ToolCall]> {
+        self.rest.as_ref()?.tool_calls.as_deref()
+    }
+
+    /// The tool calls, to change them in place; `None` when the key is absent.
+    pub fn tool_calls_mut(&mut self) -> Option<&mut Vec<ToolCall>> {
+        self.rest.as_mut()?.tool_calls.as_mut()
+    }
+
+    /// Sets or clears the tool calls (`Some(vec![])` keeps an empty `tool_calls` key).
+    pub fn set_tool_calls(&mut self, calls: Option<Vec<ToolCall>>) {
+        if calls.is_some() || self.rest.is_some() {
+            self.rest_mut().tool_calls = calls;
+            self.tidy();
+        }
+    }
+
+    /// For a tool message, the id of the call it answers.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.rest.as_ref()?.tool_call_id.as_deref()
+    }
+
+    /// Sets or clears the id of the call a tool message answers.
+    pub fn set_tool_call_id(&mut self, id: Option<String>) {
+        if id.is_some() || self.rest.is_some() {
+            self.rest_mut().tool_call_id = id;
+            self.tidy();
+        }
+    }
+
+    /// Every other key of the message, verbatim and in order.
+    pub fn extra(&self) -> &Map<String, Value> {
+        self.rest.as_ref().map_or(&NO_EXTRA, |r| &r.extra)
+    }
+
+    /// The other keys, to change them.
+    pub fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.rest_mut().extra
+    }
+
+    /// Replaces the other keys.
+    pub fn set_extra(&mut self, extra: Map<String, Value>) {
+        if !extra.is_empty() || self.rest.is_some() {
+            self.rest_mut().extra = extra;
+            self.tidy();
         }
     }
 
@@ -203,19 +316,16 @@ impl Message {
 
     /// An assistant message that only calls tools.
     pub fn assistant_tool_calls(calls: Vec<ToolCall>) -> Self {
-        Message {
-            content: None,
-            tool_calls: Some(calls),
-            ..Message::new(Role::Assistant, "")
-        }
+        let mut message = Message::with_content(Role::Assistant, None);
+        message.set_tool_calls(Some(calls));
+        message
     }
 
     /// A tool result answering `tool_call_id`.
     pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            tool_call_id: Some(tool_call_id.into()),
-            ..Message::new(Role::Tool, content)
-        }
+        let mut message = Message::new(Role::Tool, content);
+        message.set_tool_call_id(Some(tool_call_id.into()));
+        message
     }
 
     /// The same message with a stable id.
@@ -264,7 +374,7 @@ impl Message {
 
     /// The tool calls, or an empty slice.
     pub fn calls(&self) -> &[ToolCall] {
-        self.tool_calls.as_deref().unwrap_or(&[])
+        self.tool_calls().unwrap_or(&[])
     }
 
     /// Parses one message from a JSON value, validating every field it knows.
@@ -354,20 +464,29 @@ impl Message {
             ))
             .at_field("tool_calls"));
         }
-        Ok(Message {
-            role,
-            content,
+        let rest = Rest {
             name,
             tool_calls,
             tool_call_id,
-            id,
             extra: shrunk(map),
+        };
+        Ok(Message {
+            role,
+            content,
+            id,
+            rest: (!rest.is_empty()).then(|| Box::new(rest)),
         })
     }
 
     /// The message as a JSON value (the same shape it was parsed from).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+impl AsRef<Message> for Message {
+    fn as_ref(&self) -> &Message {
+        self
     }
 }
 
@@ -383,17 +502,19 @@ impl Serialize for Message {
             Some(Content::Text(s)) => map.serialize_entry("content", s)?,
             Some(Content::Parts(parts)) => map.serialize_entry("content", parts)?,
         }
-        if let Some(name) = &self.name {
-            map.serialize_entry("name", name)?;
-        }
-        if let Some(calls) = &self.tool_calls {
-            map.serialize_entry("tool_calls", calls)?;
-        }
-        if let Some(id) = &self.tool_call_id {
-            map.serialize_entry("tool_call_id", id)?;
-        }
-        for (k, v) in &self.extra {
-            map.serialize_entry(k, v)?;
+        if let Some(rest) = &self.rest {
+            if let Some(name) = &rest.name {
+                map.serialize_entry("name", name)?;
+            }
+            if let Some(calls) = &rest.tool_calls {
+                map.serialize_entry("tool_calls", calls)?;
+            }
+            if let Some(id) = &rest.tool_call_id {
+                map.serialize_entry("tool_call_id", id)?;
+            }
+            for (k, v) in &rest.extra {
+                map.serialize_entry(k, v)?;
+            }
         }
         map.end()
     }
@@ -598,6 +719,34 @@ fn parse_tool_call(value: Value) -> Result<ToolCall, InputError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_plain_message_is_small_and_its_rare_fields_round_trip() {
+        // A long history of short turns is mostly `Message` headers: keep them at 72 bytes
+        // (208 with every field inline).
+        assert!(
+            std::mem::size_of::<Message>() <= 72,
+            "{}",
+            std::mem::size_of::<Message>()
+        );
+        let mut m = Message::user("hi");
+        assert!(m.rest.is_none());
+        m.set_name(Some("bob".into()));
+        m.set_tool_call_id(Some("c1".into()));
+        m.extra_mut().insert("x".into(), json!(1));
+        assert_eq!((m.name(), m.tool_call_id()), (Some("bob"), Some("c1")));
+        assert_eq!(m.extra().get("x"), Some(&json!(1)));
+        m.set_name(None);
+        m.set_tool_call_id(None);
+        m.set_extra(Map::new());
+        assert!(m.rest.is_none(), "emptied rare fields free their room");
+        assert_eq!(m, Message::user("hi"));
+        // An empty `tool_calls` key is kept (it is not the same as an absent one).
+        let mut calls = Message::assistant("ok");
+        calls.set_tool_calls(Some(Vec::new()));
+        assert_eq!(calls.to_value()["tool_calls"], json!([]));
+        assert_ne!(calls, Message::assistant("ok"));
+    }
 
     #[test]
     fn round_trip_keeps_unknown_fields_images_and_cache_control() {

@@ -130,7 +130,7 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
             if let Some(every) = pin_every {
                 for (i, m) in messages.iter_mut().enumerate() {
                     if m.role == Role::User && i % every == 0 {
-                        m.extra
+                        m.extra_mut()
                             .insert("pinned".into(), serde_json::Value::Bool(true));
                     }
                 }
@@ -214,7 +214,7 @@ fn check(
     let pinned_later: Vec<&Message> = messages
         .iter()
         .filter(|m| {
-            m.role == Role::User && m.extra.get("pinned") == Some(&serde_json::Value::Bool(true))
+            m.role == Role::User && m.extra().get("pinned") == Some(&serde_json::Value::Bool(true))
         })
         .collect();
     let mut cursor = 0;
@@ -232,7 +232,7 @@ fn check(
     let mut open: HashSet<&str> = HashSet::new();
     for (i, m) in view.iter().enumerate() {
         if m.role == Role::Tool {
-            let id = m.tool_call_id.as_deref().unwrap_or("");
+            let id = m.tool_call_id().unwrap_or("");
             prop_assert!(
                 open.remove(id),
                 "result {} at {} answers no open call ({:?})",
@@ -302,7 +302,7 @@ proptest! {
                 let mut open: HashSet<&str> = HashSet::new();
                 for m in &out[1..out.len() - 1] {
                     if m.role == Role::Tool {
-                        prop_assert!(open.remove(m.tool_call_id.as_deref().unwrap_or("")), "orphan result sent");
+                        prop_assert!(open.remove(m.tool_call_id().unwrap_or("")), "orphan result sent");
                     } else {
                         prop_assert!(open.is_empty(), "unanswered call sent");
                         open.extend(m.calls().iter().map(|c| c.id.as_str()));

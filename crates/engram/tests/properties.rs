@@ -56,10 +56,10 @@ fn message() -> impl Strategy<Value = Message> {
                     ContentPart::text(b.clone()),
                 ]));
             }
-            m.name = name;
+            m.set_name(name);
             match role {
-                Role::Assistant => m.tool_calls = Some(vec![ToolCall::function("c1", "run", b)]),
-                Role::Tool => m.tool_call_id = Some("c1".into()),
+                Role::Assistant => m.set_tool_calls(Some(vec![ToolCall::function("c1", "run", b)])),
+                Role::Tool => m.set_tool_call_id(Some("c1".into())),
                 _ => {}
             }
             m

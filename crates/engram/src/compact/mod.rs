@@ -335,8 +335,28 @@ struct Item<'a> {
     message: units::RepairedMessage<'a>,
     /// The input index, `None` for a note engram added.
     input: Option<usize>,
+}
+
+impl std::borrow::Borrow<Message> for Item<'_> {
+    fn borrow(&self) -> &Message {
+        &self.message
+    }
+}
+
+impl Item<'_> {
     /// The input message's id, or its index when it has none; empty for a note engram added.
-    source_id: std::borrow::Cow<'a, str>,
+    /// Made on demand: most messages never need it, and a string per message is a large share
+    /// of a long history's memory.
+    fn source_id(&self) -> std::borrow::Cow<'_, str> {
+        match self.input {
+            None => std::borrow::Cow::Borrowed(""),
+            Some(i) => self
+                .message
+                .id
+                .as_deref()
+                .map_or_else(|| i.to_string().into(), Into::into),
+        }
+    }
 }
 
 /// A unit's version for the view, and what it costs.
@@ -353,8 +373,23 @@ pub fn compact(
     counter: &TokenCounter,
     options: &CompactOptions,
 ) -> Result<Compacted, CompactError> {
+    compact_messages(
+        &conversation.messages,
+        &conversation.tools,
+        counter,
+        options,
+    )
+}
+
+/// [`compact`] on messages held by something else (a session's log rows, say), with the
+/// conversation's tool definitions: no copy of the messages is made.
+pub fn compact_messages<M: AsRef<Message>>(
+    input: &[M],
+    tools: &[Value],
+    counter: &TokenCounter,
+    options: &CompactOptions,
+) -> Result<Compacted, CompactError> {
     let started = Instant::now();
-    let input = &conversation.messages;
     if input.is_empty() {
         return Err(CompactError::Empty);
     }
@@ -362,12 +397,6 @@ pub fn compact(
     let items: Vec<Item<'_>> = repaired
         .into_iter()
         .map(|(message, index)| Item {
-            source_id: index.map_or(std::borrow::Cow::Borrowed(""), |i| {
-                input[i]
-                    .id
-                    .as_deref()
-                    .map_or_else(|| i.to_string().into(), Into::into)
-            }),
             message,
             input: index,
         })
@@ -376,28 +405,19 @@ pub fn compact(
         .iter()
         .take_while(|i| i.message.role.is_instruction())
         .count();
-    let body: Vec<&Message> = items[pinned_end..]
-        .iter()
-        .map(|i| i.message.as_ref())
-        .collect();
-    let all_units: Vec<units::Unit> = units::units(&body)
-        .into_iter()
-        .map(|u| units::Unit {
-            start: u.start + pinned_end,
-            end: u.end + pinned_end,
-        })
-        .collect();
+    let mut older: Vec<units::Unit> = units::units(&items[pinned_end..]);
+    for u in &mut older {
+        u.start += pinned_end;
+        u.end += pinned_end;
+    }
+    let newest = older.pop();
     let accounting = counter.accounting();
-    let tools_tokens = counter.count_tools(&conversation.tools);
+    let tools_tokens = counter.count_tools(tools);
     let overhead = accounting.per_conversation + tools_tokens;
     let pinned_tokens: usize = items[..pinned_end]
         .iter()
         .map(|i| counter.count_message(&i.message).total())
         .sum();
-    let (newest, older) = match all_units.split_last() {
-        Some((newest, older)) => (Some(*newest), older),
-        None => (None, &[][..]),
-    };
     let newest_tokens: usize = newest.map_or(0, |u| {
         items[u.start..u.end]
             .iter()
@@ -407,12 +427,21 @@ pub fn compact(
     // Messages the caller pinned, later in the history: kept verbatim with their unit.
     let is_pinned = |item: &Item<'_>| {
         item.input.is_some()
-            && (item.message.extra.get("pinned") == Some(&Value::Bool(true))
-                || options.pinned_ids.iter().any(|p| *p == item.source_id))
+            && (item.message.extra().get("pinned") == Some(&Value::Bool(true))
+                || (!options.pinned_ids.is_empty() && {
+                    let id = item.source_id();
+                    options.pinned_ids.iter().any(|p| *p == id)
+                }))
     };
-    let (pinned_units, older): (Vec<units::Unit>, Vec<units::Unit>) = older
-        .iter()
-        .partition(|u| items[u.start..u.end].iter().any(is_pinned));
+    // Split in place: a long history has a unit per message or two.
+    let mut pinned_units: Vec<units::Unit> = Vec::new();
+    older.retain(|u| {
+        let pinned = items[u.start..u.end].iter().any(is_pinned);
+        if pinned {
+            pinned_units.push(*u);
+        }
+        !pinned
+    });
     let older = older.as_slice();
     let pinned_mid_tokens: usize = pinned_units
         .iter()
@@ -476,7 +505,7 @@ pub fn compact(
 
     // Everything fits: nothing to do (beyond repairs).
     let fit = counter.fit_newest(
-        &body[..body.len() - newest.map_or(0, |u| u.len())],
+        &items[pinned_end..items.len() - newest.map_or(0, |u| u.len())],
         free + pinned_mid_tokens,
     );
     let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
@@ -511,11 +540,11 @@ pub fn compact(
         .iter()
         .enumerate()
         .filter(|(i, m)| {
-            let id = m.id.clone().unwrap_or_else(|| i.to_string());
+            let id = m.as_ref().id.clone().unwrap_or_else(|| i.to_string());
             !verbatim.contains(id.as_str())
         })
         .count();
-    let (before, estimated) = tokens_before(conversation, counter, &fit, overhead);
+    let (before, estimated) = tokens_before(input, counter, &fit, overhead);
     report.tokens_before = before;
     report.tokens_before_estimated = estimated;
     report.duration_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -534,11 +563,11 @@ fn with_pinned(
     items: &[Item<'_>],
     plan: &Planner<'_>,
 ) -> Vec<ViewMessage> {
-    let position: HashMap<&str, usize> = items
+    let position: HashMap<std::borrow::Cow<'_, str>, usize> = items
         .iter()
         .enumerate()
-        .filter(|(_, i)| !i.source_id.is_empty())
-        .map(|(n, i)| (i.source_id.as_ref(), n))
+        .map(|(n, i)| (i.source_id(), n))
+        .filter(|(id, _)| !id.is_empty())
         .collect();
     let at = |v: &ViewMessage| -> usize {
         v.source_ids
@@ -562,25 +591,25 @@ fn with_pinned(
 }
 
 /// The input's tokens: exact where the fill counted them, chars/4 for the rest.
-fn tokens_before(
-    conversation: &Conversation,
+fn tokens_before<M: AsRef<Message>>(
+    messages: &[M],
     counter: &TokenCounter,
     fit: &crate::count::NewestFit,
     overhead: usize,
 ) -> (usize, bool) {
-    let messages = &conversation.messages;
-    let total_chars: usize = messages.iter().map(|m| m.text().len()).sum();
+    let total_chars: usize = messages.iter().map(|m| m.as_ref().text().len()).sum();
     if total_chars < 256 * 1024 {
-        return (
-            overhead + counter.count_messages(messages).total()
-                - counter.accounting().per_conversation,
-            false,
-        );
+        let counted: usize = messages
+            .iter()
+            .map(|m| counter.count_message(m.as_ref()).total())
+            .sum();
+        return (overhead + counted, false);
     }
     let split = messages.len().saturating_sub(fit.kept + 1);
     let estimate: usize = messages[..split]
         .iter()
         .map(|m| {
+            let m = m.as_ref();
             counter.accounting().per_message
                 + (m.text().chars().count()
                     + m.calls()
@@ -592,7 +621,7 @@ fn tokens_before(
         .sum();
     let exact: usize = messages[split..]
         .iter()
-        .map(|m| counter.count_message(m).total())
+        .map(|m| counter.count_message(m.as_ref()).total())
         .sum();
     (overhead + estimate + exact, split > 0)
 }
@@ -613,10 +642,9 @@ impl Planner<'_> {
             } else {
                 Kind::Status
             },
-            source_ids: if item.source_id.is_empty() {
-                Vec::new()
-            } else {
-                vec![item.source_id.to_string()]
+            source_ids: match item.source_id() {
+                id if id.is_empty() => Vec::new(),
+                id => vec![id.into_owned()],
             },
         }
     }
@@ -798,13 +826,7 @@ impl Planner<'_> {
             }
             sources.reverse();
             let budget = free.saturating_sub(used);
-            let dropped_ids: HashSet<&str> = dropped
-                .iter()
-                .flat_map(|u| self.items[u.start..u.end].iter())
-                .map(|i| i.source_id.as_ref())
-                .filter(|s| !s.is_empty())
-                .collect();
-            let built = match self.summary(&sources, budget, &dropped_ids) {
+            let built = match self.summary(&sources, budget, dropped) {
                 Some(built) => Some(("summarize", built)),
                 None => digest::build(&sources, &visible, self.counter, budget)
                     .map(|built| ("extractive", built)),
@@ -867,7 +889,7 @@ impl Planner<'_> {
         &mut self,
         sources: &[&Item<'_>],
         budget: usize,
-        dropped_ids: &HashSet<&str>,
+        dropped: &[units::Unit],
     ) -> Option<digest::Built> {
         let Some(summarizer) = self.options.summarizer.as_ref() else {
             if self.options.strategy == Strategy::Summarize {
@@ -886,7 +908,14 @@ impl Planner<'_> {
         // Incremental: an earlier summary whose messages all leave the view again is merged
         // with what was dropped since, not summarised again from the messages.
         let previous = self.options.previous_summary.as_ref().filter(|p| {
-            !p.covers.is_empty() && p.covers.iter().all(|id| dropped_ids.contains(id.as_str()))
+            let covers: HashSet<&str> = p.covers.iter().map(String::as_str).collect();
+            let leaving: HashSet<std::borrow::Cow<'_, str>> = dropped
+                .iter()
+                .flat_map(|u| self.items[u.start..u.end].iter())
+                .map(|i| i.source_id())
+                .filter(|id| covers.contains(id.as_ref()))
+                .collect();
+            !covers.is_empty() && leaving.len() == covers.len()
         });
         let covered: HashSet<&str> = previous
             .map(|p| p.covers.iter().map(String::as_str).collect())
@@ -894,7 +923,7 @@ impl Planner<'_> {
         let fresh: Vec<&Item<'_>> = sources
             .iter()
             .copied()
-            .filter(|i| !covered.contains(i.source_id.as_ref()))
+            .filter(|i| !covered.contains(i.source_id().as_ref()))
             .collect();
         let messages: Vec<&Message> = fresh.iter().map(|i| i.message.as_ref()).collect();
         let request = summarize::SummaryRequest {
@@ -948,7 +977,7 @@ impl Planner<'_> {
         source_ids.extend(
             fresh
                 .iter()
-                .map(|i| i.source_id.to_string())
+                .map(|i| i.source_id().into_owned())
                 .filter(|s| !s.is_empty()),
         );
         Some(digest::Built {
@@ -1010,7 +1039,11 @@ impl Planner<'_> {
                 if text.len() < 200 {
                     continue; // Short outputs are cheaper than a pointer to them.
                 }
-                let id = item.message.tool_call_id.clone().unwrap_or_default();
+                let id = item
+                    .message
+                    .tool_call_id()
+                    .map(str::to_owned)
+                    .unwrap_or_default();
                 let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
                 let call_key = calls
                     .get(id.as_str())
@@ -1049,22 +1082,21 @@ impl Planner<'_> {
                 if item.message.role != Role::Tool || item.input.is_none() {
                     return view;
                 }
-                let id = item.message.tool_call_id.as_deref().unwrap_or("?");
+                let id = item.message.tool_call_id().unwrap_or("?");
                 let tool = item
                     .message
-                    .name
-                    .as_deref()
+                    .name()
                     .or_else(|| names.get(id).copied())
                     .unwrap_or("tool");
                 if let Some(newer) = replaced.get(&index) {
                     view.message.content = Some(Content::Text(format!(
                         "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below; read_history ids=[{}] returns the original",
-                        item.source_id
+                        item.source_id()
                     )));
                     view.kind = Kind::Masked;
                 } else if masked
                     && let Some(text) =
-                        mask_text(&item.message.text(), tool, id, &item.source_id, self.counter)
+                        mask_text(&item.message.text(), tool, id, &item.source_id(), self.counter)
                 {
                     view.message.content = Some(Content::Text(text));
                     view.kind = Kind::Masked;
@@ -1087,7 +1119,7 @@ impl Planner<'_> {
             .map(|u| {
                 let mut text = String::new();
                 for item in &self.items[u.start..u.end] {
-                    if let Some(name) = &item.message.name {
+                    if let Some(name) = &item.message.name() {
                         text.push_str(name);
                         text.push(' ');
                     }

@@ -112,7 +112,7 @@ impl<'a> SummaryRequest<'a> {
         let mut out = String::new();
         for m in self.messages {
             out.push_str(m.role.as_str());
-            if let Some(name) = &m.name {
+            if let Some(name) = &m.name() {
                 out.push_str(&format!(" ({name})"));
             }
             out.push_str(": ");

@@ -47,10 +47,7 @@ pub fn units<M: Borrow<Message>>(messages: &[M]) -> Vec<Unit> {
             let ids: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
             while i < messages.len()
                 && message(i).role == Role::Tool
-                && message(i)
-                    .tool_call_id
-                    .as_deref()
-                    .is_some_and(|id| ids.contains(id))
+                && message(i).tool_call_id().is_some_and(|id| ids.contains(id))
             {
                 i += 1;
             }
@@ -117,22 +114,25 @@ pub const NO_RESULT: &str = "[engram: no result was recorded for this tool call]
 /// Makes a history well formed (every result right after its call, every call answered but in
 /// the newest message). Returns the repaired messages (borrowed where unchanged), each with the
 /// input index it came from (`None` for an added result), and what was changed.
-pub fn repair(messages: &[Message]) -> (Vec<Repaired<'_>>, Repairs) {
+pub fn repair<M: AsRef<Message>>(messages: &[M]) -> (Vec<Repaired<'_>>, Repairs) {
     repair_inner(messages, true)
 }
 
 /// Like [`repair`], but the newest message's calls are closed too: for a history that more
 /// messages will follow (a new user message, in assembly).
-pub fn repair_closed(messages: &[Message]) -> (Vec<Repaired<'_>>, Repairs) {
+pub fn repair_closed<M: AsRef<Message>>(messages: &[M]) -> (Vec<Repaired<'_>>, Repairs) {
     repair_inner(messages, false)
 }
 
-fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, Repairs) {
+fn repair_inner<M: AsRef<Message>>(
+    messages: &[M],
+    newest_open: bool,
+) -> (Vec<Repaired<'_>>, Repairs) {
     let mut out: Vec<Repaired<'_>> = Vec::with_capacity(messages.len());
     let mut repairs = Repairs::default();
     let mut i = 0;
     while i < messages.len() {
-        let message = &messages[i];
+        let message = messages[i].as_ref();
         if message.role == Role::Tool {
             // Reaching a tool message here means no call right before answers it.
             repairs.orphan_results.push(i);
@@ -151,14 +151,14 @@ fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, 
         }
         let mut answered: HashSet<&str> = HashSet::new();
         let mut orphans = Vec::new();
-        while i < messages.len() && messages[i].role == Role::Tool {
-            let id = messages[i].tool_call_id.as_deref().unwrap_or("");
+        while i < messages.len() && messages[i].as_ref().role == Role::Tool {
+            let id = messages[i].as_ref().tool_call_id().unwrap_or("");
             if calls.iter().any(|c| c.id == id) && answered.insert(id) {
-                out.push((RepairedMessage::Input(&messages[i]), Some(i)));
+                out.push((RepairedMessage::Input(messages[i].as_ref()), Some(i)));
             } else {
                 repairs.orphan_results.push(i);
                 orphans.push((
-                    RepairedMessage::Made(Box::new(orphan_to_user(&messages[i]))),
+                    RepairedMessage::Made(Box::new(orphan_to_user(messages[i].as_ref()))),
                     Some(i),
                 ));
             }
@@ -181,18 +181,17 @@ fn repair_inner(messages: &[Message], newest_open: bool) -> (Vec<Repaired<'_>>, 
 }
 
 fn orphan_to_user(message: &Message) -> Message {
-    let id = message.tool_call_id.as_deref().unwrap_or("?");
+    let id = message.tool_call_id().unwrap_or("?");
     let text = format!(
         "[result of tool call {id}, whose call is not in this context]\n{}",
         message.text()
     );
-    Message {
-        role: Role::User,
-        content: Some(Content::Text(text)),
-        tool_call_id: None,
-        tool_calls: None,
-        ..message.clone()
-    }
+    let mut user = message.clone();
+    user.role = Role::User;
+    user.content = Some(Content::Text(text));
+    user.set_tool_call_id(None);
+    user.set_tool_calls(None);
+    user
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ fn status_updates_come_on_schedule_with_the_cost(store: &dyn EngramStore) {
     assert_eq!(before.estimated_calls, 14);
     assert!(before.cost_usd > 0.0);
     let mut reply = Message::assistant("with usage");
-    reply.extra.insert(
+    reply.extra_mut().insert(
         "usage".into(),
         json!({"prompt_tokens": 1_000, "completion_tokens": 100, "prompt_tokens_details": {"cached_tokens": 600}}),
     );
@@ -399,7 +399,7 @@ fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn EngramStore
                 assert!(
                     msgs[k + 1..]
                         .iter()
-                        .any(|r| r.tool_call_id.as_deref() == Some(call.id.as_str())),
+                        .any(|r| r.tool_call_id() == Some(call.id.as_str())),
                     "turn {i}: call {} lost its result",
                     call.id
                 );

@@ -40,10 +40,9 @@ pub fn extract(log: &[LoggedMessage], messages: &[&LoggedMessage]) -> Vec<(Strin
             Role::Tool => {
                 let name = m
                     .message
-                    .tool_call_id
-                    .as_deref()
+                    .tool_call_id()
                     .and_then(|id| tool_names.get(id))
-                    .or(m.message.name.as_ref().map(|n| n as &str).as_ref())
+                    .or(m.message.name().as_ref().map(|n| n as &str).as_ref())
                     .copied()
                     .unwrap_or("tool");
                 let clipped: String = text.chars().take(200).collect();

@@ -160,12 +160,11 @@ impl HistoryIndex {
         }
         let tool = m
             .message
-            .name
-            .clone()
+            .name()
+            .map(str::to_owned)
             .or_else(|| {
                 m.message
-                    .tool_call_id
-                    .as_deref()
+                    .tool_call_id()
                     .and_then(|id| self.calls.get(id).cloned())
             })
             .or_else(|| m.message.calls().first().map(|c| c.name.clone()));

@@ -32,7 +32,6 @@ pub use store::{
 use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactError, CompactOptions, CompactReport, Compacted, Kind, ViewMessage};
 use crate::count::TokenCounter;
-use crate::input::Conversation;
 use crate::memory::{MemoryStore, NewEntry, Tier};
 use crate::message::{Content, Message, Role};
 use crate::registry::ModelRegistry;
@@ -450,6 +449,11 @@ impl<'s> Session<'s> {
         let user_turns = rows.iter().filter(|r| r.message.role == Role::User).count();
         let added: usize = rows.iter().map(|r| r.tokens).sum();
         let logged = self.store.append(&self.info.id, &rows)?;
+        // Only the ids and positions are reported: let the messages go before a compaction
+        // reads the log again (a long append would otherwise be held three times over).
+        drop(rows);
+        let (ids, seqs): (Vec<String>, Vec<u64>) =
+            logged.into_iter().map(|m| (m.id, m.seq)).unzip();
         self.refresh()?;
         let mut view_tokens = self.view_tokens()?;
         // The appended messages join the view's tail: before them it had `added` fewer tokens.
@@ -494,8 +498,8 @@ impl<'s> Session<'s> {
             None
         };
         Ok(Appended {
-            ids: logged.iter().map(|m| m.id.clone()).collect(),
-            seqs: logged.iter().map(|m| m.seq).collect(),
+            ids,
+            seqs,
             view_tokens,
             window: self.info.window,
             compaction,
@@ -609,12 +613,12 @@ impl<'s> Session<'s> {
                 },
             });
         }
-        let conversation = Conversation::new(log.into_iter().map(|m| m.message).collect());
         let mut options = self.options.clone();
         options.budget = budget.unwrap_or(self.info.window);
         options.query = query.map(str::to_owned);
-        Ok(crate::compact::compact(
-            &conversation,
+        Ok(crate::compact::compact_messages(
+            &log,
+            &[],
             &self.counter,
             &options,
         )?)
@@ -701,19 +705,17 @@ impl<'s> Session<'s> {
             .as_ref()
             .map_or(0, |m| self.counter.count_message(m).total());
         let log = self.log()?;
-        let conversation = Conversation::new(log.into_iter().map(|m| m.message).collect());
         let mut options = self.options.clone();
         options.query = query.map(str::to_owned);
         options.budget = budget.saturating_sub(note_tokens).max(1);
-        let mut out = match crate::compact::compact(&conversation, &self.counter, &options) {
+        let compact = |options: &CompactOptions| {
+            crate::compact::compact_messages(&log, &[], &self.counter, options)
+        };
+        let mut out = match compact(&options) {
             Err(CompactError::CannotFit { .. }) if note.is_some() => {
                 // What must be kept leaves no room for memory: send it without.
                 options.budget = budget;
-                return Ok(crate::compact::compact(
-                    &conversation,
-                    &self.counter,
-                    &options,
-                )?);
+                return Ok(compact(&options)?);
             }
             other => other?,
         };
@@ -765,6 +767,7 @@ impl<'s> Session<'s> {
         focus: Option<&str>,
         facts_into: Option<&dyn MemoryStore>,
     ) -> Result<(Compaction, usize), SessionError> {
+        let _slot = compaction_slot();
         self.refresh()?;
         let epoch = self.info.epoch;
         let log = self.log()?;
@@ -773,7 +776,6 @@ impl<'s> Session<'s> {
         }
         let log_end = log.last().map_or(0, |m| m.seq + 1);
         let tokens_before = self.view_tokens()?;
-        let conversation = Conversation::new(log.iter().map(|m| m.message.clone()).collect());
         let earlier = self.store.summaries(&self.info.id)?;
         let mut options = self.options.clone();
         options.query = focus.map(str::to_owned).or(options.query);
@@ -790,7 +792,7 @@ impl<'s> Session<'s> {
         let run = |options: &mut CompactOptions| {
             let attempt = policy::within_target(target, window, HEADER_ROOM, |budget| {
                 options.budget = budget;
-                crate::compact::compact(&conversation, counter, options)
+                crate::compact::compact_messages(&log, &[], counter, options)
             });
             (attempt.result, attempt.missed_target)
         };
@@ -836,12 +838,18 @@ impl<'s> Session<'s> {
                 times.max().unwrap_or(now),
             );
             let text = v.message.text().into_owned();
-            let header = format!(
-                "[Summary: depth {depth}, {} messages, covers {} to {}]",
+            // The header, then how to get the originals back (the agent's history tool).
+            let mut header = crate::assembly::summary_header(
+                depth,
                 covers.len(),
-                format_time(from),
-                format_time(to)
+                &format_time(from),
+                &format_time(to),
             );
+            if let (Some(first), Some(last)) = (covers.first(), covers.last()) {
+                header.push_str(&format!(
+                    "\n(read_history from={first} to={last} returns the originals)"
+                ));
+            }
             v.message.content = Some(Content::Text(format!("{header}\n{text}")));
             summaries.push(SummaryRecord {
                 id: new_id("sum"),
@@ -1073,7 +1081,7 @@ impl<'s> Session<'s> {
             if m.message.role == Role::Assistant {
                 let call = m
                     .message
-                    .extra
+                    .extra()
                     .get("usage")
                     .and_then(crate::registry::CallUsage::detect)
                     .unwrap_or_else(|| {
@@ -1322,6 +1330,35 @@ pub fn sleep_sessions(
         }
     }
     Ok(out)
+}
+
+/// A turn to compact a session: at most one compaction per core runs at once in a process.
+/// Compaction is CPU-bound, so more at once finish no sooner, and each holds its session's
+/// whole log: eight concurrent appends that each trigger one would hold eight logs.
+fn compaction_slot() -> CompactionSlot {
+    static SLOTS: std::sync::OnceLock<(std::sync::Mutex<usize>, std::sync::Condvar, usize)> =
+        std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (std::sync::Mutex::new(0), std::sync::Condvar::new(), cores)
+    });
+    let (busy, freed, cores) = slots;
+    let mut running = busy.lock().unwrap_or_else(|p| p.into_inner());
+    while *running >= *cores {
+        running = freed.wait(running).unwrap_or_else(|p| p.into_inner());
+    }
+    *running += 1;
+    CompactionSlot(slots)
+}
+
+struct CompactionSlot(&'static (std::sync::Mutex<usize>, std::sync::Condvar, usize));
+
+impl Drop for CompactionSlot {
+    fn drop(&mut self) {
+        let (busy, freed, _) = self.0;
+        *busy.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        freed.notify_one();
+    }
 }
 
 #[cfg(test)]

@@ -94,6 +94,12 @@ pub struct LoggedMessage {
     pub abandoned: bool,
 }
 
+impl AsRef<Message> for LoggedMessage {
+    fn as_ref(&self) -> &Message {
+        &self.message
+    }
+}
+
 /// A summary written by a compaction, with its lineage (seed 001's summary header).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRecord {
