@@ -98,10 +98,16 @@ impl StoredSummary {
     /// `[Summary: depth d, n messages, covers t1 to t2]`.
     pub fn to_message(&self) -> Message {
         Message::system(format!(
-            "[Summary: depth {}, {} messages, covers {} to {}]\n{}",
-            self.depth, self.messages, self.from, self.to, self.text
+            "{}\n{}",
+            summary_header(self.depth, self.messages, &self.from, &self.to),
+            self.text
         ))
     }
+}
+
+/// A summary's header line: `[Summary: depth d, n messages, covers t1 to t2]`.
+pub fn summary_header(depth: u32, messages: usize, from: &str, to: &str) -> String {
+    format!("[Summary: depth {depth}, {messages} messages, covers {from} to {to}]")
 }
 
 /// What went into the context.

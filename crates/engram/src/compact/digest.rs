@@ -54,10 +54,23 @@ pub(crate) fn build(
     counter: &TokenCounter,
     budget: usize,
 ) -> Option<Built> {
-    let header = format!(
-        "{HEADER} (key lines of {} earlier messages)\n",
-        sources.len()
-    );
+    // The header names the tool and the range that brings the originals back (one id per
+    // line would cost more of a small budget than the lines are worth).
+    let ids: Vec<_> = sources
+        .iter()
+        .map(|i| i.source_id())
+        .filter(|id| !id.is_empty())
+        .collect();
+    let header = match (ids.first(), ids.last()) {
+        (Some(first), Some(last)) => format!(
+            "{HEADER} (key lines of {} earlier messages; read_history from={first} to={last} returns them whole)\n",
+            sources.len()
+        ),
+        _ => format!(
+            "{HEADER} (key lines of {} earlier messages)\n",
+            sources.len()
+        ),
+    };
     let fixed = counter
         .count_message(&Message::system(header.clone()))
         .total();
@@ -245,15 +258,12 @@ pub(crate) fn build(
             content.push_str(&c.text);
             previous = Some(c.at.0);
         }
-        let message = Message {
-            content: Some(Content::Text(content)),
-            ..Message::system("")
-        };
+        let message = Message::with_content(Role::System, Some(Content::Text(content)));
         let tokens = counter.count_message(&message).total();
         if tokens <= budget {
             let source_ids = sources
                 .iter()
-                .map(|i| i.source_id.to_string())
+                .map(|i| i.source_id().into_owned())
                 .filter(|s| !s.is_empty())
                 .collect();
             return Some(Built {
@@ -283,21 +293,22 @@ pub(crate) fn build(
 /// with its arguments).
 fn label(item: &Item<'_>, sources: &[&Item<'_>]) -> String {
     let m = &item.message;
-    match m.role {
+    let who = match m.role {
         Role::Tool => {
-            let id = m.tool_call_id.as_deref().unwrap_or("");
-            let name = m.name.clone().or_else(|| {
+            let id = m.tool_call_id().unwrap_or("");
+            let name = m.name().map(str::to_owned).or_else(|| {
                 sources
                     .iter()
                     .flat_map(|i| i.message.calls())
                     .find(|c| c.id == id)
                     .map(|c| c.name.clone())
             });
-            format!("[{}]", name.unwrap_or_else(|| "tool".into()))
+            name.unwrap_or_else(|| "tool".into())
         }
-        Role::Assistant if !m.calls().is_empty() => format!("[{} call]", m.calls()[0].name),
-        role => format!("[{role}]"),
-    }
+        Role::Assistant if !m.calls().is_empty() => format!("{} call", m.calls()[0].name),
+        role => role.to_string(),
+    };
+    format!("[{who}]")
 }
 
 /// The parts of a line worth keeping, each with the identifiers it carries. A line up to
