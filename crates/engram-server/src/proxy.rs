@@ -236,23 +236,26 @@ fn with_summary(
     pinned: usize,
     k: usize,
     summary: &CachedSummary,
-) -> Conversation {
+) -> (Conversation, Vec<Option<usize>>) {
     let messages = &conversation.messages;
-    let mut out = Vec::with_capacity(messages.len() - k + pinned + 1);
-    out.extend_from_slice(&messages[..pinned]);
-    out.push(summary.message.clone());
-    out.extend(
-        messages[pinned..k]
-            .iter()
-            .filter(|m| pinned_mid(m))
-            .cloned(),
-    );
-    out.extend_from_slice(&messages[k..]);
-    Conversation {
-        messages: out,
-        tools: conversation.tools.clone(),
-        extra: conversation.extra.clone(),
-    }
+    let kept: Vec<Option<usize>> = (0..pinned)
+        .map(Some)
+        .chain([None])
+        .chain((pinned..k).filter(|&i| pinned_mid(&messages[i])).map(Some))
+        .chain((k..messages.len()).map(Some))
+        .collect();
+    let out = kept
+        .iter()
+        .map(|i| i.map_or_else(|| summary.message.clone(), |i| messages[i].clone()))
+        .collect();
+    (
+        Conversation {
+            messages: out,
+            tools: conversation.tools.clone(),
+            extra: conversation.extra.clone(),
+        },
+        kept,
+    )
 }
 
 /// The two wire formats.
@@ -588,21 +591,29 @@ struct Rewritten {
 }
 
 /// The request body with `messages` in place of the caller's, in the caller's format; every
-/// other key as the caller sent it.
-fn render(format: Format, parsed: &Parsed, messages: Vec<Message>) -> Result<Vec<u8>, String> {
+/// other key as the caller sent it. `kept[i]` is the index of the caller's message that
+/// `messages[i]` is unchanged, if it is one: that message goes upstream as the caller sent it,
+/// every field in the caller's order.
+fn render(
+    format: Format,
+    parsed: &Parsed,
+    messages: Vec<Message>,
+    kept: &[Option<usize>],
+) -> Result<Vec<u8>, String> {
     let body = match format {
         Format::OpenAi => {
+            let original = parsed.value.get("messages").and_then(Value::as_array);
             let mut value = parsed.value.clone();
             value["messages"] = Value::Array(
                 messages
                     .iter()
-                    .map(Message::to_value)
-                    .map(|mut v| {
-                        // Ids are engram's; the upstream does not take unknown keys.
-                        if let Value::Object(map) = &mut v {
-                            map.remove("id");
-                        }
-                        v
+                    .enumerate()
+                    .map(|(n, m)| {
+                        kept.get(n)
+                            .copied()
+                            .flatten()
+                            .and_then(|i| original?.get(i).cloned())
+                            .unwrap_or_else(|| m.to_value())
                     })
                     .collect(),
             );
@@ -686,10 +697,17 @@ fn rewrite(
     compacted: engram::compact::Compacted,
 ) -> Result<Rewritten, String> {
     let summary = cacheable_summary(&parsed.conversation, &compacted);
+    let index = engram::compact::SourceIndex::new(&parsed.conversation.messages);
+    let kept: Vec<Option<usize>> = compacted
+        .messages
+        .iter()
+        .map(|v| index.unchanged(v))
+        .collect();
     let bytes = render(
         format,
         parsed,
         compacted.messages.into_iter().map(|m| m.message).collect(),
+        &kept,
     )?;
     Ok(Rewritten {
         bytes,
@@ -923,10 +941,10 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
     let prefixes = prefix_hashes(&scope, messages);
     let cached = app.proxy.summaries().longest(&prefixes, pinned);
     if let Some((k, summary)) = &cached {
-        let reduced = with_summary(&parsed.conversation, pinned, *k, summary);
+        let (reduced, kept) = with_summary(&parsed.conversation, pinned, *k, summary);
         let n = plan.counter.count_conversation(&reduced).total();
         if n <= threshold
-            && let Ok(bytes) = render(format, &parsed, reduced.messages)
+            && let Ok(bytes) = render(format, &parsed, reduced.messages, &kept)
         {
             outcome.tokens_after = n;
             outcome.steps = vec!["summary-cache"];

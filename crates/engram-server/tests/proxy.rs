@@ -413,6 +413,59 @@ async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
     );
 }
 
+/// A compacted request keeps the caller's messages as the caller sent them: every field (their
+/// own `id`, vendor keys) in the caller's key order, so each kept message's bytes appear
+/// unchanged in what the upstream receives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_messages_reach_the_upstream_byte_for_byte() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    // The trajectory with each message's keys reordered (content first), an id of the caller's
+    // own and a vendor key.
+    let messages: Vec<Value> = trajectory()
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut out = serde_json::Map::new();
+            let map = m.as_object().expect("object");
+            for key in map.keys().rev() {
+                out.insert(key.clone(), map[key].clone());
+            }
+            out.insert("id".into(), json!(format!("caller-{i}")));
+            out.insert("x_vendor".into(), json!({"turn": i}));
+            Value::Object(out)
+        })
+        .collect();
+    let body = json!({"model": "gpt-4o", "messages": messages, "max_tokens": 1000});
+    let (status, headers, _) = send(
+        &app,
+        post_json("/v1/chat/completions", body.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none", "compacted");
+    let sent = last_sent(&up);
+    let sent_text = std::str::from_utf8(&sent).expect("utf-8");
+    let got: Value = serde_json::from_slice(&sent).expect("json");
+    let list = got["messages"].as_array().expect("messages");
+    assert!(list.len() < messages.len());
+    let mut verbatim = 0;
+    for m in list {
+        let Some(original) = messages.iter().find(|c| c["id"] == m["id"]) else {
+            continue; // A message engram wrote (the digest).
+        };
+        if m["content"] == original["content"] {
+            let bytes = original.to_string();
+            assert!(sent_text.contains(&bytes), "kept as sent: {bytes:.200}");
+            verbatim += 1;
+        } else {
+            // Masked: the caller's other fields stay.
+            assert_eq!(m["x_vendor"], original["x_vendor"]);
+        }
+    }
+    assert!(verbatim >= 3, "{verbatim} messages kept verbatim");
+}
+
 /// A summarizer that counts its calls (and whether each merged a previous summary), writing
 /// the deterministic summary.
 #[derive(Debug, Default)]

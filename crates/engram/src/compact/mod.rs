@@ -64,6 +64,46 @@ pub struct ViewMessage {
     pub source_ids: Vec<String>,
 }
 
+/// Finds the input message a source id names: the inverse of how compaction names them (a
+/// message's `id`, else its index in the input as a string).
+pub struct SourceIndex<'a, M> {
+    messages: &'a [M],
+    ids: HashMap<&'a str, usize>,
+}
+
+impl<'a, M: AsRef<Message>> SourceIndex<'a, M> {
+    /// The index of `messages`' ids.
+    pub fn new(messages: &'a [M]) -> Self {
+        let ids = messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| m.as_ref().id.as_deref().map(|id| (id, i)))
+            .collect();
+        SourceIndex { messages, ids }
+    }
+
+    /// The input index `source_id` names, if any.
+    pub fn get(&self, source_id: &str) -> Option<usize> {
+        if let Some(&i) = self.ids.get(source_id) {
+            return Some(i);
+        }
+        let i: usize = source_id.parse().ok()?;
+        (self.messages.get(i)?.as_ref().id.is_none()).then_some(i)
+    }
+
+    /// The input index of a view message that is an input message exactly as it came (not
+    /// masked, repaired or made by engram).
+    pub fn unchanged(&self, view: &ViewMessage) -> Option<usize> {
+        let [id] = view.source_ids.as_slice() else {
+            return None;
+        };
+        let i = self.get(id)?;
+        (matches!(view.kind, Kind::Original | Kind::Recalled)
+            && *self.messages[i].as_ref() == view.message)
+            .then_some(i)
+    }
+}
+
 impl ViewMessage {
     /// The message as JSON. With `plain`, without the `engram` provenance object and without
     /// `id` (ready for an API); otherwise with both.
@@ -1193,4 +1233,41 @@ fn mask_text(
     out.extend(tail.iter().map(|l| clip(l)));
     let masked = out.join("\n");
     (counter.count_text(&masked) < tokens).then_some(masked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_id_names_a_message_by_its_id_else_by_its_index() {
+        let messages = vec![
+            Message::system("s"),
+            Message::user("u").with_id("1"),
+            Message::assistant("a"),
+        ];
+        let index = SourceIndex::new(&messages);
+        assert_eq!(index.get("0"), Some(0));
+        // "1" is message 1's own id; "2" is message 2's index (it has no id).
+        assert_eq!(index.get("1"), Some(1));
+        assert_eq!(index.get("2"), Some(2));
+        assert_eq!(index.get("3"), None);
+        let view = |message: Message, kind: Kind, id: &str| ViewMessage {
+            message,
+            kind,
+            source_ids: vec![id.into()],
+        };
+        assert_eq!(
+            index.unchanged(&view(Message::assistant("a"), Kind::Original, "2")),
+            Some(2)
+        );
+        assert_eq!(
+            index.unchanged(&view(Message::assistant("[masked]"), Kind::Masked, "2")),
+            None
+        );
+        assert_eq!(
+            index.unchanged(&view(Message::assistant("b"), Kind::Original, "2")),
+            None
+        );
+    }
 }
