@@ -231,6 +231,26 @@ fn status_updates_come_on_schedule_with_the_cost(store: &dyn EngramStore) {
             .text()
             .contains(&format!("Cost So Far: ${:.4}", after.cost_usd))
     );
+
+    // A history appended in bulk is over the window until the compaction that follows it: no
+    // estimated call read more than the window.
+    let mut bulk = Session::create(store, &new_session("bulk", 10_000)).expect("create");
+    let turns: Vec<Message> = (0..40)
+        .flat_map(|i| {
+            [
+                Message::user(format!("step {i}: {}", "word ".repeat(2_000))),
+                Message::assistant(format!("done {i}")),
+            ]
+        })
+        .collect();
+    bulk.append(turns).expect("append");
+    let usage = bulk.usage().expect("usage");
+    assert_eq!(usage.estimated_calls, 40);
+    assert!(
+        usage.input_tokens <= 40 * 10_000,
+        "{} input tokens for 40 calls in a 10,000-token window",
+        usage.input_tokens
+    );
 }
 
 fn export_and_import_round_trip(store: &dyn EngramStore, other: &dyn EngramStore) {

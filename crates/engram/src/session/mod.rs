@@ -145,8 +145,8 @@ pub struct Appended {
 /// What a session's model calls have used and cost so far. Each assistant message in the log
 /// is one call: with a `usage` object (OpenAI's `prompt_tokens`/`completion_tokens`, or
 /// Anthropic's `input_tokens`/`output_tokens`, with cached tokens) its numbers are used;
-/// without one the call is estimated to have read the view as it stood before the message and
-/// written the message.
+/// without one the call is estimated to have read the view as it stood before the message (at
+/// most the window) and written the message.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct SessionUsage {
     /// Model calls (assistant messages).
@@ -1087,7 +1087,9 @@ impl<'s> Session<'s> {
                     .unwrap_or_else(|| {
                         usage.estimated_calls += 1;
                         crate::registry::CallUsage {
-                            input_tokens: view.max(0) as usize,
+                            // A call reads at most the window (a history appended in
+                            // bulk is over it until the compaction that follows).
+                            input_tokens: (view.max(0) as usize).min(self.info.window),
                             cached_tokens: 0,
                             output_tokens: m.tokens,
                         }
