@@ -749,6 +749,10 @@ pub(crate) struct ServeArgs {
     /// The most connections served at once; more wait to be accepted.
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) max_connections: u64,
+    /// Seconds the proxy's upstream has to start answering (its status and headers; a stream
+    /// then takes as long as it needs); past it the caller gets a 504 naming the upstream.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) upstream_timeout_secs: u64,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

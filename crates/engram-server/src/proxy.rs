@@ -53,7 +53,14 @@ pub struct ProxyConfig {
     pub model_windows: BTreeMap<String, usize>,
     /// Extra room kept when the count is an estimate (Claude): 0.1 is 10%.
     pub estimate_margin: f64,
+    /// How long the upstream has to start its answer (its status and headers; a stream may
+    /// then take as long as it needs). Past it the caller gets a 504 naming the upstream.
+    pub upstream_timeout: std::time::Duration,
 }
+
+/// The default [`ProxyConfig::upstream_timeout`]: a long generation can take minutes.
+pub(crate) const DEFAULT_UPSTREAM_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(600);
 
 impl Default for ProxyConfig {
     fn default() -> Self {
@@ -62,6 +69,7 @@ impl Default for ProxyConfig {
             anthropic_upstream: None,
             model_windows: BTreeMap::new(),
             estimate_margin: 0.1,
+            upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
         }
     }
 }
@@ -480,20 +488,50 @@ async fn send(
             forwarded.append(name.clone(), value.clone());
         }
     }
-    app.proxy
+    // The message names the upstream's host, never the request's headers (keys) or path.
+    let host = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            u.host_str().map(|h| {
+                u.port()
+                    .map_or_else(|| h.to_owned(), |p| format!("{h}:{p}"))
+            })
+        })
+        .unwrap_or_else(|| "?".to_owned());
+    let timeout = app.config.proxy.upstream_timeout;
+    let answer = app
+        .proxy
         .http
         .request(method, url)
         .headers(forwarded)
         .body(body)
-        .send()
-        .await
-        .map_err(|e| {
-            // The message names the upstream, never the request's headers (keys).
-            ApiError::new(
+        .send();
+    match tokio::time::timeout(timeout, answer).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) => {
+            let cause = if e.is_connect() {
+                "cannot connect"
+            } else if e.is_timeout() {
+                "timed out"
+            } else {
+                "the connection failed"
+            };
+            Err(ApiError::new(
                 StatusCode::BAD_GATEWAY,
-                format!("the upstream did not answer: {}", e.without_url()),
-            )
-        })
+                format!(
+                    "the upstream at {host} did not answer ({cause}): {}",
+                    e.without_url()
+                ),
+            ))
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "the upstream at {host} did not answer within {} s (engram serve --upstream-timeout-secs)",
+                timeout.as_secs()
+            ),
+        )),
+    }
 }
 
 /// The upstream's response, status, headers and body byte for byte (streamed), plus engram's

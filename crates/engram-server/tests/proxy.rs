@@ -928,3 +928,56 @@ async fn a_large_upstream_error_body_is_relayed_whole() {
         );
     }
 }
+
+/// An upstream that cannot be reached gets a 502, one that does not start answering within
+/// `upstream_timeout` a 504; both say which upstream (its host) and why, and how to wait
+/// longer. The proxy keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_down_or_slow_upstream_gets_a_502_or_504_naming_it() {
+    // Slow: accepts the request, answers after 5 s.
+    let slow = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            "late"
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let slow_addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, slow).await.ok();
+    });
+    // Down: a port nothing listens on.
+    let down_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let body = br#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+
+    let app = engram_tuned(&format!("http://{down_addr}/v1"), false, |_| {});
+    let (status, _, reply) = send(&app, post_json("/v1/chat/completions", body)).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.contains(&format!("the upstream at {down_addr}")) && text.contains("cannot connect"),
+        "{text}"
+    );
+
+    let app = engram_tuned(&format!("http://{slow_addr}/v1"), false, |config| {
+        config.proxy.upstream_timeout = std::time::Duration::from_secs(1);
+    });
+    let started = std::time::Instant::now();
+    let (status, _, reply) = send(&app, post_json("/v1/chat/completions", body)).await;
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT);
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    let reply: Value = serde_json::from_slice(&reply).expect("a JSON error");
+    let message = reply.to_string();
+    assert!(
+        message.contains(&format!(
+            "the upstream at {slow_addr} did not answer within 1 s"
+        )) && message.contains("--upstream-timeout-secs"),
+        "{message}"
+    );
+}
