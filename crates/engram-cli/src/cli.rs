@@ -753,6 +753,11 @@ pub(crate) struct ServeArgs {
     /// then takes as long as it needs); past it the caller gets a 504 naming the upstream.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) upstream_timeout_secs: u64,
+    /// Log one JSON line per proxied model request on standard error: route, model, status,
+    /// tokens before and after, steps, summary cache and milliseconds (the same figures are
+    /// always counted in /metrics).
+    #[arg(long)]
+    pub(crate) log_proxy_requests: bool,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

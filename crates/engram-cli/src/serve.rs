@@ -73,6 +73,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     serve.header_timeout = std::time::Duration::from_secs(args.header_timeout_secs);
     serve.body_timeout = std::time::Duration::from_secs(args.body_timeout_secs);
     serve.proxy.upstream_timeout = std::time::Duration::from_secs(args.upstream_timeout_secs);
+    serve.proxy.log_requests = args.log_proxy_requests;
     serve.max_connections = args.max_connections as usize;
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {

@@ -1,5 +1,6 @@
 //! Prometheus text metrics: requests and latencies per route and status, compactions and the
-//! tokens they saved.
+//! tokens they saved, and the proxy's requests (by route, model, upstream status and summary
+//! cache), their tokens before and after, and the upstream's latency.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -25,6 +26,26 @@ pub(crate) struct Metrics {
     latency: Mutex<BTreeMap<String, Histogram>>,
     compactions: AtomicU64,
     tokens_saved: AtomicU64,
+    /// (route, model, upstream status, cache) -> requests.
+    proxied: Mutex<BTreeMap<(String, String, u16, String), u64>>,
+    /// (route, model) -> (tokens before, tokens after).
+    proxied_tokens: Mutex<BTreeMap<(String, String), (u64, u64)>>,
+    /// route -> time until the answer (compaction and the upstream, to the headers).
+    upstream_latency: Mutex<BTreeMap<String, Histogram>>,
+}
+
+/// Upstream latency buckets, in seconds (model calls take seconds to minutes).
+const UPSTREAM_BUCKETS: [f64; 10] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+
+/// One proxied request, as the metrics and the log line see it.
+pub(crate) struct Proxied<'a> {
+    pub(crate) route: &'a str,
+    pub(crate) model: &'a str,
+    pub(crate) status: u16,
+    pub(crate) cache: &'a str,
+    pub(crate) tokens_before: u64,
+    pub(crate) tokens_after: u64,
+    pub(crate) seconds: f64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -53,6 +74,33 @@ impl Metrics {
             tokens_before.saturating_sub(tokens_after) as u64,
             Ordering::Relaxed,
         );
+    }
+
+    pub(crate) fn proxied(&self, p: &Proxied<'_>) {
+        *lock(&self.proxied)
+            .entry((
+                p.route.to_owned(),
+                p.model.to_owned(),
+                p.status,
+                p.cache.to_owned(),
+            ))
+            .or_default() += 1;
+        let mut tokens = lock(&self.proxied_tokens);
+        let t = tokens
+            .entry((p.route.to_owned(), p.model.to_owned()))
+            .or_default();
+        t.0 += p.tokens_before;
+        t.1 += p.tokens_after;
+        drop(tokens);
+        let mut latency = lock(&self.upstream_latency);
+        let h = latency.entry(p.route.to_owned()).or_default();
+        for (i, b) in UPSTREAM_BUCKETS.iter().enumerate() {
+            if p.seconds <= *b {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += p.seconds;
+        h.count += 1;
     }
 
     pub(crate) fn render(&self) -> String {
@@ -108,6 +156,61 @@ impl Metrics {
             "engram_tokens_saved_total {}",
             self.tokens_saved.load(Ordering::Relaxed)
         );
+        out.push_str("# HELP engram_proxy_requests_total Proxied model requests by route, model, upstream status and summary cache.\n");
+        out.push_str("# TYPE engram_proxy_requests_total counter\n");
+        for ((route, model, status, cache), n) in lock(&self.proxied).iter() {
+            let _ = writeln!(
+                out,
+                "engram_proxy_requests_total{{route=\"{route}\",model=\"{}\",status=\"{status}\",cache=\"{cache}\"}} {n}",
+                label(model)
+            );
+        }
+        out.push_str("# HELP engram_proxy_tokens_total Tokens of proxied requests as sent by the caller (before) and upstream (after).\n");
+        out.push_str("# TYPE engram_proxy_tokens_total counter\n");
+        for ((route, model), (before, after)) in lock(&self.proxied_tokens).iter() {
+            let model = label(model);
+            let _ = writeln!(
+                out,
+                "engram_proxy_tokens_total{{route=\"{route}\",model=\"{model}\",when=\"before\"}} {before}"
+            );
+            let _ = writeln!(
+                out,
+                "engram_proxy_tokens_total{{route=\"{route}\",model=\"{model}\",when=\"after\"}} {after}"
+            );
+        }
+        out.push_str("# HELP engram_proxy_duration_seconds Time until a proxied request has its answer (compaction and the upstream, to the headers), by route.\n");
+        out.push_str("# TYPE engram_proxy_duration_seconds histogram\n");
+        for (route, h) in lock(&self.upstream_latency).iter() {
+            for (b, n) in UPSTREAM_BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(
+                    out,
+                    "engram_proxy_duration_seconds_bucket{{route=\"{route}\",le=\"{b}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "engram_proxy_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "engram_proxy_duration_seconds_sum{{route=\"{route}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "engram_proxy_duration_seconds_count{{route=\"{route}\"}} {}",
+                h.count
+            );
+        }
         out
     }
+}
+
+/// A label value as Prometheus' text format wants it (quotes, backslashes and newlines escaped).
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

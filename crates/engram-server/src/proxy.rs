@@ -56,6 +56,9 @@ pub struct ProxyConfig {
     /// How long the upstream has to start its answer (its status and headers; a stream may
     /// then take as long as it needs). Past it the caller gets a 504 naming the upstream.
     pub upstream_timeout: std::time::Duration,
+    /// Log one JSON line per proxied model request on standard error (route, model, status,
+    /// tokens before and after, steps, summary cache, milliseconds).
+    pub log_requests: bool,
 }
 
 /// The default [`ProxyConfig::upstream_timeout`]: a long generation can take minutes.
@@ -70,6 +73,7 @@ impl Default for ProxyConfig {
             model_windows: BTreeMap::new(),
             estimate_margin: 0.1,
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
+            log_requests: false,
         }
     }
 }
@@ -405,16 +409,69 @@ fn authorize(app: &App, headers: &HeaderMap) -> Result<String, ApiError> {
 
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(State(app): State<Arc<App>>, request: Request) -> Response {
-    forward_compacted(app, Format::OpenAi, request)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
+    observed(app, Format::OpenAi, "/v1/chat/completions", request).await
 }
 
 /// `POST /v1/messages`.
 pub(crate) async fn anthropic_messages(State(app): State<Arc<App>>, request: Request) -> Response {
-    forward_compacted(app, Format::Anthropic, request)
+    observed(app, Format::Anthropic, "/v1/messages", request).await
+}
+
+/// A model request forwarded, then counted in the metrics and (with `log_requests`) logged as
+/// one JSON line on standard error: route, model, tokens before and after, steps, summary cache,
+/// the status the caller got (the upstream's, or engram's own 4xx/502/504) and the time to it.
+async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) -> Response {
+    let started = Instant::now();
+    let response = forward_compacted(Arc::clone(&app), format, request)
         .await
-        .unwrap_or_else(IntoResponse::into_response)
+        .unwrap_or_else(IntoResponse::into_response);
+    let seconds = started.elapsed().as_secs_f64();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    let number = |name: &str| header(name).parse::<u64>().unwrap_or(0);
+    let model = header("x-engram-model");
+    let cache = match header("x-engram-summary-cache") {
+        "" => "none",
+        cache => cache,
+    };
+    let status = response.status().as_u16();
+    let (before, after) = (
+        number("x-engram-tokens-before"),
+        number("x-engram-tokens-after"),
+    );
+    app.metrics.proxied(&crate::metrics::Proxied {
+        route,
+        model,
+        status,
+        cache,
+        tokens_before: before,
+        tokens_after: after,
+        seconds,
+    });
+    if !app.config.proxy.log_requests {
+        return response;
+    }
+    eprintln!(
+        "{}",
+        serde_json::json!({
+            "event": "proxy",
+            "route": route,
+            "model": model,
+            "status": status,
+            "tokens_before": before,
+            "tokens_after": after,
+            "steps": header("x-engram-steps"),
+            "cache": cache,
+            "retried": header("x-engram-retried") == "true",
+            "ms": (seconds * 1e4).round() / 10.0,
+        })
+    );
+    response
 }
 
 /// Any other `/v1/*` route: straight through (Anthropic's when the path or the headers say so).

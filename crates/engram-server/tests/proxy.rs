@@ -411,6 +411,37 @@ async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
         "{compacted} of {} turns compacted",
         turns.len()
     );
+    // The operator's view: every proxied request counted by route, model, status and cache,
+    // with the tokens before and after and the time to the answer.
+    let (status, _, metrics) = send(
+        &app,
+        Request::builder()
+            .uri("/metrics")
+            .body(Body::empty())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8_lossy(&metrics);
+    let counted: usize = text
+        .lines()
+        .filter(|l| l.starts_with("engram_proxy_requests_total{route=\"/v1/chat/completions\",model=\"gpt-4o\",status=\"200\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<usize>().ok())
+        .sum();
+    assert_eq!(counted, turns.len(), "{text}");
+    let tokens = |when: &str| -> u64 {
+        let prefix = format!(
+            "engram_proxy_tokens_total{{route=\"/v1/chat/completions\",model=\"gpt-4o\",when=\"{when}\"}} "
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+            .expect("tokens")
+    };
+    assert!(tokens("after") < tokens("before"));
+    assert!(text.contains(&format!(
+        "engram_proxy_duration_seconds_count{{route=\"/v1/chat/completions\"}} {}",
+        turns.len()
+    )));
 }
 
 /// A compacted request keeps the caller's messages as the caller sent them: every field (their
