@@ -48,6 +48,32 @@ pub(crate) struct Proxied<'a> {
     pub(crate) seconds: f64,
 }
 
+impl Histogram {
+    fn observe(&mut self, buckets: &[f64], seconds: f64) {
+        for (i, b) in buckets.iter().enumerate() {
+            if seconds <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
+
+    /// The histogram's lines for one route, in Prometheus' text format.
+    fn render(&self, out: &mut String, name: &str, route: &str, buckets: &[f64]) {
+        for (b, n) in buckets.iter().zip(self.counts) {
+            let _ = writeln!(out, "{name}_bucket{{route=\"{route}\",le=\"{b}\"}} {n}");
+        }
+        let count = self.count;
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{route=\"{route}\",le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(out, "{name}_sum{{route=\"{route}\"}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{route=\"{route}\"}} {count}");
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -57,15 +83,10 @@ impl Metrics {
         *lock(&self.requests)
             .entry((method.to_owned(), route.to_owned(), status))
             .or_default() += 1;
-        let mut latency = lock(&self.latency);
-        let h = latency.entry(route.to_owned()).or_default();
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if seconds <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.sum += seconds;
-        h.count += 1;
+        lock(&self.latency)
+            .entry(route.to_owned())
+            .or_default()
+            .observe(&BUCKETS, seconds);
     }
 
     pub(crate) fn compaction(&self, tokens_before: usize, tokens_after: usize) {
@@ -92,15 +113,10 @@ impl Metrics {
         t.0 += p.tokens_before;
         t.1 += p.tokens_after;
         drop(tokens);
-        let mut latency = lock(&self.upstream_latency);
-        let h = latency.entry(p.route.to_owned()).or_default();
-        for (i, b) in UPSTREAM_BUCKETS.iter().enumerate() {
-            if p.seconds <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.sum += p.seconds;
-        h.count += 1;
+        lock(&self.upstream_latency)
+            .entry(p.route.to_owned())
+            .or_default()
+            .observe(&UPSTREAM_BUCKETS, p.seconds);
     }
 
     pub(crate) fn render(&self) -> String {
@@ -118,26 +134,11 @@ impl Metrics {
         out.push_str("# HELP engram_http_request_duration_seconds Request latency by route.\n");
         out.push_str("# TYPE engram_http_request_duration_seconds histogram\n");
         for (route, h) in lock(&self.latency).iter() {
-            for (b, n) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(
-                    out,
-                    "engram_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{b}\"}} {n}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "engram_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "engram_http_request_duration_seconds_sum{{route=\"{route}\"}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "engram_http_request_duration_seconds_count{{route=\"{route}\"}} {}",
-                h.count
+            h.render(
+                &mut out,
+                "engram_http_request_duration_seconds",
+                route,
+                &BUCKETS,
             );
         }
         out.push_str(
@@ -181,26 +182,11 @@ impl Metrics {
         out.push_str("# HELP engram_proxy_duration_seconds Time until a proxied request has its answer (compaction and the upstream, to the headers), by route.\n");
         out.push_str("# TYPE engram_proxy_duration_seconds histogram\n");
         for (route, h) in lock(&self.upstream_latency).iter() {
-            for (b, n) in UPSTREAM_BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(
-                    out,
-                    "engram_proxy_duration_seconds_bucket{{route=\"{route}\",le=\"{b}\"}} {n}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "engram_proxy_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "engram_proxy_duration_seconds_sum{{route=\"{route}\"}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "engram_proxy_duration_seconds_count{{route=\"{route}\"}} {}",
-                h.count
+            h.render(
+                &mut out,
+                "engram_proxy_duration_seconds",
+                route,
+                &UPSTREAM_BUCKETS,
             );
         }
         out
