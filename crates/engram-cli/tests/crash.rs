@@ -204,9 +204,11 @@ fn sigkill_during_import_and_sleep_loses_nothing() {
     std::fs::write(&file, lines).expect("write");
     let file = file.to_str().expect("utf8");
 
-    // How long each operation takes uninterrupted, to kill somewhere inside it.
+    // How long each operation takes uninterrupted, to kill somewhere inside it. The first run
+    // is often the slowest (a cold cache, other tests running beside it): the import's time is
+    // the shortest uninterrupted import seen so far, and a kill lands in its first 60%.
     let probe = dir.join("probe.db");
-    let import_time = timed(engram(&probe, &["memory", "import", file]));
+    let mut import_time = timed(engram(&probe, &["memory", "import", file]));
     let sleep_args = [
         "memory",
         "sleep",
@@ -222,12 +224,17 @@ fn sigkill_during_import_and_sleep_loses_nothing() {
     let mut attempts = 0;
     for round in 0..6 {
         let db = dir.join(format!("import{round}.db"));
-        let after = Duration::from_micros(rng.below(import_time.as_micros() as u64 * 9 / 10 + 1));
+        let after = Duration::from_micros(rng.below(import_time.as_micros() as u64 * 6 / 10 + 1));
         attempts += 1;
-        kills += usize::from(kill_after(engram(&db, &["memory", "import", file]), after));
+        let killed = kill_after(engram(&db, &["memory", "import", file]), after);
+        kills += usize::from(killed);
         check(&db, false, &format!("import round {round} ({after:?})"));
         // Restarted, the import is acknowledged; entries already there are skipped.
-        timed(engram(&db, &["memory", "import", file]));
+        let rerun = timed(engram(&db, &["memory", "import", file]));
+        if killed {
+            // A killed import stored nothing: the rerun did the whole import.
+            import_time = import_time.min(rerun);
+        }
         check(&db, true, &format!("import round {round}, restarted"));
     }
     // Sleeps: each round on a copy of an imported store, killed twice, then completed.
@@ -237,7 +244,7 @@ fn sigkill_during_import_and_sleep_loses_nothing() {
         copy_store(&base, &db);
         for kill in 0..2 {
             let after =
-                Duration::from_micros(rng.below(sleep_time.as_micros() as u64 * 9 / 10 + 1));
+                Duration::from_micros(rng.below(sleep_time.as_micros() as u64 * 6 / 10 + 1));
             attempts += 1;
             kills += usize::from(kill_after(engram(&db, &sleep_args), after));
             check(
