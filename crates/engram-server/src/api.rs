@@ -167,6 +167,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .merge(v1)
         .route("/v1/chat/completions", post(crate::proxy::chat_completions))
         .route("/v1/messages", post(crate::proxy::anthropic_messages))
+        .route("/v1/responses", post(crate::proxy::responses))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))

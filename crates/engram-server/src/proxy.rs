@@ -35,6 +35,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use engram::compact::summarize::PreviousSummary;
 use engram::compact::{CompactOptions, Kind, Strategy, compact};
+use engram::responses::Origin;
 use engram::{Conversation, Message, TokenCounter};
 use serde_json::Value;
 
@@ -248,17 +249,24 @@ fn with_summary(
     pinned: usize,
     k: usize,
     summary: &CachedSummary,
-) -> (Conversation, Vec<Option<usize>>) {
+) -> (Conversation, Vec<Origin>) {
     let messages = &conversation.messages;
-    let kept: Vec<Option<usize>> = (0..pinned)
-        .map(Some)
-        .chain([None])
-        .chain((pinned..k).filter(|&i| pinned_mid(&messages[i])).map(Some))
-        .chain((k..messages.len()).map(Some))
+    let kept: Vec<Origin> = (0..pinned)
+        .map(Origin::Same)
+        .chain([Origin::New])
+        .chain(
+            (pinned..k)
+                .filter(|&i| pinned_mid(&messages[i]))
+                .map(Origin::Same),
+        )
+        .chain((k..messages.len()).map(Origin::Same))
         .collect();
     let out = kept
         .iter()
-        .map(|i| i.map_or_else(|| summary.message.clone(), |i| messages[i].clone()))
+        .map(|o| {
+            o.same()
+                .map_or_else(|| summary.message.clone(), |i| messages[i].clone())
+        })
         .collect();
     (
         Conversation {
@@ -270,11 +278,23 @@ fn with_summary(
     )
 }
 
-/// The two wire formats.
+/// The three wire formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     OpenAi,
     Anthropic,
+    /// OpenAI's Responses API (`instructions` and `input` items), to the OpenAI upstream.
+    Responses,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+            Format::Responses => "responses",
+        }
+    }
 }
 
 /// What engram did to a request (reported in `x-engram-*` headers).
@@ -350,7 +370,7 @@ fn skipped(name: &HeaderName) -> bool {
 /// The upstream URL for a request path under `/v1`.
 fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<String, ApiError> {
     let (base, flag) = match format {
-        Format::OpenAi => (&app.config.proxy.openai_upstream, "--upstream URL"),
+        Format::OpenAi | Format::Responses => (&app.config.proxy.openai_upstream, "--upstream URL"),
         Format::Anthropic => (
             &app.config.proxy.anthropic_upstream,
             "--anthropic-upstream URL",
@@ -377,7 +397,7 @@ fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<Strin
     }
     let rest = path_and_query.strip_prefix("/v1").unwrap_or(path_and_query);
     // The OpenAI base includes /v1; the Anthropic SDK's does not (both spellings work).
-    Ok(if format == Format::OpenAi || base.ends_with("/v1") {
+    Ok(if format != Format::Anthropic || base.ends_with("/v1") {
         format!("{base}{rest}")
     } else {
         format!("{base}/v1{rest}")
@@ -415,6 +435,11 @@ pub(crate) async fn chat_completions(State(app): State<Arc<App>>, request: Reque
 /// `POST /v1/messages`.
 pub(crate) async fn anthropic_messages(State(app): State<Arc<App>>, request: Request) -> Response {
     observed(app, Format::Anthropic, "/v1/messages", request).await
+}
+
+/// `POST /v1/responses`.
+pub(crate) async fn responses(State(app): State<Arc<App>>, request: Request) -> Response {
+    observed(app, Format::Responses, "/v1/responses", request).await
 }
 
 /// A model request forwarded, then counted in the metrics and (with `log_requests`) logged as
@@ -616,25 +641,65 @@ struct Parsed {
     conversation: Conversation,
     model: String,
     max_tokens: Option<usize>,
+    /// A Responses request's items and where each message came from (its conversation moved
+    /// to `conversation`).
+    items: Option<engram::responses::Items>,
 }
 
-fn parse(format: Format, body: &[u8]) -> Option<Parsed> {
-    let value: Value = serde_json::from_slice(body).ok()?;
-    let model = value.get("model")?.as_str()?.to_owned();
+/// The request as engram understands it, or why engram leaves it alone.
+fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
+    let not_parsed = |why: String| format!("not parsed ({why})");
+    let value: Value = serde_json::from_slice(body).map_err(|e| not_parsed(e.to_string()))?;
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_parsed("no `model`".into()))?
+        .to_owned();
+    let mut items = None;
     let conversation = match format {
-        Format::OpenAi => engram::parse_conversation(body).ok()?,
-        Format::Anthropic => engram::anthropic::from_anthropic(&value).ok()?,
+        Format::OpenAi => {
+            engram::parse_conversation(body).map_err(|e| not_parsed(e.to_string()))?
+        }
+        Format::Anthropic => {
+            engram::anthropic::from_anthropic(&value).map_err(|e| not_parsed(e.to_string()))?
+        }
+        Format::Responses => {
+            if let Some(why) = provider_state(&value) {
+                return Err(why.to_owned());
+            }
+            let mut read =
+                engram::responses::from_request(&value).map_err(|e| not_parsed(e.to_string()))?;
+            let conversation = std::mem::take(&mut read.conversation);
+            items = Some(read);
+            conversation
+        }
     };
     let max_tokens = ["max_completion_tokens", "max_tokens", "max_output_tokens"]
         .iter()
         .find_map(|k| value.get(*k).and_then(Value::as_u64))
         .map(|n| n as usize);
-    Some(Parsed {
+    Ok(Parsed {
         value,
         conversation,
         model,
         max_tokens,
+        items,
     })
+}
+
+/// Why a Responses request's conversation is the provider's to keep, not engram's to compact:
+/// it continues a stored response or conversation, or asks the provider to store it.
+fn provider_state(request: &Value) -> Option<&'static str> {
+    let set = |key: &str| request.get(key).is_some_and(|v| !v.is_null());
+    if set("previous_response_id") {
+        Some("previous_response_id: the provider holds this conversation")
+    } else if set("conversation") {
+        Some("conversation: the provider holds this conversation")
+    } else if request.get("store") == Some(&Value::Bool(true)) {
+        Some("store: true: the provider keeps this conversation as sent")
+    } else {
+        None
+    }
 }
 
 /// The budget for a request: what the window leaves after the reply, less the margin when the
@@ -686,16 +751,24 @@ struct Rewritten {
 }
 
 /// The request body with `messages` in place of the caller's, in the caller's format; every
-/// other key as the caller sent it. `kept[i]` is the index of the caller's message that
-/// `messages[i]` is unchanged, if it is one: that message goes upstream as the caller sent it,
-/// every field in the caller's order.
+/// other key as the caller sent it. `kept[i]` says where `messages[i]` comes from: a caller's
+/// message unchanged goes upstream as the caller sent it, every field in the caller's order.
 fn render(
     format: Format,
     parsed: &Parsed,
     messages: Vec<Message>,
-    kept: &[Option<usize>],
+    kept: &[Origin],
 ) -> Result<Vec<u8>, String> {
     let body = match format {
+        Format::Responses => {
+            let items = parsed
+                .items
+                .as_ref()
+                .ok_or("a Responses request without items")?;
+            let mut value = parsed.value.clone();
+            value["input"] = Value::Array(engram::responses::to_items(items, &messages, kept));
+            value
+        }
         Format::OpenAi => {
             let original = parsed.value.get("messages").and_then(Value::as_array);
             let mut value = parsed.value.clone();
@@ -705,8 +778,7 @@ fn render(
                     .enumerate()
                     .map(|(n, m)| {
                         kept.get(n)
-                            .copied()
-                            .flatten()
+                            .and_then(|o| o.same())
                             .and_then(|i| original?.get(i).cloned())
                             .unwrap_or_else(|| m.to_value())
                     })
@@ -792,12 +864,7 @@ fn rewrite(
     compacted: engram::compact::Compacted,
 ) -> Result<Rewritten, String> {
     let summary = cacheable_summary(&parsed.conversation, &compacted);
-    let index = engram::compact::SourceIndex::new(&parsed.conversation.messages);
-    let kept: Vec<Option<usize>> = compacted
-        .messages
-        .iter()
-        .map(|v| index.unchanged(v))
-        .collect();
+    let kept = Origin::of_view(&parsed.conversation.messages, &compacted.messages);
     let bytes = render(
         format,
         parsed,
@@ -897,12 +964,13 @@ async fn forward_compacted(
         .await
         .map_err(ApiError::internal)?;
     let (mut outcome, parsed, plan, forwarded) = match decided {
-        Some(d) => d,
-        // Not a request engram understands: the upstream answers it as it would.
-        None => {
+        Ok(d) => d,
+        // Not a request engram compacts (one it cannot read, or one whose conversation the
+        // provider holds): the upstream answers it as it would, and a header says why.
+        Err(why) => {
             let response = send(&app, method, &url, &headers, body).await?;
             let outcome = Outcome {
-                note: Some("not parsed; forwarded unchanged".into()),
+                note: Some(format!("{why}; forwarded unchanged")),
                 ..Outcome::default()
             };
             return Ok(relay(response, Some(&outcome)));
@@ -998,9 +1066,9 @@ fn replay(
 
 type Decision = (Outcome, Parsed, Plan, Bytes);
 
-/// Counts the request and compacts it when it passes the threshold; `None` when it is not a
-/// request engram can read (forwarded unchanged).
-fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decision> {
+/// Counts the request and compacts it when it passes the threshold; the reason when it is not
+/// a request engram compacts (forwarded unchanged).
+fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decision, String> {
     let parsed = parse(format, body)?;
     let plan = plan(app, &parsed);
     let tokens = plan
@@ -1019,20 +1087,14 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
     let trigger = app.config.policy().trigger;
     let threshold = trigger.threshold_tokens(plan.room);
     if !trigger.is_over(tokens, plan.room) {
-        return Some((outcome, parsed, plan, body.clone()));
+        return Ok((outcome, parsed, plan, body.clone()));
     }
     // A summary written for an earlier request of this agent, replacing the longest prefix
     // this request shares with it: while the summary and what follows it stay under the
     // threshold, that is what goes upstream, and nothing is summarised again.
     let messages = &parsed.conversation.messages;
     let pinned = pinned_prefix(messages);
-    let scope = format!(
-        "{tenant}\0{}",
-        match format {
-            Format::OpenAi => "openai",
-            Format::Anthropic => "anthropic",
-        }
-    );
+    let scope = format!("{tenant}\0{}", format.name());
     let prefixes = prefix_hashes(&scope, messages);
     let cached = app.proxy.summaries().longest(&prefixes, pinned);
     if let Some((k, summary)) = &cached {
@@ -1045,7 +1107,7 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
             outcome.steps = vec!["summary-cache"];
             outcome.cache = Some("hit");
             app.metrics.compaction(tokens, n);
-            return Some((outcome, parsed, plan, Bytes::from(bytes)));
+            return Ok((outcome, parsed, plan, Bytes::from(bytes)));
         }
     }
     // The target, or when what must stay (the system prompt, the newest turn) is larger than
@@ -1067,12 +1129,12 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Option<Decis
                 app.proxy.summaries().insert(prefixes[k], summary);
             }
             app.metrics.compaction(tokens, rewritten.tokens);
-            Some((outcome, parsed, plan, Bytes::from(rewritten.bytes)))
+            Ok((outcome, parsed, plan, Bytes::from(rewritten.bytes)))
         }
         Err(e) => {
             // What must be kept does not fit: the upstream gets the request as sent.
             outcome.note = Some(format!("not compacted: {e}"));
-            Some((outcome, parsed, plan, body.clone()))
+            Ok((outcome, parsed, plan, body.clone()))
         }
     }
 }

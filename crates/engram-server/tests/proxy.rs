@@ -103,6 +103,47 @@ async fn anthropic(State(up): State<Shared>, headers: HeaderMap, body: Bytes) ->
         .into_response()
 }
 
+const RESPONSES_SSE: &str = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"output\":[]}}\n\n\
+event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"ok\"}\n\n\
+event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"output\":[]}}\n\n";
+
+/// `POST /v1/responses`: "context length exceeded" while `reject` lasts, a stream when asked,
+/// else a response saying how many input items it saw.
+async fn responses(State(up): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut up = up.lock().expect("lock");
+    up.received
+        .push(("/v1/responses".into(), headers, body.clone()));
+    if up.reject > 0 {
+        up.reject -= 1;
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            r#"{"error":{"message":"Your input exceeds the context window of this model.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+        )
+            .into_response();
+    }
+    let request: Value = serde_json::from_slice(&body).expect("the proxy sends JSON");
+    if request["stream"] == json!(true) {
+        return (
+            [(header::CONTENT_TYPE, "text/event-stream")],
+            Body::from_stream(futures_stream(RESPONSES_SSE)),
+        )
+            .into_response();
+    }
+    let n = request["input"].as_array().map_or(1, Vec::len);
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({
+            "id": "resp_1", "object": "response", "status": "completed", "model": request["model"],
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": format!("saw {n} items"), "annotations": []}]}],
+            "usage": {"input_tokens": 10, "output_tokens": 3, "total_tokens": 13}
+        })
+        .to_string(),
+    )
+        .into_response()
+}
+
 async fn models(State(up): State<Shared>, headers: HeaderMap) -> Response {
     up.lock()
         .expect("lock")
@@ -121,6 +162,7 @@ async fn upstream() -> (String, Shared) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/messages", post(anthropic))
+        .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .with_state(Arc::clone(&shared));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -1010,5 +1052,224 @@ async fn a_down_or_slow_upstream_gets_a_502_or_504_naming_it() {
             "the upstream at {slow_addr} did not answer within 1 s"
         )) && message.contains("--upstream-timeout-secs"),
         "{message}"
+    );
+}
+
+/// The trajectory as Responses items, the way the Agents SDK and Codex send them: the system
+/// prompt as `instructions`; each assistant turn as a reasoning item (with encrypted content),
+/// its text as an output message and its calls as `function_call`s; each tool result as a
+/// `function_call_output`. The items of `messages[..end]` after the system prompt.
+fn as_items(messages: &[Value]) -> Vec<Value> {
+    let mut items = Vec::new();
+    for (i, m) in messages.iter().enumerate().skip(1) {
+        let text = m["content"].as_str().unwrap_or_default();
+        match m["role"].as_str().expect("role") {
+            "assistant" => {
+                items.push(
+                    json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [],
+                                  "encrypted_content": format!("gAAAAB{i:0>40}")}),
+                );
+                if !text.is_empty() {
+                    items.push(json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant",
+                                      "status": "completed",
+                                      "content": [{"type": "output_text", "text": text, "annotations": []}]}));
+                }
+                for call in m["tool_calls"].as_array().into_iter().flatten() {
+                    items.push(json!({"type": "function_call", "id": format!("fc_{}", call["id"].as_str().expect("id")),
+                                      "call_id": call["id"], "name": call["function"]["name"],
+                                      "arguments": call["function"]["arguments"], "status": "completed"}));
+                }
+            }
+            "tool" => items.push(
+                json!({"type": "function_call_output", "call_id": m["tool_call_id"],
+                                        "output": text}),
+            ),
+            role => items.push(
+                json!({"type": "message", "id": format!("in_{i}"), "role": role,
+                                      "content": [{"type": "input_text", "text": text}]}),
+            ),
+        }
+    }
+    items
+}
+
+/// The SWE-agent trajectory sent to `/v1/responses` turn by turn: every request arrives within
+/// the window with `instructions` untouched and the newest item there; every call keeps its
+/// output and every output its call; every reasoning item is still followed by the item it
+/// preceded; every item engram kept is the caller's bytes; once a summary exists, later turns
+/// reuse it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_requests_are_compacted_item_by_item() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let messages = trajectory();
+    let instructions = messages[0]["content"].as_str().expect("system prompt");
+    let counter = engram::TokenCounter::new(engram::Tokenizer::o200k().expect("o200k"));
+    let (mut compacted, mut hits, mut turns) = (0, 0, 0);
+    for end in 2..=messages.len() {
+        if messages[end - 1]["role"] == "assistant" {
+            continue;
+        }
+        turns += 1;
+        let items = as_items(&messages[..end]);
+        let body = json!({"model": "gpt-4o", "instructions": instructions, "input": &items,
+                          "max_output_tokens": 1000, "store": false});
+        let (status, headers, reply) = send(
+            &app,
+            post_json("/v1/responses", body.to_string().as_bytes()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let reply: Value = serde_json::from_slice(&reply).expect("json");
+        assert_eq!(reply["object"], "response");
+        let sent_bytes = last_sent(&up);
+        let sent_text = std::str::from_utf8(&sent_bytes).expect("utf-8");
+        let sent: Value = serde_json::from_slice(&sent_bytes).expect("json");
+        assert_eq!(sent["instructions"], instructions, "turn {end}");
+        assert_eq!(sent["store"], false);
+        let input = sent["input"].as_array().expect("input");
+        assert_eq!(
+            input.last(),
+            items.last(),
+            "turn {end}: the newest item stays"
+        );
+        let read = engram::responses::from_request(&sent).expect("the upstream gets items");
+        let tokens = counter.count_conversation(&read.conversation).total();
+        assert!(
+            tokens <= 16_000 - 1000,
+            "turn {end}: {tokens} tokens upstream"
+        );
+        if header_str(&headers, "x-engram-steps") == "none" {
+            assert_eq!(
+                input, &items,
+                "turn {end}: under the threshold nothing changes"
+            );
+            continue;
+        }
+        compacted += 1;
+        hits += usize::from(header_str(&headers, "x-engram-summary-cache") == "hit");
+        let after: usize = header_str(&headers, "x-engram-tokens-after")
+            .parse()
+            .expect("n");
+        assert_eq!(
+            after, tokens,
+            "turn {end}: the reported count is what was sent"
+        );
+        // Calls and outputs in pairs, outputs after their calls.
+        let mut called = std::collections::HashSet::new();
+        for item in input {
+            match item["type"].as_str() {
+                Some("function_call") => {
+                    called.insert(item["call_id"].clone());
+                    assert!(
+                        input.iter().any(|o| o["type"] == "function_call_output"
+                            && o["call_id"] == item["call_id"]),
+                        "turn {end}: a call without its output: {item}"
+                    );
+                }
+                Some("function_call_output") => assert!(
+                    called.contains(&item["call_id"]),
+                    "turn {end}: an output before or without its call: {item}"
+                ),
+                _ => {}
+            }
+        }
+        // Kept items are the caller's, byte for byte; a reasoning item keeps its successor.
+        let by_id: std::collections::HashMap<&str, usize> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| Some((item["id"].as_str()?, i)))
+            .collect();
+        let mut verbatim = 0;
+        for (j, item) in input.iter().enumerate() {
+            let Some(&i) = item["id"].as_str().and_then(|id| by_id.get(id)) else {
+                continue;
+            };
+            assert_eq!(
+                item, &items[i],
+                "turn {end}: an item with the caller's id changed"
+            );
+            assert!(
+                sent_text.contains(&items[i].to_string()),
+                "turn {end}: not byte for byte"
+            );
+            verbatim += 1;
+            if item["type"] == "reasoning" {
+                assert_eq!(
+                    input.get(j + 1),
+                    items.get(i + 1),
+                    "turn {end}: reasoning split from its turn"
+                );
+            }
+        }
+        assert!(verbatim > 0);
+    }
+    assert!(
+        compacted > 0 && compacted < turns,
+        "{compacted} of {turns} turns compacted"
+    );
+    assert!(hits > 0, "later turns reuse the summary");
+}
+
+/// A Responses request whose conversation the provider holds (`previous_response_id`,
+/// `conversation`, `store: true`) is forwarded as sent, with a header saying why; a stream
+/// comes back byte for byte; "context length exceeded" gets one harder retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_state_held_by_the_provider_streams_and_retries() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let messages = trajectory();
+    let items = as_items(&messages[..messages.len() - 1]);
+    for (key, value, why) in [
+        (
+            "previous_response_id",
+            json!("resp_0"),
+            "previous_response_id",
+        ),
+        ("conversation", json!("conv_1"), "conversation"),
+        ("store", json!(true), "store: true"),
+    ] {
+        let body = json!({"model": "gpt-4o", "input": &items, key: value}).to_string();
+        let (status, headers, _) = send(&app, post_json("/v1/responses", body.as_bytes())).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            &last_sent(&up)[..],
+            body.as_bytes(),
+            "{key}: forwarded as sent"
+        );
+        assert!(
+            header_str(&headers, "x-engram-note").starts_with(why),
+            "{key}: {headers:?}"
+        );
+    }
+    // The same history without provider state is compacted.
+    let body = json!({"model": "gpt-4o", "input": &items, "stream": true}).to_string();
+    let (status, headers, reply) = send(&app, post_json("/v1/responses", body.as_bytes())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
+    assert!(last_sent(&up).len() < body.len());
+    assert_eq!(std::str::from_utf8(&reply).expect("utf-8"), RESPONSES_SSE);
+    // One harder retry when the upstream counts more than engram did, never a loop.
+    let few = as_items(&messages[..12]);
+    let small = json!({"model": "gpt-4o", "input": &few}).to_string();
+    up.lock().expect("lock").reject = 1;
+    let before = up.lock().expect("lock").received.len();
+    let (status, headers, _) = send(&app, post_json("/v1/responses", small.as_bytes())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header_str(&headers, "x-engram-retried"), "true");
+    {
+        let received = &up.lock().expect("lock").received;
+        assert_eq!(received.len(), before + 2);
+        assert_eq!(&received[before].2[..], small.as_bytes(), "first as sent");
+        let retried: Value = serde_json::from_slice(&received[before + 1].2).expect("json");
+        assert!(retried["input"].as_array().expect("input").len() < few.len());
+    }
+    up.lock().expect("lock").reject = 100;
+    let (status, _, _) = send(&app, post_json("/v1/responses", small.as_bytes())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        up.lock().expect("lock").received.len(),
+        before + 4,
+        "one retry, no loop"
     );
 }

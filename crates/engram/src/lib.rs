@@ -64,6 +64,7 @@ pub mod message;
 pub mod redact;
 pub mod registry;
 pub mod request;
+pub mod responses;
 pub mod session;
 pub mod settings;
 pub mod sleep;
