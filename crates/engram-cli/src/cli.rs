@@ -751,11 +751,12 @@ pub(crate) struct ServeArgs {
     pub(crate) max_connections: u64,
     /// Seconds the proxy's upstream has to start answering (its status and headers; a stream
     /// then takes as long as it needs); past it the caller gets a 504 naming the upstream.
-    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub(crate) upstream_timeout_secs: u64,
+    /// Default 600, or the config's [server] upstream_timeout_secs.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) upstream_timeout_secs: Option<u64>,
     /// Log one JSON line per proxied model request on standard error: route, model, status,
     /// tokens before and after, steps, summary cache and milliseconds (the same figures are
-    /// always counted in /metrics).
+    /// always counted in /metrics). Also the config's [server] log_proxy_requests = true.
     #[arg(long)]
     pub(crate) log_proxy_requests: bool,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of

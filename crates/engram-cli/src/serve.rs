@@ -72,8 +72,24 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     serve.proxy.model_windows = config.server.model_windows.clone();
     serve.header_timeout = std::time::Duration::from_secs(args.header_timeout_secs);
     serve.body_timeout = std::time::Duration::from_secs(args.body_timeout_secs);
-    serve.proxy.upstream_timeout = std::time::Duration::from_secs(args.upstream_timeout_secs);
-    serve.proxy.log_requests = args.log_proxy_requests;
+    let upstream_timeout = match (
+        args.upstream_timeout_secs,
+        config.server.upstream_timeout_secs,
+    ) {
+        (Some(secs), _) => secs,
+        (None, Some(secs)) if !(1..=86_400).contains(&secs) => {
+            return Err(user_error!(
+                "[server] upstream_timeout_secs = {secs}: expected seconds from 1 to 86400"
+            ));
+        }
+        (None, Some(secs)) => secs,
+        (None, None) => engram_server::ProxyConfig::default()
+            .upstream_timeout
+            .as_secs(),
+    };
+    serve.proxy.upstream_timeout = std::time::Duration::from_secs(upstream_timeout);
+    serve.proxy.log_requests =
+        args.log_proxy_requests || config.server.log_proxy_requests.unwrap_or(false);
     serve.max_connections = args.max_connections as usize;
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {

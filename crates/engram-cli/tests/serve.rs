@@ -213,6 +213,28 @@ fn refuses_to_listen_beyond_loopback_without_keys() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("PostgreSQL"));
+    // A proxy setting out of range in the configuration is named, with its range.
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        "[server]\nupstream_timeout_secs = 0\nlog_proxy_requests = true\n",
+    )
+    .expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_engram"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--db")
+        .arg(dir.join("e.db"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("[server] upstream_timeout_secs = 0: expected seconds from 1 to 86400"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

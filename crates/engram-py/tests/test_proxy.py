@@ -67,6 +67,9 @@ class Upstream:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append({"path": self.path, "body": body, "headers": {k.lower(): v for k, v in self.headers.items()}})
                 n = len(body.get("messages", []))
+                if self.path.endswith("/responses"):
+                    self._responses(body)
+                    return
                 if self.path.endswith("/chat/completions"):
                     if body.get("stream"):
                         chunks = [
@@ -110,6 +113,43 @@ class Upstream:
                          "stop_reason": "end_turn", "stop_sequence": None,
                          "usage": {"input_tokens": 10, "output_tokens": 3}}
                 self._send("application/json", json.dumps(reply).encode())
+
+            def _responses(self, body: dict) -> None:
+                items = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                last = items[-1] if items else {}
+                tools = [t.get("name") for t in body.get("tools") or []]
+                if "lookup" in tools and last.get("type") != "function_call_output":
+                    output = [{"type": "function_call", "id": "fc_up", "call_id": "call_up", "name": "lookup",
+                               "arguments": '{"topic": "the build"}', "status": "completed"}]
+                else:
+                    output = [{"type": "message", "id": "msg_up", "role": "assistant", "status": "completed",
+                               "content": [{"type": "output_text", "text": f"saw {len(items)} items",
+                                            "annotations": []}]}]
+                response = {"id": "resp_up", "object": "response", "created_at": 0, "model": body["model"],
+                            "status": "completed", "output": output, "parallel_tool_calls": True,
+                            "tool_choice": "auto", "tools": [],
+                            "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                                      "input_tokens_details": {"cached_tokens": 0},
+                                      "output_tokens_details": {"reasoning_tokens": 0}}}
+                if not body.get("stream"):
+                    self._send("application/json", json.dumps(response).encode())
+                    return
+                text = output[0]["content"][0]["text"]
+                started = dict(response, status="in_progress", output=[])
+                events = [
+                    {"type": "response.created", "response": started},
+                    {"type": "response.output_item.added", "output_index": 0,
+                     "item": dict(output[0], status="in_progress", content=[])},
+                    {"type": "response.output_text.delta", "item_id": "msg_up", "output_index": 0,
+                     "content_index": 0, "delta": text[:4], "logprobs": []},
+                    {"type": "response.output_text.delta", "item_id": "msg_up", "output_index": 0,
+                     "content_index": 0, "delta": text[4:], "logprobs": []},
+                    {"type": "response.output_item.done", "output_index": 0, "item": output[0]},
+                    {"type": "response.completed", "response": response},
+                ]
+                data = "".join(f"event: {e['type']}\ndata: {json.dumps(dict(e, sequence_number=i))}\n\n"
+                               for i, e in enumerate(events))
+                self._send("text/event-stream", data.encode(), length=False)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -216,6 +256,132 @@ def test_the_anthropic_sdk_gets_compacted_requests_and_parses_replies(proxy):
         text = "".join(stream.text_stream)
     assert text == f"saw {len(upstream.requests[-1]['body']['messages'])} messages"
     assert upstream.requests[-1]["body"]["messages"][-1]["content"] == "Now fix the failing test in tests/api.rs"
+
+
+def as_items(messages: list[dict]) -> list[dict]:
+    """A chat history after its system prompt as Responses items, as the Agents SDK and Codex send
+    them: each assistant turn a reasoning item, its text and its calls; each tool result an output."""
+    items: list[dict] = []
+    for i, m in enumerate(messages[1:], start=1):
+        text = m.get("content") or ""
+        if m["role"] == "assistant":
+            items.append({"type": "reasoning", "id": f"rs_{i}", "summary": [],
+                          "encrypted_content": f"gAAAAB{i:040d}"})
+            if text:
+                items.append({"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
+                              "content": [{"type": "output_text", "text": text, "annotations": []}]})
+            for call in m.get("tool_calls") or []:
+                items.append({"type": "function_call", "id": f"fc_{call['id']}", "call_id": call["id"],
+                              "name": call["function"]["name"], "arguments": call["function"]["arguments"],
+                              "status": "completed"})
+        elif m["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": text})
+        else:
+            items.append({"role": m["role"], "content": text})
+    return items
+
+
+def calls_answered(items: list[dict]) -> None:
+    """Every call has its output after it; every reasoning item is followed by an item of its turn."""
+    called: set[str] = set()
+    for k, item in enumerate(items):
+        kind = item.get("type")
+        if kind == "function_call":
+            called.add(item["call_id"])
+            assert any(o.get("type") == "function_call_output" and o["call_id"] == item["call_id"]
+                       for o in items[k + 1:]), f"call {item['call_id']} lost its output"
+        elif kind == "function_call_output":
+            assert item["call_id"] in called, f"output {item['call_id']} lost its call"
+        elif kind == "reasoning":
+            assert k + 1 < len(items) and items[k + 1].get("type") in ("function_call", "message"), \
+                "a reasoning item was split from its turn"
+
+
+def test_the_openai_sdk_sends_responses_requests(proxy, trajectory):
+    import openai
+
+    base, upstream = proxy
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-caller-own-key", max_retries=0)
+    items = as_items(trajectory)
+    instructions = trajectory[0]["content"]
+    raw = client.responses.with_raw_response.create(model="gpt-4o", instructions=instructions, input=items,
+                                                    max_output_tokens=REPLY)
+    assert raw.headers["x-engram-steps"] != "none", "the trajectory outgrew the window"
+    sent = upstream.requests[-1]["body"]
+    assert sent["instructions"] == instructions
+    assert raw.parse().output_text == f"saw {len(sent['input'])} items", "the SDK parsed the reply"
+    assert len(sent["input"]) < len(items)
+    assert sent["input"][-1] == items[-1], "the newest item stays"
+    calls_answered(sent["input"])
+    kept = [item for item in sent["input"] if item in items]
+    assert len(kept) >= 3, "items kept as the caller sent them"
+    # Streamed: the events come back as the upstream sent them, and the SDK reads them.
+    stream = client.responses.create(model="gpt-4o", instructions=instructions, input=items,
+                                     max_output_tokens=REPLY, stream=True)
+    text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+    assert text == f"saw {len(upstream.requests[-1]['body']['input'])} items"
+    # A conversation the provider holds is left as it is.
+    client.responses.create(model="gpt-4o", input=items, previous_response_id="resp_0")
+    assert upstream.requests[-1]["body"]["input"] == items
+
+
+def test_an_agents_sdk_agent_runs_through_the_proxy(proxy, trajectory):
+    """An OpenAI Agents SDK agent with a function tool, resuming a long history: each of its
+    requests reaches the upstream compacted with its calls answered, and the tool loop runs."""
+    import asyncio
+
+    import agents
+    import openai
+
+    base, upstream = proxy
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def lookup(topic: str) -> str:
+        """Looks a topic up."""
+        return f"notes on {topic}: the build fails in src/lib.rs"
+
+    client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key="sk-caller-own-key", max_retries=0)
+    agent = agents.Agent(name="fixer", instructions=trajectory[0]["content"], tools=[lookup],
+                         model=agents.OpenAIResponsesModel(model="gpt-4o", openai_client=client))
+    history = as_items(trajectory) + [{"role": "user", "content": "Look up the build, then say what next."}]
+    result = asyncio.run(agents.Runner.run(agent, input=history))
+    first, second = upstream.requests[-2]["body"], upstream.requests[-1]["body"]
+    for sent in (first, second):
+        assert len(sent["input"]) < len(history), "compacted"
+        calls_answered(sent["input"])
+        assert sent["instructions"] == trajectory[0]["content"]
+    assert first["input"][-1] == history[-1]
+    call, output = second["input"][-2:]
+    assert (call["type"], call["call_id"]) == ("function_call", "call_up")
+    assert output["type"] == "function_call_output" and "src/lib.rs" in output["output"]
+    assert result.final_output == f"saw {len(second['input'])} items"
+
+
+def test_each_proxied_request_can_be_logged_as_one_json_line(trajectory):
+    """With `--log-proxy-requests`, each model request is one JSON line on standard error:
+    route, model, status, tokens before and after, steps, summary cache, time."""
+    import openai
+
+    upstream = Upstream()
+    proc, base = start_engram("--upstream", f"{upstream.root}/v1", "--model-window", f"gpt-4o={WINDOW}",
+                              "--log-proxy-requests")
+    try:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-caller-own-key", max_retries=0)
+        client.chat.completions.create(model="gpt-4o", messages=trajectory, max_tokens=REPLY)
+        client.responses.create(model="gpt-4o", input="hello")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+        upstream.close()
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith('{"event":"proxy"')]
+    assert [(x["route"], x["model"], x["status"]) for x in lines] == [
+        ("/v1/chat/completions", "gpt-4o", 200), ("/v1/responses", "gpt-4o", 200)]
+    chat, plain = lines
+    assert chat["tokens_after"] < chat["tokens_before"] and chat["steps"] != "none"
+    assert plain["tokens_after"] == plain["tokens_before"] and plain["steps"] == "none"
+    assert all(x["ms"] >= 0 and "cache" in x and "retried" in x for x in lines)
+    assert "sk-caller-own-key" not in err.decode(), "the caller's key is never logged"
 
 
 def test_other_routes_pass_through(proxy):

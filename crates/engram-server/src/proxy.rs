@@ -813,6 +813,7 @@ fn render(
             };
             let mut value =
                 engram::anthropic::to_anthropic(&conversation).map_err(|e| e.to_string())?;
+            engram::anthropic::keep_callers_json(&mut value, &parsed.value);
             // Keys engram does not model pass through as the caller sent them.
             if let (Value::Object(out), Value::Object(original)) = (&mut value, &parsed.value) {
                 for (k, v) in original {

@@ -763,6 +763,58 @@ async fn anthropic_requests_are_compacted_in_their_own_format() {
     );
 }
 
+/// On the Anthropic route too, a message engram keeps goes upstream as the caller sent it: its
+/// keys in the caller's order, tool blocks and their extra keys, byte for byte; so does the
+/// system prompt when no summary joins it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_kept_messages_reach_the_upstream_byte_for_byte() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let filler = "details of the failing build in src/lib.rs ".repeat(40);
+    let mut turns = Vec::new();
+    for i in 0..30 {
+        turns.push(json!({"content": format!("turn {i}: {filler}"), "role": "user"}));
+        turns.push(json!({"content": [
+            {"text": format!("step {i}"), "type": "text"},
+            {"input": {"z": i, "a": "ls"}, "name": "sh", "id": format!("t{i}"), "type": "tool_use"}
+        ], "role": "assistant"}));
+        turns.push(json!({"content": [
+            {"is_error": false, "content": format!("output {i}: {filler}"), "tool_use_id": format!("t{i}"),
+             "type": "tool_result", "cache_control": {"type": "ephemeral"}}
+        ], "role": "user"}));
+        turns.push(json!({"content": format!("noted {i}"), "role": "assistant"}));
+    }
+    turns.push(json!({"content": "Now fix the failing test", "role": "user"}));
+    let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "messages": &turns});
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/messages")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("anthropic-version", "2023-06-01")
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let (status, headers, _) = send(&app, request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
+    let sent = last_sent(&up);
+    let sent_text = std::str::from_utf8(&sent).expect("utf-8");
+    let got: Value = serde_json::from_slice(&sent).expect("json");
+    let list = got["messages"].as_array().expect("messages");
+    assert!(list.len() < turns.len());
+    let mut verbatim = 0;
+    for m in list {
+        if let Some(original) = turns.iter().find(|t| *t == m) {
+            assert!(
+                sent_text.contains(&original.to_string()),
+                "kept as sent: {original:.200}"
+            );
+            verbatim += 1;
+        }
+    }
+    assert!(verbatim >= 3, "{verbatim} messages kept verbatim");
+    assert_eq!(list.last(), turns.last());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_routes_pass_through_and_the_engram_key_stays_with_engram() {
     let (base, up) = upstream().await;

@@ -440,6 +440,45 @@ fn tool_definition(tool: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Puts the caller's own JSON back into a request [`to_anthropic`] wrote from a compacted
+/// conversation: each written message that says what one of the caller's `messages` says
+/// becomes that message as the caller sent it, every field in the caller's order, and so does
+/// `system` when it is the caller's. "Says the same" is judged by writing the caller's part the
+/// same way, so only what engram changed or wrote is engram's JSON.
+pub fn keep_callers_json(written: &mut Value, original: &Value) {
+    let form = |request: Value, key: &str| -> Option<Value> {
+        let conversation = from_anthropic(&request).ok()?;
+        let Ok(Value::Object(mut out)) = to_anthropic(&conversation) else {
+            return None;
+        };
+        out.remove(key)
+    };
+    if let (Some(system), Some(callers)) = (written.get_mut("system"), original.get("system"))
+        && form(json!({ "system": callers, "messages": [] }), "system").as_ref() == Some(system)
+    {
+        system.clone_from(callers);
+    }
+    let (Some(Value::Array(written)), Some(Value::Array(original))) =
+        (written.get_mut("messages"), original.get("messages"))
+    else {
+        return;
+    };
+    let mut by_form: std::collections::HashMap<String, &Value> = std::collections::HashMap::new();
+    for message in original {
+        if let Some(Value::Array(mut one)) = form(json!({ "messages": [message] }), "messages")
+            && one.len() == 1
+            && let Some(form) = one.pop()
+        {
+            by_form.entry(form.to_string()).or_insert(message);
+        }
+    }
+    for message in written.iter_mut() {
+        if let Some(&callers) = by_form.get(&message.to_string()) {
+            message.clone_from(callers);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,5 +579,45 @@ mod tests {
         )
         .expect_err("tool_use_id");
         assert_eq!(e.field.as_deref(), Some("content[0].tool_use_id"));
+    }
+
+    #[test]
+    fn kept_messages_go_back_as_the_caller_sent_them() {
+        // Key order of the caller's own, a block with an extra key, a tool result.
+        let original = json!({
+            "system": [{"text": "Be careful.", "type": "text", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"content": "fix it", "role": "user"},
+                {"role": "assistant", "content": [
+                    {"text": "Looking.", "type": "text"},
+                    {"type": "tool_use", "id": "t1", "name": "sh", "input": {"b": 1, "a": 2}}
+                ]},
+                {"role": "user", "content": [{"tool_use_id": "t1", "type": "tool_result", "content": "ok", "is_error": false}]}
+            ]
+        });
+        let conversation = from_anthropic(&original).unwrap();
+        let mut written = to_anthropic(&conversation).unwrap();
+        let canonical = written.to_string();
+        keep_callers_json(&mut written, &original);
+        assert_eq!(written["messages"], original["messages"]);
+        assert_eq!(written["system"], original["system"]);
+        for key in ["system", "messages"] {
+            assert_eq!(
+                written[key].to_string(),
+                original[key].to_string(),
+                "{key} byte for byte"
+            );
+        }
+        assert_ne!(
+            canonical,
+            written.to_string(),
+            "the canonical form differs in key order"
+        );
+        // What engram changed keeps engram's form.
+        let mut changed =
+            json!({"system": "a summary", "messages": [{"role": "user", "content": "fix it now"}]});
+        keep_callers_json(&mut changed, &original);
+        assert_eq!(changed["messages"][0]["content"], "fix it now");
+        assert_eq!(changed["system"], "a summary");
     }
 }

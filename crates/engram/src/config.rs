@@ -71,6 +71,10 @@ pub struct ServerConfig {
     /// The largest request the proxy routes take, in MiB (default 64: the longest histories
     /// are the ones that most need compacting).
     pub max_proxy_body_mb: Option<usize>,
+    /// Seconds the proxy's upstream has to start answering (default 600).
+    pub upstream_timeout_secs: Option<u64>,
+    /// Log one JSON line per proxied model request on standard error (default false).
+    pub log_proxy_requests: Option<bool>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.
