@@ -759,6 +759,11 @@ pub(crate) struct ServeArgs {
     /// always counted in /metrics). Also the config's [server] log_proxy_requests = true.
     #[arg(long)]
     pub(crate) log_proxy_requests: bool,
+    /// Keep what the proxy sent upstream for the latest N requests (secrets redacted, in
+    /// memory only), for the inspector's drill-down at /ui. Default 0: the inspector lists the
+    /// requests' figures only.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=200))]
+    pub(crate) inspect_proxy_bodies: u64,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

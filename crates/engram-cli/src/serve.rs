@@ -90,6 +90,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     serve.proxy.upstream_timeout = std::time::Duration::from_secs(upstream_timeout);
     serve.proxy.log_requests =
         args.log_proxy_requests || config.server.log_proxy_requests.unwrap_or(false);
+    serve.proxy.keep_bodies = args.inspect_proxy_bodies as usize;
     serve.max_connections = args.max_connections as usize;
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {

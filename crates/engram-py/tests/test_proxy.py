@@ -282,14 +282,18 @@ def as_items(messages: list[dict]) -> list[dict]:
 
 
 def calls_answered(items: list[dict]) -> None:
-    """Every call has its output after it; every reasoning item is followed by an item of its turn."""
+    """Every call has its output after it (but in the newest turn, which may still be waiting for
+    them); every reasoning item is followed by an item of its turn."""
     called: set[str] = set()
+    newest = max((k for k, item in enumerate(items)
+                  if item.get("type") in ("function_call_output", None, "message") and item.get("role") != "assistant"),
+                 default=-1)
     for k, item in enumerate(items):
         kind = item.get("type")
         if kind == "function_call":
             called.add(item["call_id"])
-            assert any(o.get("type") == "function_call_output" and o["call_id"] == item["call_id"]
-                       for o in items[k + 1:]), f"call {item['call_id']} lost its output"
+            assert k > newest or any(o.get("type") == "function_call_output" and o["call_id"] == item["call_id"]
+                                     for o in items[k + 1:]), f"call {item['call_id']} lost its output"
         elif kind == "function_call_output":
             assert item["call_id"] in called, f"output {item['call_id']} lost its call"
         elif kind == "reasoning":

@@ -141,6 +141,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/sessions/{id}/compact", post(compact))
         .route("/v1/sessions/{id}/status", get(status))
+        .route("/v1/sessions/{id}/window", get(window))
+        .route("/v1/proxy/requests", get(crate::proxy::recent_requests))
         .route("/v1/sessions/{id}/tools/{name}", post(tool_call))
         .route("/v1/tools", get(tool_schemas))
         .route("/v1/sessions/{id}/checkpoints", post(checkpoint))
@@ -152,6 +154,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/memory/search", get(search))
         .route("/v1/memory/sleep", post(sleep))
         .route("/v1/memory/log", get(log))
+        .route("/v1/memory/stats", get(memory_stats))
         .nest_service("/mcp", crate::mcp::http_service(Arc::clone(&app)))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
@@ -169,6 +172,11 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/messages", post(crate::proxy::anthropic_messages))
         .route("/v1/responses", post(crate::proxy::responses))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/ui", get(crate::ui::index))
+        .route("/ui/", get(crate::ui::index))
+        .route("/ui/app.js", get(crate::ui::script))
+        .route("/ui/app.css", get(crate::ui::style))
+        .route("/ui/config.json", get(crate::ui::config))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .fallback(fallback)
@@ -360,9 +368,23 @@ async fn create_session(
 async fn list_sessions(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
+    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult {
-    with_store(&app, &tenant, |_, store| {
-        ok(json!({ "sessions": store.store.sessions()? }))
+    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    // With `usage=true`, each session's view tokens too (one count per session).
+    let usage = params.get("usage").is_some_and(|v| v == "true" || v == "1");
+    with_store(&app, &tenant, move |app, store| {
+        let sessions = store.store.sessions()?;
+        if !usage {
+            return ok(json!({ "sessions": sessions }));
+        }
+        let mut out = Vec::with_capacity(sessions.len());
+        for info in &sessions {
+            let mut value = serde_json::to_value(info).map_err(ApiError::internal)?;
+            value["view_tokens"] = json!(open(app, store, &info.id)?.view_tokens()?);
+            out.push(value);
+        }
+        ok(json!({ "sessions": out }))
     })
     .await
 }
@@ -497,7 +519,7 @@ async fn context_query(
                 .parse::<u64>()
                 .map_or_else(|_| Value::String(value), Value::from),
             "model" | "query" => Value::String(value),
-            "memory" => match value.as_str() {
+            "memory" | "provenance" => match value.as_str() {
                 "true" | "1" => Value::Bool(true),
                 "false" | "0" => Value::Bool(false),
                 _ => Value::String(value),
@@ -505,7 +527,7 @@ async fn context_query(
             other => {
                 return Err(ApiError::field(
                     other,
-                    "unknown query parameter; expected budget, model, query or memory",
+                    "unknown query parameter; expected budget, model, query, memory or provenance",
                 ));
             }
         };
@@ -529,11 +551,13 @@ async fn context_of(
     Path(id): Path<String>,
     b: Value,
 ) -> ApiResult {
+    // With `provenance`, each message says what it is and which log messages it stands for.
+    let plain = b.get("provenance") != Some(&Value::Bool(true));
     let args = from_json::<ContextRequest>(b)?.resolve(&app.config.registry)?;
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
         let out = args.context(&session)?;
-        ok(Value::Object(context_document(&session, &out, true)))
+        ok(Value::Object(context_document(&session, &out, plain)))
     })
     .await
 }
@@ -576,6 +600,25 @@ async fn status(
             "percent": status.percent(),
             "cost_usd": status.cost_usd,
         }))
+    })
+    .await
+}
+
+/// `GET .../window`: what fills the session's window, by kind (the inspector's bar).
+async fn window(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        let session = open(app, store, &id)?;
+        let max_output = app
+            .config
+            .registry
+            .resolve(&session.info().model)
+            .spec
+            .max_output_tokens;
+        ok(serde_json::to_value(session.window_use(max_output)?).map_err(ApiError::internal)?)
     })
     .await
 }
@@ -725,6 +768,17 @@ async fn search(
         let hits = store.store.search(&query)?;
         let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         ok(json!({ "results": results }))
+    })
+    .await
+}
+
+/// `GET /v1/memory/stats`: entries per tier.
+async fn memory_stats(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+) -> ApiResult {
+    with_store(&app, &tenant, |_, store| {
+        ok(serde_json::to_value(store.store.stats()?).map_err(ApiError::internal)?)
     })
     .await
 }

@@ -19,6 +19,7 @@ mod auth;
 pub mod mcp;
 mod metrics;
 mod proxy;
+mod ui;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

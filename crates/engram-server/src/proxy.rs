@@ -60,7 +60,14 @@ pub struct ProxyConfig {
     /// Log one JSON line per proxied model request on standard error (route, model, status,
     /// tokens before and after, steps, summary cache, milliseconds).
     pub log_requests: bool,
+    /// Keep what was sent upstream (secrets redacted) for this many of the latest proxied
+    /// requests, for the inspector; 0 (the default) keeps none. The requests' figures are
+    /// always kept, for the latest 200.
+    pub keep_bodies: usize,
 }
+
+/// How many proxied requests the inspector lists (per server, newest first).
+pub(crate) const RECENT_REQUESTS: usize = 200;
 
 /// The default [`ProxyConfig::upstream_timeout`]: a long generation can take minutes.
 pub(crate) const DEFAULT_UPSTREAM_TIMEOUT: std::time::Duration =
@@ -75,6 +82,7 @@ impl Default for ProxyConfig {
             estimate_margin: 0.1,
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             log_requests: false,
+            keep_bodies: 0,
         }
     }
 }
@@ -96,12 +104,40 @@ pub fn parse_model_window(text: &str) -> Result<(String, usize), String> {
     Ok((name.trim().to_owned(), tokens))
 }
 
-/// The proxy's state: an HTTP client, one counter per tokenizer and the summaries it wrote.
+/// The proxy's state: an HTTP client, one counter per tokenizer, the summaries it wrote and
+/// the latest requests it proxied.
 pub(crate) struct Proxy {
     http: reqwest::Client,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
     summaries: Mutex<SummaryCache>,
+    recent: Mutex<VecDeque<Recent>>,
 }
+
+/// A proxied request as the inspector lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Recent {
+    #[serde(skip)]
+    tenant: String,
+    #[serde(serialize_with = "engram::store::serialize_time")]
+    at: engram::Timestamp,
+    route: String,
+    model: String,
+    status: u16,
+    tokens_before: u64,
+    tokens_after: u64,
+    steps: String,
+    cache: String,
+    retried: bool,
+    ms: f64,
+    note: String,
+    /// What went upstream, redacted (only with `keep_bodies`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sent: Option<Value>,
+}
+
+/// What the proxy sent upstream for a request, carried on the response to [`observed`].
+#[derive(Debug, Clone)]
+struct Sent(Bytes);
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -118,6 +154,17 @@ impl Proxy {
                 .unwrap_or_else(|_| reqwest::Client::new()),
             counters: Mutex::new(HashMap::new()),
             summaries: Mutex::new(SummaryCache::default()),
+            recent: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn remember(&self, recent: Recent, keep_bodies: usize) {
+        let mut list = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        list.push_front(recent);
+        list.truncate(RECENT_REQUESTS);
+        // Only the newest `keep_bodies` keep what was sent: the one that just aged out drops it.
+        if let Some(r) = list.get_mut(keep_bodies) {
+            r.sent = None;
         }
     }
 
@@ -313,9 +360,18 @@ struct Outcome {
     /// (compacted again, the earlier summary kept as it was) or `miss`.
     cache: Option<&'static str>,
     note: Option<String>,
+    /// The body sent upstream (for the inspector's list of recent requests).
+    sent: Option<Bytes>,
 }
 
 impl Outcome {
+    /// Carries the body sent upstream to [`observed`], which keeps it for the inspector.
+    fn attach_sent(&self, response: &mut Response) {
+        if let Some(sent) = &self.sent {
+            response.extensions_mut().insert(Sent(sent.clone()));
+        }
+    }
+
     fn headers(&self, headers: &mut HeaderMap) {
         let mut put = |name: &'static str, value: String| {
             if let Ok(v) = HeaderValue::from_str(&value) {
@@ -447,9 +503,11 @@ pub(crate) async fn responses(State(app): State<Arc<App>>, request: Request) -> 
 /// the status the caller got (the upstream's, or engram's own 4xx/502/504) and the time to it.
 async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) -> Response {
     let started = Instant::now();
-    let response = forward_compacted(Arc::clone(&app), format, request)
+    let tenant = authorize(&app, request.headers()).ok();
+    let mut response = forward_compacted(Arc::clone(&app), format, request)
         .await
         .unwrap_or_else(IntoResponse::into_response);
+    let sent = response.extensions_mut().remove::<Sent>();
     let seconds = started.elapsed().as_secs_f64();
     let header = |name: &str| {
         response
@@ -478,6 +536,31 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
         tokens_after: after,
         seconds,
     });
+    if let Some(tenant) = tenant {
+        let keep = app.config.proxy.keep_bodies;
+        let sent = sent.filter(|_| keep > 0).map(|Sent(bytes)| {
+            let (text, _) = engram::redact::redact(&String::from_utf8_lossy(&bytes));
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        });
+        app.proxy.remember(
+            Recent {
+                tenant,
+                at: engram::store::now(),
+                route: route.to_owned(),
+                model: model.to_owned(),
+                status,
+                tokens_before: before,
+                tokens_after: after,
+                steps: header("x-engram-steps").to_owned(),
+                cache: cache.to_owned(),
+                retried: header("x-engram-retried") == "true",
+                ms: (seconds * 1e4).round() / 10.0,
+                note: header("x-engram-note").to_owned(),
+                sent,
+            },
+            keep,
+        );
+    }
     if !app.config.proxy.log_requests {
         return response;
     }
@@ -497,6 +580,28 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
         })
     );
     response
+}
+
+/// `GET /v1/proxy/requests`: the tenant's latest proxied requests, newest first (with what was
+/// sent upstream, redacted, for the latest `keep_bodies`).
+pub(crate) async fn recent_requests(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<crate::api::Tenant>,
+) -> Response {
+    let list: Vec<Recent> = app
+        .proxy
+        .recent
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|r| r.tenant == tenant.0)
+        .cloned()
+        .collect();
+    axum::Json(serde_json::json!({
+        "requests": list,
+        "keep_bodies": app.config.proxy.keep_bodies,
+    }))
+    .into_response()
 }
 
 /// Any other `/v1/*` route: straight through (Anthropic's when the path or the headers say so).
@@ -632,6 +737,9 @@ fn relay(response: reqwest::Response, outcome: Option<&Outcome>) -> Response {
     let mut out = Response::new(Body::from_stream(response.bytes_stream()));
     *out.status_mut() = status;
     *out.headers_mut() = headers;
+    if let Some(o) = outcome {
+        o.attach_sent(&mut out);
+    }
     out
 }
 
@@ -969,11 +1077,12 @@ async fn forward_compacted(
         // Not a request engram compacts (one it cannot read, or one whose conversation the
         // provider holds): the upstream answers it as it would, and a header says why.
         Err(why) => {
-            let response = send(&app, method, &url, &headers, body).await?;
             let outcome = Outcome {
                 note: Some(format!("{why}; forwarded unchanged")),
+                sent: Some(body.clone()),
                 ..Outcome::default()
             };
+            let response = send(&app, method, &url, &headers, body).await?;
             return Ok(relay(response, Some(&outcome)));
         }
     };
@@ -981,6 +1090,7 @@ async fn forward_compacted(
         elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
         "proxy: counted and compacted"
     );
+    outcome.sent = Some(forwarded.clone());
     let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
     let status = response.status();
     if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
@@ -1039,7 +1149,9 @@ async fn forward_compacted(
     outcome.steps = rewritten.steps;
     app.metrics
         .compaction(outcome.tokens_before, outcome.tokens_after);
-    let response = send(&app, method, &url, &headers, Bytes::from(rewritten.bytes)).await?;
+    let bytes = Bytes::from(rewritten.bytes);
+    outcome.sent = Some(bytes.clone());
+    let response = send(&app, method, &url, &headers, bytes).await?;
     Ok(relay(response, Some(&outcome)))
 }
 
@@ -1062,6 +1174,7 @@ fn replay(
         }
     }
     outcome.headers(out.headers_mut());
+    outcome.attach_sent(&mut out);
     out
 }
 
@@ -1101,7 +1214,11 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     if let Some((k, summary)) = &cached {
         let (reduced, kept) = with_summary(&parsed.conversation, pinned, *k, summary);
         let n = plan.counter.count_conversation(&reduced).total();
+        // Only a history that needs no repair (a call left unanswered before the newest turn,
+        // say) goes out this way; one that does is compacted, which repairs it.
+        let (_, repairs) = engram::compact::units::repair(&reduced.messages);
         if n <= threshold
+            && repairs == Default::default()
             && let Ok(bytes) = render(format, &parsed, reduced.messages, &kept)
         {
             outcome.tokens_after = n;

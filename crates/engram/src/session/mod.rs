@@ -18,6 +18,7 @@ pub mod export;
 pub mod facts;
 pub mod history;
 pub mod store;
+pub mod window;
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,0 +1,154 @@
+"""The inspector at /ui, driven in a real headless Chromium (Debian's `chromium`, through
+Playwright for Python) against `engram serve` with two tenants: a session built from a real dev
+trajectory and compacted at least twice, the context-window bar's numbers against the API's, a
+summary expanded to its originals with the agent's own history tool, the memory and proxy pages,
+the keyboard, no console errors, and another tenant's session a 404.
+
+With ENGRAM_SCREENSHOTS=DIR the three pages are saved there as PNG files (docs/ holds them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+import urllib.request
+
+import pytest
+
+from test_proxy import Upstream, start_engram
+
+KEY_A = "acme-inspector-key-0001"
+KEY_B = "umbrella-inspector-key-0002"
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        pytest.skip("chromium: needs Debian's chromium (apt install chromium; .ci/run installs it)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.skip("chromium: needs Playwright for Python (pip install playwright)")
+    return path
+
+
+def call(base: str, method: str, path: str, key: str, body=None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"authorization": f"Bearer {key}", "content-type": "application/json",
+                                              "x-engram-key": key})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+@pytest.fixture
+def served(trajectory):
+    keys = pathlib.Path(tempfile.mkdtemp()) / "keys"
+    keys.write_text(f"acme:{KEY_A}\numbrella:{KEY_B}\n")
+    upstream = Upstream()
+    proc, base = start_engram("--api-keys", str(keys), "--upstream", f"{upstream.root}/v1",
+                              "--model-window", "gpt-4o=16000", "--inspect-proxy-bodies", "5")
+    # A session as the agent builds it: the trajectory appended turn by turn in a small window,
+    # so that the threshold compacts it more than once.
+    status, created = call(base, "POST", "/v1/sessions", KEY_A, {"model": "gpt-4o", "window": 4000, "name": "swe-agent demo"})
+    assert status == 201, created
+    sid = created["id"] if "id" in created else created["session"]["id"]
+    for m in trajectory:
+        status, reply = call(base, "POST", f"/v1/sessions/{sid}/messages", KEY_A, {"messages": [m]})
+        assert status in (200, 201), reply
+    status, detail = call(base, "GET", f"/v1/sessions/{sid}", KEY_A)
+    assert len(detail["compactions"]) >= 2, "compacted at least twice"
+    call(base, "POST", "/v1/memory", KEY_A, {"content": "The pydicom build fails on the RLE decoder", "source": "notes"})
+    # One proxied request, to list on the proxy page.
+    status, _ = call(base, "POST", "/v1/chat/completions", KEY_A,
+                     {"model": "gpt-4o", "messages": trajectory, "max_tokens": 1000})
+    assert status == 200
+    yield base, sid
+    proc.terminate()
+    proc.wait(timeout=30)
+    upstream.close()
+
+
+def test_the_inspector_shows_what_the_model_sees(served):
+    from playwright.sync_api import expect, sync_playwright
+
+    executable = chromium()
+    base, sid = served
+    shots = os.environ.get("ENGRAM_SCREENSHOTS")
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        # With keys, the page asks for one; the key opens its tenant's sessions.
+        page.goto(f"{base}/ui")
+        page.fill("#key", KEY_A)
+        page.keyboard.press("Enter")
+        link = page.get_by_role("link", name="swe-agent demo")
+        expect(link).to_be_visible()
+        link.click()
+
+        # The bar: each kind's tokens as the API counts them.
+        expect(page.locator("#window-parts")).to_be_visible()
+        _, use = call(base, "GET", f"/v1/sessions/{sid}/window", KEY_A)
+        shown = {row.get_attribute("data-kind"): int(row.locator("[data-tokens]").get_attribute("data-tokens"))
+                 for row in page.locator("#window-parts tbody tr").all()}
+        expected = {part["kind"]: part["tokens"] for part in use["parts"]}
+        expected.update(free=use["free"], reply=use["reply_reserve"])
+        assert shown == expected
+        assert int(page.locator("#window-used").get_attribute("data-tokens")) == use["used"]
+        assert use["parts"][1]["tokens"] > 0, "a summary is in the view"
+        expect(page.locator("#mark-threshold")).to_be_attached()
+        expect(page.locator("#timeline tbody tr")).to_have_count(len(call(base, "GET", f"/v1/sessions/{sid}", KEY_A)[1]["compactions"]))
+        if shots:
+            page.screenshot(path=os.path.join(shots, "inspector-session.png"), full_page=False)
+
+        # A summary expands to the originals it stands for, by keyboard, through read_history.
+        summary = page.locator('li[data-kind="summary"]').first
+        button = summary.get_by_role("button")
+        button.focus()
+        page.keyboard.press("Enter")
+        expect(button).to_have_attribute("aria-expanded", "true")
+        _, context = call(base, "GET", f"/v1/sessions/{sid}/context?provenance=true", KEY_A)
+        sources = next(m for m in context["messages"] if m["engram"]["kind"] == "summary")["engram"]["source_ids"]
+        _, originals = call(base, "POST", f"/v1/sessions/{sid}/tools/read_history", KEY_A,
+                            {"ids": sources, "max_tokens": 8000})
+        assert summary.locator("pre").inner_text().strip() == originals["content"].strip()
+
+        # Memory: tier counts, a search, the consolidation log.
+        page.goto(f"{base}/ui#/memory")
+        expect(page.locator("#tiers")).to_contain_text("working: 1")
+        page.fill("#q", "RLE decoder")
+        page.get_by_role("button", name="Search").click()
+        expect(page.locator("#results")).to_contain_text("The pydicom build fails on the RLE decoder")
+        if shots:
+            page.screenshot(path=os.path.join(shots, "inspector-memory.png"))
+
+        # Proxy traffic, with what was sent upstream (kept for the latest 5).
+        page.goto(f"{base}/ui#/proxy")
+        row = page.locator("#requests tbody tr[data-request]").first
+        expect(row).to_contain_text("/v1/chat/completions")
+        row.get_by_role("button", name="What was sent").click()
+        expect(page.locator("#requests pre").first).to_contain_text('"messages"')
+        if shots:
+            page.screenshot(path=os.path.join(shots, "inspector-proxy.png"))
+
+        assert errors == [], errors
+        # Another tenant's key: the session is not there (404), and its list is empty.
+        page.evaluate(f"sessionStorage.setItem('engram-inspector-key', '{KEY_B}')")
+        page.goto(f"{base}/ui#/session/{sid}")
+        expect(page.locator('.error[data-status="404"]')).to_be_visible()
+        assert call(base, "GET", f"/v1/sessions/{sid}", KEY_B)[0] == 404
+        page.goto(f"{base}/ui#/sessions")
+        page.reload()
+        expect(page.locator("main")).to_contain_text("No sessions yet.")
+        browser.close()
+    # Only the refused request, as the browser reports any 404.
+    assert all("status of 404" in e for e in errors), errors
