@@ -7,7 +7,8 @@ Cases: a short request that needs no compaction (forwarded byte for byte); a lon
 trajectory prefix (SWE-agent, the dev data) over the threshold of a 16,000-token window, which
 engram compacts (masking and extractive steps) before forwarding, each time as a new agent's
 (so no cached summary applies); and that same long request resent, which the summary cache
-serves.
+serves. Then the same on `/v1/responses`: a short Responses request, and the mini-SWE-agent run
+of testdata/responses (reasoning items, calls and outputs) over the threshold, compacted afresh.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def trajectory(data: pathlib.Path) -> list[dict]:
     return [{k: v for k, v in m.items() if k != "id"} for m in longest["messages"]]
 
 
-def timed(port: int, bodies, n: int) -> list[float]:
+def timed(port: int, bodies, n: int, path: str = "/v1/chat/completions") -> list[float]:
     """`bodies(i)`: the i-th request's body."""
     conn = http.client.HTTPConnection("127.0.0.1", port)
     conn.connect()
@@ -70,7 +71,7 @@ def timed(port: int, bodies, n: int) -> list[float]:
     for i in range(n + 20):
         body = bodies(i)
         start = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        conn.request("POST", path, body, {"Content-Type": "application/json"})
         r = conn.getresponse()
         r.read()
         assert r.status == 200, r.status
@@ -117,8 +118,8 @@ def main() -> None:
                 msgs[0]["content"] = f"{msgs[0]['content']}\n(agent {i})"
             return json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": msgs}).encode()
 
-        def probe(body: bytes) -> str:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body,
+        def probe(body: bytes, path: str = "/v1/chat/completions") -> str:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", body,
                                          {"Content-Type": "application/json"})
             with urllib.request.urlopen(req) as r:
                 h = r.headers
@@ -127,16 +128,32 @@ def main() -> None:
 
         resent = long_body(None)
         print(f"long request: {len(resent)} bytes; first time: {probe(resent)}; resent: {probe(resent)}")
+        fixture = json.loads((pathlib.Path(__file__).resolve().parents[1] / "testdata" / "responses"
+                              / "minisweagent_items.json").read_text(encoding="utf-8"))
+        items = fixture["input"]
+        # The longest prefix ending on a tool output under ~1.2x the window: compacted.
+        cut = next(e for e in range(len(items), 2, -1) if items[e - 1]["type"] == "function_call_output"
+                   and len(json.dumps(items[:e])) < 16000 * 4 * 1.2)
+        small_items = json.dumps({"model": "gpt-4o", "instructions": fixture["instructions"][:400],
+                                  "input": items[:2], "max_output_tokens": 1000}).encode()
+
+        def long_items(i: int) -> bytes:
+            return json.dumps({"model": "gpt-4o", "instructions": f"{fixture['instructions']}\n(agent {i})",
+                               "input": items[:cut], "max_output_tokens": 1000}).encode()
+
+        print(f"long Responses request: {probe(long_items(-1), '/v1/responses')}")
         print(f"| case | direct p50 | via engram p50 | added p50 | direct p99 | via engram p99 |")
         print(f"|---|---:|---:|---:|---:|---:|")
         cases = [
-            ("no compaction (byte for byte)", lambda i: small),
-            ("compacted afresh (a new history each time)", lambda i: long_body(i)),
-            ("the same history resent (summary cache hit)", lambda i: resent),
+            ("no compaction (byte for byte)", lambda i: small, "/v1/chat/completions"),
+            ("compacted afresh (a new history each time)", lambda i: long_body(i), "/v1/chat/completions"),
+            ("the same history resent (summary cache hit)", lambda i: resent, "/v1/chat/completions"),
+            ("Responses, no compaction (byte for byte)", lambda i: small_items, "/v1/responses"),
+            ("Responses, compacted afresh", long_items, "/v1/responses"),
         ]
-        for name, bodies in cases:
-            direct = timed(up_port, bodies, args.n)
-            proxied = timed(port, bodies, args.n)
+        for name, bodies, path in cases:
+            direct = timed(up_port, bodies, args.n, path)
+            proxied = timed(port, bodies, args.n, path)
             q = lambda xs, p: statistics.quantiles(xs, n=100)[p - 1]
             print(f"| {name} | {statistics.median(direct):.2f} ms | {statistics.median(proxied):.2f} ms | "
                   f"{statistics.median(proxied) - statistics.median(direct):.2f} ms | {q(direct, 99):.2f} ms | "

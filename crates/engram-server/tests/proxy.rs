@@ -315,6 +315,25 @@ async fn a_small_request_and_its_reply_pass_byte_for_byte() {
     assert_eq!(reply["choices"][0]["message"]["content"], "saw 1 messages");
 }
 
+/// A request under the threshold reaches the upstream exactly as sent, on all three routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_requests_pass_byte_for_byte_on_every_route() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    for (path, body) in [
+        ("/v1/chat/completions", &br#"{ "messages":[{"content":"hi","role":"user","id":"c1"}],"model":"gpt-4o" }"#[..]),
+        ("/v1/responses", &br#"{"model":"gpt-4o",  "instructions":"Be brief.","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],"x_vendor":1}"#[..]),
+        ("/v1/messages", &br#"{"model":"claude-sonnet-4","max_tokens":100,"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"content":"hi","role":"user"}]}"#[..]),
+    ] {
+        let (status, headers, _) = send(&app, post_json(path, body)).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(header_str(&headers, "x-engram-steps"), "none", "{path}");
+        let (got_path, _, got) = up.lock().expect("lock").received.last().cloned().expect("sent");
+        assert_eq!(got_path, path);
+        assert_eq!(&got[..], body, "{path}: byte for byte");
+    }
+}
+
 /// The proxy decides with the sessions' policy (`[session] threshold` and `target` of the
 /// configuration), measured against the room the request leaves for its reply (issue 30).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1145,45 +1164,54 @@ fn as_items(messages: &[Value]) -> Vec<Value> {
     items
 }
 
-/// The SWE-agent trajectory sent to `/v1/responses` turn by turn: every request arrives within
-/// the window with `instructions` untouched and the newest item there; every call keeps its
-/// output and every output its call; every reasoning item is still followed by the item it
-/// preceded; every item engram kept is the caller's bytes; once a summary exists, later turns
-/// reuse it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn responses_requests_are_compacted_item_by_item() {
-    let (base, up) = upstream().await;
-    let app = engram(&base, false);
-    let messages = trajectory();
-    let instructions = messages[0]["content"].as_str().expect("system prompt");
+/// Sends a Responses history turn by turn (after each input message or tool output that ends
+/// a turn) and checks every request the upstream got: within the window with `instructions`
+/// untouched and the client's newest item at the end, byte for byte; every call with its output
+/// and every output with its call; every reasoning item still followed by the item it preceded;
+/// every item engram kept the caller's bytes. Returns (turns, compacted, summary-cache hits).
+async fn drive_responses(
+    app: &axum::Router,
+    up: &Shared,
+    instructions: &str,
+    items: &[Value],
+) -> (usize, usize, usize) {
     let counter = engram::TokenCounter::new(engram::Tokenizer::o200k().expect("o200k"));
     let (mut compacted, mut hits, mut turns) = (0, 0, 0);
-    for end in 2..=messages.len() {
-        if messages[end - 1]["role"] == "assistant" {
+    let caller_side =
+        |item: &Value| item["type"] == "function_call_output" || item["role"] == "user";
+    for end in 2..=items.len() {
+        if !caller_side(&items[end - 1])
+            || items
+                .get(end)
+                .is_some_and(|n| n["type"] == "function_call_output")
+        {
             continue;
         }
         turns += 1;
-        let items = as_items(&messages[..end]);
-        let body = json!({"model": "gpt-4o", "instructions": instructions, "input": &items,
+        let items = &items[..end];
+        let body = json!({"model": "gpt-4o", "instructions": instructions, "input": items,
                           "max_output_tokens": 1000, "store": false});
-        let (status, headers, reply) = send(
-            &app,
-            post_json("/v1/responses", body.to_string().as_bytes()),
-        )
-        .await;
+        let (status, headers, reply) =
+            send(app, post_json("/v1/responses", body.to_string().as_bytes())).await;
         assert_eq!(status, StatusCode::OK);
         let reply: Value = serde_json::from_slice(&reply).expect("json");
         assert_eq!(reply["object"], "response");
-        let sent_bytes = last_sent(&up);
+        let sent_bytes = last_sent(up);
         let sent_text = std::str::from_utf8(&sent_bytes).expect("utf-8");
         let sent: Value = serde_json::from_slice(&sent_bytes).expect("json");
         assert_eq!(sent["instructions"], instructions, "turn {end}");
         assert_eq!(sent["store"], false);
         let input = sent["input"].as_array().expect("input");
+        let newest = items.last().expect("an item").to_string();
         assert_eq!(
             input.last(),
             items.last(),
             "turn {end}: the newest item stays"
+        );
+        assert!(
+            sent_text.ends_with(&format!("{newest}]}}"))
+                || sent_text.contains(&format!("{newest}],")),
+            "turn {end}: the newest item, byte for byte"
         );
         let read = engram::responses::from_request(&sent).expect("the upstream gets items");
         let tokens = counter.count_conversation(&read.conversation).total();
@@ -1193,8 +1221,9 @@ async fn responses_requests_are_compacted_item_by_item() {
         );
         if header_str(&headers, "x-engram-steps") == "none" {
             assert_eq!(
-                input, &items,
-                "turn {end}: under the threshold nothing changes"
+                &sent_bytes[..],
+                body.to_string().as_bytes(),
+                "turn {end}: under the threshold, byte for byte"
             );
             continue;
         }
@@ -1256,11 +1285,43 @@ async fn responses_requests_are_compacted_item_by_item() {
         }
         assert!(verbatim > 0);
     }
+    (turns, compacted, hits)
+}
+
+/// The SWE-agent trajectory, converted to Responses items, sent turn by turn: compacted once it
+/// outgrows the window, and later turns reuse the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_requests_are_compacted_item_by_item() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let messages = trajectory();
+    let instructions = messages[0]["content"].as_str().expect("system prompt");
+    let (turns, compacted, hits) =
+        drive_responses(&app, &up, instructions, &as_items(&messages)).await;
     assert!(
         compacted > 0 && compacted < turns,
         "{compacted} of {turns} turns compacted"
     );
     assert!(hits > 0, "later turns reuse the summary");
+}
+
+/// A real mini-SWE-agent trajectory as Codex and the Agents SDK send it (the fixture in
+/// testdata/responses: reasoning items, output messages, function calls and their outputs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mini_swe_agent_run_in_responses_items_fits_with_every_call_paired() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/responses/minisweagent_items.json");
+    let fixture: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the fixture")).expect("json");
+    let items = fixture["input"].as_array().expect("input");
+    let instructions = fixture["instructions"].as_str().expect("instructions");
+    let (turns, compacted, _) = drive_responses(&app, &up, instructions, items).await;
+    assert!(
+        turns > 40 && compacted > 0 && compacted < turns,
+        "{compacted} of {turns} turns compacted"
+    );
 }
 
 /// A Responses request whose conversation the provider holds (`previous_response_id`,
