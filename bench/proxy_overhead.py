@@ -16,16 +16,15 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import pathlib
 import socket
 import statistics
-import subprocess
-import tempfile
 import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import serve
 
 REPLY = b'{"id":"c","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
 
@@ -48,12 +47,6 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(REPLY)))
         self.end_headers()
         self.wfile.write(REPLY)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def trajectory(data: pathlib.Path) -> list[dict]:
@@ -91,19 +84,9 @@ def main() -> None:
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     up_port = upstream.server_address[1]
-    port = free_port()
-    db = pathlib.Path(tempfile.mkdtemp()) / "engram.db"
-    proc = subprocess.Popen([args.engram_bin, "--db", str(db), "serve", "--listen", f"127.0.0.1:{port}",
-                             "--upstream", f"http://127.0.0.1:{up_port}/v1", "--model-window", "gpt-4o=16000"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")})
+    proc, port = serve.start(args.engram_bin, "--upstream", f"http://127.0.0.1:{up_port}/v1",
+                             "--model-window", "gpt-4o=16000")
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         messages = trajectory(pathlib.Path(args.data))
         small = json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:3]}).encode()
         # The longest prefix under ~1.2x the window: over the threshold, compacted.
@@ -142,8 +125,8 @@ def main() -> None:
                                "input": items[:cut], "max_output_tokens": 1000}).encode()
 
         print(f"long Responses request: {probe(long_items(-1), '/v1/responses')}")
-        print(f"| case | direct p50 | via engram p50 | added p50 | direct p99 | via engram p99 |")
-        print(f"|---|---:|---:|---:|---:|---:|")
+        print("| case | direct p50 | via engram p50 | added p50 | direct p99 | via engram p99 |")
+        print("|---|---:|---:|---:|---:|---:|")
         cases = [
             ("no compaction (byte for byte)", lambda i: small, "/v1/chat/completions"),
             ("compacted afresh (a new history each time)", lambda i: long_body(i), "/v1/chat/completions"),
