@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import tempfile
+import time
 import urllib.request
 
 import pytest
@@ -63,7 +64,13 @@ def served(trajectory):
         assert status in (200, 201), reply
     status, detail = call(base, "GET", f"/v1/sessions/{sid}", KEY_A)
     assert len(detail["compactions"]) >= 2, "compacted at least twice"
+    # Memory: an entry consolidated by a sleep a day later (archived, with a summary), then one
+    # still working.
     call(base, "POST", "/v1/memory", KEY_A, {"content": "The pydicom build fails on the RLE decoder", "source": "notes"})
+    tomorrow = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2 * 86400))
+    status, slept = call(base, "POST", "/v1/memory/sleep", KEY_A, {"now": tomorrow})
+    assert status == 200 and slept["items_consolidated"] == 1, slept
+    call(base, "POST", "/v1/memory", KEY_A, {"content": "Run the RLE tests with pytest -k rle", "source": "notes"})
     # One proxied request, to list on the proxy page.
     status, _ = call(base, "POST", "/v1/chat/completions", KEY_A,
                      {"model": "gpt-4o", "messages": trajectory, "max_tokens": 1000})
@@ -124,10 +131,16 @@ def test_the_inspector_shows_what_the_model_sees(served):
 
         # Memory: tier counts, a search, the consolidation log.
         page.goto(f"{base}/ui#/memory")
-        expect(page.locator("#tiers")).to_contain_text("working: 1")
+        _, stats = call(base, "GET", "/v1/memory/stats", KEY_A)
+        assert stats["archive"] == 1
+        for tier, n in stats.items():
+            expect(page.locator(f'#tiers [data-tier="{tier}"]')).to_have_text(f"{tier}: {n:,}")
+        expect(page.locator("#consolidations tbody tr")).to_have_count(1)
         page.fill("#q", "RLE decoder")
+        page.select_option("#tier", "archive")
         page.get_by_role("button", name="Search").click()
         expect(page.locator("#results")).to_contain_text("The pydicom build fails on the RLE decoder")
+        expect(page.locator("#results .lineage").first).to_contain_text("consolidated into")
         if shots:
             page.screenshot(path=os.path.join(shots, "inspector-memory.png"))
 

@@ -240,6 +240,15 @@ async function memoryPage() {
   const source = el("input", { id: "source", name: "source" });
   const session = el("input", { id: "session", name: "session_id" });
   const results = el("div", { id: "results" });
+  // Lineage: which consolidation took an entry (from the log), which entries a summary stands for.
+  const [stats, log] = await Promise.all([api("/v1/memory/stats"), api("/v1/memory/log?limit=1000")]);
+  const records = log.records || log.log || [];
+  const takenBy = new Map();
+  for (const r of records) for (const id of r.ids_in || []) takenBy.set(id, (r.ids_out || []).join(", "));
+  const lineage = (e) => [
+    (e.summary_of || []).length ? `stands for ${e.summary_of.join(", ")}` : "",
+    takenBy.has(e.id) ? `consolidated into ${takenBy.get(e.id)}` : "",
+  ].filter(Boolean).join("; ");
   const search = async (e) => {
     e.preventDefault();
     const params = new URLSearchParams({ q: q.value, limit: "50" });
@@ -254,14 +263,12 @@ async function memoryPage() {
             const e = h.entry || h;
             return el("tr", { "data-entry": e.id }, el("td", {}, e.tier), el("td", {}, el("div", { class: "text" }, e.content)),
               el("td", {}, e.source || ""), el("td", {}, e.session_id || ""), el("td", {}, time(e.created_at)),
-              el("td", {}, (e.summary_of || []).length ? `summarises ${e.summary_of.join(", ")}` : ""));
+              el("td", { class: "lineage" }, lineage(e)));
           }))));
     } catch (error) {
       results.replaceChildren(el("div", { class: "error" }, error.message));
     }
   };
-  const [stats, log] = await Promise.all([api("/v1/memory/stats"), api("/v1/memory/log?limit=50")]);
-  const records = log.records || log.log || [];
   show(el("h1", {}, "Memory"),
     el("p", { id: "tiers" }, Object.entries(stats).map(([t, n]) => el("span", { class: "role", "data-tier": t }, `${t}: ${fmt(n)}`))),
     el("form", { class: "inline", onsubmit: search },
@@ -271,9 +278,9 @@ async function memoryPage() {
     results,
     el("h2", {}, "Consolidation log"),
     records.length === 0 ? el("p", { class: "muted" }, "No consolidation yet.") :
-      el("table", { id: "consolidations" }, el("thead", {}, el("tr", {}, ["when", "entries", "summary", "strategy", "took", "became"].map((h) => el("th", {}, h)))),
-        el("tbody", {}, records.map((r) => el("tr", {}, el("td", {}, time(r.created_at)), el("td", { class: "num" }, fmt(r.items_consolidated)),
-          el("td", {}, r.summary_preview), el("td", {}, r.strategy || ""), el("td", {}, (r.ids_in || []).length ? `${r.ids_in.length} entries` : ""),
+      el("table", { id: "consolidations" }, el("thead", {}, el("tr", {}, ["when", "entries", "summary", "strategy", "became"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, records.slice(0, 50).map((r) => el("tr", {}, el("td", {}, time(r.created_at)), el("td", { class: "num" }, fmt(r.items_consolidated)),
+          el("td", {}, r.summary_preview), el("td", {}, r.strategy || ""),
           el("td", {}, (r.ids_out || []).join(", ")))))));
 }
 
