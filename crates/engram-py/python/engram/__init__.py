@@ -21,6 +21,8 @@ For code written against the classic context-manager APIs, ``engram.compat`` has
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
@@ -356,6 +358,19 @@ def models() -> list[dict]:
     return json.loads(_engram.models_json())
 
 
+def _twin(method: Any) -> Any:
+    """The async twin of a blocking method: the same call on a worker thread (the core lets go
+    of the GIL while it works), so the event loop keeps running."""
+
+    @functools.wraps(method)
+    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = "a" + method.__name__
+    twin.__doc__ = f"Async twin of :meth:`{method.__name__}` (runs on a worker thread).\n\n{method.__doc__ or ''}"
+    return twin
+
+
 class Store:
     """engram's embedded store: a SQLite database (WAL, full-text search) holding memory tiers
     (working, episodic, archive, learnings, journal) and sessions. ``path`` defaults to
@@ -469,6 +484,19 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({self.path!r})"
 
+    aadd = _twin(add)
+    aadd_many = _twin(add_many)
+    asearch = _twin(search)
+    asleep = _twin(sleep)
+    alog = _twin(log)
+    astats = _twin(stats)
+    aget = _twin(get)
+    aforget = _twin(forget)
+    aexport = _twin(export)
+    anew_session = _twin(new_session)
+    asession = _twin(session)
+    asessions = _twin(sessions)
+
 
 class Session:
     """An agent session: an append-only log (compaction never deletes from it), the view to send
@@ -478,6 +506,8 @@ class Session:
     def __init__(self, store: Store, id: str) -> None:
         self.store = store
         self.id = id
+        # Set once LangChain messages are appended: the view then comes back as LangChain messages.
+        self.langchain = False
 
     @property
     def _n(self) -> Any:
@@ -502,7 +532,8 @@ class Session:
         status update when one is due, to insert before the next model call)."""
         if len(messages) == 1 and not isinstance(messages[0], Mapping) and not _is_langchain(messages[0]):
             messages = tuple(messages[0])
-        data, _ = _as_openai(list(messages))
+        data, langchain = _as_openai(list(messages))
+        self.langchain |= langchain
         return json.loads(self._n.session_append(self.id, _dumps(data)))
 
     def context(self, budget: Optional[int] = None, query: Optional[str] = None,
@@ -510,10 +541,11 @@ class Session:
         """The messages to send now (the view); with a budget or a query, the log compacted for
         them; with ``memory``, relevant memory and learnings in a system section."""
         doc = json.loads(self._n.session_context(self.id, budget, query, memory))
-        return Compacted(doc["messages"], doc["report"])
+        return Compacted(_back(doc["messages"], self.langchain), doc["report"])
 
     def messages(self) -> list:
-        """The view's messages, ready to send."""
+        """The view's messages, ready to send (LangChain messages when LangChain messages were
+        appended through this object)."""
         return self.context().messages
 
     def compact(self, target: Optional[int] = None, *, focus: Optional[str] = None,
@@ -592,3 +624,18 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session({self.id!r})"
+
+    ashow = _twin(show)
+    alog = _twin(log)
+    aappend = _twin(append)
+    acontext = _twin(context)
+    amessages = _twin(messages)
+    acompact = _twin(compact)
+    astatus = _twin(status)
+    acompact_history = _twin(compact_history)
+    atool = _twin(tool)
+    ahandle_tool_call = _twin(handle_tool_call)
+    acheckpoint = _twin(checkpoint)
+    arestore = _twin(restore)
+    aexport = _twin(export)
+    adelete = _twin(delete)
