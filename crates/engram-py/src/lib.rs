@@ -320,6 +320,22 @@ fn summarizer_of(s: Option<&Bound<'_, LlmSummarizer>>) -> Option<Arc<dyn Summari
 }
 
 /// The registry's models as JSON.
+/// Responses API items as messages to store, each carrying its own items verbatim.
+#[pyfunction]
+fn responses_items_to_messages_json(items_json: &str) -> Res<String> {
+    let items: Vec<Value> = serde_json::from_str(items_json)
+        .map_err(|e| err(format!("expected a list of Responses items: {e}")))?;
+    let messages = engram::responses::items_to_messages(items).map_err(err)?;
+    Ok(Value::Array(messages.iter().map(Message::to_value).collect()).to_string())
+}
+
+/// Stored messages (a session's view) as Responses items: verbatim where unchanged.
+#[pyfunction]
+fn responses_messages_to_items_json(messages_json: &str) -> Res<String> {
+    let messages = conversation(messages_json)?.messages;
+    Ok(Value::Array(engram::responses::messages_to_items(&messages)).to_string())
+}
+
 #[pyfunction]
 fn models_json() -> Res<String> {
     let models: Vec<Value> = registry()?
@@ -1071,6 +1087,8 @@ fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LlmSummarizer>()?;
     m.add_class::<NativeStore>()?;
     m.add_function(wrap_pyfunction!(models_json, m)?)?;
+    m.add_function(wrap_pyfunction!(responses_items_to_messages_json, m)?)?;
+    m.add_function(wrap_pyfunction!(responses_messages_to_items_json, m)?)?;
     m.add_function(wrap_pyfunction!(compact_json, m)?)?;
     m.add_function(wrap_pyfunction!(build_context_json, m)?)?;
     m.add_function(wrap_pyfunction!(summarize_json, m)?)?;

@@ -281,9 +281,11 @@ fn text_part(part: &Map<String, Value>) -> Option<ContentPart> {
         _ => return None,
     };
     let text = part.get(key)?.as_str()?.to_owned();
+    // Its other keys, but its type: as an engram text part it is written back as `text`, and
+    // reads back the same (the items themselves are what goes to a model).
     let extra = part
         .iter()
-        .filter(|(k, _)| k.as_str() != key)
+        .filter(|(k, _)| k.as_str() != key && k.as_str() != "type")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     Some(ContentPart::Text { text, extra })
@@ -342,15 +344,7 @@ fn call(kind: &str, call_id: &str, item: &Map<String, Value>) -> ToolCall {
 /// the caller's item with the new `output`; what engram wrote as message items. The
 /// instructions are not items (the request's `instructions` stay as they were).
 pub fn to_items(source: &Items, messages: &[Message], origins: &[Origin]) -> Vec<Value> {
-    let output_types: HashMap<&str, String> = source
-        .items
-        .iter()
-        .filter_map(|item| {
-            let kind = item.get("type")?.as_str()?;
-            let call_id = item.get("call_id")?.as_str()?;
-            (!kind.ends_with("_output")).then(|| (call_id, format!("{kind}_output")))
-        })
-        .collect();
+    let output_types = output_types(&source.items);
     let mut out = Vec::new();
     for (message, origin) in messages.iter().zip(origins) {
         match *origin {
@@ -375,6 +369,79 @@ pub fn to_items(source: &Items, messages: &[Message], origins: &[Origin]) -> Vec
         }
     }
     out
+}
+
+/// The key of a message's `extra` that holds the Responses items it was made from, for a store
+/// that keeps items as messages (a session behind the Agents SDK's `Session`).
+pub const ITEMS_KEY: &str = "responses_items";
+
+/// Responses items as messages to store: [`from_items`]' messages, each carrying its own items
+/// (verbatim) under [`ITEMS_KEY`], so that [`messages_to_items`] gives them back.
+pub fn items_to_messages(items: Vec<Value>) -> Result<Vec<Message>, InputError> {
+    let read = from_items(items)?;
+    let mut out = read.conversation.messages;
+    for (message, span) in out.iter_mut().zip(&read.spans) {
+        if let Some(span) = span {
+            message.extra_mut().insert(
+                ITEMS_KEY.into(),
+                Value::Array(read.items[span.clone()].to_vec()),
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Stored messages (a session's view, say) as Responses items: a message that still says what
+/// its items say gives them back verbatim; a masked tool output gives its item with the new
+/// `output`; anything else (a summary, a note, a message changed) becomes new items.
+pub fn messages_to_items(messages: &[Message]) -> Vec<Value> {
+    let carried = |m: &Message| -> Option<Vec<Value>> {
+        match m.extra().get(ITEMS_KEY)? {
+            Value::Array(items) => Some(items.clone()),
+            _ => None,
+        }
+    };
+    // Call types by id, for the outputs engram writes (a missing result, say).
+    let all: Vec<Value> = messages.iter().filter_map(carried).flatten().collect();
+    let output_types = output_types(&all);
+    let mut out = Vec::new();
+    for message in messages {
+        let Some(items) = carried(message) else {
+            out.extend(new_items(message, &output_types));
+            continue;
+        };
+        // Compared without what storage adds (the log's id) and without the items themselves.
+        let mut plain = message.clone();
+        plain.extra_mut().remove(ITEMS_KEY);
+        plain.id = None;
+        let unchanged = from_items(items.clone())
+            .ok()
+            .is_some_and(|read| read.conversation.messages == [plain]);
+        if unchanged {
+            out.extend(items);
+        } else if let ([item], Role::Tool) = (items.as_slice(), message.role) {
+            let mut item = item.clone();
+            if let Value::Object(map) = &mut item {
+                map.insert("output".into(), Value::String(message.text().into_owned()));
+            }
+            out.push(item);
+        } else {
+            out.extend(new_items(message, &output_types));
+        }
+    }
+    out
+}
+
+/// The output item type for each call id among `items` (`function_call` → `function_call_output`).
+fn output_types(items: &[Value]) -> HashMap<&str, String> {
+    items
+        .iter()
+        .filter_map(|item| {
+            let kind = item.get("type")?.as_str()?;
+            let call_id = item.get("call_id")?.as_str()?;
+            (!kind.ends_with("_output")).then(|| (call_id, format!("{kind}_output")))
+        })
+        .collect()
 }
 
 /// Items for a message engram wrote or changed.
@@ -532,5 +599,41 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("input[0].content[0]"), "{e}");
         let e = from_request(&json!({"input": 7})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("input"), "{e}");
+    }
+
+    #[test]
+    fn stored_messages_give_their_items_back() {
+        let items = from_request(&request()).unwrap().items;
+        let messages = items_to_messages(items.clone()).unwrap();
+        assert_eq!(messages_to_items(&messages), items, "unchanged: verbatim");
+        // Stored as JSON and read back (a session's log), still the same items.
+        let stored: Vec<Message> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                Message::from_value(m.to_value())
+                    .unwrap()
+                    .with_id(format!("m{i}"))
+            })
+            .collect();
+        assert_eq!(
+            messages_to_items(&stored),
+            items,
+            "through storage: verbatim"
+        );
+        // A masked output, a summary in front.
+        let mut view = vec![Message::system("[summary]")];
+        view.extend(messages[3..].iter().cloned());
+        view[1].content = Some(Content::Text("[masked]".into()));
+        let back = messages_to_items(&view);
+        assert_eq!(
+            back[0],
+            json!({"type": "message", "role": "system", "content": "[summary]"})
+        );
+        assert_eq!(
+            back[1],
+            json!({"type": "function_call_output", "call_id": "call_2", "output": "[masked]"})
+        );
+        assert_eq!(&back[2..], &items[6..]);
     }
 }

@@ -15,6 +15,8 @@ __all__ = [
     "compact_json",
     "extract_key_facts_json",
     "models_json",
+    "responses_items_to_messages_json",
+    "responses_messages_to_items_json",
     "status_message_json",
     "summarize_json",
     "tool_schemas_json",
@@ -105,6 +107,8 @@ class NativeStore:
     def session_delete(self, id: str) -> str: ...
 
 def models_json() -> str: ...
+def responses_items_to_messages_json(items_json: str) -> str: ...
+def responses_messages_to_items_json(messages_json: str) -> str: ...
 def compact_json(
     conversation_json: str, options_json: str, summarizer: Optional[LlmSummarizer] = None
 ) -> str: ...

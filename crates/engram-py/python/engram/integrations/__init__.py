@@ -1,0 +1,6 @@
+"""engram inside agent frameworks. Each integration is its own module and imports its framework
+only when used; ``import engram`` imports none of them.
+
+- :mod:`engram.integrations.agents`: ``EngramSession``, the OpenAI Agents SDK's ``Session`` on an
+  engram session (``pip install "engram[agents]"``).
+"""
