@@ -393,17 +393,24 @@ async fn show_session(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
     Path(id): Path<String>,
+    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult {
+    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+    // `summaries=false` leaves out the summaries' texts and lineage (the bulk of a long session).
+    let summaries = params.get("summaries").is_none_or(|v| v != "false" && v != "0");
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
         let view_tokens = session.view_tokens()?;
-        ok(json!({
+        let mut doc = json!({
             "session": session.info(),
             "view_tokens": view_tokens,
             "compactions": store.store.compactions(&id, false)?,
-            "summaries": store.store.summaries(&id)?,
             "checkpoints": store.store.checkpoints(&id)?,
-        }))
+        });
+        if summaries {
+            doc["summaries"] = json!(store.store.summaries(&id)?);
+        }
+        ok(doc)
     })
     .await
 }

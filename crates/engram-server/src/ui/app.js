@@ -101,6 +101,8 @@ async function route() {
     failure(error);
   }
   main.focus({ preventScroll: true });
+  // For the load benchmark: when the page's content is on screen.
+  performance.mark("engram:rendered");
 }
 
 async function sessionsPage() {
@@ -192,10 +194,10 @@ function viewItem(id, message, index) {
 
 async function sessionPage(id) {
   const path = "/v1/sessions/" + encodeURIComponent(id);
-  const [detail, use, context] = await Promise.all([
-    api(path), api(path + "/window"), api(path + "/context?provenance=true"),
-  ]);
-  const info = detail.session;
+  // The bar and the view first; the session's record (its compactions) fills in when it comes.
+  const detailed = api(path + "?summaries=false");
+  detailed.catch(() => {});
+  const [use, context] = await Promise.all([api(path + "/window"), api(path + "/context?provenance=true")]);
   const messages = context.messages;
   const list = el("ol", { class: "view", id: "view" });
   let shown = 0;
@@ -207,30 +209,49 @@ async function sessionPage(id) {
     more.hidden = shown >= messages.length;
   };
   page();
-  const compactions = detail.compactions.slice().sort((a, b) => b.id - a.id);
-  const timeline = el("table", { id: "timeline" },
-    el("thead", {}, el("tr", {}, ["when", "trigger", "strategy", "tokens", "steps", "summarizer", "summaries"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, compactions.map((c) => {
-      const r = c.report || {};
-      return el("tr", { "data-compaction": c.id, class: c.abandoned ? "muted" : "" },
-        el("td", {}, time(c.created_at), c.abandoned ? " (abandoned by a restore)" : ""),
-        el("td", {}, c.trigger), el("td", {}, c.strategy),
-        el("td", { class: "num" }, `${fmt(c.tokens_before)} → ${fmt(c.tokens_after)}`),
-        el("td", {}, (r.steps || []).join(", ")),
-        el("td", {}, r.summarizer || "extractive", r.summary_fallback ? ` (fell back: ${r.summary_fallback})` : ""),
-        el("td", {}, (c.summary_ids || []).join(", ")));
-    })));
-  const checkpoints = el("table", { id: "checkpoints" },
-    el("thead", {}, el("tr", {}, ["checkpoint", "messages", "made", ""].map((h) => el("th", {}, h)))),
-    el("tbody", {}, detail.checkpoints.map((c) => el("tr", {},
-      el("td", {}, c.name), el("td", { class: "num" }, fmt(c.messages)), el("td", {}, time(c.created_at)),
-      el("td", {}, c.abandoned ? "abandoned by a restore" : "")))));
-  show(el("h1", {}, info.name || info.id),
-    el("p", { class: "muted" }, `${info.model} · ${fmt(info.messages)} messages in the log · window ${fmt(info.window)} · last activity ${time(info.updated_at)}`),
+  const title = el("h1", {}, id);
+  const about = el("p", { class: "muted" }, `window ${fmt(use.window)}`);
+  const timeline = el("div", { id: "timeline-section" }, el("p", { class: "muted" }, "Loading…"));
+  const checkpoints = el("div", {}, el("p", { class: "muted" }, "Loading…"));
+  const compactionsTitle = el("h2", {}, "Compactions");
+  show(title, about,
     el("h2", {}, "Context window"), ...windowBar(use),
     el("h2", {}, `The view: what the model sees (${fmt(messages.length)} messages)`), list, more,
-    el("h2", {}, `Compactions (${compactions.length})`), compactions.length ? timeline : el("p", { class: "muted" }, "None yet."),
-    el("h2", {}, "Checkpoints"), detail.checkpoints.length ? checkpoints : el("p", { class: "muted" }, "None."));
+    compactionsTitle, timeline, el("h2", {}, "Checkpoints"), checkpoints);
+  try {
+    fillSession(await detailed, { title, about, timeline, checkpoints, compactionsTitle });
+  } catch (error) {
+    timeline.replaceChildren(el("div", { class: "error" }, error.message));
+  }
+}
+
+/** The session's name, model and activity, its compaction timeline and its checkpoints. */
+function fillSession(detail, at) {
+  const info = detail.session;
+  at.title.textContent = info.name || info.id;
+  at.about.textContent = `${info.model} · ${fmt(info.messages)} messages in the log · window ${fmt(info.window)} · last activity ${time(info.updated_at)}`;
+  const compactions = detail.compactions.slice().sort((a, b) => b.id - a.id);
+  at.compactionsTitle.textContent = `Compactions (${compactions.length})`;
+  at.timeline.replaceChildren(compactions.length === 0 ? el("p", { class: "muted" }, "None yet.") :
+    el("table", { id: "timeline" },
+      el("thead", {}, el("tr", {}, ["when", "trigger", "strategy", "tokens", "steps", "summarizer", "summaries"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, compactions.map((c) => {
+        const r = c.report || {};
+        return el("tr", { "data-compaction": c.id, class: c.abandoned ? "muted" : "" },
+          el("td", {}, time(c.created_at), c.abandoned ? " (abandoned by a restore)" : ""),
+          el("td", {}, c.trigger), el("td", {}, c.strategy),
+          el("td", { class: "num" }, `${fmt(c.tokens_before)} → ${fmt(c.tokens_after)}`),
+          el("td", {}, (r.steps || []).join(", ")),
+          el("td", {}, r.summarizer || "extractive", r.summary_fallback ? ` (fell back: ${r.summary_fallback})` : ""),
+          el("td", {}, (c.summary_ids || []).join(", ")));
+      }))));
+  at.checkpoints.replaceChildren(detail.checkpoints.length === 0 ? el("p", { class: "muted" }, "None.") :
+    el("table", { id: "checkpoints" },
+      el("thead", {}, el("tr", {}, ["checkpoint", "messages", "made", ""].map((h) => el("th", {}, h)))),
+      el("tbody", {}, detail.checkpoints.map((c) => el("tr", {},
+        el("td", {}, c.name), el("td", { class: "num" }, fmt(c.messages)), el("td", {}, time(c.created_at)),
+        el("td", {}, c.abandoned ? "abandoned by a restore" : ""))))));
+  performance.mark("engram:timeline");
 }
 
 async function memoryPage() {
