@@ -1,0 +1,114 @@
+"""`EngramMiddleware` in a real LangChain 1.x agent (`langchain.agents.create_agent` from PyPI)
+with LangChain's fake chat model: resuming a long mini-SWE-agent run, the model receives engram's
+view (within the window, tool calls with their results, the newest messages as they were) while
+the graph's state keeps every message; with `tools=True` the agent can read back what left the
+window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import engram
+from conftest import load_records, openai_messages
+
+WINDOW = 16_000
+
+
+def tool_pairs_intact(messages: list) -> None:
+    open_calls: set = set()
+    for m in messages:
+        if getattr(m, "type", None) == "ai":
+            open_calls = {c["id"] for c in m.tool_calls}
+        elif getattr(m, "type", None) == "tool":
+            assert m.tool_call_id in open_calls, f"orphan tool result {m.tool_call_id}"
+
+
+def test_a_create_agent_agent_sees_engrams_view_while_its_state_keeps_everything(tmp_path):
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from engram.integrations.langchain import EngramMiddleware
+
+    seen: list[list] = []
+
+    class Model(GenericFakeChatModel):
+        """LangChain's fake chat model, recording what it is given (tools bound as given)."""
+
+        def bind_tools(self, tools, **kwargs):  # noqa: ANN001
+            return self
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001
+            seen.append(list(messages))
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    run = openai_messages(max(load_records("minisweagent_swebv_gemini3pro.jsonl"),
+                              key=lambda r: len(json.dumps(r["messages"]))))
+    from engram.langchain import from_openai
+
+    system, history = run[0]["content"], from_openai(run[1:])
+    # The history ends on a tool result: the model answers, first calling engram's own tool.
+    answers = iter([
+        AIMessage("", tool_calls=[{"id": "h1", "name": "search_history", "args": {"query": "NdarrayMixin"}}]),
+        AIMessage("Done: the fix is in place."),
+    ])
+    middleware = EngramMiddleware(model="gpt-4o", store=engram.Store(str(tmp_path / "lc.db")), window=WINDOW,
+                                  tools=True)
+    agent = create_agent(Model(messages=answers), tools=[], system_prompt=system, middleware=[middleware])
+    state = agent.invoke({"messages": history + [HumanMessage("Check the history, then finish.")]})
+
+    # The state holds every message: the history, the new turn, the tool call, its result, the answer.
+    assert len(state["messages"]) == len(history) + 4
+    assert state["messages"][-1].content == "Done: the fix is in place."
+    found = state["messages"][-2]
+    assert found.type == "tool" and found.name == "search_history" and "NdarrayMixin" in found.content
+    # Each model call got engram's view: the system prompt, then fewer messages, within the window.
+    assert len(seen) == 2
+    for call in seen:
+        assert call[0].type == "system" and call[0].content == system
+        assert len(call) < len(history)
+        tool_pairs_intact(call[1:])
+        tokens = engram.count_tokens(call, model="gpt-4o")
+        assert tokens <= WINDOW, tokens
+    # The newest messages as they were; engram's status update after them when one is due.
+    status = "--- STATUS UPDATE ---"
+    first = [m for m in seen[0] if not str(m.content).startswith(status)]
+    second = [m for m in seen[1] if not str(m.content).startswith(status)]
+    assert first[-1].content == "Check the history, then finish."
+    assert second[-1].type == "tool" and second[-1].tool_call_id == "h1"
+    assert any(str(m.content).startswith(status) for m in seen[0]), "the compaction made a status update due"
+    session = middleware.store.session(middleware.session_id)
+    assert session.info["messages"] == len(history) + 4, "the session's log has them all too (with the system prompt)"
+
+
+def test_the_readme_example_runs_as_written(tmp_path):
+    """The README's LangChain example against a fake OpenAI server (ChatOpenAI reads
+    OPENAI_BASE_URL), in a fresh home."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from test_proxy import Upstream
+
+    pytest.importorskip("langchain.agents")
+    pytest.importorskip("langchain_openai")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+                 if "EngramMiddleware" in b)
+    upstream = Upstream()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "OPENAI_"))}
+    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"), OPENAI_API_KEY="sk-test",
+               OPENAI_BASE_URL=f"{upstream.root}/v1")
+    try:
+        out = subprocess.run([sys.executable, "-c", block], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        upstream.close()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "saw 1 messages"
+    sent = upstream.requests[-1]["body"]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["search_history", "read_history", "compact_history"]
