@@ -112,3 +112,62 @@ def test_the_readme_example_runs_as_written(tmp_path):
     assert out.stdout.strip() == "saw 1 messages"
     sent = upstream.requests[-1]["body"]
     assert [t["function"]["name"] for t in sent["tools"]] == ["search_history", "read_history", "compact_history"]
+
+
+def test_a_langgraph_prebuilt_agent_gets_the_view_from_its_pre_model_hook(tmp_path):
+    pytest.importorskip("langgraph.prebuilt")
+    import warnings
+
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.prebuilt import create_react_agent
+
+    from engram.integrations.langgraph import pre_model_hook
+    from engram.langchain import from_openai
+
+    seen: list[list] = []
+
+    class Model(GenericFakeChatModel):
+        def bind_tools(self, tools, **kwargs):  # noqa: ANN001
+            return self
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001
+            seen.append(list(messages))
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    run = openai_messages(max(load_records("minisweagent_swebv_gemini3pro.jsonl"),
+                              key=lambda r: len(json.dumps(r["messages"]))))
+    system, history = run[0]["content"], from_openai(run[1:])
+    hook = pre_model_hook(model="gpt-4o", store=engram.Store(str(tmp_path / "lg.db")), window=WINDOW,
+                          system_prompt=system)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
+        agent = create_react_agent(Model(messages=iter([AIMessage("Done.")])), tools=[], prompt=system,
+                                   pre_model_hook=hook)
+    state = agent.invoke({"messages": history + [HumanMessage("Finish.")]})
+    assert len(state["messages"]) == len(history) + 2, "the state keeps every message"
+    [call] = seen
+    assert call[0].type == "system" and call[0].content == system
+    assert len(call) < len(history)
+    tool_pairs_intact(call[1:])
+    assert engram.count_tokens(call, model="gpt-4o") <= WINDOW
+    assert [m for m in call if not str(m.content).startswith("--- STATUS")][-1].content == "Finish."
+
+
+def test_a_chat_message_history_kept_by_engram(tmp_path):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from engram.integrations.langgraph import EngramChatMessageHistory
+
+    history = EngramChatMessageHistory("chat-1", engram.Store(str(tmp_path / "h.db")), window=2_000)
+    assert history.messages == []
+    turns = []
+    for i in range(30):
+        turns += [HumanMessage(f"question {i}: " + "about the deploy pipeline " * 12), AIMessage(f"answer {i}")]
+    history.add_messages(turns)
+    view = history.messages
+    assert all(isinstance(m, (HumanMessage, AIMessage)) or m.type == "system" for m in view)
+    assert len(view) < len(turns) and view[-1].content == "answer 29"
+    assert engram.count_tokens(view, model="gpt-4o") <= 2_000
+    history.clear()
+    assert history.messages == []
