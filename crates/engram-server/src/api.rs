@@ -397,7 +397,9 @@ async fn show_session(
 ) -> ApiResult {
     let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     // `summaries=false` leaves out the summaries' texts and lineage (the bulk of a long session).
-    let summaries = params.get("summaries").is_none_or(|v| v != "false" && v != "0");
+    let summaries = params
+        .get("summaries")
+        .is_none_or(|v| v != "false" && v != "0");
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
         let view_tokens = session.view_tokens()?;
