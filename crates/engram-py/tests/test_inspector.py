@@ -133,8 +133,13 @@ def test_the_inspector_shows_what_the_model_sees(served):
         page.goto(f"{base}/ui#/memory")
         _, stats = call(base, "GET", "/v1/memory/stats", KEY_A)
         assert stats["archive"] == 1
+        history = stats.pop("history")
         for tier, n in stats.items():
             expect(page.locator(f'#tiers [data-tier="{tier}"]')).to_have_text(f"{tier}: {n:,}")
+        # The sleep recorded the counts it left; the page shows them.
+        assert len(history) == 1 and history[0]["archive"] == 1
+        expect(page.locator("#tier-history tbody tr")).to_have_count(1)
+        expect(page.locator("#tier-history tbody tr td").nth(3)).to_have_text("1")
         expect(page.locator("#consolidations tbody tr")).to_have_count(1)
         page.fill("#q", "RLE decoder")
         page.select_option("#tier", "archive")

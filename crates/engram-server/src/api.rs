@@ -781,13 +781,24 @@ async fn search(
     .await
 }
 
-/// `GET /v1/memory/stats`: entries per tier.
+/// `GET /v1/memory/stats`: entries per tier, and the counts each sleep recorded (`history`,
+/// oldest first).
 async fn memory_stats(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
 ) -> ApiResult {
     with_store(&app, &tenant, |_, store| {
-        ok(serde_json::to_value(store.store.stats()?).map_err(ApiError::internal)?)
+        let mut doc = serde_json::to_value(store.store.stats()?).map_err(ApiError::internal)?;
+        let history: Vec<Value> = engram::memory::tier_history(store.store.as_ref())?
+            .into_iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                v["at"] = json!(engram::store::format_time(c.at));
+                v
+            })
+            .collect();
+        doc["history"] = Value::Array(history);
+        ok(doc)
     })
     .await
 }

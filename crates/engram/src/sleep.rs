@@ -86,6 +86,7 @@ pub fn sleep_tick(
         Some(keep) => store.delete_archived_before(at - keep)?.entries,
         None => 0,
     };
+    crate::memory::record_tier_counts(store, at)?;
     Ok(SleepTick {
         memory,
         sessions,

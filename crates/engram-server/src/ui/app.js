@@ -291,12 +291,19 @@ async function memoryPage() {
     }
   };
   show(el("h1", {}, "Memory"),
-    el("p", { id: "tiers" }, Object.entries(stats).map(([t, n]) => el("span", { class: "role", "data-tier": t }, `${t}: ${fmt(n)}`))),
+    el("p", { id: "tiers" }, Object.entries(stats).filter(([t]) => t !== "history")
+      .map(([t, n]) => el("span", { class: "role", "data-tier": t }, `${t}: ${fmt(n)}`))),
     el("form", { class: "inline", onsubmit: search },
       el("label", { for: "q" }, "words", q), el("label", { for: "tier" }, "tier", tier),
       el("label", { for: "source" }, "source", source), el("label", { for: "session" }, "session", session),
       el("button", { type: "submit" }, "Search")),
     results,
+    el("h2", {}, "Tier counts over time (after each sleep)"),
+    stats.history.length === 0 ? el("p", { class: "muted" }, "No sleep has run yet.") :
+      el("table", { id: "tier-history" }, el("thead", {}, el("tr", {}, ["after the sleep at", "working", "episodic", "archive", "learnings", "journal"]
+        .map((h, i) => el("th", { class: i ? "num" : "" }, h)))),
+        el("tbody", {}, stats.history.slice(-30).reverse().map((c) => el("tr", {}, el("td", {}, time(c.at)),
+          ["working", "episodic", "archive", "learnings", "journal"].map((t) => el("td", { class: "num" }, fmt(c[t]))))))),
     el("h2", {}, "Consolidation log"),
     records.length === 0 ? el("p", { class: "muted" }, "No consolidation yet.") :
       el("table", { id: "consolidations" }, el("thead", {}, el("tr", {}, ["when", "entries", "summary", "strategy", "became"].map((h) => el("th", {}, h)))),

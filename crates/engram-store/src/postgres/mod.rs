@@ -708,6 +708,30 @@ impl MemoryStore for PostgresStore {
         })
     }
 
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .pool
+            .get()?
+            .query_opt(
+                "SELECT value FROM engram_meta WHERE tenant = $1 AND key = $2",
+                &[&self.tenant, &key],
+            )
+            .map_err(pg)?
+            .map(|r| r.get(0)))
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.pool
+            .get()?
+            .execute(
+                "INSERT INTO engram_meta (tenant, key, value) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant, key) DO UPDATE SET value = excluded.value",
+                &[&self.tenant, &key, &value],
+            )
+            .map_err(pg)?;
+        Ok(())
+    }
+
     fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
         // One statement: the row lock makes concurrent claims wait, then see the new time.
         let due_before = now.saturating_sub(interval_ms);

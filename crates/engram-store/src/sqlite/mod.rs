@@ -922,6 +922,25 @@ impl MemoryStore for SqliteStore {
         Ok(true)
     }
 
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(backend)
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, value],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)
+    }
+
     fn forget_all(&self) -> Result<Forgotten, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;

@@ -29,6 +29,7 @@ pub(crate) struct State {
     pub(crate) sessions: std::collections::BTreeMap<String, sessions::SessionState>,
     pub(crate) next_compaction: i64,
     last_sleep: Option<Timestamp>,
+    meta: std::collections::HashMap<String, String>,
 }
 
 impl InMemoryStore {
@@ -254,6 +255,15 @@ impl MemoryStore for InMemoryStore {
         }
         state.last_sleep = Some(now);
         Ok(true)
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.lock().meta.get(key).cloned())
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.lock().meta.insert(key.to_owned(), value.to_owned());
+        Ok(())
     }
 
     fn forget_all(&self) -> Result<Forgotten, StoreError> {

@@ -75,6 +75,17 @@ fn retention_and_sleep_claims(store: &dyn MemoryStore) {
         store.claim_sleep(now + 60_000, 60_000).expect("claim"),
         "due again"
     );
+
+    assert_eq!(store.meta("tier_history").expect("meta"), None);
+    super::record_tier_counts(store, now).expect("record");
+    super::record_tier_counts(store, now + DAY).expect("record");
+    let history = super::tier_history(store).expect("history");
+    assert_eq!(history.len(), 2);
+    assert_eq!((history[0].at, history[1].at), (now, now + DAY));
+    assert_eq!((history[1].archive, history[1].episodic), (1, 1));
+    store.set_meta("k", "v1").expect("set");
+    store.set_meta("k", "v2").expect("set again");
+    assert_eq!(store.meta("k").expect("meta").as_deref(), Some("v2"));
 }
 
 fn insert_get_and_skip(store: &dyn MemoryStore) {

@@ -502,6 +502,10 @@ pub trait MemoryStore: Send + Sync {
     /// last `interval_ms` before `now`, so that several processes sharing a store do not all
     /// consolidate at once.
     fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError>;
+    /// A small value the store keeps for engram under `key` (the tier counts over time).
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// Sets [`MemoryStore::meta`].
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError>;
     /// Entries in id order after `after`, at most `limit`, optionally of one session (for
     /// export; page with the last id returned).
     fn entries(
@@ -510,6 +514,53 @@ pub trait MemoryStore: Send + Sync {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<MemoryEntry>, StoreError>;
+}
+
+/// The most snapshots [`record_tier_counts`] keeps (the oldest go first).
+pub const TIER_HISTORY: usize = 500;
+
+/// The tier counts at a moment (after a sleep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TierCounts {
+    /// When.
+    pub at: Timestamp,
+    /// Working memory.
+    pub working: usize,
+    /// Episodic memory.
+    pub episodic: usize,
+    /// Archive.
+    pub archive: usize,
+    /// Learnings.
+    pub learnings: usize,
+    /// Journal.
+    pub journal: usize,
+}
+
+/// Keeps the tier counts at `at` (each sleep does), the newest [`TIER_HISTORY`] of them. Two
+/// processes recording at the same moment may keep one of the two snapshots.
+pub fn record_tier_counts(store: &dyn MemoryStore, at: Timestamp) -> Result<(), StoreError> {
+    let s = store.stats()?;
+    let mut history = tier_history(store)?;
+    history.push(TierCounts {
+        at,
+        working: s.working,
+        episodic: s.episodic,
+        archive: s.archive,
+        learnings: s.learnings,
+        journal: s.journal,
+    });
+    let excess = history.len().saturating_sub(TIER_HISTORY);
+    history.drain(..excess);
+    let text = serde_json::to_string(&history).map_err(|e| StoreError::Backend(e.to_string()))?;
+    store.set_meta("tier_history", &text)
+}
+
+/// The tier counts the sleeps recorded, oldest first.
+pub fn tier_history(store: &dyn MemoryStore) -> Result<Vec<TierCounts>, StoreError> {
+    Ok(store
+        .meta("tier_history")?
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default())
 }
 
 /// The error for an empty [`Forget`].
