@@ -116,25 +116,13 @@ def test_pop_and_clear(tmp_path):
 def test_the_readme_example_runs_as_written(tmp_path):
     """The README's Agents SDK example, against the fake upstream (the SDK's client reads
     OPENAI_BASE_URL), in a fresh home; importing engram imports no framework."""
-    import os
-    import re
     import subprocess
     import sys
 
-    from conftest import REPO
+    from test_proxy import run_readme_example
 
     pytest.importorskip("agents")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
-                 if "EngramSession" in b)
-    upstream = Upstream()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "OPENAI_"))}
-    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"), OPENAI_API_KEY="sk-test",
-               OPENAI_BASE_URL=f"{upstream.root}/v1", OPENAI_AGENTS_DISABLE_TRACING="1")
-    try:
-        out = subprocess.run([sys.executable, "-c", block], cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=120)
-    finally:
-        upstream.close()
+    out, _, env = run_readme_example("EngramSession", tmp_path, OPENAI_AGENTS_DISABLE_TRACING="1")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "saw 1 items"
     lean = subprocess.run([sys.executable, "-c", "import sys, engram, engram.integrations.agents; "

@@ -25,19 +25,12 @@ def tool_pairs_intact(messages: list) -> None:
             assert m.tool_call_id in open_calls, f"orphan tool result {m.tool_call_id}"
 
 
-def test_a_create_agent_agent_sees_engrams_view_while_its_state_keeps_everything(tmp_path):
-    pytest.importorskip("langchain.agents")
-    from langchain.agents import create_agent
+def recording_model(answers, seen: list):  # noqa: ANN001, ANN201
+    """LangChain's fake chat model answering `answers` in turn, each call's messages appended to
+    `seen` (tools bound as given)."""
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage, HumanMessage
-
-    from engram.integrations.langchain import EngramMiddleware
-
-    seen: list[list] = []
 
     class Model(GenericFakeChatModel):
-        """LangChain's fake chat model, recording what it is given (tools bound as given)."""
-
         def bind_tools(self, tools, **kwargs):  # noqa: ANN001
             return self
 
@@ -45,19 +38,35 @@ def test_a_create_agent_agent_sees_engrams_view_while_its_state_keeps_everything
             seen.append(list(messages))
             return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
-    run = openai_messages(max(load_records("minisweagent_swebv_gemini3pro.jsonl"),
-                              key=lambda r: len(json.dumps(r["messages"]))))
+    return Model(messages=iter(answers))
+
+
+def longest_run() -> tuple[str, list]:
+    """The longest mini-SWE-agent run: its system prompt, and the rest as LangChain messages."""
     from engram.langchain import from_openai
 
-    system, history = run[0]["content"], from_openai(run[1:])
+    run = openai_messages(max(load_records("minisweagent_swebv_gemini3pro.jsonl"),
+                              key=lambda r: len(json.dumps(r["messages"]))))
+    return run[0]["content"], from_openai(run[1:])
+
+
+def test_a_create_agent_agent_sees_engrams_view_while_its_state_keeps_everything(tmp_path):
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from engram.integrations.langchain import EngramMiddleware
+
+    seen: list[list] = []
+    system, history = longest_run()
     # The history ends on a tool result: the model answers, first calling engram's own tool.
-    answers = iter([
+    answers = [
         AIMessage("", tool_calls=[{"id": "h1", "name": "search_history", "args": {"query": "NdarrayMixin"}}]),
         AIMessage("Done: the fix is in place."),
-    ])
+    ]
     middleware = EngramMiddleware(model="gpt-4o", store=engram.Store(str(tmp_path / "lc.db")), window=WINDOW,
                                   tools=True)
-    agent = create_agent(Model(messages=answers), tools=[], system_prompt=system, middleware=[middleware])
+    agent = create_agent(recording_model(answers, seen), tools=[], system_prompt=system, middleware=[middleware])
     state = agent.invoke({"messages": history + [HumanMessage("Check the history, then finish.")]})
 
     # The state holds every message: the history, the new turn, the tool call, its result, the answer.
@@ -88,31 +97,15 @@ def test_a_create_agent_agent_sees_engrams_view_while_its_state_keeps_everything
 def test_the_readme_examples_run_as_written(tmp_path, marker):
     """The README's LangChain and LangGraph examples against a fake OpenAI server (ChatOpenAI
     reads OPENAI_BASE_URL), in a fresh home."""
-    import os
-    import re
-    import subprocess
-    import sys
-
-    from conftest import REPO
-    from test_proxy import Upstream
+    from test_proxy import run_readme_example
 
     pytest.importorskip("langchain.agents")
     pytest.importorskip("langchain_openai")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
-                 if marker in b)
-    upstream = Upstream()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "OPENAI_"))}
-    env.update(HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"), OPENAI_API_KEY="sk-test",
-               OPENAI_BASE_URL=f"{upstream.root}/v1", PYTHONWARNINGS="ignore")
-    try:
-        out = subprocess.run([sys.executable, "-c", block], cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=120)
-    finally:
-        upstream.close()
+    out, requests, _ = run_readme_example(marker, tmp_path, PYTHONWARNINGS="ignore")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "saw 1 messages"
     if marker == "EngramMiddleware":
-        sent = upstream.requests[-1]["body"]
+        sent = requests[-1]["body"]
         assert [t["function"]["name"] for t in sent["tools"]] == ["search_history", "read_history", "compact_history"]
 
 
@@ -120,31 +113,18 @@ def test_a_langgraph_prebuilt_agent_gets_the_view_from_its_pre_model_hook(tmp_pa
     pytest.importorskip("langgraph.prebuilt")
     import warnings
 
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.prebuilt import create_react_agent
 
     from engram.integrations.langgraph import pre_model_hook
-    from engram.langchain import from_openai
 
     seen: list[list] = []
-
-    class Model(GenericFakeChatModel):
-        def bind_tools(self, tools, **kwargs):  # noqa: ANN001
-            return self
-
-        def _generate(self, messages, stop=None, run_manager=None, **kwargs):  # noqa: ANN001
-            seen.append(list(messages))
-            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-    run = openai_messages(max(load_records("minisweagent_swebv_gemini3pro.jsonl"),
-                              key=lambda r: len(json.dumps(r["messages"]))))
-    system, history = run[0]["content"], from_openai(run[1:])
+    system, history = longest_run()
     hook = pre_model_hook(model="gpt-4o", store=engram.Store(str(tmp_path / "lg.db")), window=WINDOW,
                           system_prompt=system)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
-        agent = create_react_agent(Model(messages=iter([AIMessage("Done.")])), tools=[], prompt=system,
+        agent = create_react_agent(recording_model([AIMessage("Done.")], seen), tools=[], prompt=system,
                                    pre_model_hook=hook)
     state = agent.invoke({"messages": history + [HumanMessage("Finish.")]})
     assert len(state["messages"]) == len(history) + 2, "the state keeps every message"

@@ -163,6 +163,29 @@ class Upstream:
         self.server.server_close()
 
 
+def run_readme_example(marker: str, home: pathlib.Path, **env_extra: str) -> tuple:
+    """Runs the README's Python block that contains `marker` as written, in a fresh `home`, its
+    OpenAI client pointed (by OPENAI_BASE_URL) at a fake upstream. The finished process, what the
+    upstream received, and the environment it ran in."""
+    import re
+    import sys
+
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if marker in b)
+    upstream = Upstream()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "OPENAI_"))}
+    env.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), OPENAI_API_KEY="sk-test",
+               OPENAI_BASE_URL=f"{upstream.root}/v1", **env_extra)
+    try:
+        out = subprocess.run([sys.executable, "-c", block], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=120)
+    finally:
+        upstream.close()
+    return out, upstream.requests, env
+
+
 def start_engram(*args: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     db = pathlib.Path(tempfile.mkdtemp()) / "engram.db"
@@ -260,25 +283,16 @@ def test_the_anthropic_sdk_gets_compacted_requests_and_parses_replies(proxy):
 
 def as_items(messages: list[dict]) -> list[dict]:
     """A chat history after its system prompt as Responses items, as the Agents SDK and Codex send
-    them: each assistant turn a reasoning item, its text and its calls; each tool result an output."""
-    items: list[dict] = []
-    for i, m in enumerate(messages[1:], start=1):
-        text = m.get("content") or ""
-        if m["role"] == "assistant":
-            items.append({"type": "reasoning", "id": f"rs_{i}", "summary": [],
-                          "encrypted_content": f"gAAAAB{i:040d}"})
-            if text:
-                items.append({"type": "message", "id": f"msg_{i}", "role": "assistant", "status": "completed",
-                              "content": [{"type": "output_text", "text": text, "annotations": []}]})
-            for call in m.get("tool_calls") or []:
-                items.append({"type": "function_call", "id": f"fc_{call['id']}", "call_id": call["id"],
-                              "name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                              "status": "completed"})
-        elif m["role"] == "tool":
-            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": text})
-        else:
-            items.append({"role": m["role"], "content": text})
-    return items
+    them (the conversion that made testdata/responses: each assistant turn a reasoning item, its
+    text and its calls; each tool result an output)."""
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from make_responses_fixture import items
+
+    return items(messages)[1]
 
 
 def calls_answered(items: list[dict]) -> None:
