@@ -8,7 +8,8 @@ generated inputs of two shapes:
 - large: 16 KiB tool outputs.
 
 Peak memory is the process's maximum resident set (`ru_maxrss` of the child; for the server,
-`VmHWM` after the appends less `VmRSS` before them). The ratio is peak / input bytes.
+`VmHWM` after the appends less `VmRSS` before them, once a small append has loaded the
+tokenizer). The ratio is peak / input bytes.
 
     python3 scripts/bench_peak.py --engram-bin target/release/engram --mb 200
 """
@@ -129,6 +130,10 @@ def rest_appends(engram: str, work: Path, lines_of, body_mb: float, clients: int
         for line in lines_of(int(body_mb * MIB) - 64):
             body_lines.append(line)
         body = ('{"messages": [' + ",".join(body_lines) + "]}").encode()
+        # Warm: one small append loads what any append needs once (the tokenizer's vocabulary),
+        # so that the growth measured is the appends' own.
+        warm = request("POST", "/v1/sessions", json.dumps({"model": "gpt-4o-mini"}).encode())["id"]
+        request("POST", f"/v1/sessions/{warm}/messages", b'{"messages": [{"role": "user", "content": "hi"}]}')
         baseline = proc_status(server.pid, "VmRSS")
         threads = [
             threading.Thread(target=request, args=("POST", f"/v1/sessions/{sid}/messages", body))

@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use engram::Message;
 use engram::compact::CompactOptions;
 use engram::memory::{NewEntry, SearchHit, StoreError, format_time, now};
 use engram::request::{
@@ -417,14 +418,13 @@ async fn show_session(
     .await
 }
 
-async fn append(
-    State(app): State<Arc<App>>,
-    axum::Extension(tenant): axum::Extension<Tenant>,
-    Path(id): Path<String>,
-    bytes: Bytes,
-) -> ApiResult {
-    // What the CLI accepts: {"messages": [...]}, an array of messages, or one message object.
-    let messages = engram::parse_conversation(&bytes)
+/// Bodies above this size take a turn of [`App::large_appends`] before they are parsed.
+const LARGE_APPEND: usize = 1 << 20;
+
+/// An append's messages: what the CLI accepts (`{"messages": [...]}`, an array of messages, or
+/// one message object), none larger than `limit` bytes.
+fn append_body(bytes: &[u8], limit: usize) -> Result<Vec<Message>, ApiError> {
+    let messages = engram::parse_conversation(bytes)
         .map_err(|e| ApiError {
             status: StatusCode::BAD_REQUEST,
             field: Some(
@@ -437,21 +437,42 @@ async fn append(
     if messages.is_empty() {
         return Err(ApiError::field("messages", "is empty"));
     }
-    let limit = app.config.max_message_bytes;
-    let large = bytes.len() > limit;
-    drop(bytes);
     // A message is no larger than the body it came in: only a large body is measured.
-    for (i, m) in messages.iter().enumerate().filter(|_| large) {
-        if m.to_value().to_string().len() > limit {
-            return Err(ApiError {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                message: format!("message {i} is larger than {limit} bytes"),
-                field: Some(format!("messages[{i}]")),
-            });
+    if bytes.len() > limit {
+        for (i, m) in messages.iter().enumerate() {
+            if m.to_value().to_string().len() > limit {
+                return Err(ApiError {
+                    status: StatusCode::PAYLOAD_TOO_LARGE,
+                    message: format!("message {i} is larger than {limit} bytes"),
+                    field: Some(format!("messages[{i}]")),
+                });
+            }
         }
     }
+    Ok(messages)
+}
+
+async fn append(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    bytes: Bytes,
+) -> ApiResult {
+    // A large body waits for its turn as bytes, not as parsed messages.
+    let _turn = if bytes.len() > LARGE_APPEND {
+        Some(
+            app.large_appends
+                .acquire()
+                .await
+                .map_err(ApiError::internal)?,
+        )
+    } else {
+        None
+    };
     let key = id.clone();
     with_session_lock(&app, &tenant, &key, move |app, store| {
+        let messages = append_body(&bytes, app.config.max_message_bytes)?;
+        drop(bytes);
         let mut session = open(app, store, &id)?;
         let appended = session.append(messages)?;
         if let Some(c) = &appended.compaction {

@@ -224,6 +224,11 @@ pub struct App {
     session_locks: Mutex<HashMap<SessionKey, Arc<Mutex<()>>>>,
     pub(crate) metrics: metrics::Metrics,
     pub(crate) proxy: proxy::Proxy,
+    /// The turn for large appends: one large body at a time is parsed, stored and compacted;
+    /// the others wait as the bytes they came in. Parsed at once, eight 8 MiB appends of short
+    /// messages held eight parsed logs and their compactions (about 25 times their bytes each);
+    /// the store takes one writer at a time anyway.
+    pub(crate) large_appends: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for App {
@@ -258,6 +263,7 @@ impl App {
             session_locks: Mutex::new(HashMap::new()),
             metrics: metrics::Metrics::default(),
             proxy: proxy::Proxy::new(),
+            large_appends: tokio::sync::Semaphore::new(1),
         });
         if app.config.api_keys.is_none() {
             app.tenant_store(LOCAL_TENANT)

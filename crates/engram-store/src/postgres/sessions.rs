@@ -274,7 +274,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<(u64, String)>, StoreError> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, session_id, true)?;
             let insert = tx
@@ -311,14 +311,7 @@ impl SessionStore for PostgresStore {
                     Err(e) => return Err(pg(e)),
                 }
                 updated = updated.max(m.created_at);
-                out.push(LoggedMessage {
-                    seq,
-                    id,
-                    created_at: m.created_at,
-                    tokens: m.tokens,
-                    message,
-                    abandoned: false,
-                });
+                out.push((seq, id));
                 seq += 1;
             }
             tx.execute(

@@ -376,8 +376,10 @@ impl SqliteStore {
                 Err(e) => return Err(backend(e)),
             }
         }
+        // A 16 MiB page cache: a long transaction's pages stay in it until they spill, so a
+        // larger one held 64 MiB per store for each large append or import.
         conn.execute_batch(
-            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY;",
+            "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA cache_size=-16384; PRAGMA temp_store=MEMORY;",
         )
         .map_err(backend)?;
         conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT)

@@ -252,7 +252,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<(u64, String)>, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, session_id)?;
@@ -288,14 +288,7 @@ impl SessionStore for SqliteStore {
                     Err(e) => return Err(backend(e)),
                 }
                 updated = updated.max(m.created_at);
-                out.push(LoggedMessage {
-                    seq,
-                    id,
-                    created_at: m.created_at,
-                    tokens: m.tokens,
-                    message,
-                    abandoned: false,
-                });
+                out.push((seq, id));
                 seq += 1;
             }
         }

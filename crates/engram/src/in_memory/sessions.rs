@@ -89,7 +89,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<(u64, String)>, StoreError> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -120,8 +120,8 @@ impl SessionStore for InMemoryStore {
             };
             s.info.next_seq += 1;
             s.info.updated_at = s.info.updated_at.max(m.created_at);
-            s.log.push(logged.clone());
-            out.push(logged);
+            out.push((logged.seq, logged.id.clone()));
+            s.log.push(logged);
         }
         s.info.messages = s.active_count();
         Ok(out)

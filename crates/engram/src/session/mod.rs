@@ -453,8 +453,7 @@ impl<'s> Session<'s> {
         // Only the ids and positions are reported: let the messages go before a compaction
         // reads the log again (a long append would otherwise be held three times over).
         drop(rows);
-        let (ids, seqs): (Vec<String>, Vec<u64>) =
-            logged.into_iter().map(|m| (m.id, m.seq)).unzip();
+        let (seqs, ids): (Vec<u64>, Vec<String>) = logged.into_iter().unzip();
         self.refresh()?;
         let mut view_tokens = self.view_tokens()?;
         // The appended messages join the view's tail: before them it had `added` fewer tokens.

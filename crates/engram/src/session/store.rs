@@ -262,11 +262,13 @@ pub trait SessionStore: Send + Sync {
     /// Every session, most recently updated first.
     fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
     /// Appends messages; an id already active in the session is a conflict (nothing appended).
+    /// Returns each message's position and id (not the messages: a long append would be held
+    /// twice).
     fn append(
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<LoggedMessage>, StoreError>;
+    ) -> Result<Vec<(u64, String)>, StoreError>;
     /// The log from `from_seq` on, in order; abandoned messages only when asked.
     fn session_log(
         &self,
