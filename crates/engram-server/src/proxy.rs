@@ -828,13 +828,11 @@ fn plan(app: &App, parsed: &Parsed) -> Plan {
         .tokenizer()
         .unwrap_or_else(|_| engram::Tokenizer::chars_per_token(4));
     let estimated = !tokenizer.is_exact();
-    let reserve = parsed
-        .max_tokens
-        .unwrap_or_else(|| {
-            engram::compact::policy::reply_room(window, resolved.spec.max_output_tokens)
-        })
-        .min(window / 2);
-    let mut room = window.saturating_sub(reserve);
+    let mut room = engram::compact::policy::request_limit(
+        window,
+        resolved.spec.max_output_tokens,
+        parsed.max_tokens,
+    );
     if estimated {
         room = (room as f64 / (1.0 + app.config.proxy.estimate_margin)) as usize;
     }

@@ -51,6 +51,7 @@
 //!   text per mistake, naming the field).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod ai_sdk;
 pub mod anthropic;
 pub mod assembly;
 pub mod compact;

@@ -187,6 +187,83 @@ pub fn schemas(format: SchemaFormat) -> Vec<Value> {
     definitions().iter().map(|d| d.schema(format)).collect()
 }
 
+/// A tool call as a provider's message carries it: OpenAI's `{"id", "function": {"name",
+/// "arguments"}}` (arguments as JSON text) or Anthropic's `tool_use` block `{"type": "tool_use",
+/// "id", "name", "input"}`. Every front answers calls in these shapes through this one reading.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderCall {
+    /// The call's id.
+    pub id: Value,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model sent them (a JSON string or an object).
+    pub arguments: Value,
+    anthropic: bool,
+}
+
+impl ProviderCall {
+    /// Reads a call; the error names what is missing.
+    pub fn parse(call: &Value) -> Result<ProviderCall, String> {
+        let id = call.get("id").cloned().unwrap_or(Value::Null);
+        if let Some(function) = call.get("function") {
+            let name = function
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("an OpenAI tool call needs `function.name`".to_owned())?;
+            let arguments = match function.get("arguments") {
+                None | Some(Value::Null) => Value::String("{}".into()),
+                Some(a) => a.clone(),
+            };
+            return Ok(ProviderCall {
+                id,
+                name: name.to_owned(),
+                arguments,
+                anthropic: false,
+            });
+        }
+        if call.get("type").and_then(Value::as_str) == Some("tool_use") {
+            let name = call
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("a tool_use block needs `name`".to_owned())?;
+            let arguments = match call.get("input") {
+                None | Some(Value::Null) => json!({}),
+                Some(a) => a.clone(),
+            };
+            return Ok(ProviderCall {
+                id,
+                name: name.to_owned(),
+                arguments,
+                anthropic: true,
+            });
+        }
+        Err(
+            "not a tool call: expected an OpenAI tool call (with `function`) or an Anthropic \
+             tool_use block"
+                .to_owned(),
+        )
+    }
+
+    /// The answer in the call's own format: a tool message (`{"role": "tool", "tool_call_id",
+    /// "content"}`) for OpenAI, a `tool_result` block (with `is_error` on a tool error) for
+    /// Anthropic.
+    pub fn answer(&self, reply: &ToolReply) -> Value {
+        if self.anthropic {
+            let mut block = json!({
+                "type": "tool_result",
+                "tool_use_id": self.id,
+                "content": reply.text,
+            });
+            if reply.is_error {
+                block["is_error"] = Value::Bool(true);
+            }
+            block
+        } else {
+            json!({"role": "tool", "tool_call_id": self.id, "content": reply.text})
+        }
+    }
+}
+
 /// A tool's answer: the text the model reads, and whether the call failed (a tool error: bad
 /// arguments, an unknown id; never a crash of the protocol carrying it).
 #[derive(Debug, Clone, PartialEq)]
@@ -590,6 +667,48 @@ mod tests {
         assert_eq!(
             compact_history_result(0, 10, 100, 100),
             "Not enough messages to compact. No changes made."
+        );
+    }
+
+    #[test]
+    fn provider_calls_are_read_and_answered_in_their_own_shape() {
+        let openai = ProviderCall::parse(&json!({"id": "c1", "type": "function", "function": {"name": "search_history", "arguments": "{\"query\": \"x\"}"}})).expect("openai");
+        assert_eq!(openai.name, "search_history");
+        assert_eq!(openai.arguments, json!("{\"query\": \"x\"}"));
+        let reply = ToolReply {
+            text: "found".into(),
+            is_error: false,
+        };
+        assert_eq!(
+            openai.answer(&reply),
+            json!({"role": "tool", "tool_call_id": "c1", "content": "found"})
+        );
+        let anthropic = ProviderCall::parse(
+            &json!({"type": "tool_use", "id": "t1", "name": "read_history", "input": {"ids": 5}}),
+        )
+        .expect("anthropic");
+        let error = ToolReply {
+            text: "`ids` must be a list".into(),
+            is_error: true,
+        };
+        assert_eq!(
+            anthropic.answer(&error),
+            json!({"type": "tool_result", "tool_use_id": "t1", "content": "`ids` must be a list", "is_error": true})
+        );
+        assert!(
+            ProviderCall::parse(&json!({"function": {}}))
+                .unwrap_err()
+                .contains("function.name")
+        );
+        assert!(
+            ProviderCall::parse(&json!({"type": "tool_use"}))
+                .unwrap_err()
+                .contains("name")
+        );
+        assert!(
+            ProviderCall::parse(&json!({"x": 1}))
+                .unwrap_err()
+                .contains("not a tool call")
         );
     }
 }

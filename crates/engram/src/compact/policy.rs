@@ -69,6 +69,15 @@ pub fn reply_room(window: usize, max_output: usize) -> usize {
     max_output.min(window / 4)
 }
 
+/// The tokens a request's context may hold: the window less the room for the reply (what the
+/// request asks for, else [`reply_room`]), that room at most half the window.
+pub fn request_limit(window: usize, max_output: usize, asked: Option<usize>) -> usize {
+    let reserve = asked
+        .unwrap_or_else(|| reply_room(window, max_output))
+        .min(window / 2);
+    window.saturating_sub(reserve)
+}
+
 /// The budget of a compaction when the caller gives none: the window less [`reply_room`].
 pub fn default_budget(window: usize, max_output: usize) -> usize {
     window - reply_room(window, max_output)
