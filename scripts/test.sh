@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # engram's test suite: formatting, lints, every test, and a bounded fuzz run of the parser.
-# Self-contained on a fresh clone with a Rust toolchain and Python 3.9+: the tests run on the
+# Self-contained on a fresh clone with a Rust toolchain, Python 3.9+ and Node.js 18+: the tests run on the
 # fixtures in testdata/dev/ and the Python package's extras come from PyPI. Every step runs even
 # when an earlier one failed; the last lines count what passed, failed and was skipped, and why:
 #
@@ -90,6 +90,23 @@ if [ "$status" -eq 0 ]; then
 fi
 end_step $status "Python package"
 
+step "the Node package: npm ci in crates/engram-node (builds the native module), then its node --test suites"
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  (
+    set -e
+    cd crates/engram-node
+    # A debug build for the tests (npm install builds release); the lockfile is held to.
+    ENGRAM_NODE_PROFILE=debug ENGRAM_NODE_LOCKED=1 npm ci --no-audit --no-fund --loglevel=error
+    ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/../../target}/debug/engram" \
+      node --test --test-reporter=spec --test-reporter-destination=stdout \
+      --test-reporter=junit --test-reporter-destination="$work/node.xml" test/*.test.js
+  )
+  end_step $? "Node package"
+else
+  echo
+  skip_step node "the Node package's suites need Node.js 18+ and npm"
+fi
+
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     step "fuzzing the input parser for ${FUZZ_SECONDS}s (cargo fuzz, nightly)"
@@ -113,9 +130,9 @@ fi
 
 echo
 echo "== summary"
-python3 - "$work/cargo.log" "$work/pytest.xml" "$ENGRAM_SKIP_LOG" "${failed_steps[@]}" <<'EOF'
+python3 - "$work/cargo.log" "$work/pytest.xml" "$work/node.xml" "$ENGRAM_SKIP_LOG" "${failed_steps[@]}" <<'EOF'
 import collections, re, sys, xml.etree.ElementTree as ET
-cargo_log, junit, skip_log, *failed_steps = sys.argv[1:]
+cargo_log, junit, node_junit, skip_log, *failed_steps = sys.argv[1:]
 passed = failed = 0
 try:
     for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", open(cargo_log).read()):
@@ -131,6 +148,18 @@ try:
         py_skipped += skips
 except (FileNotFoundError, ET.ParseError):
     pass
+# node --test's JUnit report: one testcase per test, with <failure> or <skipped> in it.
+node_skipped = 0
+try:
+    for case in ET.parse(node_junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif case.find("skipped") is not None:
+            node_skipped += 1
+        else:
+            passed += 1
+except (FileNotFoundError, ET.ParseError):
+    pass
 # A Rust test that skips returns early and counts as passed in cargo's line: count it as skipped.
 skips = {tuple(l.rstrip("\n").split("\t")[1:]): l.split("\t")[0] for l in open(skip_log) if l.strip()}
 rust_skips = sum(1 for (lang, _) in skips if lang == "rust")
@@ -139,6 +168,9 @@ python_logged = sum(1 for (lang, _) in skips if lang == "python")
 by_kind = collections.Counter(skips.values())
 if py_skipped > python_logged:
     by_kind["other"] += py_skipped - python_logged
+node_logged = sum(1 for (lang, _) in skips if lang == "node")
+if node_skipped > node_logged:
+    by_kind["other"] += node_skipped - node_logged
 skipped = sum(by_kind.values())
 print(f"summary: {passed} passed, {failed} failed, {skipped} skipped")
 if skipped:

@@ -1,35 +1,18 @@
 //! `engram._engram`: the native half of the `engram` Python package.
 //!
-//! Structured values cross the boundary as JSON text (the Python half turns dicts into JSON with
-//! the standard library's C encoder and back): one conversion each way, no per-field glue, and
-//! the Rust core's own parser gives its errors with the message index and field. Long work
-//! (counting batches, compaction, sleep, model calls) runs with the interpreter released.
+//! A thin adapter over `engram-bind`, the JSON surface the Node package wraps too: structured
+//! values cross as JSON text (the Python half turns dicts into JSON with the standard library's
+//! C encoder and back), errors become `EngramError`, and long work (counting batches,
+//! compaction, sleep, model calls) runs with the interpreter released.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engram::assembly::{ContextBuilder, Parts, StoredSummary, TokenBudget};
-use engram::compact::summarize::{
-    DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
-};
-use engram::compact::{CompactOptions, compact};
-use engram::config::Config;
-use engram::memory::{ConsolidationRecord, Forget, MemoryStore, NewEntry, SearchHit, now};
-use engram::request::{
-    CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
-    SessionCompactRequest, SleepRequest, compaction_document, context_document, from_json,
-};
-use engram::session::{LoggedMessage, Session, SessionStore, Trigger};
-use engram::settings::Discovery;
-use engram::sleep::{SleepSettings, sleep_tick};
-use engram::tools::{CompactHistoryArgs, Status};
-use engram::{Message, ModelRegistry, TokenCounter, Tokenizer};
-use engram_llm::{Api, Client, ProviderConfig};
-use engram_store::SqliteStore;
+use engram::compact::summarize::Summarizer;
+use engram_bind as bind;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use serde_json::{Value, json};
 
 create_exception!(
     _engram,
@@ -40,213 +23,83 @@ create_exception!(
 
 type Res<T> = PyResult<T>;
 
-fn err(message: impl std::fmt::Display) -> PyErr {
-    EngramError::new_err(message.to_string())
-}
-
-fn parse_json(text: &str, what: &str) -> Res<Value> {
-    serde_json::from_str(text).map_err(|e| err(format!("{what}: invalid JSON: {e}")))
-}
-
-fn to_json(value: &impl serde::Serialize) -> Res<String> {
-    serde_json::to_string(value).map_err(err)
-}
-
-/// The messages of `{"messages": [...]}` or a bare array, with the core's errors.
-fn conversation(text: &str) -> Res<engram::Conversation> {
-    engram::parse_conversation(text.as_bytes()).map_err(err)
-}
-
-fn messages(text: &str) -> Res<Vec<Message>> {
-    Ok(conversation(text)?.messages)
-}
-
-/// The registry the settings discovery finds (the built-in one with the models file merged
-/// over it), loaded once per process.
-fn registry() -> Res<&'static ModelRegistry> {
-    static REGISTRY: std::sync::OnceLock<Result<ModelRegistry, String>> =
-        std::sync::OnceLock::new();
-    REGISTRY
-        .get_or_init(|| Discovery::new().registry().map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(err)
-}
-
-/// The configuration the settings discovery finds (ENGRAM_CONFIG or config.toml, then the
-/// environment), read at each call as the CLI reads it at each command.
-fn config() -> Res<Config> {
-    Discovery::new().config().map_err(err)
-}
-
-fn opt_str<'a>(options: &'a Value, key: &str) -> Res<Option<&'a str>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(err(format!("`{key}` must be a string, not {other}"))),
-    }
-}
-
-fn opt_usize(options: &Value, key: &str) -> Res<Option<usize>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(|n| Some(n as usize))
-            .ok_or_else(|| err(format!("`{key}` must be a non-negative integer, not {v}"))),
-    }
-}
-
-fn opt_f64(options: &Value, key: &str) -> Res<Option<f64>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| err(format!("`{key}` must be a number, not {v}"))),
-    }
-}
-
-fn opt_bool(options: &Value, key: &str) -> Res<Option<bool>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(err(format!("`{key}` must be true or false, not {v}"))),
-    }
-}
-
-fn positive(value: Option<usize>, key: &str) -> Res<Option<usize>> {
-    if value == Some(0) {
-        return Err(err(format!("`{key}` must be positive")));
-    }
-    Ok(value)
-}
-
-fn share(options: &Value, key: &str) -> Res<Option<f64>> {
-    let value = opt_f64(options, key)?;
-    if let Some(v) = value
-        && !(0.0..=1.0).contains(&v)
-    {
-        return Err(err(format!("`{key}` must be between 0 and 1, not {v}")));
-    }
-    Ok(value)
+fn err(e: bind::Error) -> PyErr {
+    EngramError::new_err(e.0)
 }
 
 /// A token counter for one model (or one tokenizer), with the model's window from the registry.
 #[pyclass(frozen, module = "engram._engram")]
-struct Counter {
-    counter: TokenCounter,
-    model: String,
-    window: usize,
-    max_output_tokens: usize,
-    warning: Option<String>,
-}
-
-impl Counter {
-    fn build(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
-        let registry = registry()?;
-        let name = model.unwrap_or_else(|| registry.default_model());
-        let resolved = registry.resolve(name);
-        let tokenizer = match tokenizer {
-            Some(t) => Tokenizer::from_name(t).map_err(err)?,
-            None => resolved.spec.tokenizer().map_err(err)?,
-        };
-        Ok(Counter {
-            counter: TokenCounter::new(tokenizer),
-            model: name.to_owned(),
-            window: resolved.spec.context_window,
-            max_output_tokens: resolved.spec.max_output_tokens,
-            warning: resolved.warning(),
-        })
-    }
-}
+struct Counter(bind::Counter);
 
 #[pymethods]
 impl Counter {
     #[new]
     #[pyo3(signature = (model=None, tokenizer=None))]
     fn new(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
-        Counter::build(model, tokenizer)
+        bind::Counter::new(model, tokenizer)
+            .map(Counter)
+            .map_err(err)
     }
 
     /// Tokens of one text.
     fn count(&self, text: &str) -> usize {
-        self.counter.count_text(text)
+        self.0.count(text)
     }
 
     /// Tokens of each text, counted with the interpreter released.
     fn count_batch(&self, py: Python<'_>, texts: Vec<String>) -> Vec<usize> {
-        py.detach(|| texts.iter().map(|t| self.counter.count_text(t)).collect())
+        py.detach(|| self.0.count_batch(texts))
     }
 
     /// A conversation's count as JSON: total, per message, tools.
     #[pyo3(signature = (messages_json, tools_json=None))]
     fn count_messages(&self, messages_json: &str, tools_json: Option<&str>) -> Res<String> {
-        let mut conversation = conversation(messages_json)?;
-        if let Some(tools) = tools_json {
-            match parse_json(tools, "tools")? {
-                Value::Array(t) => conversation.tools = t,
-                Value::Null => {}
-                _ => return Err(err("tools must be a list of tool definitions")),
-            }
-        }
-        let count = self.counter.count_conversation(&conversation);
-        let tools = self.counter.count_tools(&conversation.tools);
-        to_json(&json!({
-            "total": count.total(),
-            "content_tokens": count.content_tokens(),
-            "messages": count.messages.iter().map(|m| m.total()).collect::<Vec<_>>(),
-            "tools": tools,
-            "estimated": count.estimated(),
-            "tokenizer": self.counter.tokenizer().id(),
-            "model": self.model,
-            "window": self.window,
-        }))
+        self.0
+            .count_messages(messages_json, tools_json)
+            .map_err(err)
     }
 
     /// The model name asked for.
     #[getter]
     fn model(&self) -> &str {
-        &self.model
+        self.0.model()
     }
 
     /// The model's context window (the registry's; the fallback's for an unknown model).
     #[getter]
     fn window(&self) -> usize {
-        self.window
+        self.0.window()
     }
 
     /// The model's output limit.
     #[getter]
     fn max_output_tokens(&self) -> usize {
-        self.max_output_tokens
+        self.0.max_output_tokens()
     }
 
     /// The tokenizer's id (`o200k_base`, `chars/4`, ...).
     #[getter]
     fn tokenizer(&self) -> String {
-        self.counter.tokenizer().id().to_string()
+        self.0.tokenizer()
     }
 
     /// True when counts are exact for the model (not an estimate).
     #[getter]
     fn exact(&self) -> bool {
-        self.counter.tokenizer().is_exact()
+        self.0.exact()
     }
 
     /// Why the model's numbers are a guess, when the registry does not know it.
     #[getter]
     fn warning(&self) -> Option<String> {
-        self.warning.clone()
+        self.0.warning()
     }
 }
 
 /// An LLM that writes summaries (OpenAI-compatible, Anthropic or Ollama), with its cache and
 /// usage kept for the object's life.
 #[pyclass(frozen, module = "engram._engram")]
-struct LlmSummarizer {
-    inner: Arc<engram_llm::LlmSummarizer>,
-    model: String,
-}
+struct LlmSummarizer(bind::LlmSummarizer);
 
 #[pymethods]
 impl LlmSummarizer {
@@ -260,110 +113,54 @@ impl LlmSummarizer {
         timeout_seconds: Option<f64>,
         max_retries: Option<u32>,
     ) -> Res<Self> {
-        let api = Api::parse(api).ok_or_else(|| {
-            err(format!(
-                "unknown summarizer API {api:?}; expected openai, anthropic or ollama"
-            ))
-        })?;
-        let mut config = ProviderConfig::new(api, model);
-        if let Some(url) = base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(format!(
-                    "base_url {url:?} must start with http:// or https://"
-                )));
-            }
-            config.base_url = url.to_owned();
-        }
-        if let Some(var) = api_key_env {
-            config.api_key_env = Some(var.to_owned());
-        }
-        if let Some(t) = timeout_seconds {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(err("timeout_seconds must be positive"));
-            }
-            config.timeout = std::time::Duration::from_secs_f64(t);
-        }
-        if let Some(r) = max_retries {
-            config.max_retries = r;
-        }
-        let client = Client::new(config).map_err(err)?;
-        let window = registry()?.resolve(model).spec.context_window;
-        Ok(LlmSummarizer {
-            inner: Arc::new(engram_llm::LlmSummarizer::new(client, window)),
-            model: model.to_owned(),
-        })
+        bind::LlmSummarizer::new(
+            api,
+            model,
+            base_url,
+            api_key_env,
+            timeout_seconds,
+            max_retries,
+        )
+        .map(LlmSummarizer)
+        .map_err(err)
     }
 
     /// `api:model`.
     #[getter]
     fn name(&self) -> String {
-        self.inner.name().to_owned()
+        self.0.name()
     }
 
     /// Calls, tokens and cost so far, as JSON.
     fn usage_json(&self) -> Res<String> {
-        let usage = self.inner.usage();
-        let spec = registry()?.resolve(&self.model).spec;
-        to_json(&json!({
-            "calls": usage.calls,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cached_tokens": usage.cached_tokens,
-            "cost_usd": usage.cost(&spec),
-            "secrets_redacted": self.inner.redacted(),
-        }))
+        self.0.usage_json().map_err(err)
     }
 }
 
 fn summarizer_of(s: Option<&Bound<'_, LlmSummarizer>>) -> Option<Arc<dyn Summarizer>> {
-    s.map(|s| Arc::clone(&s.get().inner) as Arc<dyn Summarizer>)
+    s.map(|s| s.get().0.summarizer())
 }
 
-/// The registry's models as JSON.
 /// Responses API items as messages to store, each carrying its own items verbatim.
 #[pyfunction]
 fn responses_items_to_messages_json(items_json: &str) -> Res<String> {
-    let items: Vec<Value> = serde_json::from_str(items_json)
-        .map_err(|e| err(format!("expected a list of Responses items: {e}")))?;
-    let messages = engram::responses::items_to_messages(items).map_err(err)?;
-    Ok(Value::Array(messages.iter().map(Message::to_value).collect()).to_string())
+    bind::responses_items_to_messages_json(items_json).map_err(err)
 }
 
 /// Stored messages (a session's view) as Responses items: verbatim where unchanged.
 #[pyfunction]
 fn responses_messages_to_items_json(messages_json: &str) -> Res<String> {
-    let messages = conversation(messages_json)?.messages;
-    Ok(Value::Array(engram::responses::messages_to_items(&messages)).to_string())
+    bind::responses_messages_to_items_json(messages_json).map_err(err)
 }
 
+/// The registry's models as JSON.
 #[pyfunction]
 fn models_json() -> Res<String> {
-    let models: Vec<Value> = registry()?
-        .models()
-        .map(|m| {
-            json!({
-                "id": m.id,
-                "provider": m.provider,
-                "aliases": m.aliases,
-                "context_window": m.context_window,
-                "max_output_tokens": m.max_output_tokens,
-                "tokenizer": m.tokenizer,
-                "exact": m.counts_are_exact(),
-                "price": {
-                    "input_per_mtok": m.price.input,
-                    "cached_input_per_mtok": m.price.cached_input,
-                    "output_per_mtok": m.price.output,
-                },
-            })
-        })
-        .collect();
-    to_json(&models)
+    bind::models_json().map_err(err)
 }
 
-/// Compacts a conversation (`{"messages", "tools"?, ...}`) to a budget. Options as JSON:
-/// budget, model, tokenizer, strategy, query, keep_recent, keep_tool_outputs, preserve_window,
-/// digest_share, recall_share, summary_prompt. Returns `{"messages", "report"}` (plus the
-/// request's other keys, so an OpenAI request body stays one).
+/// Compacts a conversation (`{"messages", "tools"?, ...}`) to a budget; see
+/// `engram_bind::compact_json`.
 #[pyfunction]
 #[pyo3(signature = (conversation_json, options_json, summarizer=None))]
 fn compact_json(
@@ -372,30 +169,12 @@ fn compact_json(
     options_json: &str,
     summarizer: Option<&Bound<'_, LlmSummarizer>>,
 ) -> Res<String> {
-    let conversation = conversation(conversation_json)?;
-    let o = parse_json(options_json, "options")?;
-    let plain = opt_bool(&o, "plain")?.unwrap_or(true);
-    let Compaction {
-        tokenizer,
-        mut options,
-        ..
-    } = from_json::<CompactRequest>(o)
-        .map_err(err)?
-        .resolve(registry()?, conversation.model())
-        .map_err(err)?;
-    let counter = TokenCounter::new(tokenizer);
-    options.summarizer = summarizer_of(summarizer);
-    let compacted = py
-        .detach(|| compact(&conversation, &counter, &options))
-        .map_err(err)?;
-    let doc = compaction_document(&conversation, &compacted, counter.tokenizer(), plain);
-    to_json(&doc)
+    let summarizer = summarizer_of(summarizer);
+    py.detach(|| bind::compact_json(conversation_json, options_json, summarizer))
+        .map_err(err)
 }
 
-/// Seed 001's budgeted assembly. `parts_json`: system, new_message?, history, memory_results,
-/// learnings, tool_definitions, summaries (`{depth, messages, from, to, text}`). `budget_json`:
-/// the `TokenBudget` fields. With `seed` the fresh tail is kept regardless of the budget (the
-/// seed's rule) and counts are the seed's characters/4 unless a model or tokenizer is named.
+/// Seed 001's budgeted assembly; see `engram_bind::build_context_json`.
 #[pyfunction]
 #[pyo3(signature = (parts_json, budget_json, model=None, tokenizer=None, seed=false))]
 fn build_context_json(
@@ -405,137 +184,10 @@ fn build_context_json(
     tokenizer: Option<&str>,
     seed: bool,
 ) -> Res<String> {
-    let p = parse_json(parts_json, "parts")?;
-    let b = parse_json(budget_json, "budget")?;
-    let tokenizer = match (tokenizer, seed && model.is_none()) {
-        (Some(t), _) => Some(t),
-        (None, true) => Some("chars/4"),
-        (None, false) => None,
-    };
-    let counter = Counter::build(model, tokenizer)?;
-    let mut budget = TokenBudget::for_window(counter.window, 0);
-    if seed {
-        budget = TokenBudget::default();
-    }
-    if let Some(v) = positive(opt_usize(&b, "total")?, "total")? {
-        budget.total = v;
-    }
-    if let Some(v) = opt_usize(&b, "system_reserve")? {
-        budget.system_reserve = v;
-    }
-    if let Some(v) = opt_usize(&b, "tool_definitions_reserve")? {
-        budget.tool_definitions_reserve = v;
-    }
-    if let Some(v) = share(&b, "memory_fraction")? {
-        budget.memory_fraction = v;
-    }
-    if let Some(v) = share(&b, "learnings_fraction")? {
-        budget.learnings_fraction = v;
-    }
-    if let Some(v) = opt_usize(&b, "fresh_tail_count")? {
-        budget.fresh_tail_count = v;
-    }
-    if let Some(v) = opt_usize(&b, "reply_reserve")? {
-        budget.reply_reserve = v;
-    }
-    let system = opt_str(&p, "system")?.unwrap_or("");
-    let new_message = match p.get("new_message") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(Message::user(s.clone())),
-        Some(v) => {
-            Some(Message::from_value(v.clone()).map_err(|e| err(format!("new_message: {e}")))?)
-        }
-    };
-    let history = match p.get("history") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => messages(&v.to_string()).map_err(|e| err(format!("history: {e}")))?,
-    };
-    let strings = |key: &str| -> Res<Vec<String>> {
-        match p.get(key) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    Value::String(s) => Ok(s.clone()),
-                    Value::Object(m) => m
-                        .get("content")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .ok_or_else(|| {
-                            err(format!(
-                                "{key}[{i}]: expected a string or an object with `content`"
-                            ))
-                        }),
-                    _ => Err(err(format!("{key}[{i}]: expected a string"))),
-                })
-                .collect(),
-            Some(_) => Err(err(format!("{key} must be a list"))),
-        }
-    };
-    let memory_results = strings("memory_results")?;
-    let learnings = strings("learnings")?;
-    let tools = match p.get("tool_definitions") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(t)) => t.clone(),
-        Some(_) => return Err(err("tool_definitions must be a list")),
-    };
-    let summaries = match p.get("summaries") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::String(text) => Ok(StoredSummary {
-                    depth: 1,
-                    messages: 0,
-                    from: String::new(),
-                    to: String::new(),
-                    text: text.clone(),
-                }),
-                Value::Object(m) => {
-                    let field = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                    let number = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
-                    let text = m
-                        .get("text")
-                        .or_else(|| m.get("content"))
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| err(format!("summaries[{i}]: needs `text`")))?;
-                    Ok(StoredSummary {
-                        depth: (number("depth").max(1)) as u32,
-                        messages: number("messages"),
-                        from: field("from"),
-                        to: field("to"),
-                        text: text.to_owned(),
-                    })
-                }
-                _ => Err(err(format!(
-                    "summaries[{i}]: expected a string or an object"
-                ))),
-            })
-            .collect::<Res<Vec<_>>>()?,
-        Some(_) => return Err(err("summaries must be a list")),
-    };
-    let (out, report) = ContextBuilder::new(&counter.counter, budget)
-        .fresh_tail_regardless_of_budget(seed)
-        .build(&Parts {
-            system,
-            new_message: new_message.as_ref(),
-            history: &history,
-            memory_results: &memory_results,
-            learnings: &learnings,
-            tool_definitions: &tools,
-            summaries: &summaries,
-        })
-        .map_err(err)?;
-    to_json(&json!({
-        "messages": out.iter().map(Message::to_value).collect::<Vec<_>>(),
-        "report": report,
-    }))
+    bind::build_context_json(parts_json, budget_json, model, tokenizer, seed).map_err(err)
 }
 
-/// A summary of a conversation's messages after its system prompt: `{"summary", "summarizer",
-/// "fallback"}` (the model-free summary, with the reason, when the model's could not be used).
+/// A summary of a conversation's messages after its system prompt.
 #[pyfunction]
 #[pyo3(signature = (messages_json, focus=None, max_tokens=2000, prompt=None, summarizer=None))]
 fn summarize_json(
@@ -546,86 +198,29 @@ fn summarize_json(
     prompt: Option<&str>,
     summarizer: Option<&Bound<'_, LlmSummarizer>>,
 ) -> Res<String> {
-    if max_tokens == 0 {
-        return Err(err("max_tokens must be positive"));
-    }
-    let all = messages(messages_json)?;
-    let selected: Vec<&Message> = all.iter().skip_while(|m| m.role.is_instruction()).collect();
-    if selected.is_empty() {
-        return Err(err(
-            "nothing to summarise: the conversation has no messages after its system prompt",
-        ));
-    }
-    let request = SummaryRequest {
-        messages: &selected,
-        prompt: prompt
-            .filter(|p| !p.trim().is_empty())
-            .unwrap_or(DEFAULT_PROMPT),
-        focus: focus.filter(|f| !f.trim().is_empty()),
-        max_tokens,
-        previous: None,
-    };
-    let model = summarizer_of(summarizer);
-    let (summary, name, fallback) = py.detach(|| -> Res<_> {
-        Ok(match &model {
-            Some(s) => match s.summarize(&request) {
-                Ok(text) => (text, s.name().to_owned(), None),
-                Err(e) => (
-                    DeterministicSummarizer.summarize(&request).map_err(err)?,
-                    DeterministicSummarizer.name().to_owned(),
-                    Some(e.to_string()),
-                ),
-            },
-            None => (
-                DeterministicSummarizer.summarize(&request).map_err(err)?,
-                DeterministicSummarizer.name().to_owned(),
-                None,
-            ),
-        })
-    })?;
-    to_json(&json!({"summary": summary, "summarizer": name, "fallback": fallback}))
+    let summarizer = summarizer_of(summarizer);
+    py.detach(|| bind::summarize_json(messages_json, focus, max_tokens, prompt, summarizer))
+        .map_err(err)
 }
 
 /// Seed 000's key facts of a list of messages, in order, each once.
 #[pyfunction]
 fn extract_key_facts_json(messages_json: &str) -> Res<String> {
-    let log: Vec<LoggedMessage> = messages(messages_json)?
-        .into_iter()
-        .enumerate()
-        .map(|(i, message)| LoggedMessage {
-            seq: i as u64,
-            id: format!("m{i}"),
-            created_at: 0,
-            tokens: 0,
-            message,
-            abandoned: false,
-        })
-        .collect();
-    let refs: Vec<&LoggedMessage> = log.iter().collect();
-    let facts: Vec<String> = engram::session::facts::extract(&log, &refs)
-        .into_iter()
-        .map(|(_, _, fact)| fact)
-        .collect();
-    to_json(&facts)
+    bind::extract_key_facts_json(messages_json).map_err(err)
 }
 
 /// The `compact_history` tool's definition, for OpenAI (`"openai"`) or Anthropic.
 #[pyfunction]
 #[pyo3(signature = (format="openai"))]
 fn compact_history_tool_json(format: &str) -> Res<String> {
-    let tool = match engram::tools::SchemaFormat::from_name(format).map_err(err)? {
-        engram::tools::SchemaFormat::OpenAi => engram::tools::compact_history_tool_openai(),
-        engram::tools::SchemaFormat::Anthropic => engram::tools::compact_history_tool_anthropic(),
-    };
-    to_json(&tool)
+    bind::compact_history_tool_json(format).map_err(err)
 }
 
 /// The agent's tools' definitions, for OpenAI (`"openai"`) or Anthropic.
 #[pyfunction]
 #[pyo3(signature = (format="openai"))]
 fn tool_schemas_json(format: &str) -> Res<String> {
-    let format = engram::tools::SchemaFormat::from_name(format).map_err(err)?;
-    to_json(&engram::tools::schemas(format))
+    bind::tool_schemas_json(format).map_err(err)
 }
 
 /// Seed 004's status update (a system message) as JSON.
@@ -637,174 +232,42 @@ fn status_message_json(
     cost_usd: f64,
     activities_json: Option<&str>,
 ) -> Res<String> {
-    let mut activities = Vec::new();
-    if let Some(text) = activities_json {
-        let Value::Object(sections) = parse_json(text, "activities")? else {
-            return Err(err(
-                "activities must map a section name to a list of {id, description}",
-            ));
-        };
-        for (name, items) in sections {
-            let Value::Array(items) = items else {
-                return Err(err(format!("activities[{name:?}] must be a list")));
-            };
-            let items = items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    let field = |k: &str| {
-                        v.get(k)
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                            .ok_or_else(|| {
-                                err(format!("activities[{name:?}][{i}]: needs a string `{k}`"))
-                            })
-                    };
-                    Ok(engram::tools::Activity {
-                        id: field("id")?,
-                        description: field("description")?,
-                    })
-                })
-                .collect::<Res<Vec<_>>>()?;
-            activities.push((name, items));
-        }
-    }
-    let status = Status {
-        total_tokens,
-        max_tokens,
-        cost_usd,
-        activities,
-    };
-    to_json(&status.to_message().to_value())
-}
-
-fn default_db_path() -> Res<PathBuf> {
-    Discovery::new().db_path().map_err(err)
+    bind::status_message_json(total_tokens, max_tokens, cost_usd, activities_json).map_err(err)
 }
 
 /// The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
-/// compactions and checkpoints.
+/// compactions and checkpoints. Each method is `engram_bind::Store`'s.
 #[pyclass(frozen, module = "engram._engram")]
-struct NativeStore {
-    store: SqliteStore,
-    path: String,
-}
-
-impl NativeStore {
-    fn open_session(&self, id: &str) -> Res<Session<'_>> {
-        Session::open_with(&self.store, id, registry()?, config()?.session_policy()).map_err(err)
-    }
-}
+struct NativeStore(bind::Store);
 
 #[pymethods]
 impl NativeStore {
     #[new]
     #[pyo3(signature = (path=None))]
     fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
-        let path = match path {
-            Some(p) => p,
-            None => default_db_path()?,
-        };
-        let store = if path.as_os_str() == ":memory:" {
-            py.detach(SqliteStore::open_in_memory)
-        } else {
-            py.detach(|| SqliteStore::open(&path))
-        }
-        .map_err(err)?;
-        Ok(NativeStore {
-            store,
-            path: path.display().to_string(),
-        })
+        py.detach(|| bind::Store::new(path))
+            .map(NativeStore)
+            .map_err(err)
     }
 
     /// Where the database is.
     #[getter]
     fn path(&self) -> &str {
-        &self.path
+        self.0.path()
     }
 
-    /// Adds one entry; returns its id. `entry_json`: content, source, tier?, session_id?,
-    /// importance?, metadata?, created_at? (RFC 3339), id?.
     fn add(&self, py: Python<'_>, entry_json: &str) -> Res<String> {
-        let value = parse_json(entry_json, "entry")?;
-        let mut entry = NewEntry::from_json(&value, now()).map_err(|(field, m)| {
-            if field.is_empty() {
-                err(m)
-            } else {
-                err(format!("field `{field}`: {m}"))
-            }
-        })?;
-        if entry.content.trim().is_empty() {
-            return Err(err("field `content`: the text is empty"));
-        }
-        if config()?.memory.redact {
-            entry.content = engram::redact::redact(&entry.content).0;
-        }
-        let id = entry
-            .id
-            .clone()
-            .unwrap_or_else(|| engram::memory::new_id("mem"));
-        entry.id = Some(id.clone());
-        py.detach(|| {
-            self.store.insert(&[entry])?;
-            self.store.sync_index()
-        })
-        .map_err(err)?;
-        Ok(id)
+        py.detach(|| self.0.add(entry_json)).map_err(err)
     }
 
-    /// Adds many entries (a list of entry objects) in one transaction; returns
-    /// `{"inserted", "skipped"}`. An invalid entry is reported by its index and nothing is stored.
     fn add_many(&self, py: Python<'_>, entries_json: &str) -> Res<String> {
-        let Value::Array(items) = parse_json(entries_json, "entries")? else {
-            return Err(err("entries must be a list"));
-        };
-        let at = now();
-        let redact = config()?.memory.redact;
-        let entries = items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let mut e = NewEntry::from_json(v, at).map_err(|(field, m)| {
-                    if field.is_empty() {
-                        err(format!("entries[{i}]: {m}"))
-                    } else {
-                        err(format!("entries[{i}], field `{field}`: {m}"))
-                    }
-                })?;
-                if redact {
-                    e.content = engram::redact::redact(&e.content).0;
-                }
-                Ok(e)
-            })
-            .collect::<Res<Vec<_>>>()?;
-        let inserted = py
-            .detach(|| {
-                let mut it = entries.into_iter().map(Ok);
-                let r = self.store.insert_stream(&mut it)?;
-                self.store.sync_index()?;
-                Ok::<_, engram::memory::StoreError>(r)
-            })
-            .map_err(err)?;
-        to_json(&json!({"inserted": inserted.inserted, "skipped": inserted.skipped}))
+        py.detach(|| self.0.add_many(entries_json)).map_err(err)
     }
 
-    /// Full-text search (BM25). Options: limit, tiers, session_id, source, since, until.
     fn search(&self, py: Python<'_>, text: &str, options_json: &str) -> Res<String> {
-        let mut o = parse_json(options_json, "options")?;
-        if let Value::Object(map) = &mut o {
-            map.insert("text".into(), Value::String(text.to_owned()));
-        }
-        let query = from_json::<SearchRequest>(o)
-            .and_then(|r| r.into_query("text"))
-            .map_err(err)?;
-        let hits = py.detach(|| self.store.search(&query)).map_err(err)?;
-        let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
-        to_json(&results)
+        py.detach(|| self.0.search(text, options_json)).map_err(err)
     }
 
-    /// One sleep: consolidation of working memory and sleep-time compaction of sessions.
-    /// Options: now (RFC 3339), ttl_hours, max_working.
     #[pyo3(signature = (options_json, summarizer=None))]
     fn sleep(
         &self,
@@ -812,44 +275,23 @@ impl NativeStore {
         options_json: &str,
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
-        let mut settings = SleepSettings::from_config(&config()?);
-        let at = from_json::<SleepRequest>(parse_json(options_json, "options")?)
-            .and_then(|r| r.apply(&mut settings))
-            .map_err(err)?;
-        settings.compact.summarizer = summarizer_of(summarizer);
-        let tick = py
-            .detach(|| {
-                let tick = sleep_tick(&self.store, at, &settings)?;
-                self.store.sync_index()?;
-                Ok::<_, engram::memory::StoreError>(tick)
-            })
-            .map_err(err)?;
-        let mut doc = serde_json::to_value(tick.memory).map_err(err)?;
-        doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
-        doc["archive_deleted"] = json!(tick.archive_deleted);
-        to_json(&doc)
+        let summarizer = summarizer_of(summarizer);
+        py.detach(|| self.0.sleep(options_json, summarizer))
+            .map_err(err)
     }
 
-    /// The consolidation log, newest first.
     fn log(&self, limit: usize) -> Res<String> {
-        let log = self.store.log(limit).map_err(err)?;
-        let records: Vec<Value> = log.iter().map(ConsolidationRecord::to_json).collect();
-        to_json(&records)
+        self.0.log(limit).map_err(err)
     }
 
-    /// Entries per tier.
     fn stats(&self) -> Res<String> {
-        to_json(&self.store.stats().map_err(err)?)
+        self.0.stats().map_err(err)
     }
 
-    /// One entry by id, or None.
     fn get(&self, id: &str) -> Res<Option<String>> {
-        let found = self.store.get(id).map_err(err)?;
-        found.map(|e| to_json(&e.to_json())).transpose()
+        self.0.get(id).map_err(err)
     }
 
-    /// Forgets an entry, a session's entries or a source's (their search rows too; summaries'
-    /// lineage is updated). Returns `{"entries", "summaries_updated"}`.
     #[pyo3(signature = (id=None, session_id=None, source=None))]
     fn forget(
         &self,
@@ -857,95 +299,39 @@ impl NativeStore {
         session_id: Option<String>,
         source: Option<String>,
     ) -> Res<String> {
-        let what = Forget {
-            id,
-            session_id,
-            source,
-        };
-        if what.is_empty() {
-            return Err(err("say what to forget: id, session_id or source"));
-        }
-        let f = self.store.forget(&what).map_err(err)?;
-        to_json(&json!({"entries": f.entries, "summaries_updated": f.summaries_updated}))
+        self.0.forget(id, session_id, source).map_err(err)
     }
 
-    /// Memory entries as `memory export` writes them (every tier, lineage kept), optionally only
-    /// a session's; `add_many` reads them back.
     #[pyo3(signature = (session_id=None))]
     fn export_memory(&self, py: Python<'_>, session_id: Option<&str>) -> Res<String> {
-        let lines = py
-            .detach(|| {
-                let mut out = Vec::new();
-                engram::session::export::export_memory(&self.store, session_id, |line| {
-                    out.push(line);
-                    Ok(())
-                })?;
-                Ok::<_, engram::memory::StoreError>(out)
-            })
-            .map_err(err)?;
-        to_json(&lines)
+        py.detach(|| self.0.export_memory(session_id)).map_err(err)
     }
 
-    /// A session as `session export` writes it: its info, every message, compactions,
-    /// summaries and checkpoints, as JSON lines' values.
     fn export_session(&self, id: &str) -> Res<String> {
-        let dump = engram::session::export_session(&self.store, id).map_err(err)?;
-        to_json(&engram::session::export::session_lines(&dump))
+        self.0.export_session(id).map_err(err)
     }
 
-    /// Creates a session; returns its info. Options: model, window, id, name.
     fn session_new(&self, options_json: &str) -> Res<String> {
-        let config = config()?;
-        let new = from_json::<NewSessionRequest>(parse_json(options_json, "options")?)
-            .map_err(err)?
-            .into_new_session(registry()?, config.session.model.as_deref(), now())
-            .map_err(err)?;
-        let session = Session::create(&self.store, &new).map_err(err)?;
-        to_json(session.info())
+        self.0.session_new(options_json).map_err(err)
     }
 
-    /// Every session, newest first.
     fn sessions(&self) -> Res<String> {
-        to_json(&self.store.sessions().map_err(err)?)
+        self.0.sessions().map_err(err)
     }
 
-    /// A session's info, view, compactions, summaries and checkpoints.
     fn session_show(&self, id: &str) -> Res<String> {
-        let session = self.open_session(id)?;
-        let view = session.view().map_err(err)?;
-        to_json(&json!({
-            "session": session.info(),
-            "view": {
-                "tokens": view.tokens,
-                "compaction_id": view.compaction_id,
-                "messages": view.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
-            },
-            "compactions": self.store.compactions(id, false).map_err(err)?,
-            "summaries": self.store.summaries(id).map_err(err)?,
-            "checkpoints": self.store.checkpoints(id).map_err(err)?,
-        }))
+        self.0.session_show(id).map_err(err)
     }
 
-    /// The full log (every message ever appended and still active), oldest first.
     fn session_log(&self, id: &str) -> Res<String> {
-        let session = self.open_session(id)?;
-        let log = session.log().map_err(err)?;
-        to_json(&log.iter().map(|m| m.message.to_value()).collect::<Vec<_>>())
+        self.0.session_log(id).map_err(err)
     }
 
-    /// Appends messages; returns `{"ids", "view_tokens", "window", "compaction"?, "status"?, ...}`.
     fn session_append(&self, py: Python<'_>, id: &str, messages_json: &str) -> Res<String> {
-        let messages = messages(messages_json)?;
-        if messages.is_empty() {
-            return Err(err("no messages to append"));
-        }
-        let mut session = self.open_session(id)?;
-        let appended = py.detach(|| session.append(messages)).map_err(err)?;
-        to_json(&appended)
+        py.detach(|| self.0.session_append(id, messages_json))
+            .map_err(err)
     }
 
-    /// The context to send now: the view, or (with a budget or a query) the log compacted for
-    /// them; with `memory`, relevant memory and learnings in a system section.
     #[pyo3(signature = (id, budget=None, query=None, memory=false))]
     fn session_context(
         &self,
@@ -955,21 +341,10 @@ impl NativeStore {
         query: Option<&str>,
         memory: bool,
     ) -> Res<String> {
-        let args = ContextRequest {
-            budget,
-            query: query.map(str::to_owned),
-            memory: Some(memory),
-            ..ContextRequest::default()
-        }
-        .resolve(registry()?)
-        .map_err(err)?;
-        let session = self.open_session(id)?;
-        let compacted = py.detach(|| args.context(&session)).map_err(err)?;
-        to_json(&context_document(&session, &compacted, true))
+        py.detach(|| self.0.session_context(id, budget, query, memory))
+            .map_err(err)
     }
 
-    /// Compacts the session now (recorded; the log keeps every message). Options: target,
-    /// focus, strategy, summary_prompt.
     #[pyo3(signature = (id, options_json, summarizer=None))]
     fn session_compact(
         &self,
@@ -978,36 +353,15 @@ impl NativeStore {
         options_json: &str,
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
-        let request: SessionCompactRequest =
-            from_json(parse_json(options_json, "options")?).map_err(err)?;
-        let session = self.open_session(id)?;
-        let policy = config()?.session_policy();
-        let manual = request
-            .resolve(session.info().window, &policy.trigger)
-            .map_err(err)?;
-        let mut options = manual.options();
-        options.summarizer = summarizer_of(summarizer);
-        let mut session = session.with_options(options);
-        let outcome = py
-            .detach(|| session.compact(Trigger::Manual, manual.target, manual.focus.as_deref()))
-            .map_err(err)?;
-        to_json(&outcome.to_value())
+        let summarizer = summarizer_of(summarizer);
+        py.detach(|| self.0.session_compact(id, options_json, summarizer))
+            .map_err(err)
     }
 
-    /// Seed 004's status update for the session now, as a system message.
     fn session_status(&self, id: &str) -> Res<String> {
-        let status = self.open_session(id)?.status().map_err(err)?;
-        to_json(&json!({
-            "message": status.to_message().to_value(),
-            "total_tokens": status.total_tokens,
-            "max_tokens": status.max_tokens,
-            "percent": status.percent(),
-            "cost_usd": status.cost_usd,
-        }))
+        self.0.session_status(id).map_err(err)
     }
 
-    /// Runs the agent's `compact_history` tool call (its arguments as the model sent them, a
-    /// JSON string or an object); returns the tool result text.
     #[pyo3(signature = (id, arguments_json, summarizer=None))]
     fn session_compact_history(
         &self,
@@ -1016,19 +370,14 @@ impl NativeStore {
         arguments_json: &str,
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
-        let args = CompactHistoryArgs::parse(&parse_json(arguments_json, "arguments")?)
-            .map_err(|e| err(format!("compact_history arguments: {e}")))?;
-        let mut session = self.open_session(id)?;
-        if let Some(s) = summarizer_of(summarizer) {
-            let mut options = CompactOptions::new(1);
-            options.summarizer = Some(s);
-            session = session.with_options(options);
-        }
-        py.detach(|| session.compact_history(&args)).map_err(err)
+        let summarizer = summarizer_of(summarizer);
+        py.detach(|| {
+            self.0
+                .session_compact_history(id, arguments_json, summarizer)
+        })
+        .map_err(err)
     }
 
-    /// Runs one of the agent's tools (its arguments as the model sent them, a JSON string or
-    /// an object); returns `{"content", "is_error"}`, or null when `name` is not engram's.
     #[pyo3(signature = (id, name, arguments_json, summarizer=None))]
     fn session_tool_call(
         &self,
@@ -1038,43 +387,37 @@ impl NativeStore {
         arguments_json: &str,
         summarizer: Option<&Bound<'_, LlmSummarizer>>,
     ) -> Res<String> {
-        let arguments = parse_json(arguments_json, "arguments")?;
-        let mut session = self.open_session(id)?;
-        if let Some(s) = summarizer_of(summarizer) {
-            let mut options = CompactOptions::new(1);
-            options.summarizer = Some(s);
-            session = session.with_options(options);
-        }
-        let reply = py.detach(|| session.handle_tool_call(name, &arguments));
-        match reply {
-            None => Ok("null".to_owned()),
-            Some(reply) => {
-                let reply = reply.map_err(err)?;
-                to_json(&json!({"content": reply.text, "is_error": reply.is_error}))
-            }
-        }
+        let summarizer = summarizer_of(summarizer);
+        py.detach(|| {
+            self.0
+                .session_tool_call(id, name, arguments_json, summarizer)
+        })
+        .map_err(err)
     }
 
-    /// Saves a named checkpoint; returns `{"name", "messages", ...}`.
+    #[pyo3(signature = (id, call_json, summarizer=None))]
+    fn session_handle_tool_call(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        call_json: &str,
+        summarizer: Option<&Bound<'_, LlmSummarizer>>,
+    ) -> Res<String> {
+        let summarizer = summarizer_of(summarizer);
+        py.detach(|| self.0.session_handle_tool_call(id, call_json, summarizer))
+            .map_err(err)
+    }
+
     fn session_checkpoint(&self, id: &str, name: &str) -> Res<String> {
-        to_json(&self.open_session(id)?.checkpoint(name).map_err(err)?)
+        self.0.session_checkpoint(id, name).map_err(err)
     }
 
-    /// Returns the session to a checkpoint (later messages are kept, set aside).
     fn session_restore(&self, id: &str, name: &str) -> Res<String> {
-        to_json(&self.open_session(id)?.restore(name).map_err(err)?)
+        self.0.session_restore(id, name).map_err(err)
     }
 
-    /// Deletes a session with its log, compactions, summaries, checkpoints and memory entries.
     fn session_delete(&self, id: &str) -> Res<String> {
-        let d = self.store.delete_session(id).map_err(err)?;
-        to_json(&json!({
-            "messages": d.messages,
-            "compactions": d.compactions,
-            "summaries": d.summaries,
-            "checkpoints": d.checkpoints,
-            "memory_entries": d.memory_entries,
-        }))
+        self.0.session_delete(id).map_err(err)
     }
 }
 

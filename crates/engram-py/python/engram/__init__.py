@@ -331,12 +331,6 @@ def tools(format: str = "openai") -> list[dict]:
     return json.loads(_engram.tool_schemas_json(format))
 
 
-def _field(obj: Any, name: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
-
-
 def status_message(
     total_tokens: int,
     max_tokens: int,
@@ -585,25 +579,9 @@ class Session:
         or SDK object) gets a tool message (``{"role": "tool", "tool_call_id", "content"}``); an
         Anthropic ``tool_use`` block (``{"type": "tool_use", "id", "name", "input"}``) gets a
         ``tool_result`` block (with ``is_error`` when the arguments were wrong)."""
-        fn = _field(tool_call, "function")
-        if fn is not None:
-            name, args = _field(fn, "name"), _field(fn, "arguments") or "{}"
-            reply = self.tool(name, args, summarizer)
-            if reply is None:
-                return None
-            return {"role": "tool", "tool_call_id": _field(tool_call, "id"),
-                    "content": reply["content"]}
-        if _field(tool_call, "type") == "tool_use":
-            reply = self.tool(_field(tool_call, "name"), _field(tool_call, "input") or {}, summarizer)
-            if reply is None:
-                return None
-            result = {"type": "tool_result", "tool_use_id": _field(tool_call, "id"),
-                      "content": reply["content"]}
-            if reply["is_error"]:
-                result["is_error"] = True
-            return result
-        raise EngramError("not a tool call: expected an OpenAI tool call (with `function`) or an "
-                          "Anthropic tool_use block")
+        if not isinstance(tool_call, Mapping) and hasattr(tool_call, "model_dump"):
+            tool_call = tool_call.model_dump()
+        return json.loads(self._n.session_handle_tool_call(self.id, _dumps(tool_call), summarizer))
 
     def checkpoint(self, name: str) -> dict:
         """Saves a named checkpoint."""

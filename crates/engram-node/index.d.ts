@@ -1,0 +1,205 @@
+// Types of the `engram` package's JavaScript API (index.js). The native layer's types,
+// generated from the Rust signatures by napi-rs, are in native.d.ts.
+
+/** An OpenAI-format message (other keys are kept verbatim). */
+export interface Message {
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | string
+  content?: string | Array<Record<string, unknown>> | null
+  tool_calls?: Array<{
+    id: string
+    type?: 'function' | string
+    function: { name: string; arguments: string }
+  }>
+  tool_call_id?: string
+  name?: string
+  [key: string]: unknown
+}
+
+/** A list of messages, or a request body with `messages` (and `tools`). */
+export type Messages = Message[] | { messages: Message[]; tools?: unknown[]; [key: string]: unknown }
+
+/** An error from engram's core; the message says what and where (message index, field, line). */
+export declare class EngramError extends Error {
+  constructor(message: string)
+}
+
+/** A token counter for one model (or one tokenizer), with the model's window from the registry. */
+export declare class Counter {
+  constructor(model?: string, tokenizer?: string)
+  readonly model: string
+  readonly window: number
+  readonly maxOutputTokens: number
+  readonly tokenizer: string
+  readonly exact: boolean
+  readonly warning: string | null
+  count(text: string): number
+  countBatch(texts: Iterable<string>): number[]
+  countMessages(messages: Messages, tools?: unknown[]): { total: number; content_tokens: number; messages: number[]; tools: number; [key: string]: unknown }
+}
+
+export interface CountOptions {
+  /** The model whose tokenizer counts (default: the registry's default model). */
+  model?: string
+  /** A tokenizer by name (`o200k_base`, `cl100k_base`, `chars/4`, ...) instead of the model's. */
+  tokenizer?: string
+  /** Tool definitions sent with the request (counted too). */
+  tools?: unknown[]
+}
+
+/** Tokens of a text, or of a whole request as the model will count it, overheads included. */
+export declare function countTokens(value: string | Messages, options?: CountOptions): number
+
+export interface CompactOptions {
+  model?: string
+  tokenizer?: string
+  /** `auto` (default), `mask`, `extractive` or `summarize`. */
+  strategy?: 'auto' | 'mask' | 'extractive' | 'summarize'
+  /** What the context must serve: older messages that match come back verbatim. */
+  query?: string
+  keepRecent?: number
+  keepToolOutputs?: number
+  preserveWindow?: boolean
+  digestShare?: number
+  recallShare?: number
+  summaryPrompt?: string
+}
+
+/** What was done: tokens before and after, steps, what was dropped, ... */
+export interface CompactReport {
+  tokens_before: number
+  tokens_after: number
+  budget: number
+  steps: string[]
+  [key: string]: unknown
+}
+
+export interface Compacted {
+  messages: Message[]
+  report: CompactReport
+}
+
+/** Compacts messages to `budget` tokens (default: the window less the reply's room). */
+export declare function compact(
+  messages: Messages,
+  budget?: number | null,
+  options?: CompactOptions,
+): Promise<Compacted>
+
+/** The agent's tools' definitions (search_history, read_history, compact_history, ...). */
+export declare function tools(format?: 'openai' | 'anthropic'): Array<Record<string, unknown>>
+
+/** The `compact_history` tool's definition. */
+export declare function compactHistoryTool(format?: 'openai' | 'anthropic'): Record<string, unknown>
+
+/** The status update, a system message to insert before the next model call. */
+export declare function statusMessage(
+  totalTokens: number,
+  maxTokens: number,
+  costUsd?: number,
+  activities?: Record<string, Array<{ id: string; description: string }>>,
+): Message
+
+/** The models the registry knows. */
+export declare function models(): Array<Record<string, unknown>>
+
+export interface MemoryEntry {
+  id: string
+  content: string
+  source: string
+  tier: string
+  [key: string]: unknown
+}
+
+export interface AddOptions {
+  source?: string
+  tier?: 'working' | 'episodic' | 'archive' | 'learnings' | 'journal' | string
+  sessionId?: string
+  importance?: number
+  metadata?: Record<string, unknown>
+  createdAt?: string
+  id?: string
+}
+
+export interface SearchOptions {
+  limit?: number
+  tiers?: string | string[]
+  sessionId?: string
+  source?: string
+  since?: string
+  until?: string
+}
+
+export declare class Store {
+  constructor(path?: string)
+  readonly path: string
+  add(content: string, options?: AddOptions): string
+  addMany(entries: Iterable<{ content: string; source: string } & AddOptions>): Promise<{ inserted: number; skipped: number }>
+  search(query: string, options?: SearchOptions): Array<MemoryEntry & { score: number }>
+  sleep(options?: { now?: string; ttlHours?: number; maxWorking?: number }): Promise<Record<string, unknown>>
+  log(limit?: number): Array<Record<string, unknown>>
+  stats(): Record<string, number>
+  get(id: string): MemoryEntry | null
+  forget(what: { id?: string; sessionId?: string; source?: string }): { entries: number; summaries_updated: number }
+  export(sessionId?: string): Promise<Array<Record<string, unknown>>>
+  newSession(model?: string, options?: { window?: number; id?: string; name?: string }): Session
+  session(id: string): Session
+  sessions(): Array<Record<string, unknown>>
+}
+
+export interface Appended {
+  ids: string[]
+  view_tokens: number
+  window: number
+  compaction?: Record<string, unknown>
+  status?: Message
+  [key: string]: unknown
+}
+
+export interface ToolReply {
+  content: string
+  is_error: boolean
+}
+
+export declare class Session {
+  constructor(store: Store, id: string)
+  readonly store: Store
+  readonly id: string
+  readonly info: Record<string, unknown>
+  show(): Record<string, unknown>
+  log(): Message[]
+  append(messages: Message | Message[]): Promise<Appended>
+  context(options?: { budget?: number; query?: string; memory?: boolean }): Promise<Compacted>
+  messages(): Promise<Message[]>
+  compact(options?: { target?: number; focus?: string; strategy?: string; summaryPrompt?: string }): Promise<Record<string, unknown>>
+  status(): { message: Message; total_tokens: number; max_tokens: number; percent: number; cost_usd: number }
+  compactHistory(args?: { preserveRecentMessages?: number; customPrompt?: string } | string): Promise<string>
+  tool(name: string, args?: Record<string, unknown> | string): Promise<ToolReply | null>
+  handleToolCall(toolCall: Record<string, unknown>): Promise<Record<string, unknown> | null>
+  checkpoint(name: string): Record<string, unknown>
+  restore(name: string): Record<string, unknown>
+  export(): Array<Record<string, unknown>>
+  delete(): Record<string, unknown>
+}
+
+export interface EngramMiddlewareOptions extends Omit<CompactOptions, 'model'> {
+  /** The model for counting (default: the wrapped model's id). */
+  model?: string
+  /** The tokens the prompt may hold (default: the window less the reply's room). */
+  budget?: number
+  /** The window, instead of the registry's for the model. */
+  window?: number
+}
+
+/** Middleware for the AI SDK's `wrapLanguageModel` (a `LanguageModelV3Middleware`). */
+export declare function engramMiddleware(options?: EngramMiddlewareOptions): {
+  specificationVersion: 'v3'
+  transformParams: (options: { params: any; type?: string; model?: any }) => Promise<any>
+}
+
+/** mycoder's `compactHistory` tool over a session. */
+export declare function mycoderCompactHistoryTool(session: Session): {
+  name: 'compactHistory'
+  description: string
+  parameters: Record<string, unknown>
+  execute: (params?: { preserveRecentMessages?: number; customPrompt?: string }, context?: { messages?: unknown[] }) => Promise<string>
+}

@@ -1,0 +1,51 @@
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { Store, EngramError } = require('..')
+const { tempDir } = require('./helpers')
+
+test('memory: add, search, get, stats, forget', () => {
+  const store = new Store(path.join(tempDir(), 'm.db'))
+  const id = store.add('The deploy script lives in scripts/deploy.sh and needs AWS_PROFILE=prod', { source: 'notes' })
+  store.add('The user prefers tabs over spaces', { source: 'prefs', importance: 0.9 })
+  const hits = store.search('where is the deploy script')
+  assert.equal(hits[0].id, id)
+  assert.ok(hits[0].score > 0)
+  assert.equal(store.get(id).content.includes('deploy.sh'), true)
+  assert.equal(store.get('mem-nope'), null)
+  assert.equal(store.stats().working, 2)
+  assert.equal(store.forget({ source: 'prefs' }).entries, 1)
+  assert.equal(store.search('tabs').length, 0)
+})
+
+test('memory: addMany and a sleep that consolidates, with its log', async () => {
+  const store = new Store(':memory:')
+  const entries = []
+  for (let i = 0; i < 40; i++) {
+    entries.push({ content: `ran the migration step ${i} on the orders table`, source: 'agent', createdAt: '2026-01-01T00:00:00Z' })
+  }
+  assert.deepEqual(await store.addMany(entries), { inserted: 40, skipped: 0 })
+  const slept = await store.sleep({ now: '2026-06-01T00:00:00Z' })
+  assert.ok(slept.items_consolidated > 0, JSON.stringify(slept))
+  assert.ok(store.log(5).length > 0)
+  assert.ok(store.stats().episodic > 0)
+  const exported = await store.export()
+  assert.ok(exported.length >= 40)
+})
+
+test('memory: bad input is an EngramError naming the field, and stores nothing', async () => {
+  const store = new Store(':memory:')
+  assert.throws(() => store.add(''), (e) => e instanceof EngramError && /content/.test(e.message))
+  assert.throws(() => store.add('x', { importance: 7 }), (e) => e instanceof EngramError && /importance/.test(e.message))
+  await assert.rejects(
+    store.addMany([{ content: 'fine', source: 's' }, { content: 'no source' }]),
+    (e) => e instanceof EngramError && /entries\[1\]/.test(e.message),
+  )
+  assert.equal(store.stats().working ?? 0, 0)
+  assert.throws(() => store.search('x', { limit: 0 }), (e) => e instanceof EngramError && /limit/.test(e.message))
+  assert.ok(Array.isArray(store.search('x', { limit: 2 ** 53 }))) // clamped, never a crash
+  const foreign = path.join(tempDir(), 'foreign.db')
+  require('node:fs').writeFileSync(foreign, 'not a database, '.repeat(100))
+  assert.throws(() => new Store(foreign), EngramError)
+})
