@@ -27,7 +27,7 @@ for (const file of FILES) {
       const messages = loadRecords(file).flatMap((r) => r.messages)
       const input = path.join(tempDir(), 'messages.json')
       fs.writeFileSync(input, JSON.stringify({ messages }))
-      const cli = spawnSync(bin, ['count', '--json', '--model', model, input], { encoding: 'utf8' })
+      const cli = spawnSync(bin, ['count', '--json', '--model', model, input], { encoding: 'utf8', maxBuffer: 1 << 30 })
       assert.equal(cli.status, 0, cli.stderr)
       const expected = JSON.parse(cli.stdout)
       const counted = new Counter(model).countMessages({ messages })
