@@ -95,9 +95,13 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   (
     set -e
     cd crates/engram-node
-    # A debug build for the tests (npm install builds release); the lockfile is held to.
-    ENGRAM_NODE_PROFILE=debug ENGRAM_NODE_LOCKED=1 npm ci --no-audit --no-fund --loglevel=error
-    ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/../../target}/debug/engram" \
+    # A debug build for the tests (npm install builds release); the lockfile is held to. The
+    # build also writes napi-derive's type definitions, which types.test.js checks native.d.ts
+    # against.
+    mkdir -p "$work/typedefs"
+    NAPI_TYPE_DEF_TMP_FOLDER="$work/typedefs" ENGRAM_NODE_PROFILE=debug ENGRAM_NODE_LOCKED=1 \
+      npm ci --no-audit --no-fund --loglevel=error
+    ENGRAM_NODE_TYPEDEFS="$work/typedefs" ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/../../target}/debug/engram" \
       node --test --test-reporter=spec --test-reporter-destination=stdout \
       --test-reporter=junit --test-reporter-destination="$work/node.xml" test/*.test.js
   )

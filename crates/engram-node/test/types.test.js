@@ -1,13 +1,14 @@
 'use strict'
-// native.d.ts is generated from the Rust signatures by napi-rs (`npm run types`, which builds for
-// an explicit target and so compiles everything again: it is run when the signatures change, not
-// here). This checks that it declares what the native module exports, and index.d.ts what
-// index.js does.
+// native.d.ts is generated from the Rust signatures (`npm run types`). When the test run's build
+// wrote napi-derive's type definitions (ENGRAM_NODE_TYPEDEFS, as scripts/test.sh does), the file
+// must be exactly what they render to; in any case it must declare what the native module
+// exports, and index.d.ts what index.js does.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const engram = require('..')
+const { skip } = require('./helpers')
 
 const dir = path.resolve(__dirname, '..')
 
@@ -21,6 +22,19 @@ test('native.d.ts declares every export of the native module, with its methods',
       }
     }
   }
+})
+
+test('native.d.ts is what the Rust signatures generate', async (t) => {
+  const typedefs = process.env.ENGRAM_NODE_TYPEDEFS
+  if (!typedefs || !fs.existsSync(path.join(typedefs, 'engram-node'))) {
+    if (process.env.CI) throw new Error('CI must run this test: scripts/test.sh sets ENGRAM_NODE_TYPEDEFS')
+    skip(t, 'typedefs: the build wrote no type definitions (build with NAPI_TYPE_DEF_TMP_FOLDER=DIR, run with ENGRAM_NODE_TYPEDEFS=DIR)')
+    return
+  }
+  const { generateTypeDef } = await import('@napi-rs/cli')
+  const { dts } = await generateTypeDef({ typeDefDir: typedefs, noDtsHeader: true, cwd: dir })
+  const committed = fs.readFileSync(path.join(dir, 'native.d.ts'), 'utf8')
+  assert.equal(committed.slice(committed.indexOf('\n\n') + 2), dts, 'native.d.ts is stale: run `npm run types` in crates/engram-node')
 })
 
 test('index.d.ts declares every export of index.js', () => {
