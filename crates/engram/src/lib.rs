@@ -57,6 +57,7 @@ pub mod assembly;
 pub mod compact;
 pub mod config;
 pub mod count;
+pub mod embed;
 pub mod error;
 pub mod in_memory;
 pub mod input;

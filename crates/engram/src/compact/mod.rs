@@ -270,6 +270,9 @@ pub struct CompactOptions {
     /// Ids (or index strings) of messages kept verbatim whatever happens, like the leading
     /// system messages. A message with `"pinned": true` is pinned too.
     pub pinned_ids: Vec<String>,
+    /// Sentence embeddings for hybrid recall (BM25 fused with similarity of meaning); `None`:
+    /// lexical recall.
+    pub embedder: Option<std::sync::Arc<dyn crate::embed::Embedder>>,
 }
 
 impl CompactOptions {
@@ -289,6 +292,7 @@ impl CompactOptions {
             focus: None,
             previous_summary: None,
             pinned_ids: Vec::new(),
+            embedder: None,
         }
     }
 }
@@ -326,6 +330,9 @@ pub struct CompactReport {
     pub summary_tokens: usize,
     /// The summarizer that wrote the summary, when one did.
     pub summarizer: Option<String>,
+    /// The embedder recall fused with BM25, when it did (hybrid recall).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall_embedder: Option<String>,
     /// Why the summarizer's summary was not used (the extractive digest was), when it was not.
     pub summary_fallback: Option<String>,
     /// How the previous summary was used: `merged` (the summarizer was given it with the
@@ -536,6 +543,7 @@ pub fn compact_messages<M: AsRef<Message>>(
             summarized: 0,
             summary_tokens: 0,
             summarizer: None,
+            recall_embedder: None,
             summary_fallback: None,
             summary_previous: None,
             repaired: repairs.orphan_results.len() + repairs.unanswered_calls.len(),
@@ -1153,8 +1161,8 @@ impl Planner<'_> {
     }
 
     /// `dropped` unit indices with their scores, best match for the query first.
-    fn rank(&self, dropped: &[units::Unit], query: &str) -> Vec<(usize, f64)> {
-        let documents: Vec<Vec<String>> = dropped
+    fn rank(&mut self, dropped: &[units::Unit], query: &str) -> Vec<(usize, f64)> {
+        let documents: Vec<String> = dropped
             .iter()
             .map(|u| {
                 let mut text = String::new();
@@ -1166,7 +1174,7 @@ impl Planner<'_> {
                     text.push_str(&salient::message_lines_text(&item.message));
                     text.push('\n');
                 }
-                recall::terms(&text)
+                text
             })
             .collect();
         let asks: Vec<bool> = dropped
@@ -1177,8 +1185,29 @@ impl Planner<'_> {
                     .any(|i| i.message.text().contains('?'))
             })
             .collect();
-        let bm25 = recall::Bm25::new(documents);
-        let scores = recall::with_neighbours(&bm25.scores(&recall::terms(query)), &asks);
+        let speakers: Vec<Option<&str>> = dropped
+            .iter()
+            .map(|u| {
+                self.items[u.start..u.end]
+                    .iter()
+                    .find_map(|i| i.message.name())
+            })
+            .collect();
+        let bm25 = recall::Bm25::new(documents.iter().map(|d| recall::terms(d)).collect());
+        let mut lexical = bm25.scores(&recall::terms(query));
+        if let Some(embedder) = &self.options.embedder {
+            match recall::similarities(embedder.as_ref(), query, &documents) {
+                Ok(similar) => {
+                    lexical = recall::fuse(&lexical, &similar);
+                    self.report.recall_embedder = Some(embedder.name().to_owned());
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "embeddings failed; recall is lexical");
+                }
+            }
+        }
+        let mut scores = recall::with_neighbours(&lexical, &asks);
+        recall::favour_named_speakers(&mut scores, &speakers, query);
         let mut order: Vec<(usize, f64)> = (0..dropped.len())
             .filter(|&i| scores[i] > 0.0)
             .map(|i| (i, scores[i]))
