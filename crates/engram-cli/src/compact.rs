@@ -56,6 +56,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     if let Some(s) = &summarizer {
         options.summarizer = Some(Arc::clone(s) as Arc<dyn engram::compact::summarize::Summarizer>);
     }
+    options.embedder = crate::embeddings::from_args(&args.recall);
     let compacted = compact(&conversation, &counter, &options)?;
 
     let mut doc = serde_json::Map::new();

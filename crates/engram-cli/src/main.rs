@@ -9,6 +9,7 @@ mod cli;
 mod compact;
 mod config;
 mod count;
+mod embeddings;
 mod export;
 mod input;
 mod memory;

