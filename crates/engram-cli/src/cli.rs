@@ -521,6 +521,8 @@ pub(crate) enum SessionCommand {
         /// learnings under "## Past Learnings", within 15% and 5% of the budget.
         #[arg(long)]
         memory: bool,
+        #[command(flatten)]
+        recall: RecallArgs,
     },
     /// Compact now and record it (what an agent's `compact_history` tool does).
     Compact {

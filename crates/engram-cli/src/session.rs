@@ -221,6 +221,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             query,
             plain,
             memory,
+            recall,
         } => {
             let args = ContextRequest {
                 budget: *budget,
@@ -230,7 +231,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             }
             .resolve(&registry)
             .map_err(flag_error)?;
-            let session = open(id)?;
+            let mut session = open(id)?;
+            if let Some(embedder) = crate::embeddings::from_args(recall) {
+                let mut options = session.options().clone();
+                options.embedder = Some(embedder);
+                session = session.with_options(options);
+            }
             let compacted = args.context(&session)?;
             let mut doc = serde_json::Map::new();
             if !plain {

@@ -1993,6 +1993,49 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
     };
     assert_eq!(run("lexical"), (false, Value::Null));
     assert_eq!(run("hybrid"), (true, Value::from("all-MiniLM-L6-v2")));
+
+    // The same recall serves a session's context with a query.
+    let (dir, db) = temp_db("hybrid-session");
+    ok(engram(
+        &[
+            "--db", &db, "session", "new", "--id", "pets", "--window", "100000",
+        ],
+        None,
+    ));
+    ok(engram(
+        &["--db", &db, "session", "append", "pets", "-"],
+        Some(&input),
+    ));
+    let context = |recall: &str| {
+        let out = ok(engram_env(
+            &[
+                "--db",
+                &db,
+                "session",
+                "context",
+                "pets",
+                "--budget",
+                "400",
+                "--query",
+                "What pet do I have?",
+                "--recall",
+                recall,
+                "--embedding-model",
+                &model.to_string_lossy(),
+            ],
+            None,
+            &[("XDG_CACHE_HOME", &cache_env)],
+        ));
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+        doc["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("Rex")))
+    };
+    assert!(!context("lexical"), "no shared word");
+    assert!(context("hybrid"), "found by meaning");
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         cache.join("engram/embeddings.sqlite").is_file(),
         "vectors are cached"

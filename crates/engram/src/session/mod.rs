@@ -377,6 +377,11 @@ impl<'s> Session<'s> {
         self
     }
 
+    /// The compaction options this session compacts with (the budget is set per compaction).
+    pub fn options(&self) -> &CompactOptions {
+        &self.options
+    }
+
     /// The same session with other compaction options (strategy, summarizer, prompt); the
     /// budget is set per compaction.
     #[must_use]
