@@ -588,6 +588,9 @@ pub(crate) enum SessionCommand {
         /// The call's arguments (JSON); default: none.
         #[arg(allow_hyphen_values = true)]
         arguments: Option<String>,
+        /// For search_history (and compact_history's recall).
+        #[command(flatten)]
+        recall: RecallArgs,
     },
     /// Name the session's current state.
     Checkpoint {

@@ -11,8 +11,20 @@ use engram::session::{Session, SessionStore, Trigger};
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
-use crate::cli::{GlobalArgs, InputFormatArg, SessionCommand};
+use crate::cli::{GlobalArgs, InputFormatArg, RecallArgs, SessionCommand};
 use crate::{config, flag_error, input, memory, registry, user_error};
+
+/// `session` with the embedder `--recall hybrid` asks for, when there is one.
+fn with_recall<'s>(session: Session<'s>, recall: &RecallArgs) -> Session<'s> {
+    match crate::embeddings::from_args(recall) {
+        Some(embedder) => {
+            let mut options = session.options().clone();
+            options.embedder = Some(embedder);
+            session.with_options(options)
+        }
+        None => session,
+    }
+}
 
 pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Result<()> {
     let config = config::load(global)?;
@@ -231,12 +243,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             }
             .resolve(&registry)
             .map_err(flag_error)?;
-            let mut session = open(id)?;
-            if let Some(embedder) = crate::embeddings::from_args(recall) {
-                let mut options = session.options().clone();
-                options.embedder = Some(embedder);
-                session = session.with_options(options);
-            }
+            let session = with_recall(open(id)?, recall);
             let compacted = args.context(&session)?;
             let mut doc = serde_json::Map::new();
             if !plain {
@@ -323,8 +330,9 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             id,
             name,
             arguments,
+            recall,
         } => {
-            let mut session = open(id)?;
+            let mut session = with_recall(open(id)?, recall);
             let arguments = Value::String(arguments.clone().unwrap_or_default());
             let Some(reply) = session.handle_tool_call(name, &arguments) else {
                 return Err(user_error!("{}", engram::tools::unknown_tool(name)));

@@ -2035,6 +2035,31 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
     };
     assert!(!context("lexical"), "no shared word");
     assert!(context("hybrid"), "found by meaning");
+
+    // And the agent's search_history.
+    let search = |recall: &str| {
+        let out = ok(engram_env(
+            &[
+                "--db",
+                &db,
+                "session",
+                "tool",
+                "pets",
+                "search_history",
+                r#"{"query": "What pet do I have?", "limit": 3}"#,
+                "--recall",
+                recall,
+                "--embedding-model",
+                &model.to_string_lossy(),
+            ],
+            None,
+            &[("XDG_CACHE_HOME", &cache_env)],
+        ));
+        stdout(&out)
+    };
+    assert!(!search("lexical").contains("Rex"), "no shared word");
+    let found = search("hybrid");
+    assert!(found.contains("Rex"), "found by meaning: {found}");
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         cache.join("engram/embeddings.sqlite").is_file(),

@@ -185,7 +185,7 @@ pub(crate) fn similarities(
 /// The share of similarity of meaning in hybrid recall's score (BM25 has the rest). Measured on
 /// the dev data between 0.2 and 0.5: more helps open-domain and multi-hop questions and costs
 /// single-session and temporal ones; at 0.35 the first gain much and the second lose little.
-const MEANING: f64 = 0.35;
+pub(crate) const MEANING: f64 = 0.35;
 
 /// BM25 and similarity of meaning in one score: each scaled to its best unit, the similarity
 /// counted only above the average (most units of a conversation are about something else), and

@@ -2,7 +2,8 @@
 //!
 //! [`Session::search_history`] ranks every message of the session's log (in the view, masked,
 //! summarised, or set aside by a restore) by BM25 over stemmed words, an exact match of the
-//! whole query first; [`Session::read_history`] returns originals verbatim by id or by range,
+//! whole query first (fused with similarity of meaning when the session's options carry an
+//! embedder, as recall does); [`Session::read_history`] returns originals verbatim by id or by range,
 //! within a token budget. [`Session::handle_tool_call`] runs any of the tools that
 //! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it.
 
@@ -314,6 +315,9 @@ impl Session<'_> {
         let index = index.lock().unwrap_or_else(|p| p.into_inner());
         let query_terms = recall::terms(query);
         let mut ranked: Vec<(u32, f64)> = index.scores(&query_terms).into_iter().collect();
+        if let Some(embedder) = &self.options.embedder {
+            ranked = self.by_meaning_too(embedder.as_ref(), query, &index, ranked)?;
+        }
         // Best first; among equals, the newest.
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         ranked.truncate(limit * RERANKED);
@@ -380,6 +384,69 @@ impl Session<'_> {
                 }
             })
             .collect())
+    }
+
+    /// Hybrid search (when the session's options carry an embedder): the lexical `scores` fused
+    /// with each active message's similarity of meaning to `query`, as compaction's recall does,
+    /// so a message that shares no word with the query can be found. Vectors come from the
+    /// embedder (a caching one embeds each message once). When it fails, the lexical scores.
+    fn by_meaning_too(
+        &self,
+        embedder: &dyn crate::embed::Embedder,
+        query: &str,
+        index: &HistoryIndex,
+        scores: Vec<(u32, f64)>,
+    ) -> Result<Vec<(u32, f64)>, SessionError> {
+        let docs: HashMap<&str, u32> = index
+            .docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.id.as_str(), i as u32))
+            .collect();
+        let lexical: HashMap<u32, f64> = scores.iter().copied().collect();
+        let active: Vec<(u32, String)> = self
+            .log()?
+            .iter()
+            .filter_map(|m| Some((*docs.get(m.id.as_str())?, searchable(&m.message))))
+            .collect();
+        let texts: Vec<String> = active.iter().map(|(_, t)| t.clone()).collect();
+        let similar = match recall::similarities(embedder, query, &texts) {
+            Ok(similar) => similar,
+            Err(e) => {
+                tracing::warn!(error = %e, "embeddings failed; search_history is lexical");
+                return Ok(scores);
+            }
+        };
+        let words: Vec<f64> = active
+            .iter()
+            .map(|(doc, _)| lexical.get(doc).copied().unwrap_or(0.0))
+            .collect();
+        let fused = recall::fuse(&words, &similar);
+        let mut out: Vec<(u32, f64)> = active
+            .iter()
+            .zip(fused)
+            .filter(|(_, f)| *f > 0.0)
+            .map(|((doc, _), f)| (*doc, f))
+            .collect();
+        // Set-aside messages keep what their words earn (scaled like the rest).
+        let best = scores.iter().map(|s| s.1).fold(0.0, f64::max);
+        let in_log: HashSet<u32> = active.iter().map(|(doc, _)| *doc).collect();
+        out.extend(
+            scores
+                .iter()
+                .filter(|(doc, _)| !in_log.contains(doc))
+                .map(|&(doc, s)| {
+                    (
+                        doc,
+                        if best > 0.0 {
+                            s / best * (1.0 - recall::MEANING)
+                        } else {
+                            0.0
+                        },
+                    )
+                }),
+        );
+        Ok(out)
     }
 
     /// The originals `selection` names, verbatim, within `max_tokens` (at least the first, cut
