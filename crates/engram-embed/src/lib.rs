@@ -25,8 +25,13 @@ pub const MODEL_ENV: &str = "ENGRAM_EMBEDDING_MODEL";
 /// Tokens of a text the model reads (all-MiniLM-L6-v2 was trained on 256).
 const MAX_TOKENS: usize = 256;
 
-/// Texts run through the model together.
+/// Texts run through the model together, at most.
 const BATCH: usize = 32;
+
+/// Tokens (estimated, at 4 bytes each, each text at most [`MAX_TOKENS`]) a batch may hold: the
+/// attention of a batch grows with its texts times their length squared, so long texts go a few
+/// at a time.
+const BATCH_TOKENS: usize = 2048;
 
 /// Why embeddings are not available.
 #[derive(Debug, thiserror::Error)]
@@ -156,11 +161,24 @@ impl Embedder for MiniLm {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
+        let mut start = 0;
+        while start < order.len() {
+            let mut end = start;
+            let mut tokens = 0;
+            while end < order.len() && end - start < BATCH {
+                let t = (texts[order[end]].len() / 4 + 2).min(MAX_TOKENS);
+                if end > start && tokens + t > BATCH_TOKENS {
+                    break;
+                }
+                tokens += t;
+                end += 1;
+            }
+            let chunk = &order[start..end];
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             for (i, v) in chunk.iter().zip(self.batch(&batch)?) {
                 out[*i] = v;
             }
+            start = end;
         }
         Ok(out)
     }
