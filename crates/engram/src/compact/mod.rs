@@ -1162,7 +1162,11 @@ impl Planner<'_> {
 
     /// `dropped` unit indices with their scores, best match for the query first.
     fn rank(&mut self, dropped: &[units::Unit], query: &str) -> Vec<(usize, f64)> {
-        let documents: Vec<String> = dropped
+        // Each unit's text is needed whole only for embeddings; otherwise only its terms are
+        // kept (a long log's texts would double what ranking holds).
+        let keep_texts = self.options.embedder.is_some();
+        let mut texts: Vec<String> = Vec::new();
+        let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
                 let mut text = String::new();
@@ -1174,7 +1178,11 @@ impl Planner<'_> {
                     text.push_str(&salient::message_lines_text(&item.message));
                     text.push('\n');
                 }
-                text
+                let terms = recall::terms(&text);
+                if keep_texts {
+                    texts.push(text);
+                }
+                terms
             })
             .collect();
         let asks: Vec<bool> = dropped
@@ -1193,10 +1201,10 @@ impl Planner<'_> {
                     .find_map(|i| i.message.name())
             })
             .collect();
-        let bm25 = recall::Bm25::new(documents.iter().map(|d| recall::terms(d)).collect());
+        let bm25 = recall::Bm25::new(documents);
         let mut lexical = bm25.scores(&recall::terms(query));
         if let Some(embedder) = &self.options.embedder {
-            match recall::similarities(embedder.as_ref(), query, &documents) {
+            match recall::similarities(embedder.as_ref(), query, &texts) {
                 Ok(similar) => {
                     lexical = recall::fuse(&lexical, &similar);
                     self.report.recall_embedder = Some(embedder.name().to_owned());

@@ -404,12 +404,11 @@ impl Session<'_> {
             .map(|(i, d)| (d.id.as_str(), i as u32))
             .collect();
         let lexical: HashMap<u32, f64> = scores.iter().copied().collect();
-        let active: Vec<(u32, String)> = self
+        let (active, texts): (Vec<u32>, Vec<String>) = self
             .log()?
             .iter()
             .filter_map(|m| Some((*docs.get(m.id.as_str())?, searchable(&m.message))))
-            .collect();
-        let texts: Vec<String> = active.iter().map(|(_, t)| t.clone()).collect();
+            .unzip();
         let similar = match recall::similarities(embedder, query, &texts) {
             Ok(similar) => similar,
             Err(e) => {
@@ -419,18 +418,18 @@ impl Session<'_> {
         };
         let words: Vec<f64> = active
             .iter()
-            .map(|(doc, _)| lexical.get(doc).copied().unwrap_or(0.0))
+            .map(|doc| lexical.get(doc).copied().unwrap_or(0.0))
             .collect();
         let fused = recall::fuse(&words, &similar);
         let mut out: Vec<(u32, f64)> = active
             .iter()
             .zip(fused)
             .filter(|(_, f)| *f > 0.0)
-            .map(|((doc, _), f)| (*doc, f))
+            .map(|(doc, f)| (*doc, f))
             .collect();
         // Set-aside messages keep what their words earn (scaled like the rest).
         let best = scores.iter().map(|s| s.1).fold(0.0, f64::max);
-        let in_log: HashSet<u32> = active.iter().map(|(doc, _)| *doc).collect();
+        let in_log: HashSet<u32> = active.iter().copied().collect();
         out.extend(
             scores
                 .iter()
