@@ -1900,12 +1900,9 @@ fn pet_conversation() -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "messages": messages })).expect("json")
 }
 
-#[test]
-fn compact_recall_hybrid_without_a_model_says_why_and_recalls_lexically() {
-    let input = pet_conversation();
-    let cache = std::env::temp_dir().join(format!("engram-cli-hybrid-{}", std::process::id()));
-    let missing = cache.join("no-model-here");
-    let cache_env = cache.display().to_string();
+/// `engram compact` of [`pet_conversation`] for its question at 400 tokens, with `recall` and
+/// the model folder `model`, vectors cached under `cache`; it must succeed.
+fn compact_pets(input: &[u8], recall: &str, model: &str, cache: &str) -> Output {
     let out = engram_env(
         &[
             "compact",
@@ -1915,18 +1912,28 @@ fn compact_recall_hybrid_without_a_model_says_why_and_recalls_lexically() {
             "--query",
             "What pet do I have?",
             "--recall",
-            "hybrid",
+            recall,
             "--embedding-model",
-            &missing.display().to_string(),
+            model,
         ],
-        Some(&input),
-        &[("XDG_CACHE_HOME", &cache_env)],
+        Some(input),
+        &[("XDG_CACHE_HOME", cache)],
     );
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+#[test]
+fn compact_recall_hybrid_without_a_model_says_why_and_recalls_lexically() {
+    let input = pet_conversation();
+    let cache = std::env::temp_dir().join(format!("engram-cli-hybrid-{}", std::process::id()));
+    let missing = cache.join("no-model-here");
+    let cache_env = cache.display().to_string();
+    let out = compact_pets(&input, "hybrid", &missing.display().to_string(), &cache_env);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("recall is lexical"), "{stderr}");
     if cfg!(feature = "embeddings") {
@@ -1962,27 +1969,7 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
     let cache = std::env::temp_dir().join(format!("engram-cli-hybrid-ok-{}", std::process::id()));
     let cache_env = cache.display().to_string();
     let run = |recall: &str| {
-        let out = engram_env(
-            &[
-                "compact",
-                "-",
-                "--budget",
-                "400",
-                "--query",
-                "What pet do I have?",
-                "--recall",
-                recall,
-                "--embedding-model",
-                &model.to_string_lossy(),
-            ],
-            Some(&input),
-            &[("XDG_CACHE_HOME", &cache_env)],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = compact_pets(&input, recall, &model.to_string_lossy(), &cache_env);
         let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
         let found = doc["messages"]
             .as_array()
