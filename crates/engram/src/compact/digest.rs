@@ -11,7 +11,12 @@
 //! are kept whole (clipped around their identifiers when very long) so that the fact keeps its
 //! context, and they are listed in the order they were said.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use rustc_hash::FxBuildHasher;
 
 use super::Item;
 use super::salient::{message_lines_text, salient_tokens};
@@ -34,16 +39,80 @@ pub(crate) struct Built {
     pub(crate) source_ids: Vec<String>,
 }
 
-struct Candidate {
+/// A line (or a piece of one) that may enter the digest. A long history gives one per line of
+/// every message read, so it is kept small: the text borrows the message's where it can, and
+/// the label is an index into the few distinct labels.
+struct Candidate<'t> {
     /// Position for chronological order: (source index, line index, piece index).
-    at: (usize, usize, usize),
-    /// The bullet's label (`[user]`, `[shell]`): written once per source message.
-    label: String,
-    text: String,
+    at: (u32, u32, u32),
+    /// The bullet's label (`[user]`, `[shell]`), written once per source message: an index
+    /// into [`Labels`].
+    label: u32,
+    text: Cow<'t, str>,
     score: f64,
-    /// Tokens of the text, and of the label when it is the message's first piece.
-    tokens: usize,
-    label_tokens: usize,
+    /// Tokens of the text.
+    tokens: u32,
+}
+
+/// A tool output's head: sorts after the lines of its message.
+const HEAD: u32 = u32::MAX;
+
+/// The distinct labels, each with its tokens (with the bullet's punctuation).
+#[derive(Default)]
+struct Labels {
+    texts: Vec<(String, usize)>,
+    index: HashMap<String, u32>,
+}
+
+impl Labels {
+    fn intern(&mut self, label: String, counter: &TokenCounter) -> u32 {
+        if let Some(&i) = self.index.get(&label) {
+            return i;
+        }
+        let i = self.texts.len() as u32;
+        let tokens = counter.count_text(&label) + 2;
+        self.texts.push((label.clone(), tokens));
+        self.index.insert(label, i);
+        i
+    }
+
+    fn text(&self, i: u32) -> &str {
+        &self.texts[i as usize].0
+    }
+
+    fn tokens(&self, i: u32) -> usize {
+        self.texts[i as usize].1
+    }
+}
+
+/// Candidates with their texts deduplicated: a text already offered is not offered again.
+/// The table holds candidate indices (hashed by their text), not copies of the texts.
+struct Offered<'t> {
+    candidates: Vec<Candidate<'t>>,
+    /// Indices of the candidates that count for duplicates (not the task statement kept whole).
+    seen: HashTable<u32>,
+    hasher: FxBuildHasher,
+}
+
+impl<'t> Offered<'t> {
+    /// The hash of `text` when no candidate has that text yet.
+    fn is_new(&self, text: &str) -> Option<u64> {
+        let hash = self.hasher.hash_one(text);
+        let candidates = &self.candidates;
+        self.seen
+            .find(hash, |&i| candidates[i as usize].text == text)
+            .is_none()
+            .then_some(hash)
+    }
+
+    /// Adds a candidate whose text [`is_new`](Self::is_new) gave `hash`.
+    fn push(&mut self, hash: u64, candidate: Candidate<'t>) {
+        let i = self.candidates.len() as u32;
+        self.candidates.push(candidate);
+        let (candidates, hasher) = (&self.candidates, &self.hasher);
+        self.seen
+            .insert_unique(hash, i, |&j| hasher.hash_one(&*candidates[j as usize].text));
+    }
 }
 
 /// Builds the digest of `sources` (chronological) for at most `budget` tokens, given what stays
@@ -71,6 +140,7 @@ pub(crate) fn build(
             sources.len()
         ),
     };
+    drop(ids);
     let fixed = counter
         .count_message(&Message::system(header.clone()))
         .total();
@@ -81,7 +151,7 @@ pub(crate) fn build(
     for message in visible {
         covered.extend(salient_tokens(&message_lines_text(message)).map(str::to_owned));
     }
-    let texts: Vec<String> = sources
+    let texts: Vec<Cow<'_, str>> = sources
         .iter()
         .map(|i| message_lines_text(&i.message))
         .collect();
@@ -91,44 +161,53 @@ pub(crate) fn build(
             *frequency.entry(token).or_default() += 1;
         }
     }
+    let mut labels = Labels::default();
+    // At most a candidate per line, and a head per tool output (longer lines give a few
+    // snippets): reserved up front, as doubling a long history's list holds it twice.
+    let lines: usize = texts.iter().map(|t| t.lines().count()).sum();
+    let mut offered = Offered {
+        candidates: Vec::with_capacity(lines + sources.len()),
+        seen: HashTable::new(),
+        hasher: FxBuildHasher,
+    };
     // The task statement (the first user message) is what every later step serves: kept whole
     // and first when it costs at most 40% of the budget; otherwise its lines compete, boosted.
     let task = sources.iter().position(|i| i.message.role == Role::User);
-    let mut must: Vec<Candidate> = Vec::new();
     if let Some(t) = task {
-        let label = label(sources[t], sources);
-        let text = texts[t].trim().to_owned();
-        let label_tokens = counter.count_text(&label) + 2;
-        let tokens = counter.count_text(&text) + 1;
-        if ((tokens + label_tokens) as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
+        let label = labels.intern(label(sources[t], sources), counter);
+        let text = texts[t].trim();
+        let tokens = counter.count_text(text) + 1;
+        if ((tokens + labels.tokens(label)) as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
             covered.extend(salient_tokens(&texts[t]).map(str::to_owned));
-            must.push(Candidate {
-                at: (t, 0, 0),
+            offered.candidates.push(Candidate {
+                at: (t as u32, 0, 0),
                 label,
-                text,
+                text: Cow::Borrowed(text),
                 score: f64::INFINITY,
-                tokens,
-                label_tokens,
+                tokens: tokens as u32,
             });
         }
     }
-    let task = task.filter(|_| must.is_empty());
+    let must_count = offered.candidates.len();
+    // Kept whole above: its lines are not offered again. Otherwise they compete, boosted.
+    let (task, task_kept) = if must_count > 0 {
+        (None, task)
+    } else {
+        (task, None)
+    };
 
-    let mut candidates: Vec<Candidate> = Vec::new();
     let mut claimed: HashSet<&str> = HashSet::new();
-    let mut seen_lines: HashSet<String> = HashSet::new();
     let n = sources.len().max(1) as f64;
     for (si, item) in sources.iter().enumerate().rev() {
-        let label = label(item, sources);
-        let text = &texts[si];
+        if task_kept == Some(si) {
+            continue;
+        }
+        let label = labels.intern(label(item, sources), counter);
+        let text: &str = &texts[si];
         let recency = 0.6 + 0.4 * (si as f64 + 1.0) / n;
         let lines: Vec<&str> = text.lines().collect();
         let is_task = task == Some(si);
         let short_user = item.message.role == Role::User && text.chars().count() < 120;
-        if !must.is_empty() && Some(si) == sources.iter().position(|i| i.message.role == Role::User)
-        {
-            continue;
-        }
         // Seed 000: a tool result is kept as its first 200 characters, prefixed with the tool's
         // name. Here it is a candidate of low value: it gets a place when the lines that carry
         // identifiers leave room.
@@ -136,15 +215,18 @@ pub(crate) fn build(
             let head: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
             let head: String = head.chars().take(200).collect();
             let meaningful = head.chars().filter(|c| c.is_alphanumeric()).count() >= 12;
-            if meaningful && seen_lines.insert(head.clone()) {
-                candidates.push(Candidate {
-                    at: (si, 0, usize::MAX),
-                    label_tokens: counter.count_text(&label) + 2,
-                    label: label.clone(),
-                    tokens: counter.count_text(&head) + 1,
-                    text: head,
-                    score: 0.25 * recency,
-                });
+            if meaningful && let Some(hash) = offered.is_new(&head) {
+                let tokens = counter.count_text(&head) + 1;
+                offered.push(
+                    hash,
+                    Candidate {
+                        at: (si as u32, 0, HEAD),
+                        label,
+                        tokens: tokens as u32,
+                        text: Cow::Owned(head),
+                        score: 0.25 * recency,
+                    },
+                );
             }
         }
         for (li, line) in lines.iter().enumerate().rev() {
@@ -163,11 +245,11 @@ pub(crate) fn build(
             let bonus = if keyword { 1.5 } else { 0.0 } + if short_user { 2.0 } else { 0.0 };
             // A short line means little alone: take the line before it too.
             let body = if trimmed.chars().count() < 20 && li > 0 {
-                format!("{} {}", lines[li - 1].trim(), trimmed)
+                Cow::Owned(format!("{} {}", lines[li - 1].trim(), trimmed))
             } else {
-                trimmed.to_owned()
+                Cow::Borrowed(trimmed)
             };
-            for (pi, (piece, tokens)) in pieces(&body, &fresh).into_iter().enumerate() {
+            for (pi, (piece, tokens)) in pieces(body, &fresh).into_iter().enumerate() {
                 let mut score: f64 = tokens
                     .iter()
                     .map(|t| 1.0 + f64::from(*frequency.get(t).unwrap_or(&1)).ln())
@@ -178,25 +260,25 @@ pub(crate) fn build(
                 if is_task {
                     score = score * 3.0 + 3.0;
                 }
-                if score <= 0.0 || !seen_lines.insert(piece.clone()) {
+                let Some(hash) = offered.is_new(&piece).filter(|_| score > 0.0) else {
                     continue;
-                }
+                };
                 claimed.extend(tokens.iter().copied());
-                let tokens = counter.count_text(&piece) + 1;
-                candidates.push(Candidate {
-                    at: (si, li, pi),
-                    label_tokens: counter.count_text(&label) + 2,
-                    label: label.clone(),
-                    text: piece,
-                    score: score * recency,
-                    tokens,
-                });
+                let piece_tokens = counter.count_text(&piece) + 1;
+                offered.push(
+                    hash,
+                    Candidate {
+                        at: (si as u32, li as u32, pi as u32),
+                        label,
+                        text: piece,
+                        score: score * recency,
+                        tokens: piece_tokens as u32,
+                    },
+                );
             }
         }
     }
-    let must_count = must.len();
-    must.append(&mut candidates);
-    let candidates = must;
+    let candidates = offered.candidates;
     if candidates.is_empty() {
         return None;
     }
@@ -209,22 +291,22 @@ pub(crate) fn build(
             .then(candidates[b].at.cmp(&candidates[a].at))
     });
     let mut chosen: Vec<usize> = Vec::new();
-    let mut labelled: HashSet<usize> = HashSet::new();
+    let mut labelled: HashSet<u32> = HashSet::new();
     let mut used = fixed;
     // Two passes: the lines that carry something first; then tool results' heads (seed 000's
     // rule) for the outputs nothing else represents, while room remains.
     for heads in [false, true] {
         for &i in &order {
             let c = &candidates[i];
-            let is_head = c.at.2 == usize::MAX;
+            let is_head = c.at.2 == HEAD;
             if is_head != heads || (is_head && labelled.contains(&c.at.0)) {
                 continue;
             }
-            let cost = c.tokens
+            let cost = c.tokens as usize
                 + if labelled.contains(&c.at.0) {
                     0
                 } else {
-                    c.label_tokens
+                    labels.tokens(c.label)
                 };
             if used + cost <= budget {
                 used += cost;
@@ -241,7 +323,7 @@ pub(crate) fn build(
     loop {
         // One bullet per source message: its label, then its pieces in order.
         let mut content = header.clone();
-        let mut previous: Option<usize> = None;
+        let mut previous: Option<u32> = None;
         for &i in &chosen {
             let c = &candidates[i];
             if previous == Some(c.at.0) {
@@ -252,7 +334,7 @@ pub(crate) fn build(
                 });
             } else {
                 content.push_str("\n- ");
-                content.push_str(&c.label);
+                content.push_str(labels.text(c.label));
                 content.push(' ');
             }
             content.push_str(&c.text);
@@ -316,9 +398,9 @@ fn label(item: &Item<'_>, sources: &[&Item<'_>]) -> String {
 /// gives keyword-in-context snippets instead: the text around the last mention of each
 /// identifier, [`SNIPPET_CONTEXT`] characters each side with white space collapsed, merged where
 /// they overlap.
-fn pieces<'t>(line: &str, identifiers: &[&'t str]) -> Vec<(String, Vec<&'t str>)> {
+fn pieces<'t>(line: Cow<'t, str>, identifiers: &[&'t str]) -> Vec<(Cow<'t, str>, Vec<&'t str>)> {
     if line.chars().count() <= MAX_LINE_CHARS {
-        return vec![(line.to_owned(), identifiers.to_vec())];
+        return vec![(line, identifiers.to_vec())];
     }
     let collapsed = line.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut spans: Vec<(usize, usize, Vec<&'t str>)> = identifiers
@@ -356,7 +438,7 @@ fn pieces<'t>(line: &str, identifiers: &[&'t str]) -> Vec<(String, Vec<&'t str>)
             if end < collapsed.len() {
                 text.push('…');
             }
-            (text, tokens)
+            (Cow::Owned(text), tokens)
         })
         .collect()
 }
@@ -392,4 +474,66 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
         i += 1;
     }
     i.min(s.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compact::{CompactOptions, Kind, Strategy, compact_messages};
+    use crate::count::TokenCounter;
+    use crate::message::Message;
+    use crate::tokenize::Tokenizer;
+
+    #[test]
+    fn a_repeated_line_is_kept_once_and_the_task_first() {
+        let mut messages = vec![
+            Message::system("You are a coding agent."),
+            Message::user("Fix the crash in src/parser.rs: ParseError on empty input."),
+        ];
+        for i in 0..40 {
+            // The same line, again and again, in the part that leaves the view.
+            messages.push(Message::assistant(if i < 20 {
+                "Running the suite again: pytest tests/test_parser.py".to_owned()
+            } else {
+                format!("Editing src/lexer.rs around line {i}")
+            }));
+            messages.push(Message::user(format!(
+                "run {i}: failed at src/parser.rs:{} with ParseError_{i}",
+                100 + i
+            )));
+        }
+        messages.push(Message::assistant("Done."));
+        let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+        let mut options = CompactOptions::new(400);
+        options.strategy = Strategy::Auto;
+        let compacted = compact_messages(&messages, &[], &counter, &options).expect("compacts");
+        let digest = compacted
+            .messages
+            .iter()
+            .find(|v| v.kind == Kind::Summary)
+            .expect("a digest")
+            .message
+            .text()
+            .into_owned();
+        let lines: Vec<&str> = digest.lines().collect();
+        assert!(lines[0].starts_with(super::HEADER), "{digest}");
+        // After the header and a blank line, the task statement, whole.
+        assert_eq!(
+            lines[2], "- [user] Fix the crash in src/parser.rs: ParseError on empty input.",
+            "{digest}"
+        );
+        // The line said twenty times appears once.
+        assert_eq!(
+            digest.matches("pytest tests/test_parser.py").count(),
+            1,
+            "{digest}"
+        );
+        // Each bullet has its label, in the order the messages were said.
+        let runs: Vec<usize> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("- [user] run "))
+            .map(|l| l.split(':').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(runs.len() >= 3, "{digest}");
+        assert!(runs.windows(2).all(|w| w[0] < w[1]), "{runs:?}");
+    }
 }

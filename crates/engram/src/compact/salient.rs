@@ -6,6 +6,8 @@
 //! tokens (`42`) are too common to mean anything. These are the entities the next action of a
 //! coding or support agent names: the file it edits, the function, the error, the order id.
 
+use std::borrow::Cow;
+
 /// Characters that separate tokens (besides whitespace).
 fn is_separator(c: char) -> bool {
     c.is_whitespace()
@@ -196,7 +198,10 @@ impl<'a> Iterator for SalientTokens<'a> {
 /// A message's searchable text: its content, then each tool call's arguments with JSON decoded
 /// into its keys and leaf values, one per line (so JSON escapes do not glue quotes or `\n`
 /// onto identifiers).
-pub fn message_lines_text(message: &crate::Message) -> String {
+pub fn message_lines_text(message: &crate::Message) -> Cow<'_, str> {
+    if message.calls().is_empty() {
+        return message.text();
+    }
     let mut out = message.text().into_owned();
     for call in message.calls() {
         let args = call.arguments.trim();
@@ -218,7 +223,7 @@ pub fn message_lines_text(message: &crate::Message) -> String {
             out.push_str(&part);
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 fn flatten_json(value: &serde_json::Value, out: &mut Vec<String>) {
