@@ -937,6 +937,10 @@ impl<'s> Session<'s> {
                 .collect::<Vec<_>>();
             facts_extracted = memory.insert(&entries)?.inserted;
         }
+        // The log is not read again: let it go before the view is encoded and stored (on a
+        // long history it is the largest thing held, and the store reads the record back).
+        drop(at);
+        drop(log);
 
         let journal = summaries
             .iter()
