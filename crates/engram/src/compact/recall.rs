@@ -161,14 +161,14 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
 }
 
 /// The cosine similarity of `query` with each document, by `embedder`.
-pub(crate) fn similarities(
+pub(crate) fn similarities<S: AsRef<str>>(
     embedder: &dyn Embedder,
     query: &str,
-    documents: &[String],
+    documents: &[S],
 ) -> Result<Vec<f32>, String> {
     let mut texts: Vec<&str> = Vec::with_capacity(documents.len() + 1);
     texts.push(query);
-    texts.extend(documents.iter().map(String::as_str));
+    texts.extend(documents.iter().map(AsRef::as_ref));
     let vectors = embedder.embed(&texts)?;
     if vectors.len() != texts.len() {
         return Err(format!(
@@ -341,7 +341,7 @@ mod tests {
                 Ok(vec![vec![1.0]])
             }
         }
-        let err = similarities(&Short, "q", &["a".into(), "b".into()]).expect_err("miscounted");
+        let err = similarities(&Short, "q", &["a", "b"]).expect_err("miscounted");
         assert!(err.contains("1 vectors for 3 texts"), "{err}");
     }
 

@@ -13,6 +13,7 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod hybrid;
 pub mod sleep;
 
 use serde::Serialize;
