@@ -263,12 +263,14 @@ pub(crate) struct CompactArgs {
 /// How recall finds the older messages that serve a query.
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct RecallArgs {
-    /// With --query: lexical (BM25 over words) or hybrid (BM25 fused with sentence embeddings)
+    /// How a query finds what serves it: lexical (BM25 over words) or hybrid (BM25 fused with
+    /// sentence embeddings, so that what says the same in other words is found too)
     ///
     /// hybrid needs a build with the `embeddings` feature (`cargo build --release -p engram-cli
     /// --features embeddings`) and the all-MiniLM-L6-v2 model on disk (--embedding-model).
     /// Without either it says so on stderr and recalls lexically. Vectors are cached by content
-    /// hash in ~/.cache/engram/embeddings.sqlite, so each message is embedded once.
+    /// hash in ~/.cache/engram/embeddings.sqlite, so each message or memory entry is embedded
+    /// once (a first hybrid `memory search` embeds every entry it may return).
     #[arg(long, value_enum, default_value_t = RecallMode::Lexical, hide_short_help = true)]
     pub(crate) recall: RecallMode,
     /// The all-MiniLM-L6-v2 directory for --recall hybrid: config.json, tokenizer.json and
@@ -674,6 +676,8 @@ pub(crate) enum MemoryCommand {
         /// Print {"results": [{"id", "tier", "content", "source", "session_id", "created_at", "score"}]}.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        recall: RecallArgs,
     },
     /// Consolidate: working entries older than half the TTL become episodic summaries per source
     /// and session; the originals move to the archive; each group is logged.

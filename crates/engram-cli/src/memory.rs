@@ -170,6 +170,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             since,
             until,
             json,
+            recall,
         } => {
             let request = SearchRequest {
                 text: Some(query.clone()),
@@ -180,14 +181,20 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 since: since.clone(),
                 until: until.clone(),
             };
-            let hits = store.search(&request.into_query("query").map_err(|e| {
+            let query = request.into_query("query").map_err(|e| {
                 match e.field.as_str() {
                     // The query is a positional argument; the tiers come from --tier.
                     "query" => user_error!("the query {}", e.message),
                     "tiers" => user_error!("--tier: {}", e.message),
                     _ => flag_error(e),
                 }
-            })?)?;
+            })?;
+            let hits = match crate::embeddings::from_args(recall) {
+                Some(embedder) => {
+                    engram::memory::hybrid::search_hybrid(&store, &query, embedder.as_ref())?
+                }
+                None => store.search(&query)?,
+            };
             if *json {
                 let results: Vec<Value> = hits
                     .iter()

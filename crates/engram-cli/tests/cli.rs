@@ -2047,6 +2047,59 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
     assert!(!search("lexical").contains("Rex"), "no shared word");
     let found = search("hybrid");
     assert!(found.contains("Rex"), "found by meaning: {found}");
+
+    // And memory search: the conversation's messages as entries.
+    let entries: String = serde_json::from_slice::<Value>(&input).expect("json")["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            format!(
+                "{}\n",
+                serde_json::json!({"content": m["content"], "source": "chat"})
+            )
+        })
+        .collect();
+    ok(engram(
+        &["--db", &db, "memory", "import", "-"],
+        Some(entries.as_bytes()),
+    ));
+    let memory = |recall: &str| {
+        let out = ok(engram_env(
+            &[
+                "--db",
+                &db,
+                "memory",
+                "search",
+                "which pet do I have",
+                "--limit",
+                "3",
+                "--json",
+                "--recall",
+                recall,
+                "--embedding-model",
+                &model.to_string_lossy(),
+            ],
+            None,
+            &[("XDG_CACHE_HOME", &cache_env)],
+        ));
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+        doc["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| r["content"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        !memory("lexical").iter().any(|c| c.contains("Rex")),
+        "no shared word"
+    );
+    let found = memory("hybrid");
+    assert!(
+        found.iter().any(|c| c.contains("Rex")),
+        "found by meaning: {found:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
         cache.join("engram/embeddings.sqlite").is_file(),
