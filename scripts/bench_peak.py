@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -72,16 +73,29 @@ def write_conversation(path: Path, lines) -> int:
 
 
 def run_peak(cmd: list[str], stdin_path: Path | None = None) -> tuple[int, float]:
-    """Runs `cmd`, returning (peak RSS in bytes, seconds); output is discarded."""
-    started = time.monotonic()
-    stdin = stdin_path.open("rb") if stdin_path else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.monotonic() - started
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{' '.join(cmd)} failed: {err}")
-    return usage.ru_maxrss * 1024, elapsed
+    """Runs `cmd`, returning (peak RSS in bytes, seconds); output is discarded.
+
+    The peak is read by GNU time, which forks the command from its own small process: a child
+    forked from this Python process would report at least this process's resident set (the
+    kernel carries the high-water mark of the image it replaced across `exec`), which hid
+    small peaks behind the generator's own memory.
+    """
+    timer = shutil.which("time", path="/usr/bin:/bin") or sys.exit(
+        "needs GNU time (/usr/bin/time; apt install time) to read a child's peak memory"
+    )
+    with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as out:
+        started = time.monotonic()
+        stdin = stdin_path.open("rb") if stdin_path else subprocess.DEVNULL
+        proc = subprocess.run(
+            [timer, "-f", "%M", "-o", out.name, *cmd],
+            stdin=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        elapsed = time.monotonic() - started
+        if proc.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed: {proc.stderr.decode(errors='replace')}")
+        return int(out.read().split()[-1]) * 1024, elapsed
 
 
 def free_port() -> int:
