@@ -1201,8 +1201,25 @@ impl Planner<'_> {
                     .find_map(|i| i.message.name())
             })
             .collect();
+        // Sessions: a system message in the history (a chat log's session heading) starts one.
+        let mut session = 0usize;
+        let sessions: Vec<usize> = dropped
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                if i > 0 && self.items[u.start].message.role == Role::System {
+                    session += 1;
+                }
+                session
+            })
+            .collect();
         let bm25 = recall::Bm25::new(documents);
-        let mut lexical = bm25.scores(&recall::terms(query));
+        let query_terms = recall::terms(query);
+        let mut lexical = bm25.scores(&query_terms);
+        if session > 0 {
+            let by_session = bm25.grouped(&sessions, session + 1).scores(&query_terms);
+            recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
+        }
         if let Some(embedder) = &self.options.embedder {
             match recall::similarities(embedder.as_ref(), query, &texts) {
                 Ok(similar) => {

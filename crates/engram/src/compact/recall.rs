@@ -114,6 +114,32 @@ impl Bm25 {
         }
     }
 
+    /// BM25 over groups of these documents (`group_of[i]` is document `i`'s, below `groups`),
+    /// each group one document of all its members' words.
+    pub(crate) fn grouped(&self, group_of: &[usize], groups: usize) -> Bm25 {
+        let mut docs: Vec<HashMap<String, u32>> = vec![HashMap::new(); groups];
+        let mut lengths = vec![0usize; groups];
+        for ((tf, &len), &g) in self.docs.iter().zip(&self.lengths).zip(group_of) {
+            lengths[g] += len;
+            for (t, &f) in tf {
+                *docs[g].entry(t.clone()).or_default() += f;
+            }
+        }
+        let mut df: HashMap<String, u32> = HashMap::new();
+        for tf in &docs {
+            for t in tf.keys() {
+                *df.entry(t.clone()).or_default() += 1;
+            }
+        }
+        let avg_len = (lengths.iter().sum::<usize>() as f64 / groups.max(1) as f64).max(1.0);
+        Bm25 {
+            docs,
+            lengths,
+            df,
+            avg_len,
+        }
+    }
+
     /// Each document's score for the query terms.
     pub(crate) fn scores(&self, query: &[String]) -> Vec<f64> {
         let (k1, b) = (1.2, 0.75);
@@ -210,6 +236,29 @@ pub(crate) fn fuse(lexical: &[f64], similar: &[f32]) -> Vec<f64> {
             (1.0 - MEANING) * l + MEANING * s
         })
         .collect()
+}
+
+/// The share of the best unit's score that the session most about the query adds to each of
+/// its matching units. Measured on the dev data at 0.15, 0.3 and 0.5: 0.3 gained most.
+const TOPICAL_SESSION: f64 = 0.3;
+
+/// A question's evidence sits in the session about its topic: of the units that share a word
+/// with the query, those in a session whose whole text matches it well rise, by
+/// [`TOPICAL_SESSION`] of the best unit's score times their session's BM25 relative to the
+/// best session's. A turn that shares one common word with the question ("what did she
+/// paint?") and sits in the session about painting now outranks the same word in small talk.
+/// Units that match nothing stay at zero: a session is not recalled whole.
+pub(crate) fn favour_topical_sessions(scores: &mut [f64], session_of: &[usize], sessions: &[f64]) {
+    let best_session = sessions.iter().copied().fold(0.0, f64::max);
+    let best = scores.iter().copied().fold(0.0, f64::max);
+    if best_session <= 0.0 {
+        return;
+    }
+    for (score, &s) in scores.iter_mut().zip(session_of) {
+        if *score > 0.0 {
+            *score += TOPICAL_SESSION * best * sessions[s] / best_session;
+        }
+    }
 }
 
 /// The share by which a unit's score rises when the query names its speaker.
@@ -343,6 +392,46 @@ mod tests {
         }
         let err = similarities(&Short, "q", &["a", "b"]).expect_err("miscounted");
         assert!(err.contains("1 vectors for 3 texts"), "{err}");
+    }
+
+    #[test]
+    fn a_match_in_the_session_about_the_topic_outranks_small_talk() {
+        // Two sessions: small talk that mentions painting once, and one about painting.
+        let docs = [
+            "how was your weekend",
+            "fine, I saw a painting at a friend's house",
+            "the weather was great",
+            "I painted a sunset with my kids",
+            "we used watercolors and painted the lake too",
+            "painting relaxes me after work",
+        ];
+        let session_of = [0, 0, 0, 1, 1, 1];
+        let bm25 = Bm25::new(docs.iter().map(|d| terms(d)).collect());
+        let query = terms("What did she paint?");
+        let mut scores = bm25.scores(&query);
+        let by_session = bm25.grouped(&session_of, 2).scores(&query);
+        assert!(by_session[1] > by_session[0], "{by_session:?}");
+        let before = scores.clone();
+        favour_topical_sessions(&mut scores, &session_of, &by_session);
+        assert!(scores[3] > scores[1], "{scores:?}");
+        assert!(scores[3] - before[3] > scores[1] - before[1], "{scores:?}");
+        assert_eq!(scores[0], 0.0, "no word in common stays at zero");
+        assert_eq!(scores[2], 0.0);
+    }
+
+    #[test]
+    fn grouping_sums_the_members_words() {
+        let bm25 = Bm25::new(vec![
+            terms("red apple"),
+            terms("green apple"),
+            terms("blue sky"),
+        ]);
+        let grouped = bm25.grouped(&[0, 0, 1], 2);
+        assert_eq!(grouped.lengths, [4, 2]);
+        assert_eq!(grouped.docs[0].get(&stem("apple")), Some(&2));
+        assert_eq!(grouped.df.get(&stem("apple")), Some(&1));
+        let s = grouped.scores(&terms("apple"));
+        assert!(s[0] > 0.0 && s[1] == 0.0, "{s:?}");
     }
 
     #[test]
