@@ -20,3 +20,25 @@ pub trait Embedder: Send + Sync + fmt::Debug {
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
+
+/// A stand-in model for tests: two topics, as a model would see them: pets, and anything else.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Topics;
+
+#[cfg(test)]
+impl Embedder for Topics {
+    fn name(&self) -> &str {
+        "topics"
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let pet = ["pet", "dog", "puppy", "cat"].iter().any(|w| t.contains(w));
+                if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
+            })
+            .collect())
+    }
+}

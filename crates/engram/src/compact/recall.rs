@@ -292,6 +292,7 @@ pub(crate) fn value(score: f64, tokens: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::Topics;
 
     #[test]
     fn replies_inherit_from_the_turn_they_answer() {
@@ -326,26 +327,6 @@ mod tests {
             "What does Melanie paint?",
         );
         assert_eq!(scores, [1.0, 1.0], "a name is matched as a whole word");
-    }
-
-    /// Two topics, as a model would see them: pets, and anything else.
-    #[derive(Debug)]
-    struct Topics;
-
-    impl Embedder for Topics {
-        fn name(&self) -> &str {
-            "topics"
-        }
-
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-            Ok(texts
-                .iter()
-                .map(|t| {
-                    let pet = ["pet", "dog", "cat"].iter().any(|w| t.contains(w));
-                    if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
-                })
-                .collect())
-        }
     }
 
     #[test]

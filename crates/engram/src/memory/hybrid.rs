@@ -39,10 +39,14 @@ pub fn search_hybrid(
     if limit == 0 {
         return Ok(Vec::new());
     }
-    let mut found: HashMap<String, SearchHit> = lexical
+    // The lexical hits by id (their place in `lexical`): their scores join the fusion, and a
+    // hit chosen is moved out rather than read again.
+    let found: HashMap<String, usize> = lexical
         .iter()
-        .map(|h| (h.entry.id.clone(), h.clone()))
+        .enumerate()
+        .map(|(i, h)| (h.entry.id.clone(), i))
         .collect();
+    let mut lexical: Vec<Option<SearchHit>> = lexical.into_iter().map(Some).collect();
 
     // Every admitted entry's similarity to the query.
     let mut admitted: Vec<(String, Timestamp)> = Vec::new();
@@ -60,9 +64,7 @@ pub fn search_hybrid(
                 Ok(s) => similar.extend(s),
                 Err(e) => {
                     tracing::warn!(error = %e, "embeddings failed; memory search is lexical");
-                    let mut hits = lexical;
-                    hits.truncate(limit);
-                    return Ok(hits);
+                    return Ok(lexical.into_iter().flatten().take(limit).collect());
                 }
             }
             admitted.extend(page.into_iter().map(|e| (e.id, e.created_at)));
@@ -73,7 +75,12 @@ pub fn search_hybrid(
     }
     let words: Vec<f64> = admitted
         .iter()
-        .map(|(id, _)| found.get(id).map_or(0.0, |h| h.score))
+        .map(|(id, _)| {
+            found
+                .get(id)
+                .and_then(|&i| lexical[i].as_ref())
+                .map_or(0.0, |h| h.score)
+        })
         .collect();
     let fused = recall::fuse(&words, &similar);
     let mut ranked: Vec<(usize, f64)> = fused
@@ -92,7 +99,7 @@ pub fn search_hybrid(
             break;
         }
         let id = &admitted[i].0;
-        let entry = match found.remove(id) {
+        let entry = match found.get(id).and_then(|&i| lexical[i].take()) {
             Some(hit) => hit.entry,
             // Read since the page: gone when forgotten meanwhile.
             None => match store.get(id)? {
@@ -108,28 +115,9 @@ pub fn search_hybrid(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embed::Topics;
     use crate::in_memory::InMemoryStore;
     use crate::memory::{NewEntry, Tier};
-
-    /// Two topics, as a model would see them: pets, and anything else.
-    #[derive(Debug)]
-    struct Topics;
-
-    impl Embedder for Topics {
-        fn name(&self) -> &str {
-            "topics"
-        }
-
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-            Ok(texts
-                .iter()
-                .map(|t| {
-                    let pet = ["pet", "dog", "puppy", "cat"].iter().any(|w| t.contains(w));
-                    if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
-                })
-                .collect())
-        }
-    }
 
     #[derive(Debug)]
     struct Broken;
