@@ -16,7 +16,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `sqlite` | `SqliteStore`: memory (`mod.rs`), sessions (`sessions.rs`), the search index (`search.rs`) |
+//! | `sqlite` | `SqliteStore`: memory (`mod.rs`), sessions (`sessions.rs`), the search index (`search.rs`), hybrid recall's vectors and `VectorFile` (`vectors.rs`) |
 //! | `postgres` (feature `postgres`) | `PostgresStore`: memory (`mod.rs`), sessions (`sessions.rs`), the connection pool (`pool.rs`) |
 
 #[cfg(feature = "postgres")]

@@ -148,6 +148,64 @@ fn tenants_share_the_database_but_not_their_rows() {
     assert!(a.session(&session.id).expect("lookup").is_some());
 }
 
+#[test]
+fn vectors_are_per_tenant_and_an_older_schema_gains_their_table() {
+    use engram::embed::{VectorStore, text_hash};
+    let Some(tenants) = Tenants::new("vectors") else {
+        return;
+    };
+    let (a, b) = (tenants.fresh(), tenants.fresh());
+    let h = text_hash("the deploy key rotates on fridays");
+    a.put_vectors("m", &[(h, &[0.25, 0.5])]).expect("keeps");
+    assert_eq!(
+        a.vectors("m", &[h]).expect("reads"),
+        [Some(vec![0.25, 0.5])]
+    );
+    assert_eq!(
+        b.vectors("m", &[h]).expect("reads"),
+        [None],
+        "b sees none of a's"
+    );
+    a.delete_tenant().expect("deletes");
+    assert_eq!(
+        a.vectors("m", &[h]).expect("reads"),
+        [None],
+        "gone with the tenant"
+    );
+
+    // A database of schema 1 (before vectors) gains the table when a newer engram opens it.
+    let mut client = postgres::Client::connect(&url(), postgres::NoTls).expect("connect");
+    let schema = format!("engram_v1_{}", std::process::id());
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};"
+        ))
+        .expect("schema");
+    let sep = if url().contains('?') { '&' } else { '?' };
+    let at = format!("{}{sep}options=-c%20search_path%3D{schema}", url());
+    drop(PostgresStore::connect(&at, "t").expect("creates"));
+    client
+        .batch_execute(&format!(
+            "DROP TABLE {schema}.engram_vector; UPDATE {schema}.engram_schema SET version = 1;"
+        ))
+        .expect("back to schema 1");
+    let store = PostgresStore::connect(&at, "t").expect("migrates");
+    store.put_vectors("m", &[(h, &[1.0])]).expect("keeps");
+    assert_eq!(store.vectors("m", &[h]).expect("reads"), [Some(vec![1.0])]);
+    let version: i32 = client
+        .query_one(
+            &format!("SELECT max(version) FROM {schema}.engram_schema"),
+            &[],
+        )
+        .expect("version")
+        .get(0);
+    assert_eq!(version, engram_store::postgres::SCHEMA_VERSION);
+    drop(store);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .expect("drop");
+}
+
 /// Two stores with their own connection pools stand for two servers. Both sleep over the same
 /// aged entries at the same moment, many rounds: every entry ends up consolidated exactly once
 /// (one summary names it, one log record lists it), and the rest is still working.

@@ -25,6 +25,7 @@ mod sessions;
 
 use std::sync::Arc;
 
+use engram::embed::{TextHash, VectorStore, vector_from_bytes, vector_to_bytes};
 use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
@@ -37,7 +38,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -165,6 +166,19 @@ CREATE TABLE engram_session_checkpoint (
 );
 "#;
 
+/// Version 2: hybrid recall's vectors, per tenant, by model and text hash (little-endian
+/// `f32`s), for memory entries and session messages alike: a text is embedded once, whichever
+/// server asks first.
+const SCHEMA_V2: &str = r#"
+CREATE TABLE engram_vector (
+    tenant TEXT NOT NULL,
+    model TEXT NOT NULL,
+    hash BYTEA NOT NULL,
+    vector BYTEA NOT NULL,
+    PRIMARY KEY (tenant, model, hash)
+);
+"#;
+
 /// One tenant's view of a PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -237,6 +251,7 @@ impl PostgresStore {
             "engram_consolidation_log",
             "engram_session",
             "engram_meta",
+            "engram_vector",
         ] {
             rows += tx
                 .execute(
@@ -297,7 +312,7 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         .and_then(|r| r.get::<_, Option<i32>>(0))
         .unwrap_or(0);
     check_version(pool, current)?;
-    for (to, schema) in [(1, SCHEMA_V1)] {
+    for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2)] {
         if current < to {
             tx.batch_execute(schema).map_err(pg)?;
             tx.execute("DELETE FROM engram_schema", &[]).map_err(pg)?;
@@ -480,6 +495,53 @@ fn tsquery(text: &str) -> String {
         }
     }
     words.join(" | ")
+}
+
+impl VectorStore for PostgresStore {
+    fn vectors(
+        &self,
+        model: &str,
+        hashes: &[TextHash],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
+        let rows = self
+            .pool
+            .get()?
+            .query(
+                "SELECT hash, vector FROM engram_vector
+                 WHERE tenant = $1 AND model = $2 AND hash = ANY($3)",
+                &[&self.tenant, &model, &keys],
+            )
+            .map_err(pg)?;
+        let found: std::collections::HashMap<Vec<u8>, Vec<u8>> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        Ok(hashes
+            .iter()
+            .map(|h| found.get(&h[..]).map(|bytes| vector_from_bytes(bytes)))
+            .collect())
+    }
+
+    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+        if vectors.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<&[u8]> = vectors.iter().map(|(h, _)| &h[..]).collect();
+        let values: Vec<Vec<u8>> = vectors.iter().map(|(_, v)| vector_to_bytes(v)).collect();
+        // One statement: all of them or none.
+        self.pool
+            .get()?
+            .execute(
+                "INSERT INTO engram_vector (tenant, model, hash, vector)
+                 SELECT $1, $2, h, v FROM unnest($3::bytea[], $4::bytea[]) AS t(h, v)
+                 ON CONFLICT DO NOTHING",
+                &[&self.tenant, &model, &keys, &values],
+            )
+            .map_err(pg)?;
+        Ok(())
+    }
 }
 
 impl MemoryStore for PostgresStore {

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use engram::embed::{TextHash, VectorStore};
 use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
@@ -37,7 +38,7 @@ const MAPPED_READ: i64 = 32 << 20;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -230,6 +231,10 @@ CREATE TRIGGER memory_tier_au AFTER UPDATE OF created_at ON memory BEGIN
 END;
 ";
 
+/// Version 6: hybrid recall's vectors, by model and text hash (little-endian `f32`s), for
+/// memory entries and session messages alike: a text is embedded once ([`vectors::TABLE`]).
+const SCHEMA_V6: &str = vectors::TABLE;
+
 /// How `memory_tier` spells a tier: working and archived entries are both `entry` (see
 /// [`SCHEMA_V5`]).
 fn stored_tier(tier: Tier) -> &'static str {
@@ -399,6 +404,7 @@ impl SqliteStore {
                 (3, SCHEMA_V3),
                 (4, SCHEMA_V4),
                 (5, SCHEMA_V5),
+                (6, SCHEMA_V6),
             ] {
                 if current < to {
                     tx.execute_batch(schema).map_err(backend)?;
@@ -594,6 +600,26 @@ fn read_candidates(
     })
     .map_err(backend)?;
     Ok(seq)
+}
+
+impl VectorStore for SqliteStore {
+    fn vectors(
+        &self,
+        model: &str,
+        hashes: &[TextHash],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        vectors::read(&self.conn(), model, hashes).map_err(backend)
+    }
+
+    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+        if vectors.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        vectors::write(&tx, model, vectors).map_err(backend)?;
+        tx.commit().map_err(backend)
+    }
 }
 
 impl MemoryStore for SqliteStore {
@@ -1182,6 +1208,9 @@ fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), StoreError> {
 
 mod search;
 mod sessions;
+mod vectors;
+
+pub use vectors::VectorFile;
 
 #[cfg(test)]
 mod tests {

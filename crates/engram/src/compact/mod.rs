@@ -436,6 +436,19 @@ pub fn compact_messages<M: AsRef<Message>>(
     counter: &TokenCounter,
     options: &CompactOptions,
 ) -> Result<Compacted, CompactError> {
+    compact_keeping_vectors(input, tools, counter, options, None)
+}
+
+/// [`compact_messages`], keeping hybrid recall's vectors in `vectors` (a session's store, so
+/// that its messages are embedded once however many compactions read them): each text's
+/// vector is read from there when kept, else embedded and kept.
+pub fn compact_keeping_vectors<M: AsRef<Message>>(
+    input: &[M],
+    tools: &[Value],
+    counter: &TokenCounter,
+    options: &CompactOptions,
+    vectors: Option<&dyn crate::embed::VectorStore>,
+) -> Result<Compacted, CompactError> {
     let started = Instant::now();
     if input.is_empty() {
         return Err(CompactError::Empty);
@@ -527,6 +540,7 @@ pub fn compact_messages<M: AsRef<Message>>(
         items: &items,
         counter,
         options,
+        vectors,
         report: CompactReport {
             strategy: options.strategy.as_str(),
             budget: options.budget,
@@ -678,6 +692,8 @@ struct Planner<'a> {
     items: &'a [Item<'a>],
     counter: &'a TokenCounter,
     options: &'a CompactOptions,
+    /// Where hybrid recall's vectors are kept, when the caller has a place.
+    vectors: Option<&'a dyn crate::embed::VectorStore>,
     report: CompactReport,
 }
 
@@ -1221,7 +1237,7 @@ impl Planner<'_> {
             recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
         }
         if let Some(embedder) = &self.options.embedder {
-            match recall::similarities(embedder.as_ref(), query, &texts) {
+            match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
                 Ok(similar) => {
                     lexical = recall::fuse(&lexical, &similar);
                     self.report.recall_embedder = Some(embedder.name().to_owned());

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::embed::{Embedder, dot};
+use crate::embed::{Embedder, Stored, VectorStore, dot};
 
 /// English words that carry no topic (articles, pronouns, auxiliaries, question words).
 const STOPWORDS: &[&str] = &[
@@ -186,26 +186,36 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
         .collect()
 }
 
-/// The cosine similarity of `query` with each document, by `embedder`.
+/// The cosine similarity of `query` with each document, by `embedder`; the documents' vectors
+/// are kept in `vectors` when given (and read from there when kept), the query's never is.
 pub(crate) fn similarities<S: AsRef<str>>(
     embedder: &dyn Embedder,
+    vectors: Option<&dyn VectorStore>,
     query: &str,
     documents: &[S],
 ) -> Result<Vec<f32>, String> {
-    let mut texts: Vec<&str> = Vec::with_capacity(documents.len() + 1);
-    texts.push(query);
-    texts.extend(documents.iter().map(AsRef::as_ref));
-    let vectors = embedder.embed(&texts)?;
-    if vectors.len() != texts.len() {
+    let texts: Vec<&str> = documents.iter().map(AsRef::as_ref).collect();
+    let q = embedder.embed(&[query])?;
+    let docs = match vectors {
+        Some(vectors) => Stored::new(embedder, vectors).embed(&texts)?,
+        None => embedder.embed(&texts)?,
+    };
+    let [q] = q.as_slice() else {
+        return Err(format!(
+            "{} returned {} vectors for 1 text",
+            embedder.name(),
+            q.len()
+        ));
+    };
+    if docs.len() != texts.len() {
         return Err(format!(
             "{} returned {} vectors for {} texts",
             embedder.name(),
-            vectors.len(),
+            docs.len(),
             texts.len()
         ));
     }
-    let q = &vectors[0];
-    Ok(vectors[1..].iter().map(|v| dot(q, v)).collect())
+    Ok(docs.iter().map(|v| dot(q, v)).collect())
 }
 
 /// The share of similarity of meaning in hybrid recall's score (BM25 has the rest). Measured on
@@ -345,7 +355,7 @@ mod tests {
             lexical.iter().all(|&s| s == 0.0),
             "no shared word: {lexical:?}"
         );
-        let similar = similarities(&Topics, query, &docs).expect("embeds");
+        let similar = similarities(&Topics, None, query, &docs).expect("embeds");
         let fused = fuse(&lexical, &similar);
         assert!(fused[0] > 0.0, "{fused:?}");
         assert_eq!(fused[1], 0.0, "below the average similarity adds nothing");
@@ -354,7 +364,7 @@ mod tests {
         let lexical = bm25.scores(&terms("meeting room"));
         let fused = fuse(
             &lexical,
-            &similarities(&Topics, "meeting room", &docs).expect("embeds"),
+            &similarities(&Topics, None, "meeting room", &docs).expect("embeds"),
         );
         assert!(fused[1] > fused[0] && fused[2] > fused[0], "{fused:?}");
     }
@@ -371,8 +381,8 @@ mod tests {
                 Ok(vec![vec![1.0]])
             }
         }
-        let err = similarities(&Short, "q", &["a", "b"]).expect_err("miscounted");
-        assert!(err.contains("1 vectors for 3 texts"), "{err}");
+        let err = similarities(&Short, None, "q", &["a", "b"]).expect_err("miscounted");
+        assert!(err.contains("1 vectors for 2 texts"), "{err}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::store::{StoreError, Timestamp, new_id};
 #[derive(Debug, Default)]
 pub struct InMemoryStore {
     state: Mutex<State>,
+    vectors: crate::embed::VectorsInMemory,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +101,24 @@ fn materialize(e: &NewEntry, summary_of: Vec<String>) -> MemoryEntry {
         importance: e.importance,
         metadata: e.metadata.clone(),
         summary_of,
+    }
+}
+
+impl crate::embed::VectorStore for InMemoryStore {
+    fn vectors(
+        &self,
+        model: &str,
+        hashes: &[crate::embed::TextHash],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        self.vectors.vectors(model, hashes)
+    }
+
+    fn put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(crate::embed::TextHash, &[f32])],
+    ) -> Result<(), StoreError> {
+        self.vectors.put_vectors(model, vectors)
     }
 }
 

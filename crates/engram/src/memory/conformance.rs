@@ -40,6 +40,50 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     forget_updates_lineage_and_search(make().as_ref());
     export_pages_and_reads_back(make().as_ref(), make().as_ref());
     retention_and_sleep_claims(make().as_ref());
+    vectors_are_kept_by_model_and_text(make().as_ref());
+}
+
+/// The vectors of hybrid search, kept beside the entries: by model and text hash, the first
+/// one kept stays, and a batch is written whole.
+fn vectors_are_kept_by_model_and_text(store: &dyn MemoryStore) {
+    use crate::embed::text_hash;
+    let (a, b, c) = (
+        text_hash("my dog"),
+        text_hash("the meeting"),
+        text_hash("rain"),
+    );
+    assert_eq!(
+        store.vectors("m1", &[a, b]).expect("reads nothing"),
+        [None, None]
+    );
+    store
+        .put_vectors("m1", &[(a, &[0.5, -0.25]), (b, &[1.0, 0.0])])
+        .expect("keeps");
+    store
+        .put_vectors("m1", &[(a, &[9.0, 9.0]), (c, &[0.0, 1.0])])
+        .expect("keeps again");
+    assert_eq!(
+        store.vectors("m1", &[c, a, b, a]).expect("reads"),
+        [
+            Some(vec![0.0, 1.0]),
+            Some(vec![0.5, -0.25]),
+            Some(vec![1.0, 0.0]),
+            Some(vec![0.5, -0.25])
+        ],
+        "vectors: the first kept stays, asked order kept, a hash asked twice read twice"
+    );
+    assert_eq!(
+        store.vectors("m2", &[a]).expect("reads"),
+        [None],
+        "vectors: another model's are its own"
+    );
+    assert_eq!(
+        store.vectors("m1", &[]).expect("reads"),
+        Vec::<Option<Vec<f32>>>::new()
+    );
+    store.put_vectors("m1", &[]).expect("keeps nothing");
+    // Vectors are not entries.
+    assert_eq!(store.stats().expect("stats").working, 0);
 }
 
 fn retention_and_sleep_claims(store: &dyn MemoryStore) {

@@ -2,7 +2,8 @@
 //!
 //! BM25 (the store's own search) finds the entries that share the query's words; an
 //! [`Embedder`] finds those that say the same in other words. Every entry the filters admit is
-//! compared with the query, page by page (a caching embedder embeds each text once), and the
+//! compared with the query, page by page; each entry's vector is kept in the store beside it
+//! (a [`VectorStore`](crate::embed::VectorStore)), so it is embedded once. The
 //! two scores are fused by compaction recall's rule, so that one question ranks the same way
 //! in a session's history, in a compaction and in memory. That rule counts a similarity above
 //! the average of the entries searched: among a handful of entries all about the same thing,
@@ -13,7 +14,7 @@ use std::collections::HashMap;
 
 use super::{MemoryEntry, MemoryStore, SearchHit, SearchQuery, StoreError};
 use crate::compact::recall;
-use crate::embed::Embedder;
+use crate::embed::{Embedder, VectorStore};
 use crate::store::Timestamp;
 
 /// The lexical hits fused with the similarities: the best this many by BM25 (an entry below
@@ -39,6 +40,7 @@ pub fn search_hybrid(
     if limit == 0 {
         return Ok(Vec::new());
     }
+    let vectors: &dyn VectorStore = store;
     // The lexical hits by id (their place in `lexical`): their scores join the fusion, and a
     // hit chosen is moved out rather than read again.
     let found: HashMap<String, usize> = lexical
@@ -60,7 +62,7 @@ pub fn search_hybrid(
         let page: Vec<MemoryEntry> = page.into_iter().filter(|e| query.admits(e)).collect();
         if !page.is_empty() {
             let texts: Vec<&str> = page.iter().map(|e| e.content.as_str()).collect();
-            match recall::similarities(embedder, &query.text, &texts) {
+            match recall::similarities(embedder, Some(vectors), &query.text, &texts) {
                 Ok(s) => similar.extend(s),
                 Err(e) => {
                     tracing::warn!(error = %e, "embeddings failed; memory search is lexical");
@@ -181,6 +183,32 @@ mod tests {
                 .expect("searches")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn each_entry_is_embedded_once_and_kept_in_the_store() {
+        use crate::embed::{Counting, VectorStore, text_hash};
+        let store = store();
+        let model = Counting::default();
+        let query = SearchQuery::new("which pet do I have", 3);
+        let first = search_hybrid(&store, &query, &model).expect("searches");
+        let entries = PAGE + 43;
+        // Every entry, and the query once per page read.
+        assert_eq!(model.embedded(), entries + 2);
+        let again = search_hybrid(&store, &query, &model).expect("searches");
+        assert_eq!(again, first);
+        assert_eq!(model.embedded(), entries + 4, "then only the query");
+        let kept = store
+            .vectors(
+                "counting",
+                &[
+                    text_hash("my cat sleeps all day"),
+                    text_hash("which pet do I have"),
+                ],
+            )
+            .expect("reads");
+        assert!(kept[0].is_some());
+        assert!(kept[1].is_none(), "the query's vector is not kept");
     }
 
     #[test]

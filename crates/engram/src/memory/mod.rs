@@ -422,7 +422,7 @@ pub struct Forgotten {
 }
 
 /// A memory backend. Every method is atomic: it changes everything it says or nothing.
-pub trait MemoryStore: Send + Sync {
+pub trait MemoryStore: crate::embed::VectorStore + Send + Sync {
     /// Inserts entries; ids already stored are skipped.
     fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError>;
     /// Inserts a stream of entries in one transaction, without holding them all in memory:

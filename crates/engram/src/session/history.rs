@@ -388,8 +388,8 @@ impl Session<'_> {
 
     /// Hybrid search (when the session's options carry an embedder): the lexical `scores` fused
     /// with each active message's similarity of meaning to `query`, as compaction's recall does,
-    /// so a message that shares no word with the query can be found. Vectors come from the
-    /// embedder (a caching one embeds each message once). When it fails, the lexical scores.
+    /// so a message that shares no word with the query can be found. Each message's vector is
+    /// kept in the session's store and embedded once. When embedding fails, the lexical scores.
     fn by_meaning_too(
         &self,
         embedder: &dyn crate::embed::Embedder,
@@ -409,7 +409,7 @@ impl Session<'_> {
             .iter()
             .filter_map(|m| Some((*docs.get(m.id.as_str())?, searchable(&m.message))))
             .unzip();
-        let similar = match recall::similarities(embedder, query, &texts) {
+        let similar = match recall::similarities(embedder, Some(self.vectors()), query, &texts) {
             Ok(similar) => similar,
             Err(e) => {
                 tracing::warn!(error = %e, "embeddings failed; search_history is lexical");

@@ -377,6 +377,13 @@ impl<'s> Session<'s> {
         self
     }
 
+    /// Where hybrid recall keeps this session's vectors: its store, so that a message is
+    /// embedded once however many compactions and searches read it.
+    pub(crate) fn vectors(&self) -> &'s dyn crate::embed::VectorStore {
+        let store: &'s dyn SessionStore = self.store;
+        store
+    }
+
     /// The compaction options this session compacts with (the budget is set per compaction).
     pub fn options(&self) -> &CompactOptions {
         &self.options
@@ -621,11 +628,12 @@ impl<'s> Session<'s> {
         let mut options = self.options.clone();
         options.budget = budget.unwrap_or(self.info.window);
         options.query = query.map(str::to_owned);
-        Ok(crate::compact::compact_messages(
+        Ok(crate::compact::compact_keeping_vectors(
             &log,
             &[],
             &self.counter,
             &options,
+            Some(self.vectors()),
         )?)
     }
 
@@ -714,7 +722,13 @@ impl<'s> Session<'s> {
         options.query = query.map(str::to_owned);
         options.budget = budget.saturating_sub(note_tokens).max(1);
         let compact = |options: &CompactOptions| {
-            crate::compact::compact_messages(&log, &[], &self.counter, options)
+            crate::compact::compact_keeping_vectors(
+                &log,
+                &[],
+                &self.counter,
+                options,
+                Some(self.vectors()),
+            )
         };
         let mut out = match compact(&options) {
             Err(CompactError::CannotFit { .. }) if note.is_some() => {
@@ -792,12 +806,13 @@ impl<'s> Session<'s> {
         const HEADER_ROOM: usize = 40;
         let window = self.info.window;
         let counter = &self.counter;
+        let vectors = Some(self.vectors());
         // Within the target, else within what must be kept plus room for a summary, at most the
         // window; with why the target could not be met.
         let run = |options: &mut CompactOptions| {
             let attempt = policy::within_target(target, window, HEADER_ROOM, |budget| {
                 options.budget = budget;
-                crate::compact::compact_messages(&log, &[], counter, options)
+                crate::compact::compact_keeping_vectors(&log, &[], counter, options, vectors)
             });
             (attempt.result, attempt.missed_target)
         };
@@ -1379,5 +1394,80 @@ mod tests {
     #[test]
     fn the_in_memory_store_passes_the_session_conformance_suite() {
         super::conformance::run(&|| Box::new(InMemoryStore::new()));
+    }
+
+    #[test]
+    fn hybrid_recall_embeds_each_message_once_and_keeps_it_in_the_store() {
+        use crate::Message;
+        use crate::embed::{Counting, VectorStore, text_hash};
+        use std::sync::Arc;
+        let store = InMemoryStore::new();
+        let new = super::NewSession {
+            id: Some("s".into()),
+            name: None,
+            model: "test-model".into(),
+            tokenizer: "chars4".into(),
+            token_factor: 1.0,
+            window: 100_000,
+            metadata: serde_json::Value::Null,
+            created_at: 1_000,
+        };
+        let embedder = Arc::new(Counting::default());
+        let session = super::Session::create(&store, &new).expect("creates");
+        let mut options = session.options().clone();
+        options.embedder = Some(embedder.clone());
+        let mut session = session.with_options(options);
+        let mut messages = vec![Message::user("My dog Rex chases frisbees in the park")];
+        for i in 0..40 {
+            messages.push(Message::user(format!("the meeting moved to room {i}")));
+            messages.push(Message::assistant(format!("noted, room {i}")));
+        }
+        session.append(messages).expect("appends");
+
+        let hits = session
+            .search_history("which pet do I have", 3)
+            .expect("searches");
+        assert!(
+            hits.iter().any(|h| h.snippet.contains("Rex")),
+            "found by meaning: {hits:?}"
+        );
+        let first = embedder.embedded();
+        assert!(first > 80, "every message embedded once: {first}");
+        session
+            .search_history("which pet do I have", 3)
+            .expect("searches");
+        assert_eq!(embedder.embedded(), first + 1, "then only the query");
+        let kept = store
+            .vectors(
+                "counting",
+                &[text_hash("My dog Rex chases frisbees in the park")],
+            )
+            .expect("reads");
+        assert!(
+            kept[0].is_some(),
+            "the message's vector is in the session's store"
+        );
+        // The query's is not.
+        assert_eq!(
+            store
+                .vectors("counting", &[text_hash("which pet do I have")])
+                .expect("reads"),
+            [None]
+        );
+
+        // A compaction with a query keeps its units' vectors there too.
+        let before = embedder.embedded();
+        session
+            .context(Some(200), Some("which pet do I have"))
+            .expect("compacts");
+        let once = embedder.embedded() - before;
+        session
+            .context(Some(200), Some("which pet do I have"))
+            .expect("compacts");
+        assert_eq!(
+            embedder.embedded() - before,
+            once + 1,
+            "the second embeds the query alone"
+        );
     }
 }

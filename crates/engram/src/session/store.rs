@@ -254,7 +254,7 @@ pub struct SessionDump {
 /// A session backend. Every method is atomic: it changes everything it says or nothing.
 /// Errors use [`StoreError`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
 /// a duplicate id or name and for a compaction computed before a restore.
-pub trait SessionStore: Send + Sync {
+pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
     /// Creates a session; an existing id is a conflict.
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError>;
     /// A session by id.

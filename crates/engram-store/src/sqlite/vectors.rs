@@ -1,0 +1,158 @@
+//! Hybrid recall's vectors in SQLite, by model and text hash: the `vector` table of every
+//! engram database ([`SqliteStore`](super::SqliteStore) keeps its entries' and messages'
+//! vectors there), and [`VectorFile`], a file holding only that table, where the CLI keeps the
+//! vectors of conversations that live in no store.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use engram::embed::{TextHash, VectorStore, vector_from_bytes, vector_to_bytes};
+use engram::memory::StoreError;
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// The table, as both a database's schema (version 6) and a vector file create it.
+pub(crate) const TABLE: &str = "
+CREATE TABLE IF NOT EXISTS vector (
+    model TEXT NOT NULL,
+    hash BLOB NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+";
+
+/// The vectors kept for `hashes` under `model`, in order.
+pub(crate) fn read(
+    conn: &Connection,
+    model: &str,
+    hashes: &[TextHash],
+) -> rusqlite::Result<Vec<Option<Vec<f32>>>> {
+    let mut get =
+        conn.prepare_cached("SELECT vector FROM vector WHERE model = ?1 AND hash = ?2")?;
+    hashes
+        .iter()
+        .map(|h| {
+            get.query_row(params![model, &h[..]], |r| r.get::<_, Vec<u8>>(0))
+                .optional()
+                .map(|v| v.map(|bytes| vector_from_bytes(&bytes)))
+        })
+        .collect()
+}
+
+/// Keeps `vectors` under `model` in the caller's transaction (a hash kept keeps its vector).
+pub(crate) fn write(
+    tx: &rusqlite::Transaction<'_>,
+    model: &str,
+    vectors: &[(TextHash, &[f32])],
+) -> rusqlite::Result<()> {
+    let mut put = tx
+        .prepare_cached("INSERT OR IGNORE INTO vector (model, hash, vector) VALUES (?1, ?2, ?3)")?;
+    for (h, v) in vectors {
+        put.execute(params![model, &h[..], vector_to_bytes(v)])?;
+    }
+    Ok(())
+}
+
+/// A SQLite file holding only vectors: where the CLI keeps those of the conversations it
+/// compacts. Wrap an embedder in [`Stored`](engram::embed::Stored) with it.
+#[derive(Debug)]
+pub struct VectorFile {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl VectorFile {
+    /// The vector file at `path`, created (with its directory) when missing.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let fail = |e: rusqlite::Error| {
+            StoreError::Backend(format!("embedding cache at {}: {e}", path.display()))
+        };
+        if let Some(parent) = path.parent() {
+            // A missing directory is reported by SQLite's open below, with the path.
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let conn = Connection::open(path).map_err(fail)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(fail)?;
+        conn.execute_batch("PRAGMA journal_mode = WAL;")
+            .map_err(fail)?;
+        conn.execute_batch(TABLE).map_err(fail)?;
+        Ok(VectorFile {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Where the vectors are kept.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn fail(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::Backend(format!("embedding cache at {}: {e}", self.path.display()))
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl VectorStore for VectorFile {
+    fn vectors(
+        &self,
+        model: &str,
+        hashes: &[TextHash],
+    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        read(&self.conn(), model, hashes).map_err(|e| self.fail(e))
+    }
+
+    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.fail(e))?;
+        write(&tx, model, vectors).map_err(|e| self.fail(e))?;
+        tx.commit().map_err(|e| self.fail(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engram::embed::text_hash;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("engram-vectors-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        dir
+    }
+
+    #[test]
+    fn a_vector_file_keeps_vectors_across_opens() {
+        let dir = scratch("file");
+        let path = dir.join("cache").join("vectors.sqlite");
+        let (a, b) = (text_hash("a cat"), text_hash("a dog"));
+        VectorFile::open(&path)
+            .expect("creates")
+            .put_vectors("m", &[(a, &[0.5, 0.25]), (b, &[1.0])])
+            .expect("keeps");
+        let file = VectorFile::open(&path).expect("reopens");
+        assert_eq!(file.path(), path);
+        assert_eq!(
+            file.vectors("m", &[b, a, text_hash("a fox")])
+                .expect("reads"),
+            [Some(vec![1.0]), Some(vec![0.5, 0.25]), None]
+        );
+        drop(file);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_made_says_where() {
+        let dir = scratch("blocked");
+        let blocker = dir.join("file");
+        std::fs::write(&blocker, "x").expect("writes");
+        let err = VectorFile::open(&blocker.join("vectors.sqlite")).expect_err("fails");
+        assert!(err.to_string().contains("embedding cache at"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
