@@ -268,9 +268,10 @@ pub(crate) struct RecallArgs {
     ///
     /// hybrid needs a build with the `embeddings` feature (`cargo build --release -p engram-cli
     /// --features embeddings`) and the all-MiniLM-L6-v2 model on disk (--embedding-model).
-    /// Without either it says so on stderr and recalls lexically. Vectors are cached by content
-    /// hash in ~/.cache/engram/embeddings.sqlite, so each message or memory entry is embedded
-    /// once (a first hybrid `memory search` embeds every entry it may return).
+    /// Without either it says so on stderr and recalls lexically. Each text is embedded once:
+    /// memory entries and session messages keep their vectors in the database beside them, and
+    /// a conversation given to `compact` keeps them in ~/.cache/engram/embeddings.sqlite (a first
+    /// hybrid `memory search` embeds every entry it may return, with progress on stderr).
     #[arg(long, value_enum, default_value_t = RecallMode::Lexical, hide_short_help = true)]
     pub(crate) recall: RecallMode,
     /// The all-MiniLM-L6-v2 directory for --recall hybrid: config.json, tokenizer.json and

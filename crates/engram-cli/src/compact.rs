@@ -56,7 +56,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     if let Some(s) = &summarizer {
         options.summarizer = Some(Arc::clone(s) as Arc<dyn engram::compact::summarize::Summarizer>);
     }
-    options.embedder = crate::embeddings::from_args(&args.recall);
+    options.embedder = crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::File);
     let compacted = compact(&conversation, &counter, &options)?;
 
     let mut doc = serde_json::Map::new();

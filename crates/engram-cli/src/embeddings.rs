@@ -7,17 +7,32 @@ use engram::embed::Embedder;
 
 use crate::cli::{RecallArgs, RecallMode};
 
+/// Where the vectors of the texts a command embeds are kept.
+pub(crate) enum Keep {
+    /// In the cache file by content hash (a conversation given to `compact` lives in no store).
+    File,
+    /// Where the core puts them: the memory or session store the command works on.
+    Store,
+}
+
 /// The embedder `args` ask for, or `None` (lexical recall).
-pub(crate) fn from_args(args: &RecallArgs) -> Option<Arc<dyn Embedder>> {
+pub(crate) fn from_args(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
     if args.recall == RecallMode::Lexical {
         return None;
     }
-    load(args)
+    load(args, keep)
 }
 
+/// Texts below which embedding shows no progress (a few seconds' work).
 #[cfg(feature = "embeddings")]
-fn load(args: &RecallArgs) -> Option<Arc<dyn Embedder>> {
-    use engram_embed::{Cached, MiniLm, default_cache_path};
+const QUIET_UP_TO: usize = 500;
+
+#[cfg(feature = "embeddings")]
+fn load(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
+    use engram::embed::Stored;
+    use engram_embed::{MiniLm, default_cache_path};
+    use engram_store::sqlite::VectorFile;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let Some(dir) = &args.embedding_model else {
         eprintln!(
             "engram: warning: --recall hybrid needs the model's directory (--embedding-model DIR \
@@ -26,26 +41,40 @@ fn load(args: &RecallArgs) -> Option<Arc<dyn Embedder>> {
         return None;
     };
     let model = match MiniLm::load(dir) {
-        Ok(model) => model,
+        Ok(model) => {
+            // Texts embedded by this process (a search embeds page by page), and in the
+            // current call; a line each time the first passes a multiple of QUIET_UP_TO.
+            let total = AtomicUsize::new(0);
+            let in_call = AtomicUsize::new(0);
+            model.with_progress(move |done, _of| {
+                let before = in_call.swap(done, Ordering::Relaxed);
+                let new = if done >= before { done - before } else { done };
+                let was = total.fetch_add(new, Ordering::Relaxed);
+                let now = was + new;
+                if now / QUIET_UP_TO > was / QUIET_UP_TO {
+                    eprintln!("engram: embedded {now} texts (each is embedded once, then kept)");
+                }
+            })
+        }
         Err(e) => {
             eprintln!("engram: warning: {e}; recall is lexical");
             return None;
         }
     };
-    let path = default_cache_path();
-    match Cached::open(model, &path) {
-        Ok(cached) => Some(Arc::new(cached)),
-        Err(e) => {
-            eprintln!("engram: warning: {e}; embeddings are computed without a cache");
-            MiniLm::load(dir)
-                .ok()
-                .map(|m| Arc::new(m) as Arc<dyn Embedder>)
-        }
+    match keep {
+        Keep::Store => Some(Arc::new(model)),
+        Keep::File => match VectorFile::open(&default_cache_path()) {
+            Ok(file) => Some(Arc::new(Stored::new(model, file))),
+            Err(e) => {
+                eprintln!("engram: warning: {e}; embeddings are computed without a cache");
+                Some(Arc::new(model))
+            }
+        },
     }
 }
 
 #[cfg(not(feature = "embeddings"))]
-fn load(_: &RecallArgs) -> Option<Arc<dyn Embedder>> {
+fn load(_: &RecallArgs, _: Keep) -> Option<Arc<dyn Embedder>> {
     eprintln!(
         "engram: warning: this engram was built without embeddings (cargo build --release -p \
          engram-cli --features embeddings); recall is lexical"

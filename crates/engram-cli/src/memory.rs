@@ -189,7 +189,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                     _ => flag_error(e),
                 }
             })?;
-            let hits = match crate::embeddings::from_args(recall) {
+            let hits = match crate::embeddings::from_args(recall, crate::embeddings::Keep::Store) {
                 Some(embedder) => {
                     engram::memory::hybrid::search_hybrid(&store, &query, embedder.as_ref())?
                 }

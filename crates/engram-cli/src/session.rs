@@ -16,7 +16,7 @@ use crate::{config, flag_error, input, memory, registry, user_error};
 
 /// `session` with the embedder `--recall hybrid` asks for, when there is one.
 fn with_recall<'s>(session: Session<'s>, recall: &RecallArgs) -> Session<'s> {
-    match crate::embeddings::from_args(recall) {
+    match crate::embeddings::from_args(recall, crate::embeddings::Keep::Store) {
         Some(embedder) => {
             let mut options = session.options().clone();
             options.embedder = Some(embedder);

@@ -1980,6 +1980,11 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
     };
     assert_eq!(run("lexical"), (false, Value::Null));
     assert_eq!(run("hybrid"), (true, Value::from("all-MiniLM-L6-v2")));
+    assert!(
+        cache.join("engram/embeddings.sqlite").is_file(),
+        "a conversation's vectors are cached in a file"
+    );
+    std::fs::remove_dir_all(&cache).expect("removes the cache");
 
     // The same recall serves a session's context with a query.
     let (dir, db) = temp_db("hybrid-session");
@@ -2100,10 +2105,23 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
         found.iter().any(|c| c.contains("Rex")),
         "found by meaning: {found:?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    // The vectors are kept in the database beside the entries and messages, not in the cache
+    // file (which is for conversations that live in no store).
+    {
+        use engram::embed::{VectorStore, text_hash};
+        let store = engram_store::SqliteStore::open(std::path::Path::new(&db)).expect("opens");
+        let kept = store
+            .vectors(
+                "all-MiniLM-L6-v2",
+                &[text_hash("My dog Rex loves chasing frisbees at the park.")],
+            )
+            .expect("reads");
+        assert!(kept[0].is_some(), "the entry's vector is in the database");
+    }
     assert!(
-        cache.join("engram/embeddings.sqlite").is_file(),
-        "vectors are cached"
+        !cache.join("engram/embeddings.sqlite").exists(),
+        "nothing kept outside the database"
     );
+    let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&cache);
 }

@@ -6,12 +6,12 @@
 //! with candle: nothing is downloaded. Vectors are the mean of the last layer over the text's
 //! tokens (the first 256, as the model was trained), scaled to unit length.
 //!
-//! [`Cached`] keeps every vector it computes in a SQLite file keyed by the model and a hash of
-//! the text, so a message is embedded once however many compactions read it: a conversation's
-//! messages cost their embedding on the first query and a lookup after.
+//! The model computes; it keeps nothing. Wrapped in [`Stored`](engram::embed::Stored) with a
+//! [`VectorStore`](engram::embed::VectorStore) (a memory or session store, or `engram-store`'s
+//! `VectorFile` for conversations that live in no store), each text is embedded once.
+//! [`default_cache_path`] is where the CLI keeps that file.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -44,14 +44,6 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// The cache file could not be opened or written.
-    #[error("embedding cache at {path}: {source}")]
-    Cache {
-        /// The cache file.
-        path: PathBuf,
-        /// SQLite's error.
-        source: rusqlite::Error,
-    },
 }
 
 /// all-MiniLM-L6-v2 on the CPU.
@@ -59,6 +51,7 @@ pub struct MiniLm {
     model: BertModel,
     tokenizer: Tokenizer,
     name: String,
+    progress: Option<Box<dyn Fn(usize, usize) + Send + Sync>>,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -111,7 +104,15 @@ impl MiniLm {
             model,
             tokenizer,
             name: "all-MiniLM-L6-v2".into(),
+            progress: None,
         })
+    }
+
+    /// Calls `report(done, of)` after each batch of a call's texts: a first search over a large
+    /// store embeds thousands of texts, about a hundred a second on two cores.
+    pub fn with_progress(mut self, report: impl Fn(usize, usize) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Box::new(report));
+        self
     }
 
     fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
@@ -179,50 +180,11 @@ impl Embedder for MiniLm {
                 out[*i] = v;
             }
             start = end;
+            if let Some(report) = &self.progress {
+                report(start, texts.len());
+            }
         }
         Ok(out)
-    }
-}
-
-/// An embedder whose vectors are kept in a SQLite file, keyed by model and text hash.
-#[derive(Debug)]
-pub struct Cached<E> {
-    inner: E,
-    db: Mutex<rusqlite::Connection>,
-    path: PathBuf,
-}
-
-impl<E: Embedder> Cached<E> {
-    /// `inner` with its vectors kept in the SQLite file at `path` (created when missing).
-    pub fn open(inner: E, path: &Path) -> Result<Self, Error> {
-        let fail = |source| Error::Cache {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            // A missing directory is reported by SQLite's open below, with the path.
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let db = rusqlite::Connection::open(path).map_err(fail)?;
-        db.busy_timeout(std::time::Duration::from_secs(30))
-            .map_err(fail)?;
-        db.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             CREATE TABLE IF NOT EXISTS embeddings (
-                 model TEXT NOT NULL, hash BLOB NOT NULL, vector BLOB NOT NULL,
-                 PRIMARY KEY (model, hash)) WITHOUT ROWID;",
-        )
-        .map_err(fail)?;
-        Ok(Cached {
-            inner,
-            db: Mutex::new(db),
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// Where the vectors are kept.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -234,64 +196,4 @@ pub fn default_cache_path() -> PathBuf {
         .unwrap_or_else(std::env::temp_dir)
         .join("engram")
         .join("embeddings.sqlite")
-}
-
-fn hash(text: &str) -> [u8; 16] {
-    xxhash_rust::xxh3::xxh3_128(text.as_bytes()).to_le_bytes()
-}
-
-impl<E: Embedder> Embedder for Cached<E> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        let model = self.inner.name();
-        let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
-        {
-            let db = self.db.lock().map_err(|e| e.to_string())?;
-            let mut get = db
-                .prepare_cached("SELECT vector FROM embeddings WHERE model = ?1 AND hash = ?2")
-                .map_err(|e| e.to_string())?;
-            for (slot, text) in out.iter_mut().zip(texts) {
-                let found: Option<Vec<u8>> = get
-                    .query_row(rusqlite::params![model, hash(text)], |r| r.get(0))
-                    .ok();
-                *slot = found.map(|bytes| {
-                    bytes
-                        .chunks_exact(4)
-                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                        .collect()
-                });
-            }
-        }
-        let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
-        if !missing.is_empty() {
-            let fresh = self
-                .inner
-                .embed(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
-            let mut db = self.db.lock().map_err(|e| e.to_string())?;
-            // The cache is an optimisation: a failed write costs a recomputation later, no more.
-            let stored = (|| -> rusqlite::Result<()> {
-                let tx = db.transaction()?;
-                {
-                    let mut put = tx.prepare_cached(
-                        "INSERT OR IGNORE INTO embeddings (model, hash, vector) VALUES (?1, ?2, ?3)",
-                    )?;
-                    for (&i, v) in missing.iter().zip(&fresh) {
-                        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                        put.execute(rusqlite::params![model, hash(texts[i]), bytes])?;
-                    }
-                }
-                tx.commit()
-            })();
-            if let Err(e) = stored {
-                tracing::warn!(cache = %self.path.display(), error = %e, "embedding cache not written");
-            }
-            for (&i, v) in missing.iter().zip(fresh) {
-                out[i] = Some(v);
-            }
-        }
-        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
-    }
 }

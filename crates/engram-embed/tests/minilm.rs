@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram::compact::compact_messages;
-use engram::embed::{Embedder, dot};
+use engram::embed::{Embedder, Stored, dot};
 use engram::{CompactOptions, Message, TokenCounter, Tokenizer};
-use engram_embed::{Cached, Error, MiniLm};
+use engram_embed::{Error, MiniLm};
+use engram_store::sqlite::VectorFile;
 
 fn model_dir() -> Option<PathBuf> {
     let dir = std::env::var_os(engram_embed::MODEL_ENV).map(PathBuf::from);
@@ -56,15 +57,21 @@ fn the_cache_keeps_each_vector_once() {
     let Some(dir) = model_dir() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = tmp.path().join("cache").join("embeddings.sqlite");
-    let cached = Cached::open(MiniLm::load(&dir).expect("loads"), &path).expect("opens");
+    let cached = Stored::new(
+        MiniLm::load(&dir).expect("loads"),
+        VectorFile::open(&path).expect("opens"),
+    );
     let texts = ["a cat on the mat", "a dog in the fog", "a cat on the mat"];
     let first = cached.embed(&texts).expect("embeds");
-    let again = Cached::open(MiniLm::load(&dir).expect("loads"), &path).expect("reopens");
+    let again = Stored::new(
+        MiniLm::load(&dir).expect("loads"),
+        VectorFile::open(&path).expect("reopens"),
+    );
     let second = again.embed(&texts).expect("embeds");
     assert_eq!(first, second);
     let db = rusqlite::Connection::open(&path).expect("opens");
     let rows: i64 = db
-        .query_row("SELECT count(*) FROM embeddings", [], |r| r.get(0))
+        .query_row("SELECT count(*) FROM vector", [], |r| r.get(0))
         .expect("counts");
     assert_eq!(rows, 2, "one row per distinct text");
 }
