@@ -7,7 +7,7 @@ Each question (every `--every`-th one) is then asked with `engram memory search 
 once lexically and once with `--recall hybrid`. A question's recall is the share of its evidence
 turns among the K hits; the table gives the mean per category and the time per search (a whole
 process each: the hybrid one loads the model, and its first search embeds every entry once,
-after which they come from the embedding cache).
+after which they are read from the store beside the entries).
 
     python3 scripts/bench_memory_recall.py --engram-bin target/release/engram \
         --data ../shared/data/dev --embedding-model /path/to/all-MiniLM-L6-v2

@@ -382,6 +382,9 @@ pub(crate) struct McpArgs {
     /// without it, each call names its session and `sessions_list` lists them.
     #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,
+    /// How `search_history` and a focused `compact_history` find older messages.
+    #[command(flatten)]
+    pub(crate) recall: RecallArgs,
 }
 
 #[derive(Debug, Args)]
@@ -814,4 +817,8 @@ pub(crate) struct ServeArgs {
     /// resending its growing history pays for each summary once.
     #[command(flatten)]
     pub(crate) summarizer: SummarizerArgs,
+    /// How session contexts with a query, `search_history` (REST and MCP) and memory search
+    /// find what serves a query.
+    #[command(flatten)]
+    pub(crate) recall: RecallArgs,
 }

@@ -132,6 +132,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     )? {
         serve.sleep.compact.summarizer = Some(model);
     }
+    serve.sleep.compact.embedder =
+        crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::Store);
     if config.memory.auto_sleep {
         let ms = config.auto_sleep_interval_ms().max(1_000);
         serve.auto_sleep = Some(Duration::from_millis(ms as u64));
@@ -160,14 +162,16 @@ pub(crate) fn run_mcp(global: &GlobalArgs, args: &McpArgs) -> anyhow::Result<()>
             path.display()
         ));
     }
-    let summarizer =
+    let mut models = engram::CompactOptions::new(1);
+    models.summarizer =
         crate::summarizer::from_args(&registry, &crate::cli::SummarizerArgs::default(), &config)?
             .map(|s| s as std::sync::Arc<dyn engram::compact::summarize::Summarizer>);
+    models.embedder = crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::Store);
     let server = engram_server::mcp::EngramMcp::new(
         std::sync::Arc::new(store),
         registry,
         config.session_policy(),
-        summarizer,
+        &models,
         args.session.clone(),
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

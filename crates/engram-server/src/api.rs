@@ -342,7 +342,7 @@ fn open<'s>(app: &App, store: &'s TenantStore, id: &str) -> Result<Session<'s>, 
         *app.config.policy(),
     )?;
     let mut options = CompactOptions::new(session.info().window);
-    options.summarizer = app.config.summarizer().cloned();
+    options.take_models(&app.config.sleep.compact);
     Ok(session.with_options(options))
 }
 
@@ -604,7 +604,7 @@ async fn compact(
         let session = open(app, store, &id)?;
         let manual = request.resolve(session.info().window, &app.config.policy().trigger)?;
         let mut options = manual.options();
-        options.summarizer = app.config.summarizer().cloned();
+        options.take_models(&app.config.sleep.compact);
         let mut session = session.with_options(options);
         let outcome = session.compact(Trigger::Manual, manual.target, manual.focus.as_deref())?;
         if let engram::session::Compaction::Recorded(record) = &outcome {
@@ -794,8 +794,15 @@ async fn search(
 ) -> ApiResult {
     let Query(request) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     let query = request.into_query("q")?;
-    with_store(&app, &tenant, move |_, store| {
-        let hits = store.store.search(&query)?;
+    with_store(&app, &tenant, move |app, store| {
+        let hits = match app.config.embedder() {
+            Some(embedder) => engram::memory::hybrid::search_hybrid(
+                store.store.as_ref(),
+                &query,
+                embedder.as_ref(),
+            )?,
+            None => store.store.search(&query)?,
+        };
         let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         ok(json!({ "results": results }))
     })

@@ -125,6 +125,12 @@ impl ServeConfig {
     pub fn summarizer(&self) -> Option<&Arc<dyn Summarizer>> {
         self.sleep.compact.summarizer.as_ref()
     }
+
+    /// The sentence embedder of hybrid recall (`engram serve --recall hybrid`): session
+    /// contexts with a query, `search_history` and memory search use it; `None`: lexical.
+    pub fn embedder(&self) -> Option<&Arc<dyn engram::embed::Embedder>> {
+        self.sleep.compact.embedder.as_ref()
+    }
 }
 
 /// Where the server keeps its data.

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 
 use engram::compact::CompactOptions;
-use engram::compact::summarize::Summarizer;
 use engram::session::{EngramStore, Session, SessionPolicy};
 use engram::{ModelRegistry, tools};
 use rmcp::model::{
@@ -34,7 +33,8 @@ pub struct EngramMcp {
     backing: Backing,
     registry: Arc<ModelRegistry>,
     policy: SessionPolicy,
-    summarizer: Option<Arc<dyn Summarizer>>,
+    /// The summarizer and embedder every session's compactions and searches use.
+    models: CompactOptions,
     session: Option<String>,
 }
 
@@ -79,19 +79,22 @@ impl std::fmt::Debug for EngramMcp {
 }
 
 impl EngramMcp {
-    /// A server over `store`; `session` binds every call to that session.
+    /// A server over `store`; `session` binds every call to that session. `models` (their
+    /// [`CompactOptions::take_models`]) write the summaries and rank by meaning.
     pub fn new(
         store: Arc<dyn EngramStore>,
         registry: ModelRegistry,
         policy: SessionPolicy,
-        summarizer: Option<Arc<dyn Summarizer>>,
+        models: &CompactOptions,
         session: Option<String>,
     ) -> Self {
+        let mut own = CompactOptions::new(1);
+        own.take_models(models);
         EngramMcp {
             backing: Backing::Store(store),
             registry: Arc::new(registry),
             policy,
-            summarizer,
+            models: own,
             session,
         }
     }
@@ -101,7 +104,11 @@ impl EngramMcp {
         EngramMcp {
             registry: Arc::new(app.config.registry.clone()),
             policy: *app.config.policy(),
-            summarizer: app.config.summarizer().cloned(),
+            models: {
+                let mut own = CompactOptions::new(1);
+                own.take_models(&app.config.sleep.compact);
+                own
+            },
             session: None,
             backing: Backing::Served(app),
         }
@@ -208,7 +215,7 @@ impl EngramMcp {
             Err(e) => return Err(e.to_string()),
         };
         let mut options = CompactOptions::new(session.info().window);
-        options.summarizer.clone_from(&self.summarizer);
+        options.take_models(&self.models);
         let mut session = session.with_options(options);
         match session.handle_tool_call(name, &arguments) {
             Some(Ok(reply)) => Ok((reply.text, reply.is_error)),
@@ -412,5 +419,75 @@ impl ServerHandler for EngramMcp {
         }))
         .map_err(|e| ErrorData::internal_error(format!("tool result: {e}"), None))?;
         Ok(result.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engram::Message;
+    use engram::in_memory::InMemoryStore;
+    use engram::session::{NewSession, Session};
+
+    /// A stand-in sentence model: pets, and anything else.
+    #[derive(Debug)]
+    struct Pets;
+
+    impl engram::embed::Embedder for Pets {
+        fn name(&self) -> &str {
+            "pets"
+        }
+
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let pet = ["pet", "dog"].iter().any(|w| t.contains(w));
+                    if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
+                })
+                .collect())
+        }
+    }
+
+    #[test]
+    fn search_history_ranks_by_meaning_with_the_servers_embedder() {
+        let store: Arc<dyn EngramStore> = Arc::new(InMemoryStore::new());
+        let new = NewSession {
+            id: Some("s".into()),
+            model: "test-model".into(),
+            tokenizer: "chars4".into(),
+            token_factor: 1.0,
+            window: 100_000,
+            ..NewSession::default()
+        };
+        let mut session = Session::create(store.as_ref(), &new).expect("creates");
+        let mut messages = vec![Message::user("My dog Rex chases frisbees in the park")];
+        for i in 0..20 {
+            messages.push(Message::user(format!("the meeting moved to room {i}")));
+        }
+        session.append(messages).expect("appends");
+        drop(session);
+        let search = |models: &CompactOptions| {
+            let server = EngramMcp::new(
+                store.clone(),
+                ModelRegistry::builtin(),
+                SessionPolicy::default(),
+                models,
+                Some("s".into()),
+            );
+            let (text, is_error) = server
+                .run(
+                    None,
+                    "search_history",
+                    json!({"query": "which pet do I have", "limit": 3}),
+                )
+                .expect("answers");
+            assert!(!is_error, "{text}");
+            text.contains("Rex")
+        };
+        let mut models = CompactOptions::new(1);
+        assert!(!search(&models), "no word in common");
+        models.embedder = Some(Arc::new(Pets));
+        assert!(search(&models), "found by meaning");
     }
 }

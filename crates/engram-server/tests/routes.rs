@@ -1287,3 +1287,118 @@ async fn the_agents_tools_answer_over_rest() {
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
 }
+
+/// A stand-in sentence model for hybrid recall: two topics, pets and anything else.
+#[derive(Debug)]
+struct Pets;
+
+impl engram::embed::Embedder for Pets {
+    fn name(&self) -> &str {
+        "pets"
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let pet = ["pet", "dog", "puppy"].iter().any(|w| t.contains(w));
+                if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
+            })
+            .collect())
+    }
+}
+
+/// With an embedder configured (`engram serve --recall hybrid`), memory search and a session's
+/// context with a query find what shares no word with the query; without one they do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_an_embedder_recalls_by_meaning() {
+    for hybrid in [false, true] {
+        let name = if hybrid { "hybrid" } else { "lexical" };
+        let app = app_with(Backend::Sqlite, name, false, |c| {
+            if hybrid {
+                c.sleep.compact.embedder = Some(std::sync::Arc::new(Pets));
+            }
+        })
+        .await
+        .expect("sqlite");
+        let mut entries: Vec<Value> = (0..30)
+            .map(
+                |i| json!({"content": format!("the meeting moved to room {i}"), "source": "notes"}),
+            )
+            .collect();
+        entries.push(json!({"content": "Rex the puppy chases frisbees", "source": "notes"}));
+        let (s, added) = call(
+            &app,
+            "POST",
+            "/v1/memory",
+            None,
+            Some(json!({"entries": entries})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{added}");
+        let (s, hits) = call(
+            &app,
+            "GET",
+            "/v1/memory/search?q=which+pet+do+I+have&limit=3",
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{hits}");
+        let found = hits["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .any(|h| h["content"] == "Rex the puppy chases frisbees");
+        assert_eq!(found, hybrid, "memory search ({name}): {hits}");
+
+        let (s, info) = call(
+            &app,
+            "POST",
+            "/v1/sessions",
+            None,
+            Some(json!({"model": "gpt-4o", "window": 100000, "id": "s"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{info}");
+        // Small talk about a meeting, one message about a pet among it, then the question.
+        let mut messages = vec![json!({"role": "system", "content": "You are helpful."})];
+        for i in 0..120 {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            let content = format!(
+                "note {i}: the meeting moved to room {} this afternoon",
+                i % 7
+            );
+            messages.push(json!({"role": role, "content": content}));
+        }
+        messages.insert(
+            30,
+            json!({"role": "user", "content": "My dog Rex loves chasing frisbees at the park."}),
+        );
+        messages.push(json!({"role": "user", "content": "What pet do I have?"}));
+        let (s, r) = call(
+            &app,
+            "POST",
+            "/v1/sessions/s/messages",
+            None,
+            Some(json!({"messages": messages})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+        let (s, ctx) = call(
+            &app,
+            "POST",
+            "/v1/sessions/s/context",
+            None,
+            Some(json!({"budget": 400, "query": "What pet do I have?"})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{ctx}");
+        let found = ctx["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("Rex")));
+        assert_eq!(found, hybrid, "session context ({name}): {ctx}");
+    }
+}

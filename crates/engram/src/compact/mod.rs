@@ -295,6 +295,13 @@ impl CompactOptions {
             embedder: None,
         }
     }
+
+    /// Takes the models of `from`: its summarizer and its embedder. A server configures them
+    /// once and every compaction and search it runs (REST, MCP) uses them.
+    pub fn take_models(&mut self, from: &CompactOptions) {
+        self.summarizer.clone_from(&from.summarizer);
+        self.embedder.clone_from(&from.embedder);
+    }
 }
 
 /// What compaction did: seed 000's audit event, and more.
