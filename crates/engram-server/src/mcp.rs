@@ -429,26 +429,6 @@ mod tests {
     use engram::in_memory::InMemoryStore;
     use engram::session::{NewSession, Session};
 
-    /// A stand-in sentence model: pets, and anything else.
-    #[derive(Debug)]
-    struct Pets;
-
-    impl engram::embed::Embedder for Pets {
-        fn name(&self) -> &str {
-            "pets"
-        }
-
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-            Ok(texts
-                .iter()
-                .map(|t| {
-                    let pet = ["pet", "dog"].iter().any(|w| t.contains(w));
-                    if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
-                })
-                .collect())
-        }
-    }
-
     #[test]
     fn search_history_ranks_by_meaning_with_the_servers_embedder() {
         let store: Arc<dyn EngramStore> = Arc::new(InMemoryStore::new());
@@ -487,7 +467,7 @@ mod tests {
         };
         let mut models = CompactOptions::new(1);
         assert!(!search(&models), "no word in common");
-        models.embedder = Some(Arc::new(Pets));
+        models.embedder = Some(Arc::new(engram::embed::Topics));
         assert!(search(&models), "found by meaning");
     }
 }

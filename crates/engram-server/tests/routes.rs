@@ -1288,26 +1288,6 @@ async fn the_agents_tools_answer_over_rest() {
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
 }
 
-/// A stand-in sentence model for hybrid recall: two topics, pets and anything else.
-#[derive(Debug)]
-struct Pets;
-
-impl engram::embed::Embedder for Pets {
-    fn name(&self) -> &str {
-        "pets"
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let pet = ["pet", "dog", "puppy"].iter().any(|w| t.contains(w));
-                if pet { vec![0.9, 0.1] } else { vec![0.1, 0.9] }
-            })
-            .collect())
-    }
-}
-
 /// With an embedder configured (`engram serve --recall hybrid`), memory search and a session's
 /// context with a query find what shares no word with the query; without one they do not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1316,7 +1296,7 @@ async fn a_server_with_an_embedder_recalls_by_meaning() {
         let name = if hybrid { "hybrid" } else { "lexical" };
         let app = app_with(Backend::Sqlite, name, false, |c| {
             if hybrid {
-                c.sleep.compact.embedder = Some(std::sync::Arc::new(Pets));
+                c.sleep.compact.embedder = Some(std::sync::Arc::new(engram::embed::Topics));
             }
         })
         .await

@@ -11,7 +11,6 @@
 //! messages'), and the CLI keeps the vectors of conversations it compacts in a file of its own.
 
 use std::fmt;
-use std::sync::Arc;
 
 use crate::store::StoreError;
 
@@ -80,31 +79,7 @@ impl<T: VectorStore + ?Sized> VectorStore for &T {
     }
 }
 
-impl<T: VectorStore + ?Sized> VectorStore for Arc<T> {
-    fn vectors(
-        &self,
-        model: &str,
-        hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
-        (**self).vectors(model, hashes)
-    }
-
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
-        (**self).put_vectors(model, vectors)
-    }
-}
-
 impl<T: Embedder + ?Sized> Embedder for &T {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        (**self).embed(texts)
-    }
-}
-
-impl<T: Embedder + ?Sized> Embedder for Arc<T> {
     fn name(&self) -> &str {
         (**self).name()
     }
@@ -230,12 +205,13 @@ impl VectorStore for VectorsInMemory {
     }
 }
 
-/// A stand-in model for tests: two topics, as a model would see them: pets, and anything else.
-#[cfg(test)]
+/// A stand-in model for tests (the core's, and the fronts' with the `conformance` feature): two
+/// topics, as a model would see them: pets, and anything else.
+#[cfg(any(test, feature = "conformance"))]
 #[derive(Debug)]
-pub(crate) struct Topics;
+pub struct Topics;
 
-#[cfg(test)]
+#[cfg(any(test, feature = "conformance"))]
 impl Embedder for Topics {
     fn name(&self) -> &str {
         "topics"
