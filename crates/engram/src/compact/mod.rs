@@ -256,7 +256,10 @@ pub struct CompactOptions {
     pub preserve_window: bool,
     /// The share of the free budget the digest may take when older material is dropped.
     pub digest_share: f64,
-    /// The share of the free budget recalled units may take when there is a query.
+    /// The share of the free budget recalled units may take when there is a query, for a
+    /// history up to 8 times the free budget. Past that the rest (the digest and the recent
+    /// window) shrinks, to a quarter at 24 times: the longer the history, the less of it those
+    /// two hold, and the more the answer is somewhere only recall can reach.
     pub recall_share: f64,
     /// Writes summaries for `Summarize` (and for `Auto` when set); `None`: the extractive digest.
     pub summarizer: Option<std::sync::Arc<dyn summarize::Summarizer>>,
@@ -739,6 +742,22 @@ impl Planner<'_> {
         }
     }
 
+    /// Recall's share of `free` for these older units: [`CompactOptions::recall_share`], and more
+    /// for a history many times the budget. Measured on the dev conversations: LongMemEval-S
+    /// (about 60 times a 2,048-token budget) needs the larger share to reach evidence spread
+    /// over sessions, while LongMemEval's short conversations (about 3 times) lose evidence the
+    /// recent window held if recall takes more (docs/benchmarks.md, issue 29).
+    fn recall_share(&self, older: &[units::Unit], free: usize) -> f64 {
+        // Four characters a token: an estimate is enough for a ratio, and counting every
+        // message of a long history exactly would cost more than ranking it.
+        let chars: usize = older
+            .iter()
+            .flat_map(|u| &self.items[u.start..u.end])
+            .map(|i| i.message.text().len())
+            .sum();
+        recall_share_for(self.options.recall_share, chars / 4, free)
+    }
+
     /// The middle of the view (between pinned messages and the newest unit) for `free` tokens.
     fn select(&mut self, older: &[units::Unit], free: usize, all_fit: bool) -> Vec<ViewMessage> {
         if all_fit {
@@ -771,7 +790,7 @@ impl Planner<'_> {
         // Budget split: the digest and recall take shares of the free budget, but only what
         // they use; the newest-first window takes the rest.
         let recall_budget = if recall {
-            (free as f64 * self.options.recall_share) as usize
+            (free as f64 * self.recall_share(older, free)) as usize
         } else {
             0
         };
@@ -1312,9 +1331,47 @@ fn mask_text(
     (counter.count_text(&masked) < tokens).then_some(masked)
 }
 
+/// Recall's share of `free` tokens for a history of `history` tokens, given the configured
+/// `share`: unchanged up to 8 times `free`; from there the rest (digest and window) shrinks
+/// linearly, to a quarter of it at 24 times.
+fn recall_share_for(share: f64, history: usize, free: usize) -> f64 {
+    const FROM: f64 = 8.0;
+    const FULL: f64 = 24.0;
+    let share = share.clamp(0.0, 1.0);
+    let times = history as f64 / free.max(1) as f64;
+    let grown = ((times - FROM) / (FULL - FROM)).clamp(0.0, 1.0);
+    1.0 - (1.0 - share) * (1.0 - 0.75 * grown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recall_takes_more_of_the_budget_the_longer_the_history() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Up to 8 times the free budget: the configured share.
+        assert!(close(recall_share_for(0.8, 0, 1000), 0.8));
+        assert!(close(recall_share_for(0.8, 8_000, 1000), 0.8));
+        // Halfway to 24 times: the rest is five eighths of what it was.
+        assert!(close(
+            recall_share_for(0.8, 16_000, 1000),
+            1.0 - 0.2 * 0.625
+        ));
+        // From 24 times on: a quarter of the rest.
+        assert!(close(recall_share_for(0.8, 24_000, 1000), 0.95));
+        assert!(close(recall_share_for(0.8, 1_000_000, 1000), 0.95));
+        // A caller's share is kept in proportion, and never leaves 0..=1.
+        assert!(close(recall_share_for(0.0, 24_000, 1000), 0.75));
+        assert!(close(recall_share_for(1.0, 24_000, 1000), 1.0));
+        assert!(close(recall_share_for(0.8, 24_000, 0), 0.95));
+        let mut last = 0.0;
+        for history in (0..40_000).step_by(500) {
+            let s = recall_share_for(0.5, history, 1000);
+            assert!(s >= last && s <= 1.0, "{history}: {s}");
+            last = s;
+        }
+    }
 
     #[test]
     fn a_source_id_names_a_message_by_its_id_else_by_its_index() {
