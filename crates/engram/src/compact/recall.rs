@@ -194,18 +194,34 @@ pub(crate) fn similarities<S: AsRef<str>>(
     query: &str,
     documents: &[S],
 ) -> Result<Vec<f32>, String> {
+    let q = query_vector(embedder, query)?;
+    similarities_to(embedder, vectors, &q, documents)
+}
+
+/// The query's vector (never kept: a query is asked once).
+pub(crate) fn query_vector(embedder: &dyn Embedder, query: &str) -> Result<Vec<f32>, String> {
+    let mut q = embedder.embed(&[query])?;
+    match q.len() {
+        1 => Ok(q.swap_remove(0)),
+        n => Err(format!(
+            "{} returned {n} vectors for 1 text",
+            embedder.name()
+        )),
+    }
+}
+
+/// [`similarities`] against a query already embedded by [`query_vector`] (a search that reads
+/// its documents page by page embeds the query once).
+pub(crate) fn similarities_to<S: AsRef<str>>(
+    embedder: &dyn Embedder,
+    vectors: Option<&dyn VectorStore>,
+    query: &[f32],
+    documents: &[S],
+) -> Result<Vec<f32>, String> {
     let texts: Vec<&str> = documents.iter().map(AsRef::as_ref).collect();
-    let q = embedder.embed(&[query])?;
     let docs = match vectors {
         Some(vectors) => Stored::new(embedder, vectors).embed(&texts)?,
         None => embedder.embed(&texts)?,
-    };
-    let [q] = q.as_slice() else {
-        return Err(format!(
-            "{} returned {} vectors for 1 text",
-            embedder.name(),
-            q.len()
-        ));
     };
     if docs.len() != texts.len() {
         return Err(format!(
@@ -215,7 +231,7 @@ pub(crate) fn similarities<S: AsRef<str>>(
             texts.len()
         ));
     }
-    Ok(docs.iter().map(|v| dot(q, v)).collect())
+    Ok(docs.iter().map(|v| dot(query, v)).collect())
 }
 
 /// The share of similarity of meaning in hybrid recall's score (BM25 has the rest). Measured on

@@ -50,7 +50,11 @@ pub fn search_hybrid(
         .collect();
     let mut lexical: Vec<Option<SearchHit>> = lexical.into_iter().map(Some).collect();
 
-    // Every admitted entry's similarity to the query.
+    // Every admitted entry's similarity to the query (embedded once, for every page).
+    let q = match recall::query_vector(embedder, &query.text) {
+        Ok(q) => q,
+        Err(e) => return Ok(lexical_only(lexical.into_iter().flatten(), limit, &e)),
+    };
     let mut admitted: Vec<(String, Timestamp)> = Vec::new();
     let mut similar: Vec<f32> = Vec::new();
     let mut after: Option<String> = None;
@@ -62,12 +66,9 @@ pub fn search_hybrid(
         let page: Vec<MemoryEntry> = page.into_iter().filter(|e| query.admits(e)).collect();
         if !page.is_empty() {
             let texts: Vec<&str> = page.iter().map(|e| e.content.as_str()).collect();
-            match recall::similarities(embedder, Some(vectors), &query.text, &texts) {
+            match recall::similarities_to(embedder, Some(vectors), &q, &texts) {
                 Ok(s) => similar.extend(s),
-                Err(e) => {
-                    tracing::warn!(error = %e, "embeddings failed; memory search is lexical");
-                    return Ok(lexical.into_iter().flatten().take(limit).collect());
-                }
+                Err(e) => return Ok(lexical_only(lexical.into_iter().flatten(), limit, &e)),
             }
             admitted.extend(page.into_iter().map(|e| (e.id, e.created_at)));
         }
@@ -112,6 +113,16 @@ pub fn search_hybrid(
         hits.push(SearchHit { entry, score });
     }
     Ok(hits)
+}
+
+/// The lexical hits alone, when embedding fails (and the log says so).
+fn lexical_only(
+    hits: impl Iterator<Item = SearchHit>,
+    limit: usize,
+    error: &str,
+) -> Vec<SearchHit> {
+    tracing::warn!(error, "embeddings failed; memory search is lexical");
+    hits.take(limit).collect()
 }
 
 #[cfg(test)]
@@ -193,11 +204,11 @@ mod tests {
         let query = SearchQuery::new("which pet do I have", 3);
         let first = search_hybrid(&store, &query, &model).expect("searches");
         let entries = PAGE + 43;
-        // Every entry, and the query once per page read.
-        assert_eq!(model.embedded(), entries + 2);
+        // Every entry, and the query once (the entries are read in two pages).
+        assert_eq!(model.embedded(), entries + 1);
         let again = search_hybrid(&store, &query, &model).expect("searches");
         assert_eq!(again, first);
-        assert_eq!(model.embedded(), entries + 4, "then only the query");
+        assert_eq!(model.embedded(), entries + 2, "then only the query");
         let kept = store
             .vectors(
                 "counting",
@@ -225,6 +236,23 @@ mod tests {
         let store = store();
         let query = SearchQuery::new("meeting 7 room 7", 2);
         let hits = search_hybrid(&store, &query, &Broken).expect("searches");
+        assert_eq!(hits, store.search(&query).expect("searches"));
+
+        // The query embeds, the entries do not: lexical too.
+        #[derive(Debug)]
+        struct QueryOnly;
+        impl Embedder for QueryOnly {
+            fn name(&self) -> &str {
+                "query-only"
+            }
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+                match texts {
+                    [_] => Topics.embed(texts),
+                    _ => Err("out of memory".into()),
+                }
+            }
+        }
+        let hits = search_hybrid(&store, &query, &QueryOnly).expect("searches");
         assert_eq!(hits, store.search(&query).expect("searches"));
     }
 }
