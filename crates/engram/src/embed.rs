@@ -176,6 +176,20 @@ pub struct VectorsInMemory {
     vectors: std::sync::Mutex<std::collections::HashMap<(String, TextHash), Vec<f32>>>,
 }
 
+impl VectorsInMemory {
+    /// Forgets the vectors of `hashes` under every model (their texts were deleted).
+    pub(crate) fn forget(&self, hashes: &[TextHash]) {
+        if hashes.is_empty() {
+            return;
+        }
+        let doomed: std::collections::HashSet<&TextHash> = hashes.iter().collect();
+        self.vectors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(_, h), _| !doomed.contains(h));
+    }
+}
+
 impl VectorStore for VectorsInMemory {
     fn vectors(
         &self,

@@ -741,12 +741,25 @@ impl MemoryStore for PostgresStore {
 
     fn forget_all(&self) -> Result<Forgotten, StoreError> {
         self.tx(|tx| {
-            let entries = tx
-                .execute(
+            let entries = if has_vectors(tx, &self.tenant)? {
+                let contents: Vec<String> = tx
+                    .query(
+                        "DELETE FROM engram_memory WHERE tenant = $1 RETURNING content",
+                        &[&self.tenant],
+                    )
+                    .map_err(pg)?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                forget_vectors(tx, &self.tenant, contents.iter().map(String::as_str))?;
+                contents.len()
+            } else {
+                tx.execute(
                     "DELETE FROM engram_memory WHERE tenant = $1",
                     &[&self.tenant],
                 )
-                .map_err(pg)? as usize;
+                .map_err(pg)? as usize
+            };
             tx.execute(
                 "DELETE FROM engram_consolidation_log WHERE tenant = $1",
                 &[&self.tenant],
@@ -844,17 +857,26 @@ pub(crate) fn forget_where(
 ) -> Result<Forgotten, StoreError> {
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant];
     params.extend_from_slice(args);
-    let doomed: Vec<String> = tx
+    // The texts come back only when their vectors may need forgetting.
+    let returning = if has_vectors(tx, tenant)? {
+        "id, content"
+    } else {
+        "id"
+    };
+    let rows = tx
         .query(
-            &format!("DELETE FROM engram_memory WHERE tenant = $1 AND {condition} RETURNING id"),
+            &format!(
+                "DELETE FROM engram_memory WHERE tenant = $1 AND {condition} RETURNING {returning}"
+            ),
             &params,
         )
-        .map_err(pg)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    if doomed.is_empty() {
+        .map_err(pg)?;
+    if rows.is_empty() {
         return Ok(Forgotten::default());
+    }
+    let doomed: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    if rows[0].len() > 1 {
+        forget_vectors(tx, tenant, rows.iter().map(|r| r.get::<_, &str>(1)))?;
     }
     let summaries_updated = tx
         .execute(
@@ -867,6 +889,38 @@ pub(crate) fn forget_where(
         entries: doomed.len(),
         summaries_updated,
     })
+}
+
+/// Whether the tenant keeps any vectors (hybrid search was used).
+fn has_vectors(tx: &mut Transaction<'_>, tenant: &str) -> Result<bool, StoreError> {
+    Ok(tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM engram_vector WHERE tenant = $1)",
+            &[&tenant],
+        )
+        .map_err(pg)?
+        .get(0))
+}
+
+/// Forgets the tenant's vectors of these texts (memory entries being deleted), under every
+/// model, in the caller's transaction. Another text with the same hash has its vector
+/// computed again when next needed.
+fn forget_vectors<'a>(
+    tx: &mut Transaction<'_>,
+    tenant: &str,
+    texts: impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let hashes: Vec<TextHash> = texts.map(engram::embed::text_hash).collect();
+    if hashes.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<&[u8]> = hashes.iter().map(|h| &h[..]).collect();
+    tx.execute(
+        "DELETE FROM engram_vector WHERE tenant = $1 AND hash = ANY($2)",
+        &[&tenant, &keys],
+    )
+    .map_err(pg)?;
+    Ok(())
 }
 
 /// One group's consolidation in the caller's transaction. The group's working entries are

@@ -972,6 +972,7 @@ impl MemoryStore for SqliteStore {
     fn forget_all(&self) -> Result<Forgotten, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
+        forget_vectors_of(&tx, "SELECT content FROM memory")?;
         let entries = tx.execute("DELETE FROM memory", []).map_err(backend)?;
         tx.execute("DELETE FROM consolidation_log", [])
             .map_err(backend)?;
@@ -1023,6 +1024,10 @@ pub(crate) fn forget_where(
             args,
         )
         .map_err(backend)?;
+    forget_vectors_of(
+        tx,
+        "SELECT content FROM memory WHERE id IN (SELECT id FROM temp.doomed)",
+    )?;
     tx.execute(
         "DELETE FROM memory WHERE id IN (SELECT id FROM temp.doomed)",
         [],
@@ -1043,6 +1048,24 @@ pub(crate) fn forget_where(
         entries,
         summaries_updated,
     })
+}
+
+/// Forgets the vectors of the texts `select` reads (the memory entries about to be deleted),
+/// in the caller's transaction. A store that keeps no vectors reads nothing.
+fn forget_vectors_of(tx: &Connection, select: &str) -> Result<(), StoreError> {
+    let models = vectors::models(tx).map_err(backend)?;
+    if models.is_empty() {
+        return Ok(());
+    }
+    let mut read = tx.prepare(select).map_err(backend)?;
+    let hashes = read
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(backend)?
+        .map(|content| content.map(|c| engram::embed::text_hash(&c)))
+        .collect::<Result<Vec<TextHash>, _>>()
+        .map_err(backend)?;
+    vectors::forget(tx, &models, &hashes).map_err(backend)?;
+    Ok(())
 }
 
 /// Rowid runs at least this long are deleted as a range (a walk along the table); shorter

@@ -52,6 +52,39 @@ pub(crate) fn write(
     Ok(())
 }
 
+/// The models that have vectors here, found by seeking along the key (a handful of models,
+/// however many vectors).
+pub(crate) fn models(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut next =
+        conn.prepare_cached("SELECT model FROM vector WHERE model > ?1 ORDER BY model LIMIT 1")?;
+    let mut models: Vec<String> = Vec::new();
+    while let Some(model) = next
+        .query_row([models.last().map_or("", String::as_str)], |r| r.get(0))
+        .optional()?
+    {
+        models.push(model);
+    }
+    Ok(models)
+}
+
+/// Forgets the vectors of `hashes` under each of `models`, in the caller's transaction: the
+/// texts they were computed from are deleted. Another text with the same hash has its vector
+/// computed again when next needed.
+pub(crate) fn forget(
+    conn: &Connection,
+    models: &[String],
+    hashes: &[TextHash],
+) -> rusqlite::Result<usize> {
+    let mut delete = conn.prepare_cached("DELETE FROM vector WHERE model = ?1 AND hash = ?2")?;
+    let mut deleted = 0;
+    for model in models {
+        for h in hashes {
+            deleted += delete.execute(params![model, &h[..]])?;
+        }
+    }
+    Ok(deleted)
+}
+
 /// A SQLite file holding only vectors: where the CLI keeps those of the conversations it
 /// compacts. Wrap an embedder in [`Stored`](engram::embed::Stored) with it.
 #[derive(Debug)]

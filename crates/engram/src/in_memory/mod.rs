@@ -58,15 +58,19 @@ impl State {
 
     /// Removes the entries `doomed` selects, drops their ids from the remaining summaries'
     /// `summary_of`, and returns (entries removed, summaries updated).
+    /// Removes the entries `doomed` selects: how many, how many summaries lost a source, and
+    /// the hashes of the removed texts (whose vectors go too).
     pub(crate) fn remove_entries(
         &mut self,
         doomed: impl Fn(&MemoryEntry) -> bool,
-    ) -> (usize, usize) {
+    ) -> (usize, usize, Vec<crate::embed::TextHash>) {
         let before = self.entries.len();
         let mut gone = std::collections::HashSet::new();
+        let mut texts = Vec::new();
         self.entries.retain(|e| {
             if doomed(e) {
                 gone.insert(e.id.clone());
+                texts.push(crate::embed::text_hash(&e.content));
                 false
             } else {
                 true
@@ -86,7 +90,7 @@ impl State {
             .enumerate()
             .map(|(i, e)| (e.id.clone(), i))
             .collect();
-        (before - self.entries.len(), updated)
+        (before - self.entries.len(), updated, texts)
     }
 }
 
@@ -247,7 +251,8 @@ impl MemoryStore for InMemoryStore {
         if what.is_empty() {
             return Err(empty_forget());
         }
-        let (entries, summaries_updated) = self.lock().remove_entries(|e| what.matches(e));
+        let (entries, summaries_updated, texts) = self.lock().remove_entries(|e| what.matches(e));
+        self.vectors.forget(&texts);
         Ok(Forgotten {
             entries,
             summaries_updated,
@@ -255,9 +260,10 @@ impl MemoryStore for InMemoryStore {
     }
 
     fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
-        let (entries, summaries_updated) = self
+        let (entries, summaries_updated, texts) = self
             .lock()
             .remove_entries(|e| e.tier == Tier::Archive && e.created_at < before);
+        self.vectors.forget(&texts);
         Ok(Forgotten {
             entries,
             summaries_updated,
@@ -287,7 +293,8 @@ impl MemoryStore for InMemoryStore {
 
     fn forget_all(&self) -> Result<Forgotten, StoreError> {
         let mut state = self.lock();
-        let (entries, _) = state.remove_entries(|_| true);
+        let (entries, _, texts) = state.remove_entries(|_| true);
+        self.vectors.forget(&texts);
         state.log.clear();
         Ok(Forgotten {
             entries,

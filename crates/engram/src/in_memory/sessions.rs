@@ -376,8 +376,9 @@ impl SessionStore for InMemoryStore {
             .sessions
             .remove(session_id)
             .ok_or_else(|| no_session(session_id))?;
-        let (memory_entries, _) =
+        let (memory_entries, _, texts) =
             state.remove_entries(|e| e.session_id.as_deref() == Some(session_id));
+        self.vectors.forget(&texts);
         Ok(SessionDeleted {
             messages: s.log.len(),
             compactions: s.compactions.len(),

@@ -41,6 +41,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     export_pages_and_reads_back(make().as_ref(), make().as_ref());
     retention_and_sleep_claims(make().as_ref());
     vectors_are_kept_by_model_and_text(make().as_ref());
+    forgetting_entries_forgets_their_vectors(make().as_ref());
 }
 
 /// The vectors of hybrid search, kept beside the entries: by model and text hash, the first
@@ -84,6 +85,66 @@ fn vectors_are_kept_by_model_and_text(store: &dyn MemoryStore) {
     store.put_vectors("m1", &[]).expect("keeps nothing");
     // Vectors are not entries.
     assert_eq!(store.stats().expect("stats").working, 0);
+}
+
+/// A forgotten entry's vector is forgotten with it, under every model; other texts' stay.
+fn forgetting_entries_forgets_their_vectors(store: &dyn MemoryStore) {
+    use crate::embed::text_hash;
+    let now = parse_time("2026-03-01T00:00:00Z").expect("time");
+    store
+        .insert(&[
+            entry("v1", "my dog", "a", None, now),
+            entry("v2", "the meeting", "a", Some("s1"), now),
+            entry("v3", "rain", "a", None, now),
+        ])
+        .expect("insert");
+    let texts = ["my dog", "the meeting", "rain", "a message of no entry"];
+    let hashes: Vec<_> = texts.iter().map(|t| text_hash(t)).collect();
+    for model in ["m1", "m2"] {
+        let kept: Vec<_> = hashes.iter().map(|h| (*h, &[1.0f32, 0.0][..])).collect();
+        store.put_vectors(model, &kept).expect("keeps");
+    }
+    let kept = |model: &str| -> Vec<bool> {
+        store
+            .vectors(model, &hashes)
+            .expect("reads")
+            .iter()
+            .map(Option::is_some)
+            .collect()
+    };
+    store
+        .forget(&Forget {
+            id: Some("v1".into()),
+            ..Forget::default()
+        })
+        .expect("forget one");
+    assert_eq!(
+        kept("m1"),
+        [false, true, true, true],
+        "vectors: forget by id"
+    );
+    assert_eq!(
+        kept("m2"),
+        [false, true, true, true],
+        "vectors: every model"
+    );
+    store
+        .forget(&Forget {
+            session_id: Some("s1".into()),
+            ..Forget::default()
+        })
+        .expect("forget a session's");
+    assert_eq!(
+        kept("m1"),
+        [false, false, true, true],
+        "vectors: by session"
+    );
+    store.forget_all().expect("forget all");
+    assert_eq!(
+        kept("m2"),
+        [false, false, false, true],
+        "vectors: forget_all leaves texts that are no entry's"
+    );
 }
 
 fn retention_and_sleep_claims(store: &dyn MemoryStore) {
