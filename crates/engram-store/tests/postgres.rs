@@ -173,7 +173,7 @@ fn vectors_are_per_tenant_and_an_older_schema_gains_their_table() {
         "gone with the tenant"
     );
 
-    // A database of schema 1 (before vectors) gains the table when a newer engram opens it.
+    // A database of schema 1 (before vectors) gains the tables when a newer engram opens it.
     let mut client = postgres::Client::connect(&url(), postgres::NoTls).expect("connect");
     let schema = format!("engram_v1_{}", std::process::id());
     client
@@ -186,7 +186,8 @@ fn vectors_are_per_tenant_and_an_older_schema_gains_their_table() {
     drop(PostgresStore::connect(&at, "t").expect("creates"));
     client
         .batch_execute(&format!(
-            "DROP TABLE {schema}.engram_vector; UPDATE {schema}.engram_schema SET version = 1;"
+            "DROP TABLE {schema}.engram_vector, {schema}.engram_session_vector;
+             UPDATE {schema}.engram_schema SET version = 1;"
         ))
         .expect("back to schema 1");
     let store = PostgresStore::connect(&at, "t").expect("migrates");

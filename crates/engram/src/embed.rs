@@ -190,6 +190,16 @@ impl VectorsInMemory {
     }
 }
 
+impl VectorsInMemory {
+    /// Forgets the vectors of these models and hashes (their session was deleted).
+    pub(crate) fn forget_keys<'a>(&self, keys: impl IntoIterator<Item = &'a (String, TextHash)>) {
+        let mut map = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        for key in keys {
+            map.remove(key);
+        }
+    }
+}
+
 impl VectorStore for VectorsInMemory {
     fn vectors(
         &self,

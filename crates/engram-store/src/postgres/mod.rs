@@ -38,7 +38,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -179,6 +179,21 @@ CREATE TABLE engram_vector (
 );
 "#;
 
+/// Version 3: which session's texts each vector was computed from, so that deleting a session
+/// forgets the vectors no other session uses. Vectors kept before it belong to no session and
+/// stay.
+const SCHEMA_V3: &str = r#"
+CREATE TABLE engram_session_vector (
+    tenant TEXT NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    model TEXT NOT NULL,
+    hash BYTEA NOT NULL,
+    PRIMARY KEY (tenant, session_id, model, hash),
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
+CREATE INDEX engram_session_vector_key ON engram_session_vector (tenant, model, hash);
+"#;
+
 /// One tenant's view of a PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -312,7 +327,7 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         .and_then(|r| r.get::<_, Option<i32>>(0))
         .unwrap_or(0);
     check_version(pool, current)?;
-    for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2)] {
+    for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)] {
         if current < to {
             tx.batch_execute(schema).map_err(pg)?;
             tx.execute("DELETE FROM engram_schema", &[]).map_err(pg)?;
@@ -528,20 +543,29 @@ impl VectorStore for PostgresStore {
         if vectors.is_empty() {
             return Ok(());
         }
-        let keys: Vec<&[u8]> = vectors.iter().map(|(h, _)| &h[..]).collect();
-        let values: Vec<Vec<u8>> = vectors.iter().map(|(_, v)| vector_to_bytes(v)).collect();
         // One statement: all of them or none.
-        self.pool
-            .get()?
-            .execute(
-                "INSERT INTO engram_vector (tenant, model, hash, vector)
-                 SELECT $1, $2, h, v FROM unnest($3::bytea[], $4::bytea[]) AS t(h, v)
-                 ON CONFLICT DO NOTHING",
-                &[&self.tenant, &model, &keys, &values],
-            )
-            .map_err(pg)?;
-        Ok(())
+        put_vectors_in(&mut *self.pool.get()?, &self.tenant, model, vectors)
     }
+}
+
+/// Keeps the tenant's `vectors` under `model` in one statement (a hash kept keeps its vector).
+pub(crate) fn put_vectors_in(
+    client: &mut impl postgres::GenericClient,
+    tenant: &str,
+    model: &str,
+    vectors: &[(TextHash, &[f32])],
+) -> Result<(), StoreError> {
+    let keys: Vec<&[u8]> = vectors.iter().map(|(h, _)| &h[..]).collect();
+    let values: Vec<Vec<u8>> = vectors.iter().map(|(_, v)| vector_to_bytes(v)).collect();
+    client
+        .execute(
+            "INSERT INTO engram_vector (tenant, model, hash, vector)
+             SELECT $1, $2, h, v FROM unnest($3::bytea[], $4::bytea[]) AS t(h, v)
+             ON CONFLICT DO NOTHING",
+            &[&tenant, &model, &keys, &values],
+        )
+        .map_err(pg)?;
+    Ok(())
 }
 
 impl MemoryStore for PostgresStore {

@@ -1,6 +1,7 @@
 //! [`SessionStore`] for PostgreSQL: every method is one transaction, and every write locks the
 //! session's row first, so that servers sharing the database append and compact in order.
 
+use engram::embed::TextHash;
 use engram::memory::{NewEntry, StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
@@ -14,7 +15,7 @@ use postgres::GenericClient;
 use postgres::Transaction;
 use serde_json::Value;
 
-use super::{PostgresStore, forget_where, insert_entries, is_unique_violation, pg};
+use super::{PostgresStore, forget_where, insert_entries, is_unique_violation, pg, put_vectors_in};
 
 const SESSION_COLUMNS: &str = "id, name, model, tokenizer, token_factor, window_tokens, metadata, created_at, updated_at, messages, next_seq, epoch";
 
@@ -758,12 +759,54 @@ impl SessionStore for PostgresStore {
             };
             out.memory_entries =
                 forget_where(tx, &self.tenant, "session_id = $2", &[&session_id])?.entries;
+            // The vectors only this session uses; its rows of the table go with the session.
+            tx.execute(
+                "DELETE FROM engram_vector AS v USING engram_session_vector AS mine
+                 WHERE mine.tenant = $1 AND mine.session_id = $2
+                   AND v.tenant = $1 AND v.model = mine.model AND v.hash = mine.hash
+                   AND NOT EXISTS (
+                       SELECT 1 FROM engram_session_vector AS other
+                       WHERE other.tenant = $1 AND other.model = mine.model
+                         AND other.hash = mine.hash AND other.session_id <> $2)",
+                &[&self.tenant, &session_id],
+            )
+            .map_err(pg)?;
             tx.execute(
                 "DELETE FROM engram_session WHERE tenant = $1 AND id = $2",
                 &[&self.tenant, &session_id],
             )
             .map_err(pg)?;
             Ok(out)
+        })
+    }
+
+    fn put_session_vectors(
+        &self,
+        session_id: &str,
+        model: &str,
+        vectors: &[(TextHash, &[f32])],
+    ) -> Result<(), StoreError> {
+        if vectors.is_empty() {
+            return Ok(());
+        }
+        self.tx(|tx| {
+            // Held until the commit: the session cannot be deleted in between.
+            tx.query_opt(
+                "SELECT 1 FROM engram_session WHERE tenant = $1 AND id = $2 FOR KEY SHARE",
+                &[&self.tenant, &session_id],
+            )
+            .map_err(pg)?
+            .ok_or_else(|| no_session(session_id))?;
+            put_vectors_in(tx, &self.tenant, model, vectors)?;
+            let keys: Vec<&[u8]> = vectors.iter().map(|(h, _)| &h[..]).collect();
+            tx.execute(
+                "INSERT INTO engram_session_vector (tenant, session_id, model, hash)
+                 SELECT $1, $2, $3, h FROM unnest($4::bytea[]) AS t(h)
+                 ON CONFLICT DO NOTHING",
+                &[&self.tenant, &session_id, &model, &keys],
+            )
+            .map_err(pg)?;
+            Ok(())
         })
     }
 }

@@ -38,7 +38,7 @@ const MAPPED_READ: i64 = 32 << 20;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -235,6 +235,11 @@ END;
 /// memory entries and session messages alike: a text is embedded once ([`vectors::TABLE`]).
 const SCHEMA_V6: &str = vectors::TABLE;
 
+/// Version 7: which session's texts each vector was computed from, so that deleting a session
+/// forgets the vectors no other session uses ([`vectors::SESSION_TABLE`]). Vectors kept before
+/// it belong to no session and stay.
+const SCHEMA_V7: &str = vectors::SESSION_TABLE;
+
 /// How `memory_tier` spells a tier: working and archived entries are both `entry` (see
 /// [`SCHEMA_V5`]).
 fn stored_tier(tier: Tier) -> &'static str {
@@ -405,6 +410,7 @@ impl SqliteStore {
                 (4, SCHEMA_V4),
                 (5, SCHEMA_V5),
                 (6, SCHEMA_V6),
+                (7, SCHEMA_V7),
             ] {
                 if current < to {
                     tx.execute_batch(schema).map_err(backend)?;

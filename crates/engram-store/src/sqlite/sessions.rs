@@ -1,5 +1,6 @@
 //! [`SessionStore`] for SQLite: every method is one transaction.
 
+use engram::embed::TextHash;
 use engram::memory::{StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
@@ -721,9 +722,28 @@ impl SessionStore for SqliteStore {
             memory_entries: 0,
         };
         out.memory_entries = super::forget_where(&tx, "session_id = ?1", &[&session_id])?.entries;
+        // The vectors only this session uses; its rows of `session_vector` go with the session.
+        super::vectors::forget_session(&tx, session_id).map_err(backend)?;
         tx.execute("DELETE FROM session WHERE id = ?1", [session_id])
             .map_err(backend)?;
         tx.commit().map_err(backend)?;
         Ok(out)
+    }
+
+    fn put_session_vectors(
+        &self,
+        session_id: &str,
+        model: &str,
+        vectors: &[(TextHash, &[f32])],
+    ) -> Result<(), StoreError> {
+        if vectors.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        session_in(&tx, session_id)?;
+        super::vectors::write_for_session(&tx, session_id, model, vectors).map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        Ok(())
     }
 }

@@ -20,6 +20,18 @@ CREATE TABLE IF NOT EXISTS vector (
 ) WITHOUT ROWID;
 ";
 
+/// Which session's texts each vector was computed from (schema version 7). A vector two
+/// sessions use has two rows; deleting a session deletes its rows with it.
+pub(crate) const SESSION_TABLE: &str = "
+CREATE TABLE session_vector (
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    hash BLOB NOT NULL,
+    PRIMARY KEY (session_id, model, hash)
+) WITHOUT ROWID;
+CREATE INDEX session_vector_key ON session_vector(model, hash);
+";
+
 /// The vectors kept for `hashes` under `model`, in order.
 pub(crate) fn read(
     conn: &Connection,
@@ -50,6 +62,37 @@ pub(crate) fn write(
         put.execute(params![model, &h[..], vector_to_bytes(v)])?;
     }
     Ok(())
+}
+
+/// Keeps `vectors` under `model` as `session`'s, in the caller's transaction.
+pub(crate) fn write_for_session(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    model: &str,
+    vectors: &[(TextHash, &[f32])],
+) -> rusqlite::Result<()> {
+    write(tx, model, vectors)?;
+    let mut own = tx.prepare_cached(
+        "INSERT OR IGNORE INTO session_vector (session_id, model, hash) VALUES (?1, ?2, ?3)",
+    )?;
+    for (h, _) in vectors {
+        own.execute(params![session_id, model, &h[..]])?;
+    }
+    Ok(())
+}
+
+/// Forgets the vectors `session` uses and no other session does, in the caller's transaction
+/// (before the session's rows go). Returns how many.
+pub(crate) fn forget_session(conn: &Connection, session_id: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "DELETE FROM vector WHERE (model, hash) IN (
+             SELECT model, hash FROM session_vector AS mine
+             WHERE mine.session_id = ?1 AND NOT EXISTS (
+                 SELECT 1 FROM session_vector AS other
+                 WHERE other.model = mine.model AND other.hash = mine.hash
+                   AND other.session_id <> ?1))",
+    )?
+    .execute([session_id])
 }
 
 /// The models that have vectors here, found by seeking along the key (a handful of models,

@@ -16,6 +16,8 @@ pub(crate) struct SessionState {
     compactions: Vec<CompactionRecord>,
     summaries: Vec<SummaryRecord>,
     checkpoints: Vec<Checkpoint>,
+    /// The vectors (model, text hash) kept for this session's texts.
+    vectors: std::collections::HashSet<(String, crate::embed::TextHash)>,
 }
 
 impl SessionState {
@@ -65,6 +67,7 @@ impl SessionStore for InMemoryStore {
                 compactions: Vec::new(),
                 summaries: Vec::new(),
                 checkpoints: Vec::new(),
+                vectors: Default::default(),
             },
         );
         Ok(info)
@@ -365,6 +368,7 @@ impl SessionStore for InMemoryStore {
                         ..c.clone()
                     })
                     .collect(),
+                vectors: Default::default(),
             },
         );
         Ok(())
@@ -379,6 +383,11 @@ impl SessionStore for InMemoryStore {
         let (memory_entries, _, texts) =
             state.remove_entries(|e| e.session_id.as_deref() == Some(session_id));
         self.vectors.forget(&texts);
+        self.vectors.forget_keys(
+            s.vectors
+                .iter()
+                .filter(|key| !state.sessions.values().any(|o| o.vectors.contains(*key))),
+        );
         Ok(SessionDeleted {
             messages: s.log.len(),
             compactions: s.compactions.len(),
@@ -386,5 +395,24 @@ impl SessionStore for InMemoryStore {
             checkpoints: s.checkpoints.len(),
             memory_entries,
         })
+    }
+
+    fn put_session_vectors(
+        &self,
+        session_id: &str,
+        model: &str,
+        vectors: &[(crate::embed::TextHash, &[f32])],
+    ) -> Result<(), StoreError> {
+        if vectors.is_empty() {
+            return Ok(());
+        }
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        s.vectors
+            .extend(vectors.iter().map(|(h, _)| (model.to_owned(), *h)));
+        crate::embed::VectorStore::put_vectors(&self.vectors, model, vectors)
     }
 }

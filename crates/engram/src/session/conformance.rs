@@ -57,6 +57,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     a_compaction_from_before_a_restore_is_refused(make().as_ref());
     sleep_compaction_extracts_facts_first(make().as_ref());
     deleting_a_session_removes_what_it_owns(make().as_ref());
+    deleting_a_session_forgets_its_vectors(make().as_ref());
     the_agents_compact_history_tool(make().as_ref());
     the_agents_history_tools(make().as_ref());
     summaries_are_incremental(make().as_ref());
@@ -762,6 +763,86 @@ fn deleting_a_session_removes_what_it_owns(store: &dyn EngramStore) {
         store.delete_session("d"),
         Err(StoreError::NotFound(_))
     ));
+}
+
+/// Embeds as [`Topics`](crate::embed::Topics) does, and remembers the texts it embedded.
+#[derive(Debug, Default)]
+struct Seen(std::sync::Mutex<Vec<String>>);
+
+impl crate::embed::Embedder for Seen {
+    fn name(&self) -> &str {
+        "seen"
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        let mut seen = self.0.lock().expect("lock");
+        seen.extend(texts.iter().map(|t| (*t).to_owned()));
+        crate::embed::Topics.embed(texts)
+    }
+}
+
+fn deleting_a_session_forgets_its_vectors(store: &dyn EngramStore) {
+    use crate::embed::text_hash;
+    let v = [0.6_f32, 0.8];
+    let kept = |model: &str, hash| store.vectors(model, &[hash]).expect("read")[0].is_some();
+    // Two sessions share a text; a third vector (a memory entry's) is no session's.
+    for id in ["va", "vb"] {
+        Session::create(store, &new_session(id, 2_000)).expect("create");
+    }
+    let (own, shared, memory) = (text_hash("own"), text_hash("shared"), text_hash("memory"));
+    store
+        .put_session_vectors("va", "m", &[(own, &v), (shared, &v)])
+        .expect("put");
+    store
+        .put_session_vectors("vb", "m", &[(shared, &v)])
+        .expect("put");
+    store.put_vectors("m", &[(memory, &v)]).expect("put");
+    assert!(matches!(
+        store.put_session_vectors("nobody", "m", &[(own, &v)]),
+        Err(StoreError::NotFound(_))
+    ));
+    store.delete_session("va").expect("delete");
+    assert!(
+        !kept("m", own),
+        "the deleted session's own vector is forgotten"
+    );
+    assert!(kept("m", shared), "a vector another session uses stays");
+    assert!(kept("m", memory), "a vector no session owns stays");
+    store.delete_session("vb").expect("delete");
+    assert!(!kept("m", shared));
+    assert!(kept("m", memory));
+
+    // Through a session: what hybrid recall embeds for a context is the session's.
+    let seen = std::sync::Arc::new(Seen::default());
+    let mut options = CompactOptions::new(0);
+    options.embedder = Some(seen.clone());
+    let mut s = Session::create(store, &new_session("vc", 2_000))
+        .expect("create")
+        .with_options(options);
+    s.append(vec![Message::system("sys")]).expect("append");
+    for i in 0..20 {
+        s.append(turn(i)).expect("append");
+    }
+    let query = "which module had the failing test";
+    s.context(Some(600), Some(query)).expect("context");
+    let hashes: Vec<_> = seen
+        .0
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|t| t.as_str() != query)
+        .map(|t| text_hash(t))
+        .collect();
+    assert!(hashes.len() > 10, "{} texts embedded", hashes.len());
+    assert!(
+        hashes.iter().all(|h| kept("seen", *h)),
+        "the vectors are kept"
+    );
+    store.delete_session("vc").expect("delete");
+    assert!(
+        hashes.iter().all(|h| !kept("seen", *h)),
+        "deleting the session forgets them"
+    );
 }
 
 fn the_agents_compact_history_tool(store: &dyn EngramStore) {

@@ -409,7 +409,7 @@ impl Session<'_> {
             .iter()
             .filter_map(|m| Some((*docs.get(m.id.as_str())?, searchable(&m.message))))
             .unzip();
-        let similar = match recall::similarities(embedder, Some(self.vectors()), query, &texts) {
+        let similar = match recall::similarities(embedder, Some(&self.vectors()), query, &texts) {
             Ok(similar) => similar,
             Err(e) => {
                 tracing::warn!(error = %e, "embeddings failed; search_history is lexical");

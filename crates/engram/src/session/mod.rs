@@ -280,6 +280,32 @@ pub struct SessionView {
     pub compaction_id: Option<i64>,
 }
 
+/// A session's view of its store's vectors: it reads them all, and keeps new ones as the
+/// session's, so that deleting the session forgets them.
+pub(crate) struct SessionVectors<'s> {
+    store: &'s dyn EngramStore,
+    session_id: String,
+}
+
+impl crate::embed::VectorStore for SessionVectors<'_> {
+    fn vectors(
+        &self,
+        model: &str,
+        hashes: &[crate::embed::TextHash],
+    ) -> Result<Vec<Option<Vec<f32>>>, crate::store::StoreError> {
+        self.store.vectors(model, hashes)
+    }
+
+    fn put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(crate::embed::TextHash, &[f32])],
+    ) -> Result<(), crate::store::StoreError> {
+        self.store
+            .put_session_vectors(&self.session_id, model, vectors)
+    }
+}
+
 /// A session opened on a store.
 pub struct Session<'s> {
     store: &'s dyn EngramStore,
@@ -378,10 +404,13 @@ impl<'s> Session<'s> {
     }
 
     /// Where hybrid recall keeps this session's vectors: its store, so that a message is
-    /// embedded once however many compactions and searches read it.
-    pub(crate) fn vectors(&self) -> &'s dyn crate::embed::VectorStore {
-        let store: &'s dyn SessionStore = self.store;
-        store
+    /// embedded once however many compactions and searches read it, and forgotten with the
+    /// session.
+    pub(crate) fn vectors(&self) -> SessionVectors<'s> {
+        SessionVectors {
+            store: self.store,
+            session_id: self.info.id.clone(),
+        }
     }
 
     /// The compaction options this session compacts with (the budget is set per compaction).
@@ -633,7 +662,7 @@ impl<'s> Session<'s> {
             &[],
             &self.counter,
             &options,
-            Some(self.vectors()),
+            Some(&self.vectors()),
         )?)
     }
 
@@ -721,13 +750,14 @@ impl<'s> Session<'s> {
         let mut options = self.options.clone();
         options.query = query.map(str::to_owned);
         options.budget = budget.saturating_sub(note_tokens).max(1);
+        let vectors = self.vectors();
         let compact = |options: &CompactOptions| {
             crate::compact::compact_keeping_vectors(
                 &log,
                 &[],
                 &self.counter,
                 options,
-                Some(self.vectors()),
+                Some(&vectors),
             )
         };
         let mut out = match compact(&options) {
@@ -806,7 +836,8 @@ impl<'s> Session<'s> {
         const HEADER_ROOM: usize = 40;
         let window = self.info.window;
         let counter = &self.counter;
-        let vectors = Some(self.vectors());
+        let session_vectors = self.vectors();
+        let vectors: Option<&dyn crate::embed::VectorStore> = Some(&session_vectors);
         // Within the target, else within what must be kept plus room for a summary, at most the
         // window; with why the target could not be met.
         let run = |options: &mut CompactOptions| {

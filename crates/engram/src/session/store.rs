@@ -347,8 +347,20 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
     /// Stores an exported session as it was (a session with its id is a conflict; compaction
     /// ids are assigned anew and the summaries and checkpoints follow them).
     fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError>;
-    /// Deletes a session with everything it owns, including memory entries with its id.
+    /// Deletes a session with everything it owns, including memory entries with its id and the
+    /// vectors of its messages that no other session uses.
     fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError>;
+    /// Keeps these vectors of the session's texts as [`put_vectors`] does, and that the session
+    /// uses them, in one transaction: deleting the session forgets those no other session
+    /// uses. A missing session is [`StoreError::NotFound`].
+    ///
+    /// [`put_vectors`]: crate::embed::VectorStore::put_vectors
+    fn put_session_vectors(
+        &self,
+        session_id: &str,
+        model: &str,
+        vectors: &[(crate::embed::TextHash, &[f32])],
+    ) -> Result<(), StoreError>;
 }
 
 /// The message as logged at `seq`: its own id, or `m<seq>` when it has none.
