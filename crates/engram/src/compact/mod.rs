@@ -707,6 +707,9 @@ struct Planner<'a> {
     report: CompactReport,
 }
 
+/// Unit indices with their scores, best first.
+type Ranking = Vec<(usize, f64)>;
+
 impl Planner<'_> {
     fn original(&self, item: &Item<'_>) -> ViewMessage {
         ViewMessage {
@@ -839,15 +842,22 @@ impl Planner<'_> {
             let query = self.options.query.as_deref().unwrap_or_default();
             let budget = recall_budget + (window_budget - used);
             let mut recall_used = 0;
-            let mut ranked: Vec<(usize, f64, Version)> = self
-                .rank(dropped, query)
-                .into_iter()
-                .map(|(ui, score)| {
-                    let version = self.version(dropped[ui], &replaced, false);
-                    (ui, recall::value(score, version.tokens), version)
-                })
-                .collect();
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+            let (fused, words_only) = self.rank(dropped, query);
+            let by_value = |order: Vec<(usize, f64)>| {
+                let mut ranked: Vec<(usize, f64, Version)> = order
+                    .into_iter()
+                    .map(|(ui, score)| {
+                        let version = self.version(dropped[ui], &replaced, false);
+                        (ui, recall::value(score, version.tokens), version)
+                    })
+                    .collect();
+                ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+                ranked
+            };
+            let mut ranked = by_value(fused);
+            if let Some(words) = words_only {
+                ranked = recall::take_turns(ranked, by_value(words), |r| r.0);
+            }
             for (ui, _, version) in ranked {
                 if recall_used + version.tokens <= budget {
                     recall_used += version.tokens;
@@ -1202,8 +1212,10 @@ impl Planner<'_> {
         }
     }
 
-    /// `dropped` unit indices with their scores, best match for the query first.
-    fn rank(&mut self, dropped: &[units::Unit], query: &str) -> Vec<(usize, f64)> {
+    /// `dropped` unit indices with their scores, best match for the query first; with hybrid
+    /// recall, the order by words alone as well (the two take turns, see
+    /// [`recall::take_turns`]).
+    fn rank(&mut self, dropped: &[units::Unit], query: &str) -> (Ranking, Option<Ranking>) {
         // Each unit's text is needed whole only for embeddings; otherwise only its terms are
         // kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
@@ -1262,9 +1274,11 @@ impl Planner<'_> {
             let by_session = bm25.grouped(&sessions, session + 1).scores(&query_terms);
             recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
         }
+        let mut words_only: Option<Vec<f64>> = None;
         if let Some(embedder) = &self.options.embedder {
             match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
                 Ok(similar) => {
+                    words_only = Some(lexical.clone());
                     lexical = recall::fuse(&lexical, &similar);
                     self.report.recall_embedder = Some(embedder.name().to_owned());
                 }
@@ -1273,14 +1287,17 @@ impl Planner<'_> {
                 }
             }
         }
-        let mut scores = recall::with_neighbours(&lexical, &asks);
-        recall::favour_named_speakers(&mut scores, &speakers, query);
-        let mut order: Vec<(usize, f64)> = (0..dropped.len())
-            .filter(|&i| scores[i] > 0.0)
-            .map(|i| (i, scores[i]))
-            .collect();
-        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-        order
+        let order_of = |matches: &[f64]| {
+            let mut scores = recall::with_neighbours(matches, &asks);
+            recall::favour_named_speakers(&mut scores, &speakers, query);
+            let mut order: Vec<(usize, f64)> = (0..dropped.len())
+                .filter(|&i| scores[i] > 0.0)
+                .map(|i| (i, scores[i]))
+                .collect();
+            order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+            order
+        };
+        (order_of(&lexical), words_only.map(|w| order_of(&w)))
     }
 }
 

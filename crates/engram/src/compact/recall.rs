@@ -315,10 +315,39 @@ pub(crate) fn value(score: f64, tokens: usize) -> f64 {
     score / (tokens.max(1) as f64).sqrt()
 }
 
+/// Hybrid recall's order: the two rankings take turns, the fused one (words and meaning) first,
+/// then the one by words alone, each unit once. Fused alone, units merely near the query's
+/// topic pushed out evidence that shares its words (a long history has many sessions about
+/// the same things); taking turns keeps the head of both rankings, so what word matching would
+/// recall first is still recalled, beside what meaning finds.
+pub(crate) fn take_turns<T>(fused: Vec<T>, words: Vec<T>, unit: impl Fn(&T) -> usize) -> Vec<T> {
+    let mut seen = HashSet::new();
+    let mut order = Vec::with_capacity(fused.len().max(words.len()));
+    let (mut fused, mut words) = (fused.into_iter(), words.into_iter());
+    loop {
+        let (a, b) = (fused.next(), words.next());
+        if a.is_none() && b.is_none() {
+            return order;
+        }
+        for next in [a, b].into_iter().flatten() {
+            if seen.insert(unit(&next)) {
+                order.push(next);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::embed::Topics;
+
+    #[test]
+    fn the_rankings_take_turns_each_unit_once() {
+        let order = take_turns(vec![7, 3, 5, 1], vec![3, 9, 7], |&u| u);
+        assert_eq!(order, [7, 3, 9, 5, 1]);
+        assert_eq!(take_turns(vec![], vec![2, 4], |&u| u), [2, 4]);
+    }
 
     #[test]
     fn replies_inherit_from_the_turn_they_answer() {
