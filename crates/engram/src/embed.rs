@@ -188,9 +188,7 @@ impl VectorsInMemory {
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(_, h), _| !doomed.contains(h));
     }
-}
 
-impl VectorsInMemory {
     /// Forgets the vectors of these models and hashes (their session was deleted).
     pub(crate) fn forget_keys<'a>(&self, keys: impl IntoIterator<Item = &'a (String, TextHash)>) {
         let mut map = self.vectors.lock().unwrap_or_else(|p| p.into_inner());

@@ -882,11 +882,8 @@ pub(crate) fn forget_where(
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant];
     params.extend_from_slice(args);
     // The texts come back only when their vectors may need forgetting.
-    let returning = if has_vectors(tx, tenant)? {
-        "id, content"
-    } else {
-        "id"
-    };
+    let with_texts = has_vectors(tx, tenant)?;
+    let returning = if with_texts { "id, content" } else { "id" };
     let rows = tx
         .query(
             &format!(
@@ -899,7 +896,7 @@ pub(crate) fn forget_where(
         return Ok(Forgotten::default());
     }
     let doomed: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-    if rows[0].len() > 1 {
+    if with_texts {
         forget_vectors(tx, tenant, rows.iter().map(|r| r.get::<_, &str>(1)))?;
     }
     let summaries_updated = tx

@@ -843,13 +843,18 @@ impl Planner<'_> {
             let budget = recall_budget + (window_budget - used);
             let mut recall_used = 0;
             let (fused, words_only) = self.rank(dropped, query);
+            // Each ranked unit's recalled version, made once (with hybrid recall a unit is in
+            // both rankings).
+            let mut versions: HashMap<usize, Version> = HashMap::new();
+            for &(ui, _) in fused.iter().chain(words_only.iter().flatten()) {
+                if let std::collections::hash_map::Entry::Vacant(slot) = versions.entry(ui) {
+                    slot.insert(self.version(dropped[ui], &replaced, false));
+                }
+            }
             let by_value = |order: Vec<(usize, f64)>| {
-                let mut ranked: Vec<(usize, f64, Version)> = order
+                let mut ranked: Vec<(usize, f64)> = order
                     .into_iter()
-                    .map(|(ui, score)| {
-                        let version = self.version(dropped[ui], &replaced, false);
-                        (ui, recall::value(score, version.tokens), version)
-                    })
+                    .map(|(ui, score)| (ui, recall::value(score, versions[&ui].tokens)))
                     .collect();
                 ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
                 ranked
@@ -858,7 +863,10 @@ impl Planner<'_> {
             if let Some(words) = words_only {
                 ranked = recall::take_turns(ranked, by_value(words), |r| r.0);
             }
-            for (ui, _, version) in ranked {
+            for (ui, _) in ranked {
+                let Some(version) = versions.remove(&ui) else {
+                    continue;
+                };
                 if recall_used + version.tokens <= budget {
                     recall_used += version.tokens;
                     recalled.push((ui, version));
