@@ -1255,6 +1255,10 @@ impl Planner<'_> {
                     .any(|i| i.message.text().contains('?'))
             })
             .collect();
+        let headings: Vec<bool> = dropped
+            .iter()
+            .map(|u| self.items[u.start].message.role == Role::System)
+            .collect();
         let speakers: Vec<Option<&str>> = dropped
             .iter()
             .map(|u| {
@@ -1282,6 +1286,17 @@ impl Planner<'_> {
             let by_session = bm25.grouped(&sessions, session + 1).scores(&query_terms);
             recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
         }
+        // A session's heading (a system message: its date, its topic) that shares the query's
+        // words leads to the session's first turn, as a question leads to its answer: "what
+        // was John doing in August 2023?" is answered by the turn after the heading dated
+        // 13 August, 2023 ("since we last chatted, I'm volunteering as a mentor"). By words
+        // only: a heading's similarity of meaning says nothing.
+        let asks: Vec<bool> = asks
+            .iter()
+            .zip(&headings)
+            .zip(&lexical)
+            .map(|((&asks, &heading), &score)| asks || (heading && score > 0.0))
+            .collect();
         let mut words_only: Option<Vec<f64>> = None;
         if let Some(embedder) = &self.options.embedder {
             match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
@@ -1371,6 +1386,7 @@ fn recall_share_for(share: f64, history: usize, free: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokenize::Tokenizer;
 
     #[test]
     fn recall_takes_more_of_the_budget_the_longer_the_history() {
@@ -1396,6 +1412,65 @@ mod tests {
             assert!(s >= last && s <= 1.0, "{history}: {s}");
             last = s;
         }
+    }
+
+    #[test]
+    fn a_dated_heading_lends_to_its_session_first_turn() {
+        // Twelve sessions, a month each; each opens with news that shares no word with the
+        // question, then small talk. The question names a month: its session's heading
+        // matches, and lends to the turn after it.
+        let months = [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ];
+        let mut messages = vec![Message::system("You are a helpful companion.")];
+        for (i, month) in months.iter().enumerate() {
+            messages.push(Message::system(format!(
+                "[Session {} - 1:00 pm on 3 {month}, 2023]",
+                i + 1
+            )));
+            let news = if *month == "August" {
+                "Since we last talked I started mentoring kids at the local school.".to_owned()
+            } else {
+                format!("Since we last talked I repainted room {i} of the house.")
+            };
+            messages.push(Message::user(news).with_id(format!("news-{month}")));
+            for k in 0..4 {
+                messages.push(Message::assistant(format!(
+                    "That sounds lovely, tell me more {k}."
+                )));
+                messages.push(Message::user(format!("Sure, it went fine overall {k}.")));
+            }
+        }
+        let question = "What was going on in August 2023?";
+        messages.push(Message::user(question));
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let mut options = CompactOptions::new(300);
+        options.query = Some(question.to_owned());
+        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        let text: Vec<String> = out
+            .messages
+            .iter()
+            .map(|m| m.message.text().into_owned())
+            .collect();
+        assert!(
+            text.iter().any(|t| t.contains("mentoring kids")),
+            "{text:#?}"
+        );
+        assert!(
+            !text.iter().any(|t| t.contains("repainted room 3 ")),
+            "another month's news stays out: {text:#?}"
+        );
     }
 
     #[test]
