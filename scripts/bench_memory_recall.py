@@ -11,6 +11,9 @@ after which they are read from the store beside the entries).
 
     python3 scripts/bench_memory_recall.py --engram-bin target/release/engram \
         --data ../shared/data/dev --embedding-model /path/to/all-MiniLM-L6-v2
+
+`--before-bin OTHER` adds a column: the same hybrid searches by another build (an earlier
+commit), in the same run and on the same stores, so a change to ranking is compared side by side.
 """
 
 from __future__ import annotations
@@ -66,13 +69,14 @@ def main() -> None:
     parser.add_argument("--embedding-model", required=True, help="the all-MiniLM-L6-v2 directory")
     parser.add_argument("--limit", type=int, default=10, help="hits per search (K)")
     parser.add_argument("--every", type=int, default=3, help="ask every n-th question")
+    parser.add_argument("--before-bin", help="another build whose hybrid search is compared too")
     args = parser.parse_args()
 
     convs = [json.loads(line) for line in open(Path(args.data) / "locomo.jsonl")]
-    modes = {
-        "lexical": [],
-        "hybrid": ["--recall", "hybrid", "--embedding-model", args.embedding_model],
-    }
+    hybrid = ["--recall", "hybrid", "--embedding-model", args.embedding_model]
+    modes = {"lexical": (args.engram_bin, []), "hybrid": (args.engram_bin, hybrid)}
+    if args.before_bin:
+        modes["hybrid, before"] = (args.before_bin, hybrid)
     recall: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in modes}
     seconds: dict[str, list[float]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as work:
@@ -90,8 +94,8 @@ def main() -> None:
                 if n % args.every or not q.get("evidence_ids"):
                     continue
                 evidence = {f"{conv['id']}/{e}" for e in q["evidence_ids"]}
-                for mode, extra in modes.items():
-                    ids, elapsed = search(args.engram_bin, db, q["question"], args.limit, extra)
+                for mode, (engram, extra) in modes.items():
+                    ids, elapsed = search(engram, db, q["question"], args.limit, extra)
                     found = len(evidence & set(ids)) / len(evidence)
                     recall[mode][q["category"]].append(found)
                     recall[mode]["overall"].append(found)
@@ -99,13 +103,12 @@ def main() -> None:
             print(f"{conv['id']}: {len(entries)} entries", file=sys.stderr, flush=True)
 
     categories = sorted({c for m in recall.values() for c in m}, key=lambda c: (c == "overall", c))
-    print(f"| category | questions | lexical recall@{args.limit} | hybrid recall@{args.limit} |")
-    print("|---|---:|---:|---:|")
+    print("| category | questions | " + " | ".join(f"{m} recall@{args.limit}" for m in modes) + " |")
+    print("|---|---:|" + "---:|" * len(modes))
     for c in categories:
         n = len(recall["lexical"][c])
-        lex = sum(recall["lexical"][c]) / n
-        hyb = sum(recall["hybrid"][c]) / n
-        print(f"| {c} | {n} | {lex:.3f} | {hyb:.3f} |")
+        cells = " | ".join(f"{sum(recall[m][c]) / n:.3f}" for m in modes)
+        print(f"| {c} | {n} | {cells} |")
     for mode in modes:
         s = sorted(seconds[mode])
         print(f"{mode}: median {s[len(s) // 2] * 1000:.0f} ms per search (a whole process), max {s[-1] * 1000:.0f} ms")
