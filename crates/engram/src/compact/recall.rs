@@ -168,8 +168,9 @@ impl Bm25 {
 
 /// Conversations answer in the next turn: "what did you take away from the book?" matches the
 /// query, "it taught me self-acceptance" holds the answer without sharing a word with it. A unit
-/// that follows a question (`asks`) gets a share of the question's score; every unit gets a
-/// smaller share of the next one's (the turn a matching reply answers).
+/// that follows a question (`asks`; compaction counts a session heading that shares the query's
+/// words as one, since the session's first turn answers it) gets a share of its score; every
+/// unit gets a smaller share of the next one's (the turn a matching reply answers).
 pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
     const FROM_QUESTION: f64 = 0.6;
     const FROM_NEXT: f64 = 0.3;
