@@ -851,8 +851,8 @@ impl Planner<'_> {
                     slot.insert(self.version(dropped[ui], &replaced, false));
                 }
             }
-            let by_value = |order: Vec<(usize, f64)>| {
-                let mut ranked: Vec<(usize, f64)> = order
+            let by_value = |order: Ranking| {
+                let mut ranked: Ranking = order
                     .into_iter()
                     .map(|(ui, score)| (ui, recall::value(score, versions[&ui].tokens)))
                     .collect();
@@ -1255,6 +1255,7 @@ impl Planner<'_> {
                     .any(|i| i.message.text().contains('?'))
             })
             .collect();
+        // A system message in the history is a chat log's session heading: it starts a session.
         let headings: Vec<bool> = dropped
             .iter()
             .map(|u| self.items[u.start].message.role == Role::System)
@@ -1267,13 +1268,12 @@ impl Planner<'_> {
                     .find_map(|i| i.message.name())
             })
             .collect();
-        // Sessions: a system message in the history (a chat log's session heading) starts one.
         let mut session = 0usize;
-        let sessions: Vec<usize> = dropped
+        let sessions: Vec<usize> = headings
             .iter()
             .enumerate()
-            .map(|(i, u)| {
-                if i > 0 && self.items[u.start].message.role == Role::System {
+            .map(|(i, &heading)| {
+                if i > 0 && heading {
                     session += 1;
                 }
                 session
