@@ -1283,8 +1283,16 @@ impl Planner<'_> {
         let query_terms = recall::terms(query);
         let mut lexical = bm25.scores(&query_terms);
         if session > 0 {
+            // Each session's heading score, read before the topical rise changes it.
+            let mut dated = vec![0.0; session + 1];
+            for (i, &heading) in headings.iter().enumerate() {
+                if heading {
+                    dated[sessions[i]] = lexical[i];
+                }
+            }
             let by_session = bm25.grouped(&sessions, session + 1).scores(&query_terms);
             recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
+            recall::favour_dated_sessions(&mut lexical, &sessions, &dated);
         }
         // A session's heading (a system message: its date, its topic) that shares the query's
         // words leads to the session's first turn, as a question leads to its answer: "what

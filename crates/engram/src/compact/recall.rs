@@ -1,6 +1,8 @@
 //! Recalling older messages that serve a query: BM25 over words with light stemming, the
-//! speaker's name counted as part of the text and favoured when the query names it, and replies
-//! that inherit from the turn they answer.
+//! speaker's name counted as part of the text and favoured when the query names it, replies
+//! that inherit from the turn they answer, and a chat log's sessions lifting their matching
+//! turns when the session is about the query's topic or its heading dates it to the time the
+//! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]).
 //!
 //! Plain BM25 misses "painted" for "paint" and "Caroline's" for "Caroline"; chat logs name the
 //! speaker outside the content (`name`), which is where "what did Caroline say" finds its
@@ -288,6 +290,45 @@ pub(crate) fn favour_topical_sessions(scores: &mut [f64], session_of: &[usize], 
     }
 }
 
+/// The share of the best unit's score that a session whose heading matches the query adds to
+/// each of its matching units. Measured on the dev data at 0.15, 0.3 and 0.5: 0.3 gained most.
+const DATED_SESSION: f64 = 0.3;
+
+/// A question that names a time ("what injury did Evan suffer in August 2023?") is answered in
+/// the sessions of that time, whose headings carry the date ("[Session 9 - 10:18 am on 27
+/// August, 2023]"), while the answer ("I twisted my knee") does not repeat it. `headings` holds
+/// each session's heading score (zero for a session without one). A session whose heading
+/// matches at least half as well as the best heading is dated to the query, and so is the
+/// session right after the last of a run of them: what happened in the last week of October is
+/// told in the first session of November ("last week I threw a party"). Of the units that match
+/// the query, those in a dated session rise by [`DATED_SESSION`] of the best unit's score, in
+/// proportion to their heading's match. Words every heading shares ("2023") weigh little beside
+/// a month, so the cut at half leaves the sessions of other months where they were.
+pub(crate) fn favour_dated_sessions(scores: &mut [f64], session_of: &[usize], headings: &[f64]) {
+    let best_heading = headings.iter().copied().fold(0.0, f64::max);
+    let best = scores.iter().copied().fold(0.0, f64::max);
+    if best_heading <= 0.0 {
+        return;
+    }
+    let dated = |s: usize| headings[s] >= 0.5 * best_heading;
+    let weights: Vec<f64> = (0..headings.len())
+        .map(|s| {
+            if dated(s) {
+                headings[s] / best_heading
+            } else if s > 0 && dated(s - 1) {
+                headings[s - 1] / best_heading
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    for (score, &s) in scores.iter_mut().zip(session_of) {
+        if *score > 0.0 {
+            *score += DATED_SESSION * best * weights[s];
+        }
+    }
+}
+
 /// The share by which a unit's score rises when the query names its speaker.
 const NAMED_SPEAKER: f64 = 0.3;
 
@@ -348,6 +389,26 @@ mod tests {
         let order = take_turns(vec![7, 3, 5, 1], vec![3, 9, 7], |&u| u);
         assert_eq!(order, [7, 3, 9, 5, 1]);
         assert_eq!(take_turns(vec![], vec![2, 4], |&u| u), [2, 4]);
+    }
+
+    #[test]
+    fn the_sessions_a_query_dates_and_the_one_after_rise() {
+        // Five sessions: the first has no heading; the third's heading names the query's month,
+        // the others share only the year.
+        let headings = [0.0, 0.4, 2.0, 0.4, 0.4];
+        let session_of = [0, 1, 1, 2, 2, 3, 4];
+        let mut scores = vec![1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0];
+        favour_dated_sessions(&mut scores, &session_of, &headings);
+        // The dated session's matching unit and the next session's rise by the full share...
+        assert_eq!(scores[3], 1.0 + DATED_SESSION);
+        assert_eq!(scores[5], 1.0 + DATED_SESSION);
+        // ...units that match nothing stay out, and the other sessions stay where they were.
+        assert_eq!([scores[2], scores[4]], [0.0, 0.0]);
+        assert_eq!([scores[0], scores[1], scores[6]], [1.0, 1.0, 1.0]);
+        // No heading matches: nothing moves.
+        let mut scores = vec![1.0, 2.0];
+        favour_dated_sessions(&mut scores, &[0, 1], &[0.0, 0.0]);
+        assert_eq!(scores, [1.0, 2.0]);
     }
 
     #[test]
