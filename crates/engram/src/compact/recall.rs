@@ -279,13 +279,21 @@ const TOPICAL_SESSION: f64 = 0.3;
 /// Units that match nothing stay at zero: a session is not recalled whole.
 pub(crate) fn favour_topical_sessions(scores: &mut [f64], session_of: &[usize], sessions: &[f64]) {
     let best_session = sessions.iter().copied().fold(0.0, f64::max);
-    let best = scores.iter().copied().fold(0.0, f64::max);
     if best_session <= 0.0 {
         return;
     }
+    let weights: Vec<f64> = sessions.iter().map(|s| s / best_session).collect();
+    lift_sessions(scores, session_of, &weights, TOPICAL_SESSION);
+}
+
+/// Each unit that matches the query (a score above zero) rises by `share` of the best unit's
+/// score times its session's weight (0 to 1). Units that match nothing stay at zero: a session
+/// is not recalled whole.
+fn lift_sessions(scores: &mut [f64], session_of: &[usize], weights: &[f64], share: f64) {
+    let best = scores.iter().copied().fold(0.0, f64::max);
     for (score, &s) in scores.iter_mut().zip(session_of) {
         if *score > 0.0 {
-            *score += TOPICAL_SESSION * best * sessions[s] / best_session;
+            *score += share * best * weights[s];
         }
     }
 }
@@ -306,7 +314,6 @@ const DATED_SESSION: f64 = 0.3;
 /// a month, so the cut at half leaves the sessions of other months where they were.
 pub(crate) fn favour_dated_sessions(scores: &mut [f64], session_of: &[usize], headings: &[f64]) {
     let best_heading = headings.iter().copied().fold(0.0, f64::max);
-    let best = scores.iter().copied().fold(0.0, f64::max);
     if best_heading <= 0.0 {
         return;
     }
@@ -322,11 +329,7 @@ pub(crate) fn favour_dated_sessions(scores: &mut [f64], session_of: &[usize], he
             }
         })
         .collect();
-    for (score, &s) in scores.iter_mut().zip(session_of) {
-        if *score > 0.0 {
-            *score += DATED_SESSION * best * weights[s];
-        }
-    }
+    lift_sessions(scores, session_of, &weights, DATED_SESSION);
 }
 
 /// The share by which a unit's score rises when the query names its speaker.
