@@ -310,7 +310,7 @@ const DATED_SESSION: f64 = 0.3;
 /// session right after the last of a run of them: what happened in the last week of October is
 /// told in the first session of November ("last week I threw a party"). Of the units that match
 /// the query, those in a dated session rise by [`DATED_SESSION`] of the best unit's score, in
-/// proportion to their heading's match. Words every heading shares ("2023") weigh little beside
+/// proportion to the dated heading's match (for the session after, its predecessor's). Words every heading shares ("2023") weigh little beside
 /// a month, so the cut at half leaves the sessions of other months where they were.
 pub(crate) fn favour_dated_sessions(scores: &mut [f64], session_of: &[usize], headings: &[f64]) {
     let best_heading = headings.iter().copied().fold(0.0, f64::max);
