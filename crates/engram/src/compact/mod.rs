@@ -861,7 +861,14 @@ impl Planner<'_> {
             };
             let mut ranked = by_value(fused);
             if let Some(words) = words_only {
-                ranked = recall::take_turns(ranked, by_value(words), |r| r.0);
+                // How many units the budget holds: a place past it counts for less.
+                let mean = ranked
+                    .iter()
+                    .map(|(ui, _)| versions[ui].tokens as f64)
+                    .sum::<f64>()
+                    / ranked.len().max(1) as f64;
+                let depth = budget as f64 / mean.max(1.0);
+                ranked = recall::fuse_ranks(&ranked, &by_value(words), depth);
             }
             for (ui, _) in ranked {
                 let Some(version) = versions.remove(&ui) else {
@@ -1221,8 +1228,8 @@ impl Planner<'_> {
     }
 
     /// `dropped` unit indices with their scores, best match for the query first; with hybrid
-    /// recall, the order by words alone as well (the two take turns, see
-    /// [`recall::take_turns`]).
+    /// recall, the order by words alone as well (the two are merged by their places, see
+    /// [`recall::fuse_ranks`]).
     fn rank(&mut self, dropped: &[units::Unit], query: &str) -> (Ranking, Option<Ranking>) {
         // Each unit's text is needed whole only for embeddings; otherwise only its terms are
         // kept (a long log's texts would double what ranking holds).

@@ -360,26 +360,33 @@ pub(crate) fn value(score: f64, tokens: usize) -> f64 {
     score / (tokens.max(1) as f64).sqrt()
 }
 
-/// Hybrid recall's order: the two rankings take turns, the fused one (words and meaning) first,
-/// then the one by words alone, each unit once. Fused alone, units merely near the query's
-/// topic pushed out evidence that shares its words (a long history has many sessions about
-/// the same things); taking turns keeps the head of both rankings, so what word matching would
-/// recall first is still recalled, beside what meaning finds.
-pub(crate) fn take_turns<T>(fused: Vec<T>, words: Vec<T>, unit: impl Fn(&T) -> usize) -> Vec<T> {
-    let mut seen = HashSet::new();
-    let mut order = Vec::with_capacity(fused.len().max(words.len()));
-    let (mut fused, mut words) = (fused.into_iter(), words.into_iter());
-    loop {
-        let (a, b) = (fused.next(), words.next());
-        if a.is_none() && b.is_none() {
-            return order;
-        }
-        for next in [a, b].into_iter().flatten() {
-            if seen.insert(unit(&next)) {
-                order.push(next);
-            }
+/// Hybrid recall's order: the fused ranking (words and meaning) and the ranking by words alone,
+/// merged by reciprocal-rank fusion. A unit's value is the sum over the two rankings of
+/// `1 / (depth + place)`, each unit once, best first; `depth` is how many units the recall
+/// budget holds (its tokens over the ranked units' mean), so a place counts by how far into the
+/// budget it falls. Fused alone, units merely near the query's topic pushed out evidence that
+/// shares its words (a long history has many sessions about the same things). Taking turns
+/// between the two rankings kept both heads but pushed what words alone ranked just inside the
+/// budget out of it, behind what only meaning found; summing places lets a unit that both
+/// rankings hold inside the budget beat one that only meaning ranks there. Measured on the dev
+/// data against a fixed depth of 20, 60, 150 and 300 and half the budget's units: a depth of
+/// the budget's units lost the least against words alone. Ties go to the newer unit (the
+/// higher index), as in each ranking.
+pub(crate) fn fuse_ranks(
+    fused: &[(usize, f64)],
+    words: &[(usize, f64)],
+    depth: f64,
+) -> Vec<(usize, f64)> {
+    let depth = depth.max(1.0);
+    let mut value: HashMap<usize, f64> = HashMap::with_capacity(fused.len().max(words.len()));
+    for ranking in [fused, words] {
+        for (place, &(unit, _)) in ranking.iter().enumerate() {
+            *value.entry(unit).or_default() += 1.0 / (depth + place as f64);
         }
     }
+    let mut order: Vec<(usize, f64)> = value.into_iter().collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    order
 }
 
 #[cfg(test)]
@@ -388,10 +395,31 @@ mod tests {
     use crate::embed::Topics;
 
     #[test]
-    fn the_rankings_take_turns_each_unit_once() {
-        let order = take_turns(vec![7, 3, 5, 1], vec![3, 9, 7], |&u| u);
-        assert_eq!(order, [7, 3, 9, 5, 1]);
-        assert_eq!(take_turns(vec![], vec![2, 4], |&u| u), [2, 4]);
+    fn the_rankings_fuse_by_place_each_unit_once() {
+        let ranking =
+            |units: &[usize]| -> Vec<(usize, f64)> { units.iter().map(|&u| (u, 1.0)).collect() };
+        // 3 is second and first: it passes 7, first and third; 9 (second by words only) passes
+        // 5 (third by the fused ranking only), as a later place counts a little less.
+        let order: Vec<usize> = fuse_ranks(&ranking(&[7, 3, 5, 1]), &ranking(&[3, 9, 7]), 40.0)
+            .into_iter()
+            .map(|(u, _)| u)
+            .collect();
+        assert_eq!(order, [3, 7, 9, 5, 1]);
+        let alone: Vec<usize> = fuse_ranks(&[], &ranking(&[2, 4]), 40.0)
+            .into_iter()
+            .map(|(u, _)| u)
+            .collect();
+        assert_eq!(alone, [2, 4]);
+        // 6 is third in both. When the budget holds one unit, a head counts more than two
+        // thirds; when it holds forty, being in both counts more.
+        let order = |depth| -> Vec<usize> {
+            fuse_ranks(&ranking(&[5, 8, 6]), &ranking(&[4, 9, 6]), depth)
+                .into_iter()
+                .map(|(u, _)| u)
+                .collect()
+        };
+        assert_eq!(order(1.0), [5, 4, 6, 9, 8]);
+        assert_eq!(order(40.0), [6, 5, 4, 9, 8]);
     }
 
     #[test]
