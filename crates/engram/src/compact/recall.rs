@@ -2,7 +2,8 @@
 //! speaker's name counted as part of the text and favoured when the query names it, replies
 //! that inherit from the turn they answer, and a chat log's sessions lifting their matching
 //! turns when the session is about the query's topic or its heading dates it to the time the
-//! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]).
+//! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]), and compaction
+//! merges that order with the order by words alone by place ([`fuse_ranks`]).
 //!
 //! Plain BM25 misses "painted" for "paint" and "Caroline's" for "Caroline"; chat logs name the
 //! speaker outside the content (`name`), which is where "what did Caroline say" finds its
