@@ -311,8 +311,9 @@ const DATED_SESSION: f64 = 0.3;
 /// session right after the last of a run of them: what happened in the last week of October is
 /// told in the first session of November ("last week I threw a party"). Of the units that match
 /// the query, those in a dated session rise by [`DATED_SESSION`] of the best unit's score, in
-/// proportion to the dated heading's match (for the session after, its predecessor's). Words every heading shares ("2023") weigh little beside
-/// a month, so the cut at half leaves the sessions of other months where they were.
+/// proportion to the dated heading's match (for the session after, its predecessor's). Words
+/// every heading shares ("2023") weigh little beside a month, so the cut at half leaves the
+/// sessions of other months where they were.
 pub(crate) fn favour_dated_sessions(scores: &mut [f64], session_of: &[usize], headings: &[f64]) {
     let best_heading = headings.iter().copied().fold(0.0, f64::max);
     if best_heading <= 0.0 {
@@ -397,30 +398,23 @@ mod tests {
 
     #[test]
     fn the_rankings_fuse_by_place_each_unit_once() {
-        let ranking =
-            |units: &[usize]| -> Vec<(usize, f64)> { units.iter().map(|&u| (u, 1.0)).collect() };
-        // 3 is second and first: it passes 7, first and third; 9 (second by words only) passes
-        // 5 (third by the fused ranking only), as a later place counts a little less.
-        let order: Vec<usize> = fuse_ranks(&ranking(&[7, 3, 5, 1]), &ranking(&[3, 9, 7]), 40.0)
-            .into_iter()
-            .map(|(u, _)| u)
-            .collect();
-        assert_eq!(order, [3, 7, 9, 5, 1]);
-        let alone: Vec<usize> = fuse_ranks(&[], &ranking(&[2, 4]), 40.0)
-            .into_iter()
-            .map(|(u, _)| u)
-            .collect();
-        assert_eq!(alone, [2, 4]);
-        // 6 is third in both. When the budget holds one unit, a head counts more than two
-        // thirds; when it holds forty, being in both counts more.
-        let order = |depth| -> Vec<usize> {
-            fuse_ranks(&ranking(&[5, 8, 6]), &ranking(&[4, 9, 6]), depth)
+        let order = |fused: &[usize], words: &[usize], depth| -> Vec<usize> {
+            let ranking = |units: &[usize]| -> Vec<(usize, f64)> {
+                units.iter().map(|&u| (u, 1.0)).collect()
+            };
+            fuse_ranks(&ranking(fused), &ranking(words), depth)
                 .into_iter()
                 .map(|(u, _)| u)
                 .collect()
         };
-        assert_eq!(order(1.0), [5, 4, 6, 9, 8]);
-        assert_eq!(order(40.0), [6, 5, 4, 9, 8]);
+        // 3 is second and first: it passes 7, first and third; 9 (second by words only) passes
+        // 5 (third by the fused ranking only), as a later place counts a little less.
+        assert_eq!(order(&[7, 3, 5, 1], &[3, 9, 7], 40.0), [3, 7, 9, 5, 1]);
+        assert_eq!(order(&[], &[2, 4], 40.0), [2, 4]);
+        // 6 is third in both. When the budget holds one unit, a head counts more than two
+        // thirds; when it holds forty, being in both counts more.
+        assert_eq!(order(&[5, 8, 6], &[4, 9, 6], 1.0), [5, 4, 6, 9, 8]);
+        assert_eq!(order(&[5, 8, 6], &[4, 9, 6], 40.0), [6, 5, 4, 9, 8]);
     }
 
     #[test]
