@@ -1881,22 +1881,12 @@ fn an_empty_source_and_duplicate_call_ids_are_refused_by_name() {
     );
 }
 
-/// A conversation whose answer shares no word with the question ("pet" / "dog").
+/// A conversation whose answer shares no word with the question ("pet" / "dog"): the testkit's
+/// fixture with its question as the last message.
 fn pet_conversation() -> Vec<u8> {
-    let mut messages = vec![serde_json::json!({"role": "system", "content": "You are helpful."})];
-    for i in 0..120 {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        let content = format!(
-            "note {i}: the meeting moved to room {} this afternoon",
-            i % 7
-        );
-        messages.push(serde_json::json!({"role": role, "content": content}));
-    }
-    messages.insert(
-        30,
-        serde_json::json!({"role": "user", "content": "My dog Rex loves chasing frisbees at the park."}),
-    );
-    messages.push(serde_json::json!({"role": "user", "content": "What pet do I have?"}));
+    let pets = engram_testkit::pets();
+    let mut messages = pets.messages;
+    messages.push(serde_json::json!({"role": "user", "content": pets.question}));
     serde_json::to_vec(&serde_json::json!({ "messages": messages })).expect("json")
 }
 

@@ -79,26 +79,23 @@ fn the_cache_keeps_each_vector_once() {
 #[test]
 fn hybrid_recall_finds_what_shares_no_word_with_the_query() {
     let Some(dir) = model_dir() else { return };
-    let mut messages = vec![Message::system("You are helpful.")];
-    for i in 0..120 {
-        let text = format!(
-            "note {i}: the meeting moved to room {} this afternoon",
-            i % 7
-        );
-        messages.push(if i % 2 == 0 {
-            Message::user(text)
-        } else {
-            Message::assistant(text)
-        });
-    }
-    messages.insert(
-        30,
-        Message::user("My dog Rex loves chasing frisbees at the park."),
-    );
-    messages.push(Message::user("What pet do I have?"));
+    let pets = engram_testkit::pets();
+    let mut messages: Vec<Message> = pets
+        .messages
+        .iter()
+        .map(|m| {
+            let text = m["content"].as_str().expect("content");
+            match m["role"].as_str() {
+                Some("system") => Message::system(text),
+                Some("assistant") => Message::assistant(text),
+                _ => Message::user(text),
+            }
+        })
+        .collect();
+    messages.push(Message::user(pets.question.as_str()));
     let counter = TokenCounter::new(Tokenizer::from_name("cl100k").expect("cl100k"));
     let mut options = CompactOptions::new(400);
-    options.query = Some("What pet do I have?".into());
+    options.query = Some(pets.question.clone());
     let kept = |options: &CompactOptions| {
         let out = compact_messages(&messages, &[], &counter, options).expect("compacts");
         assert!(out.report.tokens_after <= 400);

@@ -1342,19 +1342,7 @@ async fn a_server_with_an_embedder_recalls_by_meaning() {
         .await;
         assert_eq!(s, StatusCode::CREATED, "{info}");
         // Small talk about a meeting, one message about a pet among it, then the question.
-        let mut messages = vec![json!({"role": "system", "content": "You are helpful."})];
-        for i in 0..120 {
-            let role = if i % 2 == 0 { "user" } else { "assistant" };
-            let content = format!(
-                "note {i}: the meeting moved to room {} this afternoon",
-                i % 7
-            );
-            messages.push(json!({"role": role, "content": content}));
-        }
-        messages.insert(
-            30,
-            json!({"role": "user", "content": "My dog Rex loves chasing frisbees at the park."}),
-        );
+        let mut messages = engram_testkit::pets().messages;
         messages.push(json!({"role": "user", "content": "What pet do I have?"}));
         let (s, r) = call(
             &app,

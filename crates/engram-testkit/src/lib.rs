@@ -27,6 +27,36 @@ pub fn dev_file(name: &str) -> PathBuf {
     dev_data().join(name)
 }
 
+/// Hybrid recall's fixture (`testdata/pets.json`, shared with the Python and Node suites): small
+/// talk about a meeting room with one turn about a dog early on, and a question that shares no
+/// word with that turn. Words alone do not find the dog; meaning does.
+#[derive(Debug, Clone)]
+pub struct Pets {
+    /// OpenAI-format messages: a system prompt, then 121 turns; not the question.
+    pub messages: Vec<serde_json::Value>,
+    /// "What pet do I have?"
+    pub question: String,
+    /// A word only the dog's turn holds ("Rex").
+    pub answer: String,
+}
+
+/// The fixture [`Pets`] describes.
+///
+/// # Panics
+/// When `testdata/pets.json` is missing or malformed.
+pub fn pets() -> Pets {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/pets.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("pets.json is JSON");
+    let text_of = |key: &str| doc[key].as_str().expect("pets.json's strings").to_owned();
+    Pets {
+        messages: doc["messages"].as_array().expect("messages").clone(),
+        question: text_of("question"),
+        answer: text_of("answer_contains"),
+    }
+}
+
 /// The full dev data, when `ENGRAM_DEV_DATA` points at it; `None` otherwise.
 pub fn full_dev_data() -> Option<PathBuf> {
     std::env::var_os("ENGRAM_DEV_DATA")
