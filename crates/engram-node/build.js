@@ -2,7 +2,9 @@
 'use strict'
 // Builds the native module from source (`npm install` runs this): `cargo build` of this crate,
 // then its library copied to engram.node beside this file. Release by default; set
-// ENGRAM_NODE_PROFILE=debug for a quicker build (the test suite's). Needs a Rust toolchain.
+// ENGRAM_NODE_PROFILE=debug for a quicker build (the test suite's), and
+// ENGRAM_NODE_FEATURES=embeddings for hybrid recall (`Embeddings`; compiles candle in, a few
+// minutes more). Needs a Rust toolchain.
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -11,7 +13,10 @@ const profile = process.env.ENGRAM_NODE_PROFILE === 'debug' ? 'debug' : 'release
 const args = ['build', '-p', 'engram-node', '--message-format=json-render-diagnostics']
 if (profile === 'release') args.push('--release')
 if (process.env.ENGRAM_NODE_LOCKED) args.push('--locked')
-console.error(`engram: building the native module (cargo ${args.slice(0, 3).join(' ')}, ${profile}); the first build takes a few minutes`)
+const features = process.env.ENGRAM_NODE_FEATURES
+if (features) args.push('--features', features)
+const what = features ? `${profile}, features ${features}` : profile
+console.error(`engram: building the native module (cargo ${args.slice(0, 3).join(' ')}, ${what}); the first build takes a few minutes`)
 const cargo = spawnSync('cargo', args, {
   cwd: __dirname,
   stdio: ['ignore', 'pipe', 'inherit'],

@@ -49,6 +49,18 @@ export interface CountOptions {
 /** Tokens of a text, or of a whole request as the model will count it, overheads included. */
 export declare function countTokens(value: string | Messages, options?: CountOptions): number
 
+/**
+ * A sentence-embedding model (all-MiniLM-L6-v2) for hybrid recall, loaded once from `path` (or
+ * the directory `ENGRAM_EMBEDDING_MODEL` names). Throws `EngramError` when the model is not
+ * there or the native module was built without embeddings.
+ */
+export declare class Embeddings {
+  constructor(path?: string)
+  readonly name: string
+  /** Each text's vector (unit length). */
+  embed(texts: string[]): Promise<number[][]>
+}
+
 export interface CompactOptions {
   model?: string
   tokenizer?: string
@@ -62,6 +74,8 @@ export interface CompactOptions {
   digestShare?: number
   recallShare?: number
   summaryPrompt?: string
+  /** Hybrid recall for the query: what says the same in other words is found too. */
+  embeddings?: Embeddings
 }
 
 /** What was done: tokens before and after, steps, what was dropped, ... */
@@ -130,7 +144,8 @@ export interface SearchOptions {
 }
 
 export declare class Store {
-  constructor(path?: string)
+  /** With `embeddings`, memory search, session contexts for a query and `search_history` are hybrid. */
+  constructor(path?: string, options?: { embeddings?: Embeddings })
   readonly path: string
   add(content: string, options?: AddOptions): string
   addMany(entries: Iterable<{ content: string; source: string } & AddOptions>): Promise<{ inserted: number; skipped: number }>

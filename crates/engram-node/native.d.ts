@@ -25,15 +25,32 @@ export declare class Counter {
 }
 
 /**
+ * A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall,
+ * loaded once and shared by the calls given it. See `engram_bind::Embeddings`.
+ */
+export declare class Embeddings {
+  /**
+   * Loads the model from `path` (or the directory `ENGRAM_EMBEDDING_MODEL` names); fails when
+   * it is not there or this build has no embeddings.
+   */
+  constructor(path?: string | undefined | null)
+  /** The model's name. */
+  get name(): string
+  /** Each text's vector (unit length) as JSON, computed on a worker thread. */
+  embedJson(texts: Array<string>): Promise<string>
+}
+
+/**
  * The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
  * compactions and checkpoints. Each method is `engram_bind::Store`'s.
  */
 export declare class NativeStore {
   /**
    * Opens the database at `path` (where the settings say when omitted; `:memory:` for one
-   * that lives in memory).
+   * that lives in memory). With `embeddings`, memory search, a session's context for a query,
+   * its compactions and `search_history` are hybrid.
    */
-  constructor(path?: string | undefined | null)
+  constructor(path?: string | undefined | null, embeddings?: Embeddings | undefined | null)
   /** Where the database is. */
   get path(): string
   /** Adds one entry; returns its id. */
@@ -91,15 +108,17 @@ export declare function compactHistoryToolJson(format: string): string
 
 /**
  * Compacts a conversation (`{"messages", "tools"?, ...}` or a list) to a budget; options as
- * JSON (snake_case keys). Resolves to `{"messages", "report"}` as JSON.
+ * JSON (snake_case keys). Resolves to `{"messages", "report"}` as JSON. With `embeddings`,
+ * recall for the query is hybrid.
  */
-export declare function compactJson(conversationJson: string, optionsJson: string): Promise<string>
+export declare function compactJson(conversationJson: string, optionsJson: string, embeddings?: Embeddings | undefined | null): Promise<string>
 
 /**
  * Compacts an AI SDK prompt by the sessions' policy: resolves to `null` while it is under the
- * threshold, else `{"plan", "report"}` as JSON.
+ * threshold, else `{"plan", "report"}` as JSON. With `embeddings`, recall for the query is
+ * hybrid.
  */
-export declare function compactPromptJson(promptJson: string, optionsJson: string): Promise<string>
+export declare function compactPromptJson(promptJson: string, optionsJson: string, embeddings?: Embeddings | undefined | null): Promise<string>
 
 /** The registry's models as JSON. */
 export declare function modelsJson(): string

@@ -122,18 +122,64 @@ impl Counter {
     }
 }
 
+/// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall,
+/// loaded once and shared by the calls given it. See `engram_bind::Embeddings`.
+#[napi]
+pub struct Embeddings(bind::Embeddings);
+
+#[napi]
+impl Embeddings {
+    /// Loads the model from `path` (or the directory `ENGRAM_EMBEDDING_MODEL` names); fails when
+    /// it is not there or this build has no embeddings.
+    #[napi(constructor)]
+    pub fn new(path: Option<String>) -> Result<Self> {
+        bind::Embeddings::load(path.as_deref())
+            .map(Embeddings)
+            .map_err(err)
+    }
+
+    /// The model's name.
+    #[napi(getter)]
+    pub fn name(&self) -> String {
+        self.0.name()
+    }
+
+    /// Each text's vector (unit length) as JSON, computed on a worker thread.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn embed_json(&self, texts: Vec<String>) -> AsyncTask<Job> {
+        let embeddings = self.0.clone();
+        Job::new(move || embeddings.embed_json(texts))
+    }
+}
+
 /// Compacts a conversation (`{"messages", "tools"?, ...}` or a list) to a budget; options as
-/// JSON (snake_case keys). Resolves to `{"messages", "report"}` as JSON.
+/// JSON (snake_case keys). Resolves to `{"messages", "report"}` as JSON. With `embeddings`,
+/// recall for the query is hybrid.
 #[napi(ts_return_type = "Promise<string>")]
-pub fn compact_json(conversation_json: String, options_json: String) -> AsyncTask<Job> {
-    Job::new(move || bind::compact_json(&conversation_json, &options_json, None))
+pub fn compact_json(
+    conversation_json: String,
+    options_json: String,
+    embeddings: Option<&Embeddings>,
+) -> AsyncTask<Job> {
+    let embeddings = embeddings.map(|e| e.0.clone());
+    Job::new(move || {
+        bind::compact_json(&conversation_json, &options_json, None, embeddings.as_ref())
+    })
 }
 
 /// Compacts an AI SDK prompt by the sessions' policy: resolves to `null` while it is under the
-/// threshold, else `{"plan", "report"}` as JSON.
+/// threshold, else `{"plan", "report"}` as JSON. With `embeddings`, recall for the query is
+/// hybrid.
 #[napi(ts_return_type = "Promise<string>")]
-pub fn compact_prompt_json(prompt_json: String, options_json: String) -> AsyncTask<Job> {
-    Job::new(move || bind::compact_prompt_json(&prompt_json, &options_json, None))
+pub fn compact_prompt_json(
+    prompt_json: String,
+    options_json: String,
+    embeddings: Option<&Embeddings>,
+) -> AsyncTask<Job> {
+    let embeddings = embeddings.map(|e| e.0.clone());
+    Job::new(move || {
+        bind::compact_prompt_json(&prompt_json, &options_json, None, embeddings.as_ref())
+    })
 }
 
 /// The agent's tools' definitions (`openai` or `anthropic`), as JSON.
@@ -179,10 +225,11 @@ pub struct NativeStore(Arc<bind::Store>);
 #[napi]
 impl NativeStore {
     /// Opens the database at `path` (where the settings say when omitted; `:memory:` for one
-    /// that lives in memory).
+    /// that lives in memory). With `embeddings`, memory search, a session's context for a query,
+    /// its compactions and `search_history` are hybrid.
     #[napi(constructor)]
-    pub fn new(path: Option<String>) -> Result<Self> {
-        bind::Store::new(path.map(PathBuf::from))
+    pub fn new(path: Option<String>, embeddings: Option<&Embeddings>) -> Result<Self> {
+        bind::Store::new(path.map(PathBuf::from), embeddings.map(|e| e.0.clone()))
             .map(|s| NativeStore(Arc::new(s)))
             .map_err(err)
     }
