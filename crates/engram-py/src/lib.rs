@@ -141,6 +141,37 @@ fn summarizer_of(s: Option<&Bound<'_, LlmSummarizer>>) -> Option<Arc<dyn Summari
     s.map(|s| s.get().0.summarizer())
 }
 
+/// A sentence-embedding model for hybrid recall, loaded once; see `engram_bind::Embeddings`.
+#[pyclass(frozen, module = "engram._engram")]
+struct Embeddings(bind::Embeddings);
+
+#[pymethods]
+impl Embeddings {
+    #[new]
+    #[pyo3(signature = (path=None))]
+    fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
+        let path = path.map(|p| p.display().to_string());
+        py.detach(|| bind::Embeddings::load(path.as_deref()))
+            .map(Embeddings)
+            .map_err(err)
+    }
+
+    /// The model's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.0.name()
+    }
+
+    /// Each text's vector (unit length) as JSON, computed with the interpreter released.
+    fn embed_json(&self, py: Python<'_>, texts: Vec<String>) -> Res<String> {
+        py.detach(|| self.0.embed_json(texts)).map_err(err)
+    }
+}
+
+fn embeddings_of(e: Option<&Bound<'_, Embeddings>>) -> Option<bind::Embeddings> {
+    e.map(|e| e.get().0.clone())
+}
+
 /// Responses API items as messages to store, each carrying its own items verbatim.
 #[pyfunction]
 fn responses_items_to_messages_json(items_json: &str) -> Res<String> {
@@ -162,16 +193,25 @@ fn models_json() -> Res<String> {
 /// Compacts a conversation (`{"messages", "tools"?, ...}`) to a budget; see
 /// `engram_bind::compact_json`.
 #[pyfunction]
-#[pyo3(signature = (conversation_json, options_json, summarizer=None))]
+#[pyo3(signature = (conversation_json, options_json, summarizer=None, embeddings=None))]
 fn compact_json(
     py: Python<'_>,
     conversation_json: &str,
     options_json: &str,
     summarizer: Option<&Bound<'_, LlmSummarizer>>,
+    embeddings: Option<&Bound<'_, Embeddings>>,
 ) -> Res<String> {
     let summarizer = summarizer_of(summarizer);
-    py.detach(|| bind::compact_json(conversation_json, options_json, summarizer))
-        .map_err(err)
+    let embeddings = embeddings_of(embeddings);
+    py.detach(|| {
+        bind::compact_json(
+            conversation_json,
+            options_json,
+            summarizer,
+            embeddings.as_ref(),
+        )
+    })
+    .map_err(err)
 }
 
 /// Seed 001's budgeted assembly; see `engram_bind::build_context_json`.
@@ -243,9 +283,14 @@ struct NativeStore(bind::Store);
 #[pymethods]
 impl NativeStore {
     #[new]
-    #[pyo3(signature = (path=None))]
-    fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
-        py.detach(|| bind::Store::new(path))
+    #[pyo3(signature = (path=None, embeddings=None))]
+    fn new(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        embeddings: Option<&Bound<'_, Embeddings>>,
+    ) -> Res<Self> {
+        let embeddings = embeddings_of(embeddings);
+        py.detach(|| bind::Store::new(path, embeddings))
             .map(NativeStore)
             .map_err(err)
     }
@@ -428,6 +473,7 @@ fn _engram(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Counter>()?;
     m.add_class::<LlmSummarizer>()?;
+    m.add_class::<Embeddings>()?;
     m.add_class::<NativeStore>()?;
     m.add_function(wrap_pyfunction!(models_json, m)?)?;
     m.add_function(wrap_pyfunction!(responses_items_to_messages_json, m)?)?;

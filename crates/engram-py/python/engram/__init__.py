@@ -27,12 +27,13 @@ import json
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _engram
-from ._engram import EngramError, LlmSummarizer
+from ._engram import Embeddings, EngramError, LlmSummarizer
 
 __version__: str = _engram.__version__
 
 __all__ = [
     "EngramError",
+    "Embeddings",
     "LlmSummarizer",
     "Counter",
     "Compacted",
@@ -203,6 +204,7 @@ def compact(
     summary_prompt: Optional[str] = None,
     tools: Optional[Sequence[Mapping]] = None,
     annotate: bool = False,
+    embeddings: Optional[Embeddings] = None,
 ) -> Compacted:
     """Compacts a conversation to ``budget`` tokens (default: the model's window less its reply
     share). Strategies: ``auto`` (cheapest first: dedupe, mask, an extractive digest, recall
@@ -210,7 +212,9 @@ def compact(
     messages verbatim and a digest of the rest) and ``summarize`` (the digest written by ``summarizer``, else the model-free
     summary). The system prompt and the pending request are kept; a
     tool call is never split from its result. ``annotate`` keeps engram's provenance fields
-    (an ``engram`` object with ``kind`` and ``source_ids``) on each message."""
+    (an ``engram`` object with ``kind`` and ``source_ids``) on each message. With
+    ``embeddings`` (an :class:`Embeddings`), recall for ``query`` is hybrid: what says the same
+    in other words is found too."""
     data, lc = _as_openai(messages)
     if not isinstance(data, dict):
         data = {"messages": data}
@@ -230,7 +234,7 @@ def compact(
         "summary_prompt": summary_prompt,
         "plain": not annotate,
     }
-    doc = json.loads(_engram.compact_json(_dumps(data), _dumps(options), summarizer))
+    doc = json.loads(_engram.compact_json(_dumps(data), _dumps(options), summarizer, embeddings))
     return Compacted(_back(doc["messages"], lc), doc["report"])
 
 
@@ -369,10 +373,13 @@ class Store:
     """engram's embedded store: a SQLite database (WAL, full-text search) holding memory tiers
     (working, episodic, archive, learnings, journal) and sessions. ``path`` defaults to
     ``$ENGRAM_DB``, else ``engram/engram.db`` in the user's data directory; ``":memory:"`` keeps
-    everything in memory. The same database the ``engram`` CLI uses."""
+    everything in memory. The same database the ``engram`` CLI uses. With ``embeddings`` (an
+    :class:`Embeddings`), memory search, a session's context for a query, its compactions and
+    the agent's ``search_history`` are hybrid; the vectors are kept in the store."""
 
-    def __init__(self, path: Optional[str] = None) -> None:
-        self._native = _engram.NativeStore(None if path is None else str(path))
+    def __init__(self, path: Optional[str] = None, *,
+                 embeddings: Optional[Embeddings] = None) -> None:
+        self._native = _engram.NativeStore(None if path is None else str(path), embeddings)
 
     @property
     def path(self) -> str:

