@@ -79,9 +79,11 @@ step "tests (all features)"
 cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$work/cargo.log"
 end_step "${PIPESTATUS[0]}" "cargo test"
 
-step "the Python package: pip install ./crates/engram-py[test] (maturin, abi3), then its pytest suite"
-# The wheel builds in release mode into CARGO_TARGET_DIR (cached by CI like every other build).
-python3 -m pip install --quiet --root-user-action=ignore "./crates/engram-py[test]"
+step "the Python package: pip install ./crates/engram-py[test] (maturin, abi3, with embeddings), then its pytest suite"
+# The wheel builds in release mode into CARGO_TARGET_DIR (cached by CI like every other build),
+# with the `embeddings` feature so that hybrid recall's tests run.
+MATURIN_PEP517_ARGS="--features embeddings" \
+  python3 -m pip install --quiet --root-user-action=ignore "./crates/engram-py[test]"
 status=$?
 if [ "$status" -eq 0 ]; then
   ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/engram" \
@@ -90,7 +92,7 @@ if [ "$status" -eq 0 ]; then
 fi
 end_step $status "Python package"
 
-step "the Node package: npm ci in crates/engram-node (builds the native module), then its node --test suites"
+step "the Node package: npm ci in crates/engram-node (builds the native module with embeddings), then its node --test suites"
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   (
     set -e
@@ -100,7 +102,7 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
     # against.
     mkdir -p "$work/typedefs"
     NAPI_TYPE_DEF_TMP_FOLDER="$work/typedefs" ENGRAM_NODE_PROFILE=debug ENGRAM_NODE_LOCKED=1 \
-      npm ci --no-audit --no-fund --loglevel=error
+      ENGRAM_NODE_FEATURES=embeddings npm ci --no-audit --no-fund --loglevel=error
     ENGRAM_NODE_TYPEDEFS="$work/typedefs" ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/../../target}/debug/engram" \
       node --test --test-reporter=spec --test-reporter-destination=stdout \
       --test-reporter=junit --test-reporter-destination="$work/node.xml" test/*.test.js
