@@ -1210,20 +1210,20 @@ impl Store {
 mod tests {
     use super::*;
 
-    const QUESTION: &str = "What pet do I have?";
+    use engram_testkit::{Pets, pets};
 
-    /// The testkit's conversation about a meeting room with a dog early on: words alone do not
-    /// connect the question to it, meaning does.
-    fn pets() -> Vec<Value> {
-        engram_testkit::pets().messages
-    }
-
-    fn has_rex(doc: &Value) -> bool {
+    /// Whether the document's messages hold the dog's turn (the testkit's fixture: small talk
+    /// about a meeting room, the dog early on; words alone do not connect the question to it).
+    fn has_dog(doc: &Value, pets: &Pets) -> bool {
         doc["messages"]
             .as_array()
             .expect("messages")
             .iter()
-            .any(|m| m["content"].as_str().is_some_and(|c| c.contains("Rex")))
+            .any(|m| {
+                m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains(&pets.answer))
+            })
     }
 
     fn topics() -> Embeddings {
@@ -1232,36 +1232,41 @@ mod tests {
 
     #[test]
     fn compaction_given_embeddings_recalls_by_meaning() {
-        let mut messages = pets();
-        messages.push(json!({"role": "user", "content": QUESTION}));
+        let pets = pets();
+        let mut messages = pets.messages.clone();
+        messages.push(json!({"role": "user", "content": pets.question}));
         let conversation = json!({ "messages": messages }).to_string();
-        let options = json!({"budget": 400, "query": QUESTION}).to_string();
+        let options = json!({"budget": 400, "query": pets.question}).to_string();
         let run = |embeddings: Option<&Embeddings>| -> Value {
             let out = compact_json(&conversation, &options, None, embeddings).expect("compacts");
             serde_json::from_str(&out).expect("json")
         };
         let lexical = run(None);
-        assert!(!has_rex(&lexical), "words alone miss the dog");
+        assert!(!has_dog(&lexical, &pets), "words alone miss the dog");
         assert_eq!(lexical["report"]["recall_embedder"], Value::Null);
         let hybrid = run(Some(&topics()));
-        assert!(has_rex(&hybrid));
+        assert!(has_dog(&hybrid, &pets));
         assert_eq!(hybrid["report"]["recall_embedder"], "topics");
     }
 
     #[test]
     fn a_store_given_embeddings_searches_and_recalls_by_meaning() {
+        let pets = pets();
         let store = Store::new(Some(":memory:".into()), Some(topics())).expect("store");
-        for m in &pets()[1..41] {
+        for m in &pets.messages[1..41] {
             let entry = json!({"content": m["content"], "source": "chat"}).to_string();
             store.add(&entry).expect("adds");
         }
-        let hits: Value =
-            serde_json::from_str(&store.search(QUESTION, r#"{"limit": 3}"#).expect("searches"))
-                .expect("json");
+        let hits: Value = serde_json::from_str(
+            &store
+                .search(&pets.question, r#"{"limit": 3}"#)
+                .expect("searches"),
+        )
+        .expect("json");
         assert!(
             hits[0]["content"]
                 .as_str()
-                .is_some_and(|c| c.contains("Rex")),
+                .is_some_and(|c| c.contains(&pets.answer)),
             "{hits}"
         );
 
@@ -1270,15 +1275,15 @@ mod tests {
                 .expect("json");
         let id = info["id"].as_str().expect("id");
         store
-            .session_append(id, &Value::Array(pets()).to_string())
+            .session_append(id, &Value::Array(pets.messages.clone()).to_string())
             .expect("appends");
         let context: Value = serde_json::from_str(
             &store
-                .session_context(id, Some(400), Some(QUESTION), false)
+                .session_context(id, Some(400), Some(&pets.question), false)
                 .expect("context"),
         )
         .expect("json");
-        assert!(has_rex(&context));
+        assert!(has_dog(&context, &pets));
         let found: Value = serde_json::from_str(
             &store
                 .session_tool_call(id, "search_history", r#"{"query": "pet"}"#, None)
@@ -1287,7 +1292,9 @@ mod tests {
         .expect("json");
         assert_eq!(found["is_error"], false);
         assert!(
-            found["content"].as_str().is_some_and(|c| c.contains("Rex")),
+            found["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(&pets.answer)),
             "{found}"
         );
     }

@@ -1342,8 +1342,9 @@ async fn a_server_with_an_embedder_recalls_by_meaning() {
         .await;
         assert_eq!(s, StatusCode::CREATED, "{info}");
         // Small talk about a meeting, one message about a pet among it, then the question.
-        let mut messages = engram_testkit::pets().messages;
-        messages.push(json!({"role": "user", "content": "What pet do I have?"}));
+        let pets = engram_testkit::pets();
+        let mut messages = pets.messages;
+        messages.push(json!({"role": "user", "content": pets.question}));
         let (s, r) = call(
             &app,
             "POST",
@@ -1358,7 +1359,7 @@ async fn a_server_with_an_embedder_recalls_by_meaning() {
             "POST",
             "/v1/sessions/s/context",
             None,
-            Some(json!({"budget": 400, "query": "What pet do I have?"})),
+            Some(json!({"budget": 400, "query": pets.question})),
         )
         .await;
         assert_eq!(s, StatusCode::OK, "{ctx}");
