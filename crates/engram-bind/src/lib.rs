@@ -250,6 +250,8 @@ pub struct Embeddings {
     model: Arc<dyn engram::embed::Embedder>,
     /// The model with the cache file, for conversations that live in no store.
     cached: Arc<dyn engram::embed::Embedder>,
+    /// Why the cache file could not be opened, when it could not.
+    warning: Option<String>,
 }
 
 impl std::fmt::Debug for Embeddings {
@@ -283,13 +285,27 @@ impl Embeddings {
     fn load_from(dir: &std::path::Path) -> Res<Self> {
         let model: Arc<dyn engram::embed::Embedder> =
             Arc::new(engram_embed::MiniLm::load(dir).map_err(err)?);
-        let cached: Arc<dyn engram::embed::Embedder> =
+        // The cache is an optimisation: without it vectors are computed each time, and the
+        // front says so once (`warning`).
+        let (cached, warning): (Arc<dyn engram::embed::Embedder>, _) =
             match engram_store::sqlite::VectorFile::open(&engram_embed::default_cache_path()) {
-                Ok(file) => Arc::new(engram::embed::Stored::new(Arc::clone(&model), file)),
-                // The cache is an optimisation: without it vectors are computed each time.
-                Err(_) => Arc::clone(&model),
+                Ok(file) => (
+                    Arc::new(engram::embed::Stored::new(Arc::clone(&model), file)),
+                    None,
+                ),
+                Err(e) => (
+                    Arc::clone(&model),
+                    Some(format!(
+                        "{e}; the vectors of a conversation outside a store are computed each \
+                         time (set XDG_CACHE_HOME to a writable directory)"
+                    )),
+                ),
             };
-        Ok(Embeddings { model, cached })
+        Ok(Embeddings {
+            model,
+            cached,
+            warning,
+        })
     }
 
     #[cfg(not(feature = "embeddings"))]
@@ -306,12 +322,19 @@ impl Embeddings {
         Embeddings {
             model: Arc::clone(&embedder),
             cached: embedder,
+            warning: None,
         }
     }
 
     /// The model's name.
     pub fn name(&self) -> String {
         self.model.name().to_owned()
+    }
+
+    /// Why the embedding cache could not be opened, when it could not: the model still works,
+    /// and each front tells its user once (a Python warning, a Node process warning).
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
     }
 
     /// The vector of each text (unit length, so a dot product is a cosine similarity), as JSON.

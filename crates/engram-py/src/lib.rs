@@ -151,9 +151,21 @@ impl Embeddings {
     #[pyo3(signature = (path=None))]
     fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
         let path = path.map(|p| p.display().to_string());
-        py.detach(|| bind::Embeddings::load(path.as_deref()))
-            .map(Embeddings)
-            .map_err(err)
+        let model = py
+            .detach(|| bind::Embeddings::load(path.as_deref()))
+            .map_err(err)?;
+        if let Some(warning) = model.warning() {
+            // A RuntimeWarning: the model works, only without its cache.
+            let message = std::ffi::CString::new(format!("engram: {warning}"))
+                .unwrap_or_else(|_| c"engram: the embedding cache cannot be opened".to_owned());
+            PyErr::warn(
+                py,
+                &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+                &message,
+                1,
+            )?;
+        }
+        Ok(Embeddings(model))
     }
 
     /// The model's name.

@@ -92,6 +92,19 @@ def test_vectors_are_unit_length_and_near_in_meaning(embeddings):
     assert cos(pet, dog) > cos(pet, room)
 
 
+def test_a_cache_that_cannot_be_opened_is_a_warning_and_the_model_still_works(
+    embeddings, model_dir, tmp_path, monkeypatch
+):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    with pytest.warns(RuntimeWarning, match="a-file.*XDG_CACHE_HOME") as caught:
+        uncached = engram.Embeddings(model_dir)
+    assert len(caught) == 1
+    messages = pet_conversation() + [{"role": "user", "content": QUESTION}]
+    assert has_dog(engram.compact(messages, 400, query=QUESTION, embeddings=uncached).messages)
+
+
 def test_compact_recalls_by_meaning_with_embeddings(embeddings, cache_dir):
     messages = pet_conversation() + [{"role": "user", "content": QUESTION}]
     lexical = engram.compact(messages, 400, query=QUESTION)

