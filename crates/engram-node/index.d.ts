@@ -55,6 +55,7 @@ export declare function countTokens(value: string | Messages, options?: CountOpt
  * there or the native module was built without embeddings.
  */
 export declare class Embeddings {
+  /** Emits a process warning (code `ENGRAM_EMBEDDING_CACHE`) when the embedding cache cannot be opened. */
   constructor(path?: string)
   readonly name: string
   /** Each text's vector (unit length). */
@@ -149,7 +150,8 @@ export declare class Store {
   readonly path: string
   add(content: string, options?: AddOptions): string
   addMany(entries: Iterable<{ content: string; source: string } & AddOptions>): Promise<{ inserted: number; skipped: number }>
-  search(query: string, options?: SearchOptions): Array<MemoryEntry & { score: number }>
+  /** Resolves off the JS thread: the first hybrid search embeds every entry that has no vector yet. */
+  search(query: string, options?: SearchOptions): Promise<Array<MemoryEntry & { score: number }>>
   sleep(options?: { now?: string; ttlHours?: number; maxWorking?: number }): Promise<Record<string, unknown>>
   log(limit?: number): Array<Record<string, unknown>>
   stats(): Record<string, number>

@@ -156,6 +156,9 @@ function countTokens(value, { model, tokenizer, tools } = {}) {
 class Embeddings {
   constructor(path) {
     this._native = call(() => new native.Embeddings(path ?? null))
+    // The model works without its cache, only slower: say so once, as a process warning.
+    const warning = this._native.warning
+    if (warning) process.emitWarning(`engram: ${warning}`, { code: 'ENGRAM_EMBEDDING_CACHE' })
   }
 
   /** The model's name. */
@@ -250,9 +253,13 @@ class Store {
     return JSON.parse(await wait(this._native.addMany(dumps(list, 'entries'))))
   }
 
-  /** Full-text search (BM25, stemmed), best first. Options: limit (10), tiers, sessionId, source, since, until. */
-  search(query, opts = {}) {
-    return JSON.parse(call(() => this._native.search(query, options({ limit: 10, ...opts }))))
+  /**
+   * Full-text search (BM25, stemmed; hybrid with `embeddings`), best first; resolves to the hits.
+   * Options: limit (10), tiers, sessionId, source, since, until. Runs off the JS thread: the first
+   * hybrid search embeds every entry that has no vector yet.
+   */
+  async search(query, opts = {}) {
+    return JSON.parse(await wait(this._native.search(query, options({ limit: 10, ...opts }))))
   }
 
   /** One sleep: consolidates working memory and compacts sessions above half their window. Options: now, ttlHours, maxWorking. */

@@ -36,6 +36,8 @@ export declare class Embeddings {
   constructor(path?: string | undefined | null)
   /** The model's name. */
   get name(): string
+  /** Why the embedding cache could not be opened, when it could not (the model still works). */
+  get warning(): string | null
   /** Each text's vector (unit length) as JSON, computed on a worker thread. */
   embedJson(texts: Array<string>): Promise<string>
 }
@@ -57,8 +59,11 @@ export declare class NativeStore {
   add(entryJson: string): string
   /** Adds entries in one transaction; resolves to `{"inserted", "skipped"}` as JSON. */
   addMany(entriesJson: string): Promise<string>
-  /** Full-text search; hits as JSON. */
-  search(text: string, optionsJson: string): string
+  /**
+   * Full-text search (hybrid with embeddings); resolves to the hits as JSON. Off the JS
+   * thread: a store's first hybrid search embeds every entry that has no vector yet.
+   */
+  search(text: string, optionsJson: string): Promise<string>
   /** One sleep (consolidation and sleep-time compaction); its report as JSON. */
   sleep(optionsJson: string): Promise<string>
   /** The consolidation log, newest first, as JSON. */

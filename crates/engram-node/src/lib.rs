@@ -144,6 +144,12 @@ impl Embeddings {
         self.0.name()
     }
 
+    /// Why the embedding cache could not be opened, when it could not (the model still works).
+    #[napi(getter)]
+    pub fn warning(&self) -> Option<String> {
+        self.0.warning().map(str::to_owned)
+    }
+
     /// Each text's vector (unit length) as JSON, computed on a worker thread.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn embed_json(&self, texts: Vec<String>) -> AsyncTask<Job> {
@@ -260,10 +266,11 @@ impl NativeStore {
         self.job(move |s| s.add_many(&entries_json))
     }
 
-    /// Full-text search; hits as JSON.
-    #[napi]
-    pub fn search(&self, text: String, options_json: String) -> Result<String> {
-        self.0.search(&text, &options_json).map_err(err)
+    /// Full-text search (hybrid with embeddings); resolves to the hits as JSON. Off the JS
+    /// thread: a store's first hybrid search embeds every entry that has no vector yet.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn search(&self, text: String, options_json: String) -> AsyncTask<Job> {
+        self.job(move |s| s.search(&text, &options_json))
     }
 
     /// One sleep (consolidation and sleep-time compaction); its report as JSON.

@@ -71,6 +71,31 @@ test('vectors are unit length and near in meaning', async (t) => {
   assert.ok(dot(pet, dog) > dot(pet, room))
 })
 
+test('a cache that cannot be opened is a process warning, and the model still works', async (t) => {
+  if (!model(t)) return
+  const blocked = path.join(tempDir(), 'a-file')
+  fs.writeFileSync(blocked, 'not a directory')
+  const warnings = []
+  const onWarning = (w) => warnings.push(w)
+  process.on('warning', onWarning)
+  const before = process.env.XDG_CACHE_HOME
+  process.env.XDG_CACHE_HOME = blocked
+  let uncached
+  try {
+    uncached = new Embeddings(process.env.ENGRAM_EMBEDDING_MODEL)
+  } finally {
+    if (before === undefined) delete process.env.XDG_CACHE_HOME
+    else process.env.XDG_CACHE_HOME = before
+  }
+  await new Promise((resolve) => setImmediate(resolve))
+  process.off('warning', onWarning)
+  const ours = warnings.filter((w) => w.code === 'ENGRAM_EMBEDDING_CACHE')
+  assert.equal(ours.length, 1, warnings.map(String).join('\n'))
+  assert.match(ours[0].message, /a-file.*XDG_CACHE_HOME/s)
+  const messages = [...petConversation(), { role: 'user', content: QUESTION }]
+  assert.ok(hasDog((await compact(messages, 400, { query: QUESTION, embeddings: uncached })).messages))
+})
+
 test('compact recalls by meaning with embeddings', async (t) => {
   const m = model(t)
   if (!m) return
@@ -90,10 +115,10 @@ test('a store with embeddings searches and recalls by meaning', async (t) => {
   const db = path.join(tempDir(), 'engram.db')
   const lexical = new Store(db)
   for (const msg of petConversation().slice(1, 41)) lexical.add(msg.content)
-  assert.ok(!lexical.search(QUESTION, { limit: 3 }).some((h) => h.content.includes(ANSWER)))
+  assert.ok(!(await lexical.search(QUESTION, { limit: 3 })).some((h) => h.content.includes(ANSWER)))
 
   const store = new Store(db, { embeddings: m })
-  const hits = store.search(QUESTION, { limit: 3 })
+  const hits = await store.search(QUESTION, { limit: 3 })
   assert.ok(hits.length > 0 && hits[0].content.includes(ANSWER), JSON.stringify(hits))
 
   const session = store.newSession('gpt-4o', { window: 100000 })

@@ -5,18 +5,18 @@ const path = require('node:path')
 const { Store, EngramError } = require('..')
 const { tempDir } = require('./helpers')
 
-test('memory: add, search, get, stats, forget', () => {
+test('memory: add, search, get, stats, forget', async () => {
   const store = new Store(path.join(tempDir(), 'm.db'))
   const id = store.add('The deploy script lives in scripts/deploy.sh and needs AWS_PROFILE=prod', { source: 'notes' })
   store.add('The user prefers tabs over spaces', { source: 'prefs', importance: 0.9 })
-  const hits = store.search('where is the deploy script')
+  const hits = await store.search('where is the deploy script')
   assert.equal(hits[0].id, id)
   assert.ok(hits[0].score > 0)
   assert.equal(store.get(id).content.includes('deploy.sh'), true)
   assert.equal(store.get('mem-nope'), null)
   assert.equal(store.stats().working, 2)
   assert.equal(store.forget({ source: 'prefs' }).entries, 1)
-  assert.equal(store.search('tabs').length, 0)
+  assert.equal((await store.search('tabs')).length, 0)
 })
 
 test('memory: addMany and a sleep that consolidates, with its log', async () => {
@@ -43,8 +43,8 @@ test('memory: bad input is an EngramError naming the field, and stores nothing',
     (e) => e instanceof EngramError && /entries\[1\]/.test(e.message),
   )
   assert.equal(store.stats().working ?? 0, 0)
-  assert.throws(() => store.search('x', { limit: 0 }), (e) => e instanceof EngramError && /limit/.test(e.message))
-  assert.ok(Array.isArray(store.search('x', { limit: 2 ** 53 }))) // clamped, never a crash
+  await assert.rejects(store.search('x', { limit: 0 }), (e) => e instanceof EngramError && /limit/.test(e.message))
+  assert.ok(Array.isArray(await store.search('x', { limit: 2 ** 53 }))) // clamped, never a crash
   const foreign = path.join(tempDir(), 'foreign.db')
   require('node:fs').writeFileSync(foreign, 'not a database, '.repeat(100))
   assert.throws(() => new Store(foreign), EngramError)
