@@ -259,6 +259,7 @@ class Store {
    * hybrid search embeds every entry that has no vector yet.
    */
   async search(query, opts = {}) {
+    if (typeof query !== 'string') throw new EngramError('query must be a string')
     return JSON.parse(await wait(this._native.search(query, options({ limit: 10, ...opts }))))
   }
 

@@ -44,6 +44,7 @@ test('memory: bad input is an EngramError naming the field, and stores nothing',
   )
   assert.equal(store.stats().working ?? 0, 0)
   await assert.rejects(store.search('x', { limit: 0 }), (e) => e instanceof EngramError && /limit/.test(e.message))
+  await assert.rejects(store.search(42), (e) => e instanceof EngramError && /query/.test(e.message))
   assert.ok(Array.isArray(await store.search('x', { limit: 2 ** 53 }))) // clamped, never a crash
   const foreign = path.join(tempDir(), 'foreign.db')
   require('node:fs').writeFileSync(foreign, 'not a database, '.repeat(100))
