@@ -23,16 +23,11 @@ pub(crate) fn from_args(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedde
     load(args, keep)
 }
 
-/// Texts below which embedding shows no progress (a few seconds' work).
-#[cfg(feature = "embeddings")]
-const QUIET_UP_TO: usize = 500;
-
 #[cfg(feature = "embeddings")]
 fn load(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
     use engram::embed::Stored;
-    use engram_embed::{MiniLm, default_cache_path};
+    use engram_embed::{MiniLm, default_cache_path, progress_message};
     use engram_store::sqlite::VectorFile;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let Some(dir) = &args.embedding_model else {
         eprintln!(
             "engram: warning: --recall hybrid needs the model's directory (--embedding-model DIR \
@@ -41,21 +36,7 @@ fn load(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
         return None;
     };
     let model = match MiniLm::load(dir) {
-        Ok(model) => {
-            // Texts embedded by this process (a search embeds page by page), and in the
-            // current call; a line each time the first passes a multiple of QUIET_UP_TO.
-            let total = AtomicUsize::new(0);
-            let in_call = AtomicUsize::new(0);
-            model.with_progress(move |done, _of| {
-                let before = in_call.swap(done, Ordering::Relaxed);
-                let new = if done >= before { done - before } else { done };
-                let was = total.fetch_add(new, Ordering::Relaxed);
-                let now = was + new;
-                if now / QUIET_UP_TO > was / QUIET_UP_TO {
-                    eprintln!("engram: embedded {now} texts (each is embedded once, then kept)");
-                }
-            })
-        }
+        Ok(model) => model.with_progress(|total| eprintln!("engram: {}", progress_message(total))),
         Err(e) => {
             eprintln!("engram: warning: {e}; recall is lexical");
             return None;

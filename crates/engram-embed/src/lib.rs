@@ -12,6 +12,7 @@
 //! [`default_cache_path`] is where the CLI keeps that file.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -33,6 +34,17 @@ const BATCH: usize = 32;
 /// at a time.
 const BATCH_TOKENS: usize = 2048;
 
+/// Texts between two progress reports: below it embedding is a few seconds' work and says
+/// nothing; a first search over a large store or a first hybrid pass over a long history embeds
+/// thousands, about a hundred a second on two cores.
+pub const PROGRESS_EVERY: usize = 500;
+
+/// The line each front shows (on stderr, in Python's `engram` logger, to a Node callback) when
+/// a model has embedded `total` texts.
+pub fn progress_message(total: usize) -> String {
+    format!("embedded {total} texts (each is embedded once, then kept)")
+}
+
 /// Why embeddings are not available.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -51,7 +63,10 @@ pub struct MiniLm {
     model: BertModel,
     tokenizer: Tokenizer,
     name: String,
-    progress: Option<Box<dyn Fn(usize, usize) + Send + Sync>>,
+    /// Reports every [`PROGRESS_EVERY`] texts this model has embedded.
+    progress: Option<Box<dyn Fn(usize) + Send + Sync>>,
+    /// Texts this model has embedded, over every call.
+    embedded: AtomicUsize,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -105,12 +120,13 @@ impl MiniLm {
             tokenizer,
             name: "all-MiniLM-L6-v2".into(),
             progress: None,
+            embedded: AtomicUsize::new(0),
         })
     }
 
-    /// Calls `report(done, of)` after each batch of a call's texts: a first search over a large
-    /// store embeds thousands of texts, about a hundred a second on two cores.
-    pub fn with_progress(mut self, report: impl Fn(usize, usize) + Send + Sync + 'static) -> Self {
+    /// Calls `report(total)` each time the texts this model has embedded (over all its calls)
+    /// pass a multiple of [`PROGRESS_EVERY`]; [`progress_message`] says it in words.
+    pub fn with_progress(mut self, report: impl Fn(usize) + Send + Sync + 'static) -> Self {
         self.progress = Some(Box::new(report));
         self
     }
@@ -179,10 +195,14 @@ impl Embedder for MiniLm {
             for (i, v) in chunk.iter().zip(self.batch(&batch)?) {
                 out[*i] = v;
             }
-            start = end;
             if let Some(report) = &self.progress {
-                report(start, texts.len());
+                let was = self.embedded.fetch_add(end - start, Ordering::Relaxed);
+                let now = was + end - start;
+                if now / PROGRESS_EVERY > was / PROGRESS_EVERY {
+                    report(now);
+                }
             }
+            start = end;
         }
         Ok(out)
     }

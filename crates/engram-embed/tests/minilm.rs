@@ -77,6 +77,42 @@ fn the_cache_keeps_each_vector_once() {
 }
 
 #[test]
+fn progress_is_reported_every_few_hundred_texts_over_all_calls() {
+    let Some(dir) = model_dir() else { return };
+    let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&reports);
+    let model = MiniLm::load(&dir)
+        .expect("loads")
+        .with_progress(move |total| seen.lock().unwrap().push(total));
+    let every = engram_embed::PROGRESS_EVERY;
+    let texts: Vec<String> = (0..every * 3 / 5).map(|i| format!("note {i}")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    model.embed(&refs).expect("embeds");
+    assert!(
+        reports.lock().unwrap().is_empty(),
+        "fewer than {every} texts say nothing"
+    );
+    model.embed(&refs).expect("embeds");
+    let reports = reports.lock().unwrap().clone();
+    assert_eq!(
+        reports.len(),
+        1,
+        "one report once the two calls pass {every}: {reports:?}"
+    );
+    assert!(
+        (every..every + 32).contains(&reports[0]),
+        "reported at the batch that passed {every}: {reports:?}"
+    );
+    assert_eq!(
+        engram_embed::progress_message(reports[0]),
+        format!(
+            "embedded {} texts (each is embedded once, then kept)",
+            reports[0]
+        )
+    );
+}
+
+#[test]
 fn hybrid_recall_finds_what_shares_no_word_with_the_query() {
     let Some(dir) = model_dir() else { return };
     let pets = engram_testkit::pets();
