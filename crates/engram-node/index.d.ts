@@ -55,8 +55,12 @@ export declare function countTokens(value: string | Messages, options?: CountOpt
  * there or the native module was built without embeddings.
  */
 export declare class Embeddings {
-  /** Emits a process warning (code `ENGRAM_EMBEDDING_CACHE`) when the embedding cache cannot be opened. */
-  constructor(path?: string)
+  /**
+   * Emits a process warning (code `ENGRAM_EMBEDDING_CACHE`) when the embedding cache cannot be
+   * opened. `onProgress` is given a line each time the model has embedded a few hundred more
+   * texts (a long history's first hybrid pass); without it the lines go to `NODE_DEBUG=engram`.
+   */
+  constructor(path?: string, options?: { onProgress?: (line: string) => void })
   readonly name: string
   /** Each text's vector (unit length). */
   embed(texts: string[]): Promise<number[][]>

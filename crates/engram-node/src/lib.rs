@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram_bind as bind;
-use napi::bindgen_prelude::AsyncTask;
+use napi::bindgen_prelude::{AsyncTask, Unknown};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 
@@ -122,6 +123,10 @@ impl Counter {
     }
 }
 
+/// A JS callback given each progress line: called without an error argument, and weak (a
+/// model that is still loaded does not hold the process open).
+type Progress = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true>;
+
 /// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall,
 /// loaded once and shared by the calls given it. See `engram_bind::Embeddings`.
 #[napi]
@@ -130,10 +135,20 @@ pub struct Embeddings(bind::Embeddings);
 #[napi]
 impl Embeddings {
     /// Loads the model from `path` (or the directory `ENGRAM_EMBEDDING_MODEL` names); fails when
-    /// it is not there or this build has no embeddings.
-    #[napi(constructor)]
-    pub fn new(path: Option<String>) -> Result<Self> {
-        bind::Embeddings::load(path.as_deref())
+    /// it is not there or this build has no embeddings. `progress` is called on the JS thread
+    /// with a line each time the model has embedded a few hundred more texts; it does not keep
+    /// the process alive.
+    #[napi(
+        constructor,
+        ts_args_type = "path?: string | undefined | null, progress?: ((line: string) => void) | undefined | null"
+    )]
+    pub fn new(path: Option<String>, progress: Option<Progress>) -> Result<Self> {
+        let progress = progress.map(|report| -> bind::Progress {
+            Box::new(move |line| {
+                report.call(line, ThreadsafeFunctionCallMode::NonBlocking);
+            })
+        });
+        bind::Embeddings::load(path.as_deref(), progress)
             .map(Embeddings)
             .map_err(err)
     }

@@ -96,6 +96,29 @@ test('a cache that cannot be opened is a process warning, and the model still wo
   assert.ok(hasDog((await compact(messages, 400, { query: QUESTION, embeddings: uncached })).messages))
 })
 
+test('a long first pass reports its progress to onProgress', async (t) => {
+  assert.throws(() => new Embeddings(undefined, { onProgress: 'yes' }), EngramError)
+  if (!model(t)) return
+  const lines = []
+  const before = process.env.XDG_CACHE_HOME
+  process.env.XDG_CACHE_HOME = tempDir()
+  let reporting
+  try {
+    reporting = new Embeddings(process.env.ENGRAM_EMBEDDING_MODEL, { onProgress: (l) => lines.push(l) })
+  } finally {
+    if (before === undefined) delete process.env.XDG_CACHE_HOME
+    else process.env.XDG_CACHE_HOME = before
+  }
+  const texts = Array.from({ length: 300 }, (_, i) => `note ${i}`)
+  await reporting.embed(texts)
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.deepEqual(lines, [], 'a few hundred texts say nothing')
+  await reporting.embed(texts.map((x) => `${x} again`))
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.equal(lines.length, 1, lines.join('\n'))
+  assert.match(lines[0], /^embedded 5\d\d texts \(each is embedded once, then kept\)$/)
+})
+
 test('compact recalls by meaning with embeddings', async (t) => {
   const m = model(t)
   if (!m) return
