@@ -164,8 +164,7 @@ class Embeddings {
     }
     // A first hybrid pass over a long history embeds thousands of texts (about a hundred a
     // second on two cores): a line each few hundred, to onProgress or to NODE_DEBUG=engram.
-    const report = onProgress ?? debug
-    this._native = call(() => new native.Embeddings(path ?? null, (line) => report(line)))
+    this._native = call(() => new native.Embeddings(path ?? null, onProgress ?? debug))
     // The model works without its cache, only slower: say so once, as a process warning.
     const warning = this._native.warning
     if (warning) process.emitWarning(`engram: ${warning}`, { code: 'ENGRAM_EMBEDDING_CACHE' })
