@@ -761,6 +761,21 @@ impl Planner<'_> {
         recall_share_for(self.options.recall_share, chars / 4, free)
     }
 
+    /// How much a recalled unit's cost counts against its score, from the lengths of the
+    /// user's and the assistant's messages in `units` (see [`recall::cost_weight`]); by
+    /// characters, as the ratio needs no exact count.
+    fn cost_weight(&self, units: &[units::Unit]) -> f64 {
+        let (mut user, mut assistant) = (Vec::new(), Vec::new());
+        for item in units.iter().flat_map(|u| &self.items[u.start..u.end]) {
+            match item.message.role {
+                Role::User => user.push(item.message.text().len()),
+                Role::Assistant => assistant.push(item.message.text().len()),
+                _ => {}
+            }
+        }
+        recall::cost_weight(&mut user, &mut assistant)
+    }
+
     /// The middle of the view (between pinned messages and the newest unit) for `free` tokens.
     fn select(&mut self, older: &[units::Unit], free: usize, all_fit: bool) -> Vec<ViewMessage> {
         if all_fit {
@@ -851,10 +866,14 @@ impl Planner<'_> {
                     slot.insert(self.version(dropped[ui], &replaced, false));
                 }
             }
+            let cost_weight = self.cost_weight(dropped);
             let by_value = |order: Ranking| {
                 let mut ranked: Ranking = order
                     .into_iter()
-                    .map(|(ui, score)| (ui, recall::value(score, versions[&ui].tokens)))
+                    .map(|(ui, score)| {
+                        let value = recall::value(score, versions[&ui].tokens, cost_weight);
+                        (ui, value)
+                    })
                     .collect();
                 ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
                 ranked
@@ -1486,6 +1505,69 @@ mod tests {
             !text.iter().any(|t| t.contains("repainted room 3 ")),
             "another month's news stays out: {text:#?}"
         );
+    }
+
+    /// A chat with one long turn that answers the question and one short turn that shares a
+    /// single word with it; the rest is small talk. With `long_replies` the assistant's lines
+    /// run to five times the user's, else both say lines of the same middling length (and as
+    /// many words in all, so each turn matches the question about as well either way).
+    fn chat_with_one_long_answer(long_replies: bool) -> Vec<Message> {
+        let mut messages = vec![Message::system("You are a helpful companion.")];
+        for k in 0..30 {
+            let (user, assistant) = if long_replies {
+                (
+                    format!("Quiet day {k}."),
+                    format!("Nothing much happened today, I stayed in and read a novel {k}."),
+                )
+            } else {
+                (
+                    format!("Nothing much today, I read a while {k}."),
+                    format!("Quiet day in, read a novel too {k}."),
+                )
+            };
+            messages.push(Message::user(user));
+            messages.push(Message::assistant(assistant));
+            if k == 10 {
+                messages.push(
+                    Message::user(
+                        "For the garden party by the old stone wall we baked a lemon cake, \
+                         three trays of scones and a pot of plum jam, and my aunt brought \
+                         her famous cherry pie; everyone stayed until the lanterns were lit \
+                         and the neighbours sang until midnight.",
+                    )
+                    .with_id("answer"),
+                );
+                messages.push(Message::assistant("What a wonderful evening."));
+            }
+            if k == 20 {
+                messages.push(Message::user("The garden was green.").with_id("one-word"));
+                messages.push(Message::assistant("Lovely."));
+            }
+        }
+        messages.push(Message::user(
+            "What did we bake for the garden party by the old stone wall?",
+        ));
+        messages
+    }
+
+    #[test]
+    fn in_a_chat_between_people_the_best_match_is_recalled_whatever_its_length() {
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        // 110 tokens leave recall room for the answer or the one-word match, not both.
+        let kept = |long_replies: bool| {
+            let messages = chat_with_one_long_answer(long_replies);
+            let mut options = CompactOptions::new(110);
+            options.query = messages.last().map(|m| m.text().into_owned());
+            let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+            out.messages
+                .iter()
+                .filter_map(|m| m.message.id.clone())
+                .collect::<Vec<_>>()
+        };
+        // Turns alike in length: the answer matches best, and is recalled.
+        assert_eq!(kept(false), ["answer"]);
+        // Beside long replies the cost counts, and the short match goes first.
+        assert_eq!(kept(true), ["one-word"]);
     }
 
     #[test]
