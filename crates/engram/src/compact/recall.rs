@@ -373,12 +373,16 @@ const ALIKE: f64 = 2.0;
 /// length says nothing about what answers, and the order is by score alone. On the dev data
 /// the medians of chat logs between people differ by at most 1.45 times, of assistant
 /// conversations and agent runs by 2.4 to 70 times (mostly 6 or more); ordering the first by
-/// score alone keeps more of every kind of question's evidence, and the second lose up to a
-/// third of theirs without the root. With one side missing, the cost counts.
+/// score alone keeps more of every kind of question's evidence, and the second lose up to half
+/// of their multi-session evidence without the root. With one side missing, the cost counts.
 pub(crate) fn cost_weight(user: &mut [usize], assistant: &mut [usize]) -> f64 {
     let median = |lengths: &mut [usize]| {
-        lengths.sort_unstable();
-        lengths.get(lengths.len() / 2).map(|&l| l.max(1) as f64)
+        if lengths.is_empty() {
+            return None;
+        }
+        let middle = lengths.len() / 2;
+        let (_, median, _) = lengths.select_nth_unstable(middle);
+        Some((*median).max(1) as f64)
     };
     match (median(user), median(assistant)) {
         (Some(u), Some(a)) if u.max(a) / u.min(a) < ALIKE => 0.0,
