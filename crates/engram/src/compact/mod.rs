@@ -1336,7 +1336,7 @@ impl Planner<'_> {
             match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
                 Ok(similar) => {
                     words_only = Some(lexical.clone());
-                    lexical = recall::fuse(&lexical, &similar);
+                    lexical = recall::fuse(&lexical, &similar, recall::MEANING_MERGED);
                     self.report.recall_embedder = Some(embedder.name().to_owned());
                 }
                 Err(e) => {

@@ -238,17 +238,27 @@ pub(crate) fn similarities_to<S: AsRef<str>>(
     Ok(docs.iter().map(|v| dot(query, v)).collect())
 }
 
-/// The share of similarity of meaning in hybrid recall's score (BM25 has the rest). Measured on
-/// the dev data between 0.2 and 0.5: more helps open-domain and multi-hop questions and costs
-/// single-session and temporal ones; at 0.35 the first gain much and the second lose little.
+/// The share of similarity of meaning in hybrid search's score (BM25 has the rest) where the
+/// fused ranking stands alone (memory search, `search_history`). Measured on the dev data
+/// between 0.2 and 0.5 with compaction's ranking standing alone: more helps open-domain and
+/// multi-hop questions and costs single-session and temporal ones; at 0.35 the first gain much
+/// and the second lose little.
 pub(crate) const MEANING: f64 = 0.35;
+
+/// The share of similarity of meaning in compaction's fused ranking, which is merged with the
+/// order by words alone ([`fuse_ranks`]): the merge keeps what words rank inside the budget in
+/// reach, so meaning can weigh more in its half. Measured on the dev data at 0.35, 0.42, 0.5,
+/// 0.55 and 0.65: at 0.5 no category of LoCoMo or LongMemEval is more than a fraction of one
+/// question below 0.35, and none is below recall by words alone; above it, single-hop and
+/// temporal questions start to lose.
+pub(crate) const MEANING_MERGED: f64 = 0.5;
 
 /// BM25 and similarity of meaning in one score: each scaled to its best unit, the similarity
 /// counted only above the average (most units of a conversation are about something else), and
-/// mixed in the shares [`MEANING`] sets. A unit that shares no word with the query can now be recalled when it
-/// means the same; the scores stay proportional, as the neighbours' shares and the order by
-/// value per cost need.
-pub(crate) fn fuse(lexical: &[f64], similar: &[f32]) -> Vec<f64> {
+/// mixed with `meaning` the similarity's share ([`MEANING`], [`MEANING_MERGED`]). A unit that
+/// shares no word with the query can now be recalled when it means the same; the scores stay
+/// proportional, as the neighbours' shares and the order by value per cost need.
+pub(crate) fn fuse(lexical: &[f64], similar: &[f32], meaning: f64) -> Vec<f64> {
     let best = lexical.iter().copied().fold(0.0, f64::max);
     let n = similar.len().max(1) as f64;
     let mean = similar.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
@@ -263,7 +273,7 @@ pub(crate) fn fuse(lexical: &[f64], similar: &[f32]) -> Vec<f64> {
         .map(|(&l, &s)| {
             let l = if best > 0.0 { l / best } else { 0.0 };
             let s = ((f64::from(s) - mean) / spread).max(0.0);
-            (1.0 - MEANING) * l + MEANING * s
+            (1.0 - meaning) * l + meaning * s
         })
         .collect()
 }
@@ -517,7 +527,7 @@ mod tests {
             "no shared word: {lexical:?}"
         );
         let similar = similarities(&Topics, None, query, &docs).expect("embeds");
-        let fused = fuse(&lexical, &similar);
+        let fused = fuse(&lexical, &similar, MEANING);
         assert!(fused[0] > 0.0, "{fused:?}");
         assert_eq!(fused[1], 0.0, "below the average similarity adds nothing");
 
@@ -526,8 +536,34 @@ mod tests {
         let fused = fuse(
             &lexical,
             &similarities(&Topics, None, "meeting room", &docs).expect("embeds"),
+            MEANING,
         );
         assert!(fused[1] > fused[0] && fused[2] > fused[0], "{fused:?}");
+    }
+
+    #[test]
+    fn meaning_weighs_more_where_words_alone_keep_their_place() {
+        // The best word match, a turn about pets that shares no word, and a turn whose words
+        // score 0.7 of the best.
+        let docs = [
+            "the room is booked",
+            "my puppy naps all day",
+            "room four again",
+        ];
+        let similar =
+            similarities(&Topics, None, "where does my dog sleep", &docs).expect("embeds");
+        let lexical = [1.0, 0.0, 0.7];
+        // Standing alone (memory search, search_history), the words' match stays ahead...
+        let alone = fuse(&lexical, &similar, MEANING);
+        assert!(alone[2] > alone[1], "{alone:?}");
+        // ...while compaction, whose merge with words alone keeps the word match in its place,
+        // lets the turn that means the query pass it.
+        let merged = fuse(&lexical, &similar, MEANING_MERGED);
+        assert!(merged[1] > merged[2], "{merged:?}");
+        assert!(
+            merged[0] > merged[2],
+            "the best word match still leads: {merged:?}"
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub fn search_hybrid(
                 .map_or(0.0, |h| h.score)
         })
         .collect();
-    let fused = recall::fuse(&words, &similar);
+    let fused = recall::fuse(&words, &similar, recall::MEANING);
     let mut ranked: Vec<(usize, f64)> = fused
         .into_iter()
         .enumerate()

@@ -420,7 +420,7 @@ impl Session<'_> {
             .iter()
             .map(|doc| lexical.get(doc).copied().unwrap_or(0.0))
             .collect();
-        let fused = recall::fuse(&words, &similar);
+        let fused = recall::fuse(&words, &similar, recall::MEANING);
         let mut out: Vec<(u32, f64)> = active
             .iter()
             .zip(fused)
