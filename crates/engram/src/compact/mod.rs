@@ -761,10 +761,10 @@ impl Planner<'_> {
         recall_share_for(self.options.recall_share, chars / 4, free)
     }
 
-    /// How much a recalled unit's cost counts against its score, from the lengths of the
-    /// user's and the assistant's messages in `units` (see [`recall::cost_weight`]); by
-    /// characters, as the ratio needs no exact count.
-    fn cost_weight(&self, units: &[units::Unit]) -> f64 {
+    /// Whether the two sides of `units` write alike (a chat between people, not an assistant's
+    /// conversation), from the lengths of the user's and the assistant's messages (see
+    /// [`recall::alike`]); by characters, as the ratio needs no exact count.
+    fn alike(&self, units: &[units::Unit]) -> bool {
         let (mut user, mut assistant) = (Vec::new(), Vec::new());
         for item in units.iter().flat_map(|u| &self.items[u.start..u.end]) {
             match item.message.role {
@@ -773,7 +773,7 @@ impl Planner<'_> {
                 _ => {}
             }
         }
-        recall::cost_weight(&mut user, &mut assistant)
+        recall::alike(&mut user, &mut assistant)
     }
 
     /// The middle of the view (between pinned messages and the newest unit) for `free` tokens.
@@ -857,7 +857,8 @@ impl Planner<'_> {
             let query = self.options.query.as_deref().unwrap_or_default();
             let budget = recall_budget + (window_budget - used);
             let mut recall_used = 0;
-            let (fused, words_only) = self.rank(dropped, query);
+            let alike = self.alike(dropped);
+            let (fused, words_only) = self.rank(dropped, query, alike);
             // Each ranked unit's recalled version, made once (with hybrid recall a unit is in
             // both rankings).
             let mut versions: HashMap<usize, Version> = HashMap::new();
@@ -866,7 +867,7 @@ impl Planner<'_> {
                     slot.insert(self.version(dropped[ui], &replaced, false));
                 }
             }
-            let cost_weight = self.cost_weight(dropped);
+            let cost_weight = recall::cost_weight(alike);
             let by_value = |order: Ranking| {
                 let mut ranked: Ranking = order
                     .into_iter()
@@ -1248,8 +1249,13 @@ impl Planner<'_> {
 
     /// `dropped` unit indices with their scores, best match for the query first; with hybrid
     /// recall, the order by words alone as well (the two are merged by their places, see
-    /// [`recall::fuse_ranks`]).
-    fn rank(&mut self, dropped: &[units::Unit], query: &str) -> (Ranking, Option<Ranking>) {
+    /// [`recall::fuse_ranks`]). `alike`: the sides write alike (a chat between people).
+    fn rank(
+        &mut self,
+        dropped: &[units::Unit],
+        query: &str,
+        alike: bool,
+    ) -> (Ranking, Option<Ranking>) {
         // Each unit's text is needed whole only for embeddings; otherwise only its terms are
         // kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
@@ -1292,6 +1298,14 @@ impl Planner<'_> {
                 self.items[u.start..u.end]
                     .iter()
                     .find_map(|i| i.message.name())
+            })
+            .collect();
+        let users: Vec<bool> = dropped
+            .iter()
+            .map(|u| {
+                self.items[u.start..u.end]
+                    .iter()
+                    .any(|i| i.message.role == Role::User)
             })
             .collect();
         let mut session = 0usize;
@@ -1347,6 +1361,9 @@ impl Planner<'_> {
         let order_of = |matches: &[f64]| {
             let mut scores = recall::with_neighbours(matches, &asks);
             recall::favour_named_speakers(&mut scores, &speakers, query);
+            if !alike {
+                recall::favour_the_user(&mut scores, &users, query);
+            }
             let mut order: Vec<(usize, f64)> = (0..dropped.len())
                 .filter(|&i| scores[i] > 0.0)
                 .map(|i| (i, scores[i]))
@@ -1568,6 +1585,67 @@ mod tests {
         assert_eq!(kept(false), ["answer"]);
         // Beside long replies the cost counts, and the short match goes first.
         assert_eq!(kept(true), ["one-word"]);
+    }
+
+    #[test]
+    fn a_question_in_the_first_person_recalls_what_the_user_said() {
+        // An assistant's conversation: short turns from the user, longer replies. The user once
+        // said what they made for a friend; the assistant once gave a reply that shares more of
+        // the question's words. (The long turn before that reply keeps the share it inherits
+        // from the reply from making it a match worth recalling.)
+        let mut messages = vec![Message::system("You are a helpful assistant.")];
+        for k in 0..30 {
+            messages.push(Message::user(format!("Quiet day {k}.")));
+            messages.push(Message::assistant(format!(
+                "Nothing much happened today, so I stayed in and read a long novel {k}."
+            )));
+            if k == 10 {
+                messages.push(
+                    Message::user("I baked a chocolate cake for my friend's birthday.")
+                        .with_id("user"),
+                );
+                messages.push(Message::assistant("How kind."));
+            }
+            if k == 20 {
+                messages.push(Message::user(
+                    "Let me think about the weekend plans and the weather forecast for a while \
+                     before deciding anything else about the trip today.",
+                ));
+                messages.push(
+                    Message::assistant(
+                        "Making candles with a friend is fun, and so is making soap or pottery together.",
+                    )
+                    .with_id("reply"),
+                );
+            }
+        }
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        // 65 tokens leave recall room for one of the two.
+        let kept = |question: &str| {
+            let mut messages = messages.clone();
+            messages.push(Message::user(question));
+            let mut options = CompactOptions::new(65);
+            options.query = Some(question.to_owned());
+            let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+            out.messages
+                .iter()
+                .filter_map(|m| m.message.id.clone())
+                .collect::<Vec<_>>()
+        };
+        // Asked in the first person, the user's own turn is recalled...
+        assert_eq!(
+            kept("I mentioned making something for my friend. What was it?"),
+            ["user"]
+        );
+        // ...asked what the assistant said, or about someone else, the reply that matches best.
+        assert_eq!(
+            kept("What did you suggest making for my friend?"),
+            ["reply"]
+        );
+        assert_eq!(
+            kept("What did Sam suggest making for his friend?"),
+            ["reply"]
+        );
     }
 
     #[test]

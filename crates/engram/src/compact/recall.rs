@@ -1,5 +1,6 @@
 //! Recalling older messages that serve a query: BM25 over words with light stemming, the
-//! speaker's name counted as part of the text and favoured when the query names it, replies
+//! speaker's name counted as part of the text and favoured when the query names it (and the
+//! user's turns when a question to an assistant is put in the first person), replies
 //! that inherit from the turn they answer, and a chat log's sessions lifting their matching
 //! turns when the session is about the query's topic or its heading dates it to the time the
 //! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]), and compaction
@@ -374,18 +375,13 @@ pub(crate) fn value(score: f64, tokens: usize, cost_weight: f64) -> f64 {
 /// Sides whose typical messages differ in length by less than this factor write alike.
 const ALIKE: f64 = 2.0;
 
-/// How much a unit's cost counts against its score ([`value`]), from the lengths of the user's
-/// and the assistant's messages. When one side writes much longer messages than the other (an
-/// assistant's replies beside a user's questions), a long reply shares more of any query's
-/// words without answering it better, and a short message that answers is crowded out: the
-/// order is by score per square root of the cost (the root keeps long evidence in reach). When
-/// the two sides' medians are within [`ALIKE`] of each other (a chat between two people),
-/// length says nothing about what answers, and the order is by score alone. On the dev data
+/// Whether a conversation's two sides write alike, from the lengths of the user's and the
+/// assistant's messages: their medians within [`ALIKE`] of each other (a chat between two
+/// people), not when one side writes much longer messages than the other (an assistant's
+/// replies beside a user's questions, an agent's run) or one side is missing. On the dev data
 /// the medians of chat logs between people differ by at most 1.45 times, of assistant
-/// conversations and agent runs by 2.4 to 70 times (mostly 6 or more); ordering the first by
-/// score alone keeps more of every kind of question's evidence, and the second lose up to half
-/// of their multi-session evidence without the root. With one side missing, the cost counts.
-pub(crate) fn cost_weight(user: &mut [usize], assistant: &mut [usize]) -> f64 {
+/// conversations and agent runs by 2.4 to 70 times (mostly 6 or more).
+pub(crate) fn alike(user: &mut [usize], assistant: &mut [usize]) -> bool {
     let median = |lengths: &mut [usize]| {
         if lengths.is_empty() {
             return None;
@@ -395,8 +391,52 @@ pub(crate) fn cost_weight(user: &mut [usize], assistant: &mut [usize]) -> f64 {
         Some((*median).max(1) as f64)
     };
     match (median(user), median(assistant)) {
-        (Some(u), Some(a)) if u.max(a) / u.min(a) < ALIKE => 0.0,
-        _ => 0.5,
+        (Some(u), Some(a)) => u.max(a) / u.min(a) < ALIKE,
+        _ => false,
+    }
+}
+
+/// How much a unit's cost counts against its score ([`value`]). When the sides do not write
+/// [`alike`], a long reply shares more of any query's words without answering it better, and a
+/// short message that answers is crowded out: the order is by score per square root of the
+/// cost (the root keeps long evidence in reach). In a chat between people, length says nothing
+/// about what answers, and the order is by score alone. On the dev data ordering chats by score
+/// alone keeps more of every kind of question's evidence, and assistant conversations lose up
+/// to half of their multi-session evidence without the root.
+pub(crate) fn cost_weight(alike: bool) -> f64 {
+    if alike { 0.0 } else { 0.5 }
+}
+
+/// The share by which the user's turns rise when a question in the first person asks what the
+/// user said. Measured on the dev data at 0.5, 1, 1.5, 2 and 3 (docs/benchmarks.md, issue 29).
+const FIRST_PERSON: f64 = 1.0;
+
+/// Words by which a question speaks of its asker, and of the one it asks.
+const ASKER: &[&str] = &["i", "me", "my", "myself"];
+const ASKED: &[&str] = &["you", "your", "yours", "yourself"];
+
+/// A question put in the first person ("I mentioned cooking something for my friend, what was
+/// it?", "how many plants did I buy?") asks what the user said or did, and in a conversation
+/// with an assistant the answer is in the user's own turns, short beside replies that share the
+/// question's words far more often without answering it. The units that hold a user's message
+/// (`users`) get [`FIRST_PERSON`] more, as a named speaker's do in a chat
+/// ([`favour_named_speakers`]). A question that also says "you" ("what did you suggest for my
+/// trip?") asks about the assistant's words, and nothing moves. The caller applies it only
+/// where the sides do not write [`alike`]: in a chat between people, "I" is whoever asks.
+pub(crate) fn favour_the_user(scores: &mut [f64], users: &[bool], query: &str) {
+    let words: HashSet<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let says = |list: &[&str]| list.iter().any(|w| words.contains(*w));
+    if !says(ASKER) || says(ASKED) {
+        return;
+    }
+    for (score, &user) in scores.iter_mut().zip(users) {
+        if user {
+            *score *= 1.0 + FIRST_PERSON;
+        }
     }
 }
 
@@ -652,9 +692,12 @@ mod tests {
     #[test]
     fn cost_counts_only_when_one_side_writes_much_longer_messages() {
         // A chat between two people: 150 and 140 characters a message.
-        let chat = cost_weight(&mut [150, 90, 210], &mut [140, 100, 400]);
+        let chat = alike(&mut [150, 90, 210], &mut [140, 100, 400]);
         // An assistant whose replies run to ten times the user's questions.
-        let assistant = cost_weight(&mut [200, 150, 260], &mut [2_000, 1_500, 3_000]);
+        let assistant = alike(&mut [200, 150, 260], &mut [2_000, 1_500, 3_000]);
+        assert!(chat);
+        assert!(!assistant);
+        let (chat, assistant) = (cost_weight(chat), cost_weight(assistant));
         assert_eq!(chat, 0.0);
         assert_eq!(assistant, 0.5);
         // A turn that matches twice as well but costs five times as much: first in the chat,
@@ -662,12 +705,43 @@ mod tests {
         assert!(value(2.0, 500, chat) > value(1.0, 100, chat));
         assert!(value(2.0, 500, assistant) < value(1.0, 100, assistant));
         // Just under twice as long is still alike; twice is not. With one side missing (a log
-        // of one speaker's notes) the cost counts, as it always did.
-        assert_eq!(cost_weight(&mut [199], &mut [100]), 0.0);
-        assert_eq!(cost_weight(&mut [100], &mut [200]), 0.5);
-        assert_eq!(cost_weight(&mut [100, 120], &mut []), 0.5);
-        assert_eq!(cost_weight(&mut [], &mut []), 0.5);
+        // of one speaker's notes) the sides are not alike, and the cost counts.
+        assert!(alike(&mut [199], &mut [100]));
+        assert!(!alike(&mut [100], &mut [200]));
+        assert!(!alike(&mut [100, 120], &mut []));
+        assert!(!alike(&mut [], &mut []));
         // An empty message counts as one character, not a division by zero.
-        assert_eq!(cost_weight(&mut [0], &mut [1]), 0.0);
+        assert!(alike(&mut [0], &mut [1]));
+    }
+
+    #[test]
+    fn a_question_in_the_first_person_favours_the_user() {
+        // A user's turn, an assistant's reply that matches better, a turn that matches nothing.
+        let users = [true, false, true];
+        let before = [1.0, 1.5, 0.0];
+        let mut scores = before.to_vec();
+        favour_the_user(
+            &mut scores,
+            &users,
+            "I mentioned cooking something; what was it?",
+        );
+        assert!(scores[0] > scores[1], "{scores:?}");
+        assert_eq!(scores[1], 1.5, "the assistant's reply stays where it was");
+        assert_eq!(scores[2], 0.0, "no match stays no match");
+        // "My" speaks of the asker too, whatever its case.
+        let mut scores = before.to_vec();
+        favour_the_user(&mut scores, &users, "How many plants are in MY garden?");
+        assert!(scores[0] > scores[1], "{scores:?}");
+        // A question that says "you" asks what the assistant said; one that speaks of nobody
+        // ("Which city hosts the fair?") asks about neither side. Nothing moves.
+        for query in [
+            "What did you suggest for my trip?",
+            "Which city hosts the fair?",
+            "Is the mine open?",
+        ] {
+            let mut scores = before.to_vec();
+            favour_the_user(&mut scores, &users, query);
+            assert_eq!(scores, before, "{query}");
+        }
     }
 }
