@@ -421,8 +421,11 @@ const ASKED: &[&str] = &["you", "your", "yours", "yourself"];
 /// question's words far more often without answering it. The units that hold a user's message
 /// (`users`) get [`FIRST_PERSON`] more, as a named speaker's do in a chat
 /// ([`favour_named_speakers`]). A question that also says "you" ("what did you suggest for my
-/// trip?") asks about the assistant's words, and nothing moves. The caller applies it only
-/// where the sides do not write [`alike`]: in a chat between people, "I" is whoever asks.
+/// trip?") asks about the assistant's words, and nothing moves. The query is read as the
+/// user's own words, as when a caller passes the user's latest message; a focus an agent
+/// writes about itself ("the error I was fixing") lifts the user's turns too, which hold its
+/// task. The caller applies it only where the sides do not write [`alike`]: in a chat between
+/// people, "I" is whoever asks.
 pub(crate) fn favour_the_user(scores: &mut [f64], users: &[bool], query: &str) {
     let words: HashSet<String> = query
         .split(|c: char| !c.is_alphanumeric())
