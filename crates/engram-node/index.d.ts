@@ -61,6 +61,12 @@ export declare class Embeddings {
    * texts (a long history's first hybrid pass); without it the lines go to `NODE_DEBUG=engram`.
    */
   constructor(path?: string, options?: { onProgress?: (line: string) => void })
+  /**
+   * The same model, loaded on a worker thread (reading its weights takes about half a second,
+   * which the event loop need not wait for). Rejects with `EngramError` where the constructor
+   * throws.
+   */
+  static load(path?: string, options?: { onProgress?: (line: string) => void }): Promise<Embeddings>
   readonly name: string
   /** Each text's vector (unit length). */
   embed(texts: string[]): Promise<number[][]>

@@ -159,15 +159,20 @@ function countTokens(value, { model, tokenizer, tools } = {}) {
  */
 class Embeddings {
   constructor(path, { onProgress } = {}) {
-    if (onProgress !== undefined && typeof onProgress !== 'function') {
-      throw new EngramError('onProgress must be a function (it is given a line of text)')
-    }
     // A first hybrid pass over a long history embeds thousands of texts (about a hundred a
     // second on two cores): a line each few hundred, to onProgress or to NODE_DEBUG=engram.
-    this._native = call(() => new native.Embeddings(path ?? null, onProgress ?? debug))
-    // The model works without its cache, only slower: say so once, as a process warning.
-    const warning = this._native.warning
-    if (warning) process.emitWarning(`engram: ${warning}`, { code: 'ENGRAM_EMBEDDING_CACHE' })
+    const progress = progressOf(onProgress)
+    adopt(this, call(() => new native.Embeddings(path ?? null, progress)))
+  }
+
+  /**
+   * The same model, loaded on a worker thread: reading its weights takes about half a second,
+   * which the event loop need not wait for. Resolves to an `Embeddings`; rejects with
+   * `EngramError` where the constructor throws.
+   */
+  static async load(path, { onProgress } = {}) {
+    const progress = progressOf(onProgress)
+    return adopt(Object.create(Embeddings.prototype), await wait(native.loadEmbeddings(path ?? null, progress)))
   }
 
   /** The model's name. */
@@ -182,6 +187,23 @@ class Embeddings {
     }
     return JSON.parse(await wait(this._native.embedJson(texts)))
   }
+}
+
+/** Where a model's progress lines go: `onProgress` when given, else NODE_DEBUG=engram. */
+function progressOf(onProgress) {
+  if (onProgress !== undefined && typeof onProgress !== 'function') {
+    throw new EngramError('onProgress must be a function (it is given a line of text)')
+  }
+  return onProgress ?? debug
+}
+
+/** `embeddings` holding the loaded native model; the model works without its cache, only
+ * slower: that is said once, as a process warning. */
+function adopt(embeddings, model) {
+  embeddings._native = model
+  const warning = model.warning
+  if (warning) process.emitWarning(`engram: ${warning}`, { code: 'ENGRAM_EMBEDDING_CACHE' })
+  return embeddings
 }
 
 /** The native model of an `embeddings` option, or null; anything else is an error. */

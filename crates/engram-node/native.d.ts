@@ -127,6 +127,12 @@ export declare function compactJson(conversationJson: string, optionsJson: strin
  */
 export declare function compactPromptJson(promptJson: string, optionsJson: string, embeddings?: Embeddings | undefined | null): Promise<string>
 
+/**
+ * The `Embeddings` constructor's work on a worker thread: resolves to the loaded model, or
+ * rejects with the error the constructor throws.
+ */
+export declare function loadEmbeddings(path?: string | undefined | null, progress?: ((line: string) => void) | undefined | null): Promise<Embeddings>
+
 /** The registry's models as JSON. */
 export declare function modelsJson(): string
 

@@ -127,6 +127,50 @@ impl Counter {
 /// model that is still loaded does not hold the process open).
 type Progress = ThreadsafeFunction<String, Unknown<'static>, String, Status, false, true>;
 
+/// Each progress line handed to the JS callback, without waiting for it.
+fn progress_lines(report: Progress) -> bind::Progress {
+    Box::new(move |line| {
+        report.call(line, ThreadsafeFunctionCallMode::NonBlocking);
+    })
+}
+
+/// Loading a model on a libuv worker thread: reading its weights takes about half a second,
+/// which the event loop need not wait for.
+pub struct LoadEmbeddings {
+    path: Option<String>,
+    progress: Option<Progress>,
+}
+
+impl Task for LoadEmbeddings {
+    type Output = bind::Embeddings;
+    type JsValue = Embeddings;
+
+    fn compute(&mut self) -> Result<bind::Embeddings> {
+        bind::Embeddings::load(
+            self.path.as_deref(),
+            self.progress.take().map(progress_lines),
+        )
+        .map_err(err)
+    }
+
+    fn resolve(&mut self, _env: Env, output: bind::Embeddings) -> Result<Embeddings> {
+        Ok(Embeddings(output))
+    }
+}
+
+/// The `Embeddings` constructor's work on a worker thread: resolves to the loaded model, or
+/// rejects with the error the constructor throws.
+#[napi(
+    ts_args_type = "path?: string | undefined | null, progress?: ((line: string) => void) | undefined | null",
+    ts_return_type = "Promise<Embeddings>"
+)]
+pub fn load_embeddings(
+    path: Option<String>,
+    progress: Option<Progress>,
+) -> AsyncTask<LoadEmbeddings> {
+    AsyncTask::new(LoadEmbeddings { path, progress })
+}
+
 /// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall,
 /// loaded once and shared by the calls given it. See `engram_bind::Embeddings`.
 #[napi]
@@ -143,12 +187,7 @@ impl Embeddings {
         ts_args_type = "path?: string | undefined | null, progress?: ((line: string) => void) | undefined | null"
     )]
     pub fn new(path: Option<String>, progress: Option<Progress>) -> Result<Self> {
-        let progress = progress.map(|report| -> bind::Progress {
-            Box::new(move |line| {
-                report.call(line, ThreadsafeFunctionCallMode::NonBlocking);
-            })
-        });
-        bind::Embeddings::load(path.as_deref(), progress)
+        bind::Embeddings::load(path.as_deref(), progress.map(progress_lines))
             .map(Embeddings)
             .map_err(err)
     }

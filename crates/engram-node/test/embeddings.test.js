@@ -60,6 +60,34 @@ test('a model that is not there is a clear error', () => {
   assert.throws(() => new Store(':memory:', { embeddings: 'a path' }), EngramError)
 })
 
+test('Embeddings.load loads on a worker thread, and rejects where the constructor throws', async (t) => {
+  await assert.rejects(
+    Embeddings.load(path.join(tempDir(), 'no-model-here')),
+    (e) => e instanceof EngramError && /model\.safetensors|built without embeddings/.test(e.message),
+  )
+  await assert.rejects(Embeddings.load(undefined, { onProgress: 'yes' }), EngramError)
+  if (!model(t)) return
+  const before = process.env.XDG_CACHE_HOME
+  process.env.XDG_CACHE_HOME = tempDir()
+  // A timer that fires only while the event loop is free: a load that blocked it would leave
+  // the count at zero (the await resumes before any timer).
+  let ticks = 0
+  const timer = setInterval(() => ticks++, 1)
+  let loadedAsync
+  try {
+    loadedAsync = await Embeddings.load(process.env.ENGRAM_EMBEDDING_MODEL)
+  } finally {
+    clearInterval(timer)
+    if (before === undefined) delete process.env.XDG_CACHE_HOME
+    else process.env.XDG_CACHE_HOME = before
+  }
+  assert.ok(loadedAsync instanceof Embeddings)
+  assert.equal(loadedAsync.name, 'all-MiniLM-L6-v2')
+  assert.ok(ticks > 0, 'the event loop ran while the model loaded')
+  const messages = [...petConversation(), { role: 'user', content: QUESTION }]
+  assert.ok(hasDog((await compact(messages, 400, { query: QUESTION, embeddings: loadedAsync })).messages))
+})
+
 test('vectors are unit length and near in meaning', async (t) => {
   const m = model(t)
   if (!m) return
