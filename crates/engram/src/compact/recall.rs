@@ -345,6 +345,16 @@ pub(crate) fn favour_dated_sessions(scores: &mut [f64], session_of: &[usize], he
     lift_sessions(scores, session_of, &weights, DATED_SESSION);
 }
 
+/// The query's words as written, lower-case: names and pronouns, which [`terms`] would stem or
+/// drop as stop words.
+fn query_words(query: &str) -> HashSet<String> {
+    query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
 /// The share by which a unit's score rises when the query names its speaker.
 const NAMED_SPEAKER: f64 = 0.3;
 
@@ -354,11 +364,7 @@ const NAMED_SPEAKER: f64 = 0.3;
 /// rise is a share, not a filter, so a question that names the wrong speaker still finds the
 /// other one's turn when it matches better.
 pub(crate) fn favour_named_speakers(scores: &mut [f64], speakers: &[Option<&str>], query: &str) {
-    let words: HashSet<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let words = query_words(query);
     for (score, speaker) in scores.iter_mut().zip(speakers) {
         if speaker.is_some_and(|s| words.contains(&s.to_lowercase())) {
             *score *= 1.0 + NAMED_SPEAKER;
@@ -427,11 +433,7 @@ const ASKED: &[&str] = &["you", "your", "yours", "yourself"];
 /// task. The caller applies it only where the sides do not write [`alike`]: in a chat between
 /// people, "I" is whoever asks.
 pub(crate) fn favour_the_user(scores: &mut [f64], users: &[bool], query: &str) {
-    let words: HashSet<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let words = query_words(query);
     let says = |list: &[&str]| list.iter().any(|w| words.contains(*w));
     if !says(ASKER) || says(ASKED) {
         return;
