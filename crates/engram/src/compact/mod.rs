@@ -1322,6 +1322,7 @@ impl Planner<'_> {
         let bm25 = recall::Bm25::new(documents);
         let query_terms = recall::terms(query);
         let mut lexical = bm25.scores(&query_terms);
+        let mut names_a_time = false;
         if session > 0 {
             // Each session's heading score, read before the topical rise changes it.
             let mut dated = vec![0.0; session + 1];
@@ -1330,6 +1331,9 @@ impl Planner<'_> {
                     dated[sessions[i]] = lexical[i];
                 }
             }
+            // A heading that shares the query's words: the query names what a heading says
+            // (in a chat log, the session's date).
+            names_a_time = dated.iter().any(|&d| d > 0.0);
             let by_session = bm25.grouped(&sessions, session + 1).scores(&query_terms);
             recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
             recall::favour_dated_sessions(&mut lexical, &sessions, &dated);
@@ -1351,6 +1355,17 @@ impl Planner<'_> {
                 Ok(similar) => {
                     words_only = Some(lexical.clone());
                     lexical = recall::fuse(&lexical, &similar, recall::MEANING_MERGED);
+                    // A question that names a session's time is answered in the sessions of that
+                    // time (the dated rise above); sessions lifted by their meaning would crowd
+                    // them out.
+                    if session > 0 && !names_a_time {
+                        recall::favour_sessions_by_meaning(
+                            &mut lexical,
+                            &sessions,
+                            &headings,
+                            &similar,
+                        );
+                    }
                     self.report.recall_embedder = Some(embedder.name().to_owned());
                 }
                 Err(e) => {
