@@ -3,8 +3,9 @@
 //! user's turns when a question to an assistant is put in the first person), replies
 //! that inherit from the turn they answer, and a chat log's sessions lifting their matching
 //! turns when the session is about the query's topic or its heading dates it to the time the
-//! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]), and compaction
-//! merges that order with the order by words alone by place ([`fuse_ranks`]).
+//! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]), the sessions
+//! nearest the query in meaning lift their units too ([`favour_sessions_by_meaning`]), and
+//! compaction merges that order with the order by words alone by place ([`fuse_ranks`]).
 //!
 //! Plain BM25 misses "painted" for "paint" and "Caroline's" for "Caroline"; chat logs name the
 //! speaker outside the content (`name`), which is where "what did Caroline say" finds its
