@@ -3,7 +3,7 @@
 //! BM25 (the store's own search) finds the entries that share the query's words; an
 //! [`Embedder`] finds those that say the same in other words. Every entry the filters admit is
 //! compared with the query, page by page; each entry's vector is kept in the store beside it
-//! (a [`VectorStore`](crate::embed::VectorStore)), so it is embedded once, and forgotten with
+//! (a [`VectorStore`]), so it is embedded once, and forgotten with
 //! the entry (the memory conformance suite checks every store). The
 //! two scores are fused by compaction recall's rule, so that one question ranks the same way
 //! in a session's history, in a compaction and in memory. That rule counts a similarity above
