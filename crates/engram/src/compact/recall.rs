@@ -262,21 +262,28 @@ pub(crate) const MEANING_MERGED: f64 = 0.5;
 /// proportional, as the neighbours' shares and the order by value per cost need.
 pub(crate) fn fuse(lexical: &[f64], similar: &[f32], meaning: f64) -> Vec<f64> {
     let best = lexical.iter().copied().fold(0.0, f64::max);
-    let n = similar.len().max(1) as f64;
-    let mean = similar.iter().map(|&s| f64::from(s)).sum::<f64>() / n;
-    let top = similar
-        .iter()
-        .map(|&s| f64::from(s))
-        .fold(f64::MIN, f64::max);
-    let spread = (top - mean).max(1e-9);
+    let similar: Vec<f64> = similar.iter().map(|&s| f64::from(s)).collect();
     lexical
         .iter()
-        .zip(similar)
-        .map(|(&l, &s)| {
+        .zip(above_average(&similar))
+        .map(|(&l, s)| {
             let l = if best > 0.0 { l / best } else { 0.0 };
-            let s = ((f64::from(s) - mean) / spread).max(0.0);
             (1.0 - meaning) * l + meaning * s
         })
+        .collect()
+}
+
+/// Similarities counted above their average and scaled to the highest: 1 for the nearest, 0 for
+/// the average and below. Most of a conversation is about something else, so only what stands
+/// out from it counts.
+fn above_average(similar: &[f64]) -> Vec<f64> {
+    let n = similar.len().max(1) as f64;
+    let mean = similar.iter().sum::<f64>() / n;
+    let top = similar.iter().copied().fold(f64::MIN, f64::max);
+    let spread = (top - mean).max(1e-9);
+    similar
+        .iter()
+        .map(|&s| ((s - mean) / spread).max(0.0))
         .collect()
 }
 
@@ -320,7 +327,7 @@ const SESSION_MEANING: f64 = 0.1;
 /// meaning is about its topic even where no turn shares its words ("what hobbies does Evan
 /// pursue?" and a session about his painting). Each session's weight is its turns' mean
 /// similarity (`similar`, the units that are not a session's heading, `headings`), counted above
-/// the average session's and scaled to the nearest one's; the units of the fused ranking that
+/// the average session's and scaled to the nearest one's, as [`fuse`] counts a unit's; the units of the fused ranking that
 /// match at all (a score above zero) rise by [`SESSION_MEANING`] of the best unit's score times
 /// their session's weight. Sessions without turns weigh nothing. The caller leaves it out when
 /// the query names a time, whose sessions the dated rise ([`favour_dated_sessions`]) lifts.
@@ -339,21 +346,25 @@ pub(crate) fn favour_sessions_by_meaning(
             turns[s] += 1;
         }
     }
-    let means: Vec<Option<f64>> = sum
+    let means: Vec<f64> = sum
         .iter()
         .zip(&turns)
-        .map(|(&sum, &n)| (n > 0).then(|| sum / n as f64))
+        .filter(|&(_, &n)| n > 0)
+        .map(|(&sum, &n)| sum / n as f64)
         .collect();
-    let present: Vec<f64> = means.iter().flatten().copied().collect();
-    if present.is_empty() {
+    if means.is_empty() {
         return;
     }
-    let average = present.iter().sum::<f64>() / present.len() as f64;
-    let nearest = present.iter().copied().fold(f64::MIN, f64::max);
-    let spread = (nearest - average).max(1e-9);
-    let weights: Vec<f64> = means
+    let mut scaled = above_average(&means).into_iter();
+    let weights: Vec<f64> = turns
         .iter()
-        .map(|m| m.map_or(0.0, |m| ((m - average) / spread).max(0.0)))
+        .map(|&n| {
+            if n > 0 {
+                scaled.next().unwrap_or(0.0)
+            } else {
+                0.0
+            }
+        })
         .collect();
     lift_sessions(scores, session_of, &weights, SESSION_MEANING);
 }
