@@ -36,6 +36,7 @@ use serde_json::{Map, Value, json};
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::{Content, Message, Role};
+use recall::Ranking;
 
 /// What an output message is, relative to the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -707,9 +708,6 @@ struct Planner<'a> {
     report: CompactReport,
 }
 
-/// Unit indices with their scores, best first.
-type Ranking = Vec<(usize, f64)>;
-
 impl Planner<'_> {
     fn original(&self, item: &Item<'_>) -> ViewMessage {
         ViewMessage {
@@ -1279,114 +1277,59 @@ impl Planner<'_> {
                 terms
             })
             .collect();
-        let asks: Vec<bool> = dropped
-            .iter()
-            .map(|u| {
-                self.items[u.start..u.end]
-                    .iter()
-                    .any(|i| i.message.text().contains('?'))
-            })
-            .collect();
-        // A system message in the history is a chat log's session heading: it starts a session.
-        let headings: Vec<bool> = dropped
-            .iter()
-            .map(|u| self.items[u.start].message.role == Role::System)
-            .collect();
-        let speakers: Vec<Option<&str>> = dropped
-            .iter()
-            .map(|u| {
-                self.items[u.start..u.end]
-                    .iter()
-                    .find_map(|i| i.message.name())
-            })
-            .collect();
-        let users: Vec<bool> = dropped
-            .iter()
-            .map(|u| {
-                self.items[u.start..u.end]
-                    .iter()
-                    .any(|i| i.message.role == Role::User)
-            })
-            .collect();
-        let mut session = 0usize;
-        let sessions: Vec<usize> = headings
-            .iter()
-            .enumerate()
-            .map(|(i, &heading)| {
-                if i > 0 && heading {
-                    session += 1;
+        let similar =
+            self.options.embedder.as_ref().and_then(|embedder| {
+                match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
+                    Ok(similar) => {
+                        self.report.recall_embedder = Some(embedder.name().to_owned());
+                        Some(similar)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
+                        None
+                    }
                 }
-                session
-            })
-            .collect();
+            });
+        let traits = recall::Traits {
+            asks: dropped
+                .iter()
+                .map(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .any(|i| i.message.text().contains('?'))
+                })
+                .collect(),
+            headings: dropped
+                .iter()
+                .map(|u| self.items[u.start].message.role == Role::System)
+                .collect(),
+            speakers: dropped
+                .iter()
+                .map(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .find_map(|i| i.message.name())
+                })
+                .collect(),
+            users: dropped
+                .iter()
+                .map(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .any(|i| i.message.role == Role::User)
+                })
+                .collect(),
+        };
         let bm25 = recall::Bm25::new(documents);
         let query_terms = recall::terms(query);
-        let mut lexical = bm25.scores(&query_terms);
-        let mut names_a_time = false;
-        if session > 0 {
-            // Each session's heading score, read before the topical rise changes it.
-            let mut dated = vec![0.0; session + 1];
-            for (i, &heading) in headings.iter().enumerate() {
-                if heading {
-                    dated[sessions[i]] = lexical[i];
-                }
-            }
-            // A heading that shares the query's words: the query names what a heading says
-            // (in a chat log, the session's date).
-            names_a_time = dated.iter().any(|&d| d > 0.0);
-            let by_session = bm25.grouped(&sessions, session + 1).scores(&query_terms);
-            recall::favour_topical_sessions(&mut lexical, &sessions, &by_session);
-            recall::favour_dated_sessions(&mut lexical, &sessions, &dated);
-        }
-        // A session's heading (a system message: its date, its topic) that shares the query's
-        // words leads to the session's first turn, as a question leads to its answer: "what
-        // was John doing in August 2023?" is answered by the turn after the heading dated
-        // 13 August, 2023 ("since we last chatted, I'm volunteering as a mentor"). By words
-        // only: a heading's similarity of meaning says nothing.
-        let asks: Vec<bool> = asks
-            .iter()
-            .zip(&headings)
-            .zip(&lexical)
-            .map(|((&asks, &heading), &score)| asks || (heading && score > 0.0))
-            .collect();
-        let mut words_only: Option<Vec<f64>> = None;
-        if let Some(embedder) = &self.options.embedder {
-            match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
-                Ok(similar) => {
-                    words_only = Some(lexical.clone());
-                    lexical = recall::fuse(&lexical, &similar, recall::MEANING_MERGED);
-                    // A question that names a session's time is answered in the sessions of that
-                    // time (the dated rise above); sessions lifted by their meaning would crowd
-                    // them out.
-                    if session > 0 && !names_a_time {
-                        recall::favour_sessions_by_meaning(
-                            &mut lexical,
-                            &sessions,
-                            &headings,
-                            &similar,
-                        );
-                    }
-                    self.report.recall_embedder = Some(embedder.name().to_owned());
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "embeddings failed; recall is lexical");
-                }
-            }
-        }
-        let order_of = |matches: &[f64]| {
-            let mut scores = recall::with_neighbours(matches, &asks);
-            recall::favour_named_speakers(&mut scores, &speakers, query);
-            if !alike {
-                recall::favour_the_user(&mut scores, &users, query);
-            }
-            let mut order: Vec<(usize, f64)> = (0..dropped.len())
-                .filter(|&i| scores[i] > 0.0)
-                .map(|i| (i, scores[i]))
-                .collect();
-            order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
-            order
-        };
-        (order_of(&lexical), words_only.map(|w| order_of(&w)))
+        recall::order(
+            bm25.scores(&query_terms),
+            |sessions, count| bm25.grouped(sessions, count).scores(&query_terms),
+            &traits,
+            query,
+            alike,
+            similar.as_deref(),
+        )
     }
 }
 

@@ -82,6 +82,22 @@ pub(crate) fn stem(word: &str) -> String {
         .to_owned()
 }
 
+/// The query's terms, each once (a word the query repeats counts once).
+pub(crate) fn unique_terms(query: &[String]) -> Vec<&String> {
+    let mut unique: Vec<&String> = query.iter().collect();
+    unique.sort();
+    unique.dedup();
+    unique
+}
+
+/// One query term's BM25 weight in one document (k1 1.2, b 0.75): `n` documents, `df` of them
+/// holding the term, `f` times in this one of `len` terms, `avg_len` terms on average.
+pub(crate) fn bm25_weight(n: f64, df: f64, f: f64, len: f64, avg_len: f64) -> f64 {
+    let (k1, b) = (1.2, 0.75);
+    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+    idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * len / avg_len))
+}
+
 /// BM25 over a set of documents (each a list of terms).
 pub(crate) struct Bm25 {
     docs: Vec<HashMap<String, u32>>,
@@ -147,11 +163,8 @@ impl Bm25 {
 
     /// Each document's score for the query terms.
     pub(crate) fn scores(&self, query: &[String]) -> Vec<f64> {
-        let (k1, b) = (1.2, 0.75);
         let n = self.docs.len() as f64;
-        let mut unique: Vec<&String> = query.iter().collect();
-        unique.sort();
-        unique.dedup();
+        let unique = unique_terms(query);
         self.docs
             .iter()
             .zip(&self.lengths)
@@ -161,14 +174,115 @@ impl Bm25 {
                     .map(|t| {
                         let Some(&f) = tf.get(*t) else { return 0.0 };
                         let df = f64::from(*self.df.get(*t).unwrap_or(&1));
-                        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                        let f = f64::from(f);
-                        idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * len as f64 / self.avg_len))
+                        bm25_weight(n, df, f64::from(f), len as f64, self.avg_len)
                     })
                     .sum()
             })
             .collect()
     }
+}
+
+/// What recall knows of each unit besides its words, in the log's order.
+#[derive(Debug, Default)]
+pub(crate) struct Traits<'a> {
+    /// The unit asks something (a question mark).
+    pub(crate) asks: Vec<bool>,
+    /// It starts with a system message: in a chat log, a session's heading (its date, its
+    /// topic), which starts the session.
+    pub(crate) headings: Vec<bool>,
+    /// Who speaks it (a message's `name`).
+    pub(crate) speakers: Vec<Option<&'a str>>,
+    /// It holds a user message.
+    pub(crate) users: Vec<bool>,
+}
+
+/// A ranking: unit indices with their scores, best first.
+pub(crate) type Ranking = Vec<(usize, f64)>;
+
+/// Recall's order of the units for `query`, the one rule that compaction and `search_history`
+/// both follow. `lexical` is each unit's BM25 (its speaker's name counted as part of its text);
+/// `sessions_bm25(session_of, count)` the BM25 of each whole session (called only when the
+/// units hold more than one); `alike`, whether the two sides write alike (a chat between
+/// people); `similar`, each unit's similarity of meaning to the query (hybrid recall).
+///
+/// The sessions about the query's topic and those its time dates lift their matching units; a
+/// session's heading that shares the query's words leads to the session's first turn, as a
+/// question leads to its answer; replies inherit from the turn they answer; a named speaker
+/// and, in a question put to an assistant in the first person, the user weigh more. With
+/// `similar`, the scores are fused with meaning and the sessions nearest the query in meaning
+/// rise too, and the order by words alone comes second, for the caller to merge by place
+/// ([`fuse_ranks`]). Units that match nothing are left out.
+pub(crate) fn order(
+    mut lexical: Vec<f64>,
+    sessions_bm25: impl FnOnce(&[usize], usize) -> Vec<f64>,
+    traits: &Traits<'_>,
+    query: &str,
+    alike: bool,
+    similar: Option<&[f32]>,
+) -> (Ranking, Option<Ranking>) {
+    let mut session = 0usize;
+    let sessions: Vec<usize> = traits
+        .headings
+        .iter()
+        .enumerate()
+        .map(|(i, &heading)| {
+            if i > 0 && heading {
+                session += 1;
+            }
+            session
+        })
+        .collect();
+    let mut names_a_time = false;
+    if session > 0 {
+        // Each session's heading score, read before the topical rise changes it.
+        let mut dated = vec![0.0; session + 1];
+        for (i, &heading) in traits.headings.iter().enumerate() {
+            if heading {
+                dated[sessions[i]] = lexical[i];
+            }
+        }
+        // A heading that shares the query's words: the query names what a heading says
+        // (in a chat log, the session's date).
+        names_a_time = dated.iter().any(|&d| d > 0.0);
+        let by_session = sessions_bm25(&sessions, session + 1);
+        favour_topical_sessions(&mut lexical, &sessions, &by_session);
+        favour_dated_sessions(&mut lexical, &sessions, &dated);
+    }
+    // A session's heading that shares the query's words leads to the session's first turn, as
+    // a question leads to its answer: "what was John doing in August 2023?" is answered by the
+    // turn after the heading dated 13 August, 2023 ("since we last chatted, I'm volunteering as
+    // a mentor"). By words only: a heading's similarity of meaning says nothing.
+    let asks: Vec<bool> = traits
+        .asks
+        .iter()
+        .zip(&traits.headings)
+        .zip(&lexical)
+        .map(|((&asks, &heading), &score)| asks || (heading && score > 0.0))
+        .collect();
+    let mut words_only: Option<Vec<f64>> = None;
+    if let Some(similar) = similar {
+        words_only = Some(lexical.clone());
+        lexical = fuse(&lexical, similar, MEANING_MERGED);
+        // A question that names a session's time is answered in the sessions of that time (the
+        // dated rise above); sessions lifted by their meaning would crowd them out.
+        if session > 0 && !names_a_time {
+            favour_sessions_by_meaning(&mut lexical, &sessions, &traits.headings, similar);
+        }
+    }
+    let order_of = |matches: &[f64]| {
+        let mut scores = with_neighbours(matches, &asks);
+        favour_named_speakers(&mut scores, &traits.speakers, query);
+        if !alike {
+            favour_the_user(&mut scores, &traits.users, query);
+        }
+        let mut order: Ranking = (0..scores.len())
+            .filter(|&i| scores[i] > 0.0)
+            .map(|i| (i, scores[i]))
+            .collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        order
+    };
+    (order_of(&lexical), words_only.map(|w| order_of(&w)))
 }
 
 /// Conversations answer in the next turn: "what did you take away from the book?" matches the
@@ -241,13 +355,13 @@ pub(crate) fn similarities_to<S: AsRef<str>>(
 }
 
 /// The share of similarity of meaning in hybrid search's score (BM25 has the rest) where the
-/// fused ranking stands alone (memory search, `search_history`). Measured on the dev data
+/// fused ranking stands alone (memory search). Measured on the dev data
 /// between 0.2 and 0.5 with compaction's ranking standing alone: more helps open-domain and
 /// multi-hop questions and costs single-session and temporal ones; at 0.35 the first gain much
 /// and the second lose little.
 pub(crate) const MEANING: f64 = 0.35;
 
-/// The share of similarity of meaning in compaction's fused ranking, which is merged with the
+/// The share of similarity of meaning in recall's fused ranking ([`order`]), which is merged with the
 /// order by words alone ([`fuse_ranks`]): the merge keeps what words rank inside the budget in
 /// reach, so meaning can weigh more in its half. Measured on the dev data at 0.35, 0.42, 0.5,
 /// 0.55 and 0.65: at 0.5 no category of LoCoMo or LongMemEval is more than a fraction of one
