@@ -1008,12 +1008,22 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
         .expect("append");
     let s2 = Session::open(store, "t").expect("open");
     let hits = s2.search_history("wombatword", 5).expect("search");
-    assert_eq!(hits.len(), 1, "{hits:?}");
+    // The one message that holds the word first (the turn before it follows, as the turn a
+    // reply answers does in recall).
+    assert_eq!(
+        hits.iter()
+            .filter(|h| h.snippet.contains("wombatword"))
+            .count(),
+        1,
+        "{hits:?}"
+    );
+    assert!(hits[0].snippet.contains("wombatword"), "{hits:?}");
     assert!(hits[0].in_view && !hits[0].abandoned, "{hits:?}");
     let mut s2 = s2;
     s2.restore("before-wombat").expect("restore");
     let s2 = Session::open(store, "t").expect("open");
     let hits = s2.search_history("wombatword", 5).expect("search");
+    assert!(hits[0].snippet.contains("wombatword"), "{hits:?}");
     assert!(hits[0].abandoned && !hits[0].in_view, "{hits:?}");
     let mut s = Session::open(store, "t").expect("open");
     let mut call = |name: &str, args: serde_json::Value| -> ToolReply {

@@ -1,9 +1,10 @@
 //! The agent's way back to what left its context, and the one dispatcher of its tools.
 //!
 //! [`Session::search_history`] ranks every message of the session's log (in the view, masked,
-//! summarised, or set aside by a restore) by BM25 over stemmed words, an exact match of the
-//! whole query first (fused with similarity of meaning when the session's options carry an
-//! embedder, as recall does); [`Session::read_history`] returns originals verbatim by id or by range,
+//! summarised, or set aside by a restore) by compaction's recall rule (`recall::order`: BM25
+//! over stemmed words, the sessions about the query's topic or time, replies, named speakers;
+//! fused with similarity of meaning when the session's options carry an embedder), what the view
+//! does not hold first, then an exact match of the whole query; [`Session::read_history`] returns originals verbatim by id or by range,
 //! within a token budget. [`Session::handle_tool_call`] runs any of the tools that
 //! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it.
 
@@ -137,6 +138,12 @@ struct Doc {
     tool: Option<String>,
     abandoned: bool,
     terms: u32,
+    /// Its text's length in characters (whether the two sides write alike).
+    chars: usize,
+    /// Who speaks it (its `name`).
+    speaker: Option<String>,
+    /// It asks something (a question mark).
+    asks: bool,
 }
 
 /// An inverted index of one session's whole log (BM25 over stemmed words), kept between calls
@@ -159,9 +166,12 @@ impl HistoryIndex {
         for call in m.message.calls() {
             self.calls.insert(call.id.clone(), call.name.clone());
         }
+        // A tool output's `name` is its tool's; a user's or an assistant's is the speaker's.
+        let is_output = m.message.role == crate::message::Role::Tool;
         let tool = m
             .message
             .name()
+            .filter(|_| is_output)
             .map(str::to_owned)
             .or_else(|| {
                 m.message
@@ -169,7 +179,13 @@ impl HistoryIndex {
                     .and_then(|id| self.calls.get(id).cloned())
             })
             .or_else(|| m.message.calls().first().map(|c| c.name.clone()));
-        let terms = recall::terms(&searchable(&m.message));
+        let text = searchable(&m.message);
+        // The speaker's name counts as part of the text, as in compaction's recall.
+        let speaker = m.message.name().filter(|_| !is_output).map(str::to_owned);
+        let mut terms = recall::terms(&text);
+        if let Some(name) = &speaker {
+            terms.extend(recall::terms(name));
+        }
         let doc = self.docs.len() as u32;
         let mut tf: HashMap<String, u32> = HashMap::new();
         for t in &terms {
@@ -191,32 +207,77 @@ impl HistoryIndex {
             tool,
             abandoned: m.abandoned,
             terms: terms.len() as u32,
+            chars: m.message.text().len(),
+            speaker,
+            asks: m.message.text().contains('?'),
         });
     }
 
-    /// BM25 scores of the documents that hold a query term.
-    fn scores(&self, query: &[String]) -> HashMap<u32, f64> {
-        let (k1, b) = (1.2, 0.75);
+    /// Each document's BM25 score for the query terms.
+    fn scores(&self, query: &[String]) -> Vec<f64> {
         let n = self.docs.len() as f64;
         let avg = (self.total_terms as f64 / n.max(1.0)).max(1.0);
-        let mut unique: Vec<&String> = query.iter().collect();
-        unique.sort();
-        unique.dedup();
-        let mut scores: HashMap<u32, f64> = HashMap::new();
-        for t in unique {
+        let mut scores = vec![0.0; self.docs.len()];
+        for t in recall::unique_terms(query) {
             let Some(list) = self.postings.get(t) else {
                 continue;
             };
             let df = list.len() as f64;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
             for &(doc, f) in list {
                 let len = f64::from(self.docs[doc as usize].terms);
-                let f = f64::from(f);
-                *scores.entry(doc).or_default() +=
-                    idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * len / avg));
+                scores[doc as usize] += recall::bm25_weight(n, df, f64::from(f), len, avg);
             }
         }
         scores
+    }
+
+    /// Each session's BM25 score for the query terms, a session (`session_of[doc]`, below
+    /// `count`) one document of all its messages' words.
+    fn session_scores(&self, query: &[String], session_of: &[usize], count: usize) -> Vec<f64> {
+        let mut lengths = vec![0.0; count];
+        for (d, &s) in self.docs.iter().zip(session_of) {
+            lengths[s] += f64::from(d.terms);
+        }
+        let n = count as f64;
+        let avg = (lengths.iter().sum::<f64>() / n.max(1.0)).max(1.0);
+        let mut scores = vec![0.0; count];
+        for t in recall::unique_terms(query) {
+            let Some(list) = self.postings.get(t) else {
+                continue;
+            };
+            let mut tf: HashMap<usize, u32> = HashMap::new();
+            for &(doc, f) in list {
+                *tf.entry(session_of[doc as usize]).or_default() += f;
+            }
+            let df = tf.len() as f64;
+            for (s, f) in tf {
+                scores[s] += recall::bm25_weight(n, df, f64::from(f), lengths[s], avg);
+            }
+        }
+        scores
+    }
+
+    /// What recall knows of each message besides its words.
+    fn traits(&self) -> recall::Traits<'_> {
+        recall::Traits {
+            asks: self.docs.iter().map(|d| d.asks).collect(),
+            headings: self.docs.iter().map(|d| d.role == "system").collect(),
+            speakers: self.docs.iter().map(|d| d.speaker.as_deref()).collect(),
+            users: self.docs.iter().map(|d| d.role == "user").collect(),
+        }
+    }
+
+    /// Whether the user and the assistant write alike (a chat between people).
+    fn alike(&self) -> bool {
+        let (mut user, mut assistant) = (Vec::new(), Vec::new());
+        for d in &self.docs {
+            match d.role.as_str() {
+                "user" => user.push(d.chars),
+                "assistant" => assistant.push(d.chars),
+                _ => {}
+            }
+        }
+        recall::alike(&mut user, &mut assistant)
     }
 }
 
@@ -305,7 +366,9 @@ impl Session<'_> {
         Ok(index)
     }
 
-    /// Ranks the session's whole log for `query`; the best `limit` hits that match at all.
+    /// Ranks the session's whole log for `query` as compaction's recall does; the best `limit`
+    /// hits that it reaches at all (a message that matches, the reply to a matching question,
+    /// the turn a matching reply answers), those the view does not hold verbatim first.
     pub fn search_history(
         &self,
         query: &str,
@@ -314,12 +377,36 @@ impl Session<'_> {
         let index = self.history_index()?;
         let index = index.lock().unwrap_or_else(|p| p.into_inner());
         let query_terms = recall::terms(query);
-        let mut ranked: Vec<(u32, f64)> = index.scores(&query_terms).into_iter().collect();
-        if let Some(embedder) = &self.options.embedder {
-            ranked = self.by_meaning_too(embedder.as_ref(), query, &index, ranked)?;
+        let similar = match &self.options.embedder {
+            Some(embedder) => self.similarities(embedder.as_ref(), query, &index)?,
+            None => None,
+        };
+        // Compaction's order (best first; among equals, the newest), merged with the order by
+        // words alone by place with hybrid recall, the hits returned standing for the budget.
+        let (fused, words_only) = recall::order(
+            index.scores(&query_terms),
+            |sessions, count| index.session_scores(&query_terms, sessions, count),
+            &index.traits(),
+            query,
+            index.alike(),
+            similar.as_deref(),
+        );
+        let mut ranked: Vec<(u32, f64)> = match words_only {
+            Some(words) => recall::fuse_ranks(&fused, &words, limit as f64),
+            None => fused,
         }
-        // Best first; among equals, the newest.
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        .into_iter()
+        .map(|(doc, score)| (doc as u32, score))
+        .collect();
+        // What the agent cannot see first: a message its context holds verbatim is there to
+        // read already, and compaction kept the best matches, so the next ones are what the
+        // search is for.
+        let in_view = self.verbatim_in_view()?;
+        let seen = |doc: u32| {
+            let d = &index.docs[doc as usize];
+            !d.abandoned && in_view.as_ref().is_none_or(|ids| ids.contains(&d.id))
+        };
+        ranked.sort_by_key(|&(doc, _)| seen(doc));
         ranked.truncate(limit * RERANKED);
         if ranked.is_empty() {
             return Ok(Vec::new());
@@ -364,9 +451,13 @@ impl Session<'_> {
             let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
             candidates.push((doc, if exact { score + 1_000.0 } else { score }, text));
         }
-        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        candidates.sort_by(|a, b| {
+            seen(a.0)
+                .cmp(&seen(b.0))
+                .then(b.1.total_cmp(&a.1))
+                .then(b.0.cmp(&a.0))
+        });
         candidates.truncate(limit);
-        let in_view = self.verbatim_in_view()?;
         Ok(candidates
             .into_iter()
             .map(|(doc, score, text)| {
@@ -378,7 +469,7 @@ impl Session<'_> {
                     tool: d.tool.clone(),
                     time: format_time(d.created_at),
                     snippet: snippet(&text, &needles),
-                    in_view: !d.abandoned && in_view.as_ref().is_none_or(|ids| ids.contains(&d.id)),
+                    in_view: seen(doc),
                     abandoned: d.abandoned,
                     score: (score * 1000.0).round() / 1000.0,
                 }
@@ -386,66 +477,32 @@ impl Session<'_> {
             .collect())
     }
 
-    /// Hybrid search (when the session's options carry an embedder): the lexical `scores` fused
-    /// with each active message's similarity of meaning to `query`, as compaction's recall does,
-    /// so a message that shares no word with the query can be found. Each message's vector is
-    /// kept in the session's store and embedded once. When embedding fails, the lexical scores.
-    fn by_meaning_too(
+    /// Each message's similarity of meaning to `query` (hybrid search, when the session's
+    /// options carry an embedder), in the index's order; each message's vector is kept in the
+    /// session's store and embedded once. `None` when embedding fails: the search is lexical.
+    fn similarities(
         &self,
         embedder: &dyn crate::embed::Embedder,
         query: &str,
         index: &HistoryIndex,
-        scores: Vec<(u32, f64)>,
-    ) -> Result<Vec<(u32, f64)>, SessionError> {
-        let docs: HashMap<&str, u32> = index
+    ) -> Result<Option<Vec<f32>>, SessionError> {
+        let mut texts: HashMap<String, String> = self
+            .whole_log()?
+            .into_iter()
+            .map(|m| (m.id, searchable(&m.message)))
+            .collect();
+        let texts: Vec<String> = index
             .docs
             .iter()
-            .enumerate()
-            .map(|(i, d)| (d.id.as_str(), i as u32))
+            .map(|d| texts.remove(&d.id).unwrap_or_default())
             .collect();
-        let lexical: HashMap<u32, f64> = scores.iter().copied().collect();
-        let (active, texts): (Vec<u32>, Vec<String>) = self
-            .log()?
-            .iter()
-            .filter_map(|m| Some((*docs.get(m.id.as_str())?, searchable(&m.message))))
-            .unzip();
-        let similar = match recall::similarities(embedder, Some(&self.vectors()), query, &texts) {
-            Ok(similar) => similar,
+        match recall::similarities(embedder, Some(&self.vectors()), query, &texts) {
+            Ok(similar) => Ok(Some(similar)),
             Err(e) => {
                 tracing::warn!(error = %e, "embeddings failed; search_history is lexical");
-                return Ok(scores);
+                Ok(None)
             }
-        };
-        let words: Vec<f64> = active
-            .iter()
-            .map(|doc| lexical.get(doc).copied().unwrap_or(0.0))
-            .collect();
-        let fused = recall::fuse(&words, &similar, recall::MEANING);
-        let mut out: Vec<(u32, f64)> = active
-            .iter()
-            .zip(fused)
-            .filter(|(_, f)| *f > 0.0)
-            .map(|(doc, f)| (*doc, f))
-            .collect();
-        // Set-aside messages keep what their words earn (scaled like the rest).
-        let best = scores.iter().map(|s| s.1).fold(0.0, f64::max);
-        let in_log: HashSet<u32> = active.iter().copied().collect();
-        out.extend(
-            scores
-                .iter()
-                .filter(|(doc, _)| !in_log.contains(doc))
-                .map(|&(doc, s)| {
-                    (
-                        doc,
-                        if best > 0.0 {
-                            s / best * (1.0 - recall::MEANING)
-                        } else {
-                            0.0
-                        },
-                    )
-                }),
-        );
-        Ok(out)
+        }
     }
 
     /// The originals `selection` names, verbatim, within `max_tokens` (at least the first, cut

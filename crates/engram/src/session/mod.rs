@@ -1428,6 +1428,88 @@ mod tests {
     }
 
     #[test]
+    fn search_history_ranks_by_compactions_recall() {
+        use crate::Message;
+        let store = InMemoryStore::new();
+        let new = super::NewSession {
+            id: Some("s".into()),
+            name: None,
+            model: "test-model".into(),
+            tokenizer: "chars4".into(),
+            token_factor: 1.0,
+            window: 100_000,
+            metadata: serde_json::Value::Null,
+            created_at: 1_000,
+        };
+        let mut session = super::Session::create(&store, &new).expect("creates");
+        let named = |name: &str, text: &str| {
+            let mut m = Message::user(text);
+            m.extra_mut().insert("name".into(), name.into());
+            m
+        };
+        let mut messages = vec![
+            named("Caroline", "Hi Mel, long time no see!"),
+            named("Caroline", "What did you take away from the book?"),
+            named("Melanie", "It taught me self-acceptance, honestly."),
+        ];
+        for i in 0..20 {
+            messages.push(named(
+                "Caroline",
+                &format!("the weather was fine on day {i}"),
+            ));
+            messages.push(named("Melanie", &format!("glad to hear it, day {i}")));
+        }
+        messages.push(named("Melanie", "I painted my old bike blue"));
+        messages.push(named("Caroline", "I painted a sunset over the lake"));
+        session.append(messages).expect("appends");
+
+        // The reply to a matching question shares no word with the query, and is found.
+        let hits = session
+            .search_history("take away from the book", 5)
+            .expect("searches");
+        assert!(
+            hits.iter().any(|h| h.snippet.contains("self-acceptance")),
+            "the answer after the question: {hits:?}"
+        );
+        // The speaker the query names comes first among equal matches (the newer one first
+        // otherwise).
+        let hits = session
+            .search_history("what did Melanie paint", 5)
+            .expect("searches");
+        assert!(
+            hits[0].snippet.contains("bike"),
+            "Melanie's own turn first: {hits:?}"
+        );
+        assert_eq!(hits[0].tool, None, "a speaker is not a tool: {hits:?}");
+
+        // Once compaction leaves the old book talk out of the view, a search finds it before
+        // a newer, better match the view still holds.
+        session
+            .append(vec![named(
+                "Caroline",
+                "the book club reads a new book; bring the book on Friday",
+            )])
+            .expect("appends");
+        let compaction = session
+            .compact(super::Trigger::Manual, 200, None)
+            .expect("compacts");
+        assert!(
+            matches!(compaction, super::Compaction::Recorded(_)),
+            "{compaction:?}"
+        );
+        let hits = session.search_history("the book", 5).expect("searches");
+        assert!(
+            !hits[0].in_view && hits[0].snippet.contains("take away from the book"),
+            "out of the view first: {hits:?}"
+        );
+        assert!(
+            hits.iter()
+                .any(|h| h.in_view && h.snippet.contains("book club")),
+            "the view's match after it: {hits:?}"
+        );
+    }
+
+    #[test]
     fn hybrid_recall_embeds_each_message_once_and_keeps_it_in_the_store() {
         use crate::Message;
         use crate::embed::{Counting, VectorStore, text_hash};
