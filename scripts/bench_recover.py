@@ -2,6 +2,11 @@
 """Recoverable recall: what compaction keeps in context, plus what the agent gets back with one
 `search_history` call.
 
+Conversations with questions (LoCoMo, LongMemEval) are measured the same way: each conversation is
+stored as an engram session, and a question whose compacted context lost evidence makes one
+`search_history` call with the question as the query; an evidence message among the hits counts as
+recovered. `--recall hybrid --embedding-model DIR` searches by meaning too.
+
 The evaluation harness's trajectory task (../shared/eval/engram_eval.py) asks, at points of a real
 agent trajectory compacted to a budget, which identifiers of the next action are still in the context
 ("recall"). Here each probe is also stored as an engram session, and every identifier the context
@@ -44,17 +49,30 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=5, help="hits per search_history call")
     ap.add_argument("--engram-bin", default="target/release/engram",
                     help="the engram binary that compacts, as the harness runs it")
+    ap.add_argument("--budgets", default="2048,4096", help="conversations' budgets (the harness's)")
+    ap.add_argument("--recall", choices=["lexical", "hybrid"], default="lexical",
+                    help="how compaction and search_history find older messages")
+    ap.add_argument("--embedding-model", help="the sentence-embedding model's directory (hybrid)")
     args = ap.parse_args()
+    if args.recall == "hybrid" and not args.embedding_model:
+        ap.error("--recall hybrid needs --embedding-model DIR")
 
     harness = load_harness(os.path.abspath(args.eval_dir))
     import engram
 
-    compact = harness.ExternalSystem(args.engram_bin, [], 120.0)
+    extra = (["--recall", "hybrid", "--embedding-model", args.embedding_model]
+             if args.recall == "hybrid" else [])
+    compact = harness.ExternalSystem(args.engram_bin, extra, 120.0)
+    embeddings = engram.Embeddings(args.embedding_model) if args.recall == "hybrid" else None
 
     rows = []
+    conversation_rows = []
     for name in args.datasets.split(","):
         convs = harness.load_jsonl(os.path.join(args.data, f"{name}.jsonl"), None)
         stats: dict = {}
+        if any(c.get("questions") for c in convs):
+            conversation_rows.extend(conversations(harness, engram, compact, embeddings, name, convs, args))
+            continue
         budgets = harness.traj_budgets_for(name, {})
         items = harness.build_trajectory_items(name, convs, budgets, args.max_probes, stats)
         store = engram.Store(":memory:")
@@ -105,6 +123,16 @@ def main() -> int:
             "seconds": round(time.perf_counter() - started, 1),
         })
         print(json.dumps(rows[-1]), flush=True)
+    if conversation_rows:
+        print()
+        print("Per question, as the harness averages (evidence messages found verbatim).")
+        print("| dataset | budget | category | questions | recall | recoverable recall | hits out of the view first |")
+        print("|---|---:|---|---:|---:|---:|---:|")
+        for r in conversation_rows:
+            print(f"| {r['dataset']} | {r['budget']} | {r['category']} | {r['questions']} | "
+                  f"{r['recall']} | {r['recoverable_recall']} | {r['recoverable_unseen_first']} |")
+    if not rows:
+        return 0
     print()
     print("Per probe, as the harness averages; then over all identifiers.")
     print("| dataset | budget | probes | identifiers | recall | recoverable recall | recall (identifiers) | recoverable (identifiers) |")
@@ -113,6 +141,53 @@ def main() -> int:
         print(f"| {r['dataset']} | {r['budget']} | {r['probes']} | {r['targets']} | {r['recall']} | "
               f"{r['recoverable_recall']} | {r['identifiers_recall']} | {r['identifiers_recoverable']} |")
     return 0
+
+
+def conversations(harness, engram, compact, embeddings, name, convs, args) -> list[dict]:
+    """Recall and recoverable recall per budget and question category for one dataset of
+    conversations with questions. Each question's conversation (the question its newest turn) is
+    an engram session compacted to the budget with the question in focus, as an agent's
+    `compact_history` does; the evidence in its view is what the context holds, and one
+    `search_history` call with the question brings back what it can of the rest."""
+    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    items = harness.build_recall_items(name, convs, budgets, None, {})
+    store = engram.Store(":memory:", embeddings=embeddings)
+    scores: dict[tuple[int, str], list[tuple[float, float, float]]] = {}
+    started = time.perf_counter()
+    for n, it in enumerate(items):
+        session = store.new_session("gpt-4", window=100_000_000, id=f"q{n}")
+        session.append(*[{k: v for k, v in m.items() if k != "id"} for m in it.messages])
+        texts = {m["id"]: harness.norm(harness.content_text(m.get("content"))) for m in session.log()}
+        session.compact(it.budget, focus=it.query)
+        view = harness.output_norm_text(session.context().messages)
+        missing = [eid for eid, t in it.evidence.items() if t not in view]
+        found = (len(it.evidence) - len(missing)) / len(it.evidence)
+        back = {"first": 0, "unseen": 0}
+        if missing:
+            reply = session.tool("search_history", {"query": it.query, "limit": 50})
+            hits = [] if reply is None or reply["is_error"] else json.loads(reply["content"])["hits"]
+            ranked = {
+                # The hits as search_history returns them.
+                "first": hits[:args.limit],
+                # The hits out of the view first (what the agent cannot see).
+                "unseen": ([h for h in hits if not h["in_view"]] + [h for h in hits if h["in_view"]])[:args.limit],
+            }
+            for way, chosen in ranked.items():
+                got = [texts.get(h["id"], "") for h in chosen]
+                back[way] = sum(1 for eid in missing if any(it.evidence[eid] in t for t in got))
+        row = (found, found + back["first"] / len(it.evidence), found + back["unseen"] / len(it.evidence))
+        for category in ("all", it.category or "-"):
+            scores.setdefault((it.budget, category), []).append(row)
+    rows = []
+    for (budget, category), triples in sorted(scores.items(), key=lambda kv: (kv[0][0], kv[0][1] != "all", kv[0][1])):
+        mean = lambda i: round(sum(t[i] for t in triples) / len(triples), 3)  # noqa: E731
+        rows.append({
+            "dataset": name, "budget": budget, "category": category, "questions": len(triples),
+            "recall": mean(0), "recoverable_recall": mean(1), "recoverable_unseen_first": mean(2),
+        })
+        print(json.dumps(rows[-1]), flush=True)
+    print(json.dumps({"dataset": name, "seconds": round(time.perf_counter() - started, 1)}), flush=True)
+    return rows
 
 
 if __name__ == "__main__":
