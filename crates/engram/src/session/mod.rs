@@ -1427,11 +1427,9 @@ mod tests {
         super::conformance::run(&|| Box::new(InMemoryStore::new()));
     }
 
-    #[test]
-    fn search_history_ranks_by_compactions_recall() {
-        use crate::Message;
-        let store = InMemoryStore::new();
-        let new = super::NewSession {
+    /// Session "s" of a 100,000-token window, counted at four characters a token.
+    fn chars4_session() -> super::NewSession {
+        super::NewSession {
             id: Some("s".into()),
             name: None,
             model: "test-model".into(),
@@ -1440,7 +1438,14 @@ mod tests {
             window: 100_000,
             metadata: serde_json::Value::Null,
             created_at: 1_000,
-        };
+        }
+    }
+
+    #[test]
+    fn search_history_ranks_by_compactions_recall() {
+        use crate::Message;
+        let store = InMemoryStore::new();
+        let new = chars4_session();
         let mut session = super::Session::create(&store, &new).expect("creates");
         let named = |name: &str, text: &str| {
             let mut m = Message::user(text);
@@ -1515,16 +1520,7 @@ mod tests {
         use crate::embed::{Counting, VectorStore, text_hash};
         use std::sync::Arc;
         let store = InMemoryStore::new();
-        let new = super::NewSession {
-            id: Some("s".into()),
-            name: None,
-            model: "test-model".into(),
-            tokenizer: "chars4".into(),
-            token_factor: 1.0,
-            window: 100_000,
-            metadata: serde_json::Value::Null,
-            created_at: 1_000,
-        };
+        let new = chars4_session();
         let embedder = Arc::new(Counting::default());
         let session = super::Session::create(&store, &new).expect("creates");
         let mut options = session.options().clone();
