@@ -109,7 +109,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
     vec![
         ToolDefinition {
             name: SEARCH_HISTORY,
-            description: "Searches this conversation's whole history, including messages that were masked, summarised or compacted out of your context. Returns ranked hits, those no longer in your context verbatim first, with the message id, role, tool name, time, a snippet around the match, and whether the message is still in your context verbatim. Read a hit in full with read_history.",
+            description: "Searches this conversation's whole history, including messages that were masked, summarised or compacted out of your context. Returns ranked hits (an exact match of the query first, then messages no longer in your context verbatim) with the message id, role, tool name, time, a snippet around the match, and whether the message is still in your context verbatim. Read a hit in full with read_history.",
             parameters: json!({
                 "type": "object",
                 "properties": {

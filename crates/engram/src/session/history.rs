@@ -3,8 +3,8 @@
 //! [`Session::search_history`] ranks every message of the session's log (in the view, masked,
 //! summarised, or set aside by a restore) by compaction's recall rule (`recall::order`: BM25
 //! over stemmed words, the sessions about the query's topic or time, replies, named speakers;
-//! fused with similarity of meaning when the session's options carry an embedder), what the view
-//! does not hold first, then an exact match of the whole query; [`Session::read_history`] returns originals verbatim by id or by range,
+//! fused with similarity of meaning when the session's options carry an embedder), an exact
+//! match of the whole query first, then what the view does not hold; [`Session::read_history`] returns originals verbatim by id or by range,
 //! within a token budget. [`Session::handle_tool_call`] runs any of the tools that
 //! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it.
 
@@ -368,7 +368,8 @@ impl Session<'_> {
 
     /// Ranks the session's whole log for `query` as compaction's recall does; the best `limit`
     /// hits that it reaches at all (a message that matches, the reply to a matching question,
-    /// the turn a matching reply answers), those the view does not hold verbatim first.
+    /// the turn a matching reply answers): an exact match of the whole query first, then those
+    /// the view does not hold verbatim.
     pub fn search_history(
         &self,
         query: &str,
@@ -398,16 +399,26 @@ impl Session<'_> {
         .into_iter()
         .map(|(doc, score)| (doc as u32, score))
         .collect();
-        // What the agent cannot see first: a message its context holds verbatim is there to
-        // read already, and compaction kept the best matches, so the next ones are what the
-        // search is for.
+        // An exact match of the whole query first (what the agent asked for, word for word),
+        // then what it cannot see: a message its context holds verbatim is there to read
+        // already, and compaction kept the best matches, so the next ones are what the search
+        // is for. The candidates: the best by score, and as many of the best the view does not
+        // hold.
         let in_view = self.verbatim_in_view()?;
         let seen = |doc: u32| {
             let d = &index.docs[doc as usize];
             !d.abandoned && in_view.as_ref().is_none_or(|ids| ids.contains(&d.id))
         };
-        ranked.sort_by_key(|&(doc, _)| seen(doc));
-        ranked.truncate(limit * RERANKED);
+        let pool = limit * RERANKED;
+        let unseen: Vec<(u32, f64)> = ranked
+            .iter()
+            .skip(pool)
+            .filter(|&&(doc, _)| !seen(doc))
+            .take(pool)
+            .copied()
+            .collect();
+        ranked.truncate(pool);
+        ranked.extend(unseen);
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
@@ -449,18 +460,23 @@ impl Session<'_> {
                 },
             };
             let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
-            candidates.push((doc, if exact { score + 1_000.0 } else { score }, text));
+            candidates.push((
+                doc,
+                if exact { score + 1_000.0 } else { score },
+                text,
+                exact,
+            ));
         }
         candidates.sort_by(|a, b| {
-            seen(a.0)
-                .cmp(&seen(b.0))
+            b.3.cmp(&a.3)
+                .then(seen(a.0).cmp(&seen(b.0)))
                 .then(b.1.total_cmp(&a.1))
                 .then(b.0.cmp(&a.0))
         });
         candidates.truncate(limit);
         Ok(candidates
             .into_iter()
-            .map(|(doc, score, text)| {
+            .map(|(doc, score, text, _)| {
                 let d = &index.docs[doc as usize];
                 HistoryHit {
                     id: d.id.clone(),

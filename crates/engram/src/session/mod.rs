@@ -1512,6 +1512,15 @@ mod tests {
                 .any(|h| h.in_view && h.snippet.contains("book club")),
             "the view's match after it: {hits:?}"
         );
+        // Unless the view's message holds the whole query word for word.
+        let hits = session
+            .search_history("bring the book on Friday", 5)
+            .expect("searches");
+        assert!(
+            hits[0].in_view && hits[0].snippet.contains("book club"),
+            "the exact match first: {hits:?}"
+        );
+        assert!(!hits[1].in_view, "then what the view lost: {hits:?}");
     }
 
     #[test]
