@@ -763,15 +763,12 @@ impl Planner<'_> {
     /// conversation), from the lengths of the user's and the assistant's messages (see
     /// [`recall::alike`]); by characters, as the ratio needs no exact count.
     fn alike(&self, units: &[units::Unit]) -> bool {
-        let (mut user, mut assistant) = (Vec::new(), Vec::new());
-        for item in units.iter().flat_map(|u| &self.items[u.start..u.end]) {
-            match item.message.role {
-                Role::User => user.push(item.message.text().len()),
-                Role::Assistant => assistant.push(item.message.text().len()),
-                _ => {}
-            }
-        }
-        recall::alike(&mut user, &mut assistant)
+        recall::sides_alike(
+            units
+                .iter()
+                .flat_map(|u| &self.items[u.start..u.end])
+                .map(|item| (item.message.role, item.message.text().len())),
+        )
     }
 
     /// The middle of the view (between pinned messages and the newest unit) for `free` tokens.

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::embed::{Embedder, Stored, VectorStore, dot};
+use crate::message::Role;
 
 /// English words that carry no topic (articles, pronouns, auxiliaries, question words).
 const STOPWORDS: &[&str] = &[
@@ -553,6 +554,20 @@ pub(crate) fn value(score: f64, tokens: usize, cost_weight: f64) -> f64 {
 
 /// Sides whose typical messages differ in length by less than this factor write alike.
 const ALIKE: f64 = 2.0;
+
+/// Whether the two sides write alike ([`alike`]) from each message's role and length: the
+/// user's and the assistant's lengths are compared, other roles' left out.
+pub(crate) fn sides_alike(messages: impl IntoIterator<Item = (Role, usize)>) -> bool {
+    let (mut user, mut assistant) = (Vec::new(), Vec::new());
+    for (role, length) in messages {
+        match role {
+            Role::User => user.push(length),
+            Role::Assistant => assistant.push(length),
+            _ => {}
+        }
+    }
+    alike(&mut user, &mut assistant)
+}
 
 /// Whether a conversation's two sides write alike, from the lengths of the user's and the
 /// assistant's messages: their medians within [`ALIKE`] of each other (a chat between two

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{LoggedMessage, Session, SessionError};
 use crate::compact::{Kind, recall};
 use crate::memory::NewEntry;
-use crate::message::Message;
+use crate::message::{Message, Role};
 use crate::request::{Names, RequestError, SearchRequest, from_json};
 use crate::store::format_time;
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
@@ -134,7 +134,7 @@ struct Doc {
     id: String,
     seq: u64,
     created_at: crate::store::Timestamp,
-    role: String,
+    role: Role,
     tool: Option<String>,
     abandoned: bool,
     terms: u32,
@@ -167,7 +167,7 @@ impl HistoryIndex {
             self.calls.insert(call.id.clone(), call.name.clone());
         }
         // A tool output's `name` is its tool's; a user's or an assistant's is the speaker's.
-        let is_output = m.message.role == crate::message::Role::Tool;
+        let is_output = m.message.role == Role::Tool;
         let tool = m
             .message
             .name()
@@ -203,7 +203,7 @@ impl HistoryIndex {
             id: m.id.clone(),
             seq: m.seq,
             created_at: m.created_at,
-            role: m.message.role.to_string(),
+            role: m.message.role,
             tool,
             abandoned: m.abandoned,
             terms: terms.len() as u32,
@@ -261,23 +261,15 @@ impl HistoryIndex {
     fn traits(&self) -> recall::Traits<'_> {
         recall::Traits {
             asks: self.docs.iter().map(|d| d.asks).collect(),
-            headings: self.docs.iter().map(|d| d.role == "system").collect(),
+            headings: self.docs.iter().map(|d| d.role == Role::System).collect(),
             speakers: self.docs.iter().map(|d| d.speaker.as_deref()).collect(),
-            users: self.docs.iter().map(|d| d.role == "user").collect(),
+            users: self.docs.iter().map(|d| d.role == Role::User).collect(),
         }
     }
 
     /// Whether the user and the assistant write alike (a chat between people).
     fn alike(&self) -> bool {
-        let (mut user, mut assistant) = (Vec::new(), Vec::new());
-        for d in &self.docs {
-            match d.role.as_str() {
-                "user" => user.push(d.chars),
-                "assistant" => assistant.push(d.chars),
-                _ => {}
-            }
-        }
-        recall::alike(&mut user, &mut assistant)
+        recall::sides_alike(self.docs.iter().map(|d| (d.role, d.chars)))
     }
 }
 
@@ -481,7 +473,7 @@ impl Session<'_> {
                 HistoryHit {
                     id: d.id.clone(),
                     seq: d.seq,
-                    role: d.role.clone(),
+                    role: d.role.to_string(),
                     tool: d.tool.clone(),
                     time: format_time(d.created_at),
                     snippet: snippet(&text, &needles),
