@@ -1260,12 +1260,7 @@ impl Planner<'_> {
             .map(|u| {
                 let mut text = String::new();
                 for item in &self.items[u.start..u.end] {
-                    if let Some(name) = &item.message.name() {
-                        text.push_str(name);
-                        text.push(' ');
-                    }
-                    text.push_str(&salient::message_lines_text(&item.message));
-                    text.push('\n');
+                    recall::push_meaning_text(&item.message, &mut text);
                 }
                 let terms = recall::terms(&text);
                 if keep_texts {

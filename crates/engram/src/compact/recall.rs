@@ -307,6 +307,19 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
         .collect()
 }
 
+/// Appends the text `message` is embedded by: the speaker's name, then its searchable lines
+/// ([`super::salient::message_lines_text`]), then a newline. Compaction (a unit's messages in
+/// turn) and `search_history` (one message) embed this same text, so a message's vector is
+/// computed once and found again in the store's cache by either.
+pub(crate) fn push_meaning_text(message: &crate::Message, text: &mut String) {
+    if let Some(name) = message.name() {
+        text.push_str(name);
+        text.push(' ');
+    }
+    text.push_str(&super::salient::message_lines_text(message));
+    text.push('\n');
+}
+
 /// The cosine similarity of `query` with each document, by `embedder`; the documents' vectors
 /// are kept in `vectors` when given (and read from there when kept), the query's never is.
 pub(crate) fn similarities<S: AsRef<str>>(

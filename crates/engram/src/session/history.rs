@@ -487,7 +487,9 @@ impl Session<'_> {
 
     /// Each message's similarity of meaning to `query` (hybrid search, when the session's
     /// options carry an embedder), in the index's order; each message's vector is kept in the
-    /// session's store and embedded once. `None` when embedding fails: the search is lexical.
+    /// session's store and embedded once, by the text compaction embeds it by
+    /// ([`recall::push_meaning_text`]), so either finds the other's. `None` when embedding
+    /// fails: the search is lexical.
     fn similarities(
         &self,
         embedder: &dyn crate::embed::Embedder,
@@ -497,7 +499,11 @@ impl Session<'_> {
         let mut texts: HashMap<String, String> = self
             .whole_log()?
             .into_iter()
-            .map(|m| (m.id, searchable(&m.message)))
+            .map(|m| {
+                let mut text = String::new();
+                recall::push_meaning_text(&m.message, &mut text);
+                (m.id, text)
+            })
             .collect();
         let texts: Vec<String> = index
             .docs
