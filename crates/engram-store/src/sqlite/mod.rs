@@ -282,6 +282,30 @@ pub(crate) fn backend(e: impl std::fmt::Display) -> StoreError {
 /// A write transaction, begun IMMEDIATE: it waits (up to the busy timeout) for the write lock
 /// up front, instead of starting as a reader and failing with "database is locked" when
 /// another connection wrote first.
+/// Puts `conn`'s file in WAL mode. Switching a new file needs an exclusive lock, and SQLite
+/// does not wait for it: another process opening the same new file at this moment makes it
+/// fail at once. Retried for as long as a busy timeout of `wait` would have waited.
+pub(crate) fn write_ahead_log(
+    conn: &Connection,
+    wait: std::time::Duration,
+) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.execute_batch("PRAGMA journal_mode=WAL;") {
+            Ok(()) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < wait =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 pub(crate) fn write_tx(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, StoreError> {
     conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(backend)
@@ -368,24 +392,7 @@ impl SqliteStore {
                 "{name} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})"
             )));
         }
-        // Switching a new file to WAL needs an exclusive lock, and SQLite does not wait for
-        // it: another process opening the same new file at this moment makes it fail at once.
-        // Retry for as long as the busy timeout would have waited.
-        let started = std::time::Instant::now();
-        loop {
-            match conn.execute_batch("PRAGMA journal_mode=WAL;") {
-                Ok(()) => break,
-                Err(rusqlite::Error::SqliteFailure(e, _))
-                    if matches!(
-                        e.code,
-                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                    ) && started.elapsed() < std::time::Duration::from_secs(10) =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                Err(e) => return Err(backend(e)),
-            }
-        }
+        write_ahead_log(&conn, std::time::Duration::from_secs(10)).map_err(backend)?;
         // A 16 MiB page cache: a long transaction's pages stay in it until they spill, so a
         // larger one held 64 MiB per store for each large append or import.
         conn.execute_batch(

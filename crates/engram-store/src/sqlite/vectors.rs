@@ -147,10 +147,11 @@ impl VectorFile {
             let _ = std::fs::create_dir_all(parent);
         }
         let conn = Connection::open(path).map_err(fail)?;
-        conn.busy_timeout(std::time::Duration::from_secs(30))
-            .map_err(fail)?;
-        conn.execute_batch("PRAGMA journal_mode = WAL;")
-            .map_err(fail)?;
+        // Several processes may open a new cache at once (two compactions started together):
+        // each waits for the others rather than giving up its cache.
+        let wait = std::time::Duration::from_secs(30);
+        conn.busy_timeout(wait).map_err(fail)?;
+        super::write_ahead_log(&conn, wait).map_err(fail)?;
         conn.execute_batch(TABLE).map_err(fail)?;
         Ok(VectorFile {
             conn: Mutex::new(conn),
@@ -220,6 +221,37 @@ mod tests {
         );
         drop(file);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn processes_opening_a_new_file_at_once_all_keep_their_vectors() {
+        for round in 0..20 {
+            let dir = scratch(&format!("race{round}"));
+            let path = dir.join("vectors.sqlite");
+            let barrier = std::sync::Barrier::new(4);
+            std::thread::scope(|s| {
+                for t in 0..4_u8 {
+                    let (path, barrier) = (&path, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let file = VectorFile::open(path)
+                            .unwrap_or_else(|e| panic!("round {round}, opener {t}: {e}"));
+                        file.put_vectors("m", &[(text_hash(&t.to_string()), &[f32::from(t)])])
+                            .expect("keeps");
+                    });
+                }
+            });
+            let file = VectorFile::open(&path).expect("reopens");
+            let hashes: Vec<_> = (0..4_u8).map(|t| text_hash(&t.to_string())).collect();
+            assert!(
+                file.vectors("m", &hashes)
+                    .expect("reads")
+                    .iter()
+                    .all(Option::is_some)
+            );
+            drop(file);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     #[test]
