@@ -232,10 +232,10 @@ pub(crate) struct CompactArgs {
     #[arg(long, short = 's', default_value = "auto", value_parser = ["auto", "truncate", "dedupe", "mask", "extractive", "summarize"])]
     pub(crate) strategy: String,
     /// Tool outputs that masking keeps verbatim, counted from the newest.
-    #[arg(long, default_value_t = 10, hide_short_help = true, value_name = "M")]
+    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).mask_keep_last, hide_short_help = true, value_name = "M")]
     pub(crate) keep_tool_outputs: usize,
     /// Messages the extractive strategy keeps verbatim, counted from the newest.
-    #[arg(long, default_value_t = 4, hide_short_help = true, value_name = "N")]
+    #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).keep_recent, hide_short_help = true, value_name = "N")]
     pub(crate) keep_recent: usize,
     /// For extractive: a preserve window instead of --keep-recent (the last 20
     /// messages or 20% of the budget, whichever is larger).
