@@ -1255,6 +1255,9 @@ impl Planner<'_> {
         // kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
         let mut texts: Vec<String> = Vec::new();
+        let query_terms = recall::terms(query);
+        let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
+        let mut lengths = Vec::with_capacity(dropped.len());
         let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
@@ -1262,7 +1265,12 @@ impl Planner<'_> {
                 for item in &self.items[u.start..u.end] {
                     recall::push_meaning_text(&item.message, &mut text);
                 }
-                let terms = recall::terms(&text);
+                let mut terms = recall::terms(&text);
+                lengths.push(terms.len());
+                let joined = recall::joined_terms(&text, |first| {
+                    query_terms.iter().any(|q| q.starts_with(first))
+                });
+                terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
                 if keep_texts {
                     texts.push(text);
                 }
@@ -1312,8 +1320,7 @@ impl Planner<'_> {
                 })
                 .collect(),
         };
-        let bm25 = recall::Bm25::new(documents);
-        let query_terms = recall::terms(query);
+        let bm25 = recall::Bm25::with_lengths(documents, lengths);
         recall::order(
             bm25.scores(&query_terms),
             |sessions, count| bm25.grouped(sessions, count).scores(&query_terms),
@@ -1535,6 +1542,34 @@ mod tests {
         assert_eq!(kept(false), ["answer"]);
         // Beside long replies the cost counts, and the short match goes first.
         assert_eq!(kept(true), ["one-word"]);
+    }
+
+    #[test]
+    fn a_compound_the_query_writes_as_one_word_finds_it_written_as_two() {
+        let mut messages = vec![Message::system("You are a helpful companion.")];
+        for k in 0..30 {
+            messages.push(Message::user(format!("Quiet day {k}, I read a novel.")));
+            messages.push(Message::assistant(format!("Sounds restful {k}.")));
+            if k == 12 {
+                messages.push(
+                    Message::user("We drove along the coast on our road trip.")
+                        .with_id("road trip"),
+                );
+                messages.push(Message::assistant("What a view that must have been."));
+            }
+        }
+        let question = "Where did they go on the roadtrip?";
+        messages.push(Message::user(question));
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let mut options = CompactOptions::new(60);
+        options.query = Some(question.to_owned());
+        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        let kept: Vec<_> = out
+            .messages
+            .iter()
+            .filter_map(|m| m.message.id.clone())
+            .collect();
+        assert_eq!(kept, ["road trip"]);
     }
 
     #[test]

@@ -40,6 +40,32 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Neighbouring words of `text` joined into one term ("road trip" as "roadtrip"), so that a
+/// query that writes a compound as one word ("roadtrip", "bookstore") finds the text that
+/// writes it as two. Both words are topical (letters only, no stop word); `wanted(first)` is
+/// asked before a pair is built (compaction, which knows the query, builds only the pairs some
+/// query term starts with). The joined terms count as matches, not as words: they do not
+/// lengthen a document for BM25.
+pub(crate) fn joined_terms(text: &str, wanted: impl Fn(&str) -> bool) -> Vec<String> {
+    let topical = |w: &str| !STOPWORDS.contains(&w) && w.chars().all(char::is_alphabetic);
+    let mut out = Vec::new();
+    let mut previous: Option<String> = None;
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let word = word.to_lowercase();
+        let word = topical(&word).then_some(word);
+        if let (Some(first), Some(second)) = (&previous, &word)
+            && wanted(first)
+        {
+            out.push(stem(&format!("{first}{second}")));
+        }
+        previous = word;
+    }
+    out
+}
+
 /// A light suffix stripper (plural, past tense, gerund, adverb), enough to join word forms.
 pub(crate) fn stem(word: &str) -> String {
     let w = word;
@@ -109,12 +135,17 @@ pub(crate) struct Bm25 {
 
 impl Bm25 {
     pub(crate) fn new(documents: Vec<Vec<String>>) -> Self {
+        let lengths = documents.iter().map(Vec::len).collect();
+        Self::with_lengths(documents, lengths)
+    }
+
+    /// BM25 over `documents` whose lengths in words are `lengths` (a document's terms may
+    /// hold more than its words: [`joined_terms`]).
+    pub(crate) fn with_lengths(documents: Vec<Vec<String>>, lengths: Vec<usize>) -> Self {
         let mut df: HashMap<String, u32> = HashMap::new();
         let mut docs = Vec::with_capacity(documents.len());
-        let mut lengths = Vec::with_capacity(documents.len());
         for doc in documents {
             let mut tf: HashMap<String, u32> = HashMap::new();
-            lengths.push(doc.len());
             for t in doc {
                 *tf.entry(t).or_default() += 1;
             }
@@ -746,6 +777,25 @@ mod tests {
         let mut scores = vec![1.0, 2.0];
         favour_sessions_by_meaning(&mut scores, &[0, 1], &[true, true], &[0.9, 0.1]);
         assert_eq!(scores, [1.0, 2.0]);
+    }
+
+    #[test]
+    fn neighbouring_words_join_into_the_compound_a_query_writes_as_one() {
+        let text = "We went on a road trip with my Smart-Watch, 2 new maps and a day off";
+        let all = joined_terms(text, |_| true);
+        for compound in ["roadtrip", "smartwatch", "newmap"] {
+            assert!(all.iter().any(|j| j == compound), "{compound}: {all:?}");
+        }
+        // Across a stop word ("went on", "a road"), or with digits, nothing is joined.
+        for never in ["wenton", "aroad", "2new", "dayoff"] {
+            assert!(!all.iter().any(|j| j == never), "{never}: {all:?}");
+        }
+        // Stemmed as a query's word is: "road trips" is the query's "roadtrip".
+        assert!(joined_terms("road trips", |_| true) == ["roadtrip"]);
+        // Only the pairs whose first word is wanted are built.
+        assert_eq!(joined_terms(text, |first| first == "smart"), ["smartwatch"]);
+        // The query's own terms never hold them: a query is matched word by word.
+        assert!(!terms(text).iter().any(|t| t == "roadtrip"));
     }
 
     #[test]

@@ -188,8 +188,14 @@ impl HistoryIndex {
         }
         let doc = self.docs.len() as u32;
         let mut tf: HashMap<String, u32> = HashMap::new();
-        for t in &terms {
-            *tf.entry(t.clone()).or_default() += 1;
+        // Neighbouring words joined match a query's compound; they are not words of the
+        // message (its length stays `terms`), as in compaction's recall.
+        for t in terms
+            .iter()
+            .cloned()
+            .chain(recall::joined_terms(&text, |_| true))
+        {
+            *tf.entry(t).or_default() += 1;
         }
         for (t, f) in tf {
             self.postings.entry(t).or_default().push((doc, f));

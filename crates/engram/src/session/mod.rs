@@ -1456,6 +1456,7 @@ mod tests {
             named("Caroline", "Hi Mel, long time no see!"),
             named("Caroline", "What did you take away from the book?"),
             named("Melanie", "It taught me self-acceptance, honestly."),
+            named("Melanie", "We took a road trip to the coast."),
         ];
         for i in 0..20 {
             messages.push(named(
@@ -1486,6 +1487,13 @@ mod tests {
             "Melanie's own turn first: {hits:?}"
         );
         assert_eq!(hits[0].tool, None, "a speaker is not a tool: {hits:?}");
+        // A compound the query writes as one word finds it written as two, as in compaction.
+        let hits = session.search_history("roadtrip", 1).expect("searches");
+        assert!(
+            hits.first()
+                .is_some_and(|h| h.snippet.contains("road trip")),
+            "the words joined: {hits:?}"
+        );
 
         // Once compaction leaves the old book talk out of the view, a search finds it before
         // a newer, better match the view still holds.
