@@ -1265,11 +1265,10 @@ impl Planner<'_> {
                 for item in &self.items[u.start..u.end] {
                     recall::push_meaning_text(&item.message, &mut text);
                 }
-                let mut terms = recall::terms(&text);
-                lengths.push(terms.len());
-                let joined = recall::joined_terms(&text, |first| {
+                let (mut terms, joined) = recall::terms_and_joined(&text, |first| {
                     query_terms.iter().any(|q| q.starts_with(first))
                 });
+                lengths.push(terms.len());
                 terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
                 if keep_texts {
                     texts.push(text);

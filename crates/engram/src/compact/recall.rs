@@ -32,38 +32,44 @@ const STOPWORDS: &[&str] = &[
 
 /// Lower-case words of `text`, stop words removed, lightly stemmed.
 pub(crate) fn terms(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .map(|w| stem(&w))
-        .collect()
+    terms_and_joined(text, |_| false).0
 }
 
-/// Neighbouring words of `text` joined into one term ("road trip" as "roadtrip"), so that a
-/// query that writes a compound as one word ("roadtrip", "bookstore") finds the text that
-/// writes it as two. Both words are topical (letters only, no stop word); `wanted(first)` is
-/// asked before a pair is built (compaction, which knows the query, builds only the pairs some
-/// query term starts with). The joined terms count as matches, not as words: they do not
-/// lengthen a document for BM25.
-pub(crate) fn joined_terms(text: &str, wanted: impl Fn(&str) -> bool) -> Vec<String> {
-    let topical = |w: &str| !STOPWORDS.contains(&w) && w.chars().all(char::is_alphabetic);
-    let mut out = Vec::new();
+/// [`terms`], and in the same pass the neighbouring words of `text` joined into one term ("road
+/// trip" as "roadtrip"), so that a query that writes a compound as one word ("roadtrip",
+/// "bookstore") finds the text that writes it as two. Both words are topical (letters only, no
+/// stop word); `wanted(first)` is asked before a pair is built (compaction, which knows the
+/// query, builds only the pairs some query term starts with). The joined terms count as
+/// matches, not as words: they do not lengthen a document for BM25.
+pub(crate) fn terms_and_joined(
+    text: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> (Vec<String>, Vec<String>) {
+    let mut terms = Vec::new();
+    let mut joined = Vec::new();
     let mut previous: Option<String> = None;
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
     {
         let word = word.to_lowercase();
-        let word = topical(&word).then_some(word);
-        if let (Some(first), Some(second)) = (&previous, &word)
+        if STOPWORDS.contains(&word.as_str()) {
+            previous = None;
+            continue;
+        }
+        terms.push(stem(&word));
+        if !word.chars().all(char::is_alphabetic) {
+            previous = None;
+            continue;
+        }
+        if let Some(first) = &previous
             && wanted(first)
         {
-            out.push(stem(&format!("{first}{second}")));
+            joined.push(stem(&format!("{first}{word}")));
         }
-        previous = word;
+        previous = Some(word);
     }
-    out
+    (terms, joined)
 }
 
 /// A light suffix stripper (plural, past tense, gerund, adverb), enough to join word forms.
@@ -140,7 +146,7 @@ impl Bm25 {
     }
 
     /// BM25 over `documents` whose lengths in words are `lengths` (a document's terms may
-    /// hold more than its words: [`joined_terms`]).
+    /// hold more than its words: [`terms_and_joined`]).
     pub(crate) fn with_lengths(documents: Vec<Vec<String>>, lengths: Vec<usize>) -> Self {
         let mut df: HashMap<String, u32> = HashMap::new();
         let mut docs = Vec::with_capacity(documents.len());
@@ -782,7 +788,8 @@ mod tests {
     #[test]
     fn neighbouring_words_join_into_the_compound_a_query_writes_as_one() {
         let text = "We went on a road trip with my Smart-Watch, 2 new maps and a day off";
-        let all = joined_terms(text, |_| true);
+        let (words, all) = terms_and_joined(text, |_| true);
+        assert_eq!(words, terms(text));
         for compound in ["roadtrip", "smartwatch", "newmap"] {
             assert!(all.iter().any(|j| j == compound), "{compound}: {all:?}");
         }
@@ -791,9 +798,12 @@ mod tests {
             assert!(!all.iter().any(|j| j == never), "{never}: {all:?}");
         }
         // Stemmed as a query's word is: "road trips" is the query's "roadtrip".
-        assert!(joined_terms("road trips", |_| true) == ["roadtrip"]);
+        assert_eq!(terms_and_joined("road trips", |_| true).1, ["roadtrip"]);
         // Only the pairs whose first word is wanted are built.
-        assert_eq!(joined_terms(text, |first| first == "smart"), ["smartwatch"]);
+        assert_eq!(
+            terms_and_joined(text, |first| first == "smart").1,
+            ["smartwatch"]
+        );
         // The query's own terms never hold them: a query is matched word by word.
         assert!(!terms(text).iter().any(|t| t == "roadtrip"));
     }

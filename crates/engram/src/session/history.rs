@@ -182,7 +182,7 @@ impl HistoryIndex {
         let text = searchable(&m.message);
         // The speaker's name counts as part of the text, as in compaction's recall.
         let speaker = m.message.name().filter(|_| !is_output).map(str::to_owned);
-        let mut terms = recall::terms(&text);
+        let (mut terms, joined) = recall::terms_and_joined(&text, |_| true);
         if let Some(name) = &speaker {
             terms.extend(recall::terms(name));
         }
@@ -190,11 +190,7 @@ impl HistoryIndex {
         let mut tf: HashMap<String, u32> = HashMap::new();
         // Neighbouring words joined match a query's compound; they are not words of the
         // message (its length stays `terms`), as in compaction's recall.
-        for t in terms
-            .iter()
-            .cloned()
-            .chain(recall::joined_terms(&text, |_| true))
-        {
+        for t in terms.iter().cloned().chain(joined) {
             *tf.entry(t).or_default() += 1;
         }
         for (t, f) in tf {
