@@ -7,9 +7,10 @@
 //! nearest the query in meaning lift their units too ([`favour_sessions_by_meaning`]), and
 //! compaction merges that order with the order by words alone by place ([`fuse_ranks`]).
 //!
-//! Plain BM25 misses "painted" for "paint" and "Caroline's" for "Caroline"; chat logs name the
-//! speaker outside the content (`name`), which is where "what did Caroline say" finds its
-//! answer. Both are cheap to fix and do not need a model.
+//! Plain BM25 misses "painted" for "paint", "Caroline's" for "Caroline" and "road trip" for
+//! "roadtrip" (neighbouring words joined match a query's compound, [`terms_and_joined`]); chat
+//! logs name the speaker outside the content (`name`), which is where "what did Caroline say"
+//! finds its answer. All are cheap to fix and do not need a model.
 
 use std::collections::{HashMap, HashSet};
 
