@@ -1459,12 +1459,8 @@ mod tests {
                 messages.push(Message::user(format!("Sure, it went fine overall {k}.")));
             }
         }
-        let question = "What was going on in August 2023?";
-        messages.push(Message::user(question));
-        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let mut options = CompactOptions::new(300);
-        options.query = Some(question.to_owned());
-        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        messages.push(Message::user("What was going on in August 2023?"));
+        let out = compact_asked_last(messages, 300);
         let text: Vec<String> = out
             .messages
             .iter()
@@ -1478,6 +1474,15 @@ mod tests {
             !text.iter().any(|t| t.contains("repainted room 3 ")),
             "another month's news stays out: {text:#?}"
         );
+    }
+
+    /// `messages` compacted to `budget` (four characters a token) with the newest message, the
+    /// question, as the query.
+    fn compact_asked_last(messages: Vec<Message>, budget: usize) -> Compacted {
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let mut options = CompactOptions::new(budget);
+        options.query = messages.last().map(|m| m.text().into_owned());
+        compact(&Conversation::new(messages), &counter, &options).expect("compacts")
     }
 
     /// A chat with one long turn that answers the question and one short turn that shares a
@@ -1557,13 +1562,8 @@ mod tests {
                 messages.push(Message::assistant("What a view that must have been."));
             }
         }
-        let question = "Where did they go on the roadtrip?";
-        messages.push(Message::user(question));
-        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let mut options = CompactOptions::new(60);
-        options.query = Some(question.to_owned());
-        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
-        let kept: Vec<_> = out
+        messages.push(Message::user("Where did they go on the roadtrip?"));
+        let kept: Vec<_> = compact_asked_last(messages, 60)
             .messages
             .iter()
             .filter_map(|m| m.message.id.clone())
