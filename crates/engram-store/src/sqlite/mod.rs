@@ -279,9 +279,6 @@ pub(crate) fn backend(e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
-/// A write transaction, begun IMMEDIATE: it waits (up to the busy timeout) for the write lock
-/// up front, instead of starting as a reader and failing with "database is locked" when
-/// another connection wrote first.
 /// Puts `conn`'s file in WAL mode. Switching a new file needs an exclusive lock, and SQLite
 /// does not wait for it: another process opening the same new file at this moment makes it
 /// fail at once. Retried for as long as a busy timeout of `wait` would have waited.
@@ -306,6 +303,9 @@ pub(crate) fn write_ahead_log(
     }
 }
 
+/// A write transaction, begun IMMEDIATE: it waits (up to the busy timeout) for the write lock
+/// up front, instead of starting as a reader and failing with "database is locked" when
+/// another connection wrote first.
 pub(crate) fn write_tx(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, StoreError> {
     conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(backend)
