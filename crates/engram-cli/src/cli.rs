@@ -246,8 +246,8 @@ pub(crate) struct CompactArgs {
     #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).digest_share, hide_short_help = true, value_name = "F")]
     pub(crate) digest_share: f64,
     /// With --query: the share of the free budget recalled messages may take, 0 to 1, for a
-    /// history up to 8 times the free budget; longer histories give recall more (the rest
-    /// shrinks to a quarter at 24 times).
+    /// history up to 8 times the free budget and of up to 4 sessions; longer histories give
+    /// recall more (the rest shrinks to a quarter at 24 times or 12 sessions).
     #[arg(long, default_value_t = engram::compact::CompactOptions::new(0).recall_share, hide_short_help = true, value_name = "F")]
     pub(crate) recall_share: f64,
     #[command(flatten)]

@@ -258,9 +258,10 @@ pub struct CompactOptions {
     /// The share of the free budget the digest may take when older material is dropped.
     pub digest_share: f64,
     /// The share of the free budget recalled units may take when there is a query, for a
-    /// history up to 8 times the free budget. Past that the rest (the digest and the recent
-    /// window) shrinks, to a quarter at 24 times: the longer the history, the less of it those
-    /// two hold, and the more the answer is somewhere only recall can reach.
+    /// history up to 8 times the free budget and of up to 4 sessions. Past that the rest (the
+    /// digest and the recent window) shrinks, to a quarter at 24 times or 12 sessions: the
+    /// longer the history, the less of it those two hold, and the more the answer is somewhere
+    /// only recall can reach.
     pub recall_share: f64,
     /// Writes summaries for `Summarize` (and for `Auto` when set); `None`: the extractive digest.
     pub summarizer: Option<std::sync::Arc<dyn summarize::Summarizer>>,
@@ -744,10 +745,12 @@ impl Planner<'_> {
     }
 
     /// Recall's share of `free` for these older units: [`CompactOptions::recall_share`], and more
-    /// for a history many times the budget. Measured on the dev conversations: LongMemEval-S
-    /// (about 60 times a 2,048-token budget) needs the larger share to reach evidence spread
-    /// over sessions, while LongMemEval's short conversations (about 3 times) lose evidence the
-    /// recent window held if recall takes more (docs/benchmarks.md, issue 29).
+    /// for a history many times the budget or of many sessions (a unit that starts with a
+    /// system message starts one, as in a chat log). Measured on the dev conversations:
+    /// LongMemEval-S (about 60 times a 2,048-token budget) and LoCoMo (19 to 32 sessions) need
+    /// the larger share to reach evidence spread over sessions, while LongMemEval's short
+    /// conversations (about 3 times, at most 5 sessions) lose evidence the recent window held
+    /// if recall takes more (docs/benchmarks.md, issue 29).
     fn recall_share(&self, older: &[units::Unit], free: usize) -> f64 {
         // Four characters a token: an estimate is enough for a ratio, and counting every
         // message of a long history exactly would cost more than ranking it.
@@ -756,7 +759,11 @@ impl Planner<'_> {
             .flat_map(|u| &self.items[u.start..u.end])
             .map(|i| i.message.text().len())
             .sum();
-        recall_share_for(self.options.recall_share, chars / 4, free)
+        let sessions = older
+            .iter()
+            .filter(|u| self.items[u.start].message.role == Role::System)
+            .count();
+        recall_share_for(self.options.recall_share, chars / 4, free, sessions)
     }
 
     /// Whether the two sides of `units` write alike (a chat between people, not an assistant's
@@ -1378,15 +1385,22 @@ fn mask_text(
     (counter.count_text(&masked) < tokens).then_some(masked)
 }
 
-/// Recall's share of `free` tokens for a history of `history` tokens, given the configured
-/// `share`: unchanged up to 8 times `free`; from there the rest (digest and window) shrinks
-/// linearly, to a quarter of it at 24 times.
-fn recall_share_for(share: f64, history: usize, free: usize) -> f64 {
+/// Recall's share of `free` tokens for a history of `history` tokens in `sessions` sessions,
+/// given the configured `share`. The rest (the digest and the recent window) shrinks linearly,
+/// to a quarter of it, as the history grows from 8 to 24 times `free`, or as it spans from 4 to
+/// 12 sessions, whichever shrinks it more: the newest session is then a small part of the
+/// history, and the answer is more likely in one that only recall reaches.
+fn recall_share_for(share: f64, history: usize, free: usize, sessions: usize) -> f64 {
     const FROM: f64 = 8.0;
     const FULL: f64 = 24.0;
+    const FROM_SESSIONS: f64 = 4.0;
+    const FULL_SESSIONS: f64 = 12.0;
     let share = share.clamp(0.0, 1.0);
     let times = history as f64 / free.max(1) as f64;
-    let grown = ((times - FROM) / (FULL - FROM)).clamp(0.0, 1.0);
+    let by_length = ((times - FROM) / (FULL - FROM)).clamp(0.0, 1.0);
+    let by_sessions =
+        ((sessions as f64 - FROM_SESSIONS) / (FULL_SESSIONS - FROM_SESSIONS)).clamp(0.0, 1.0);
+    let grown = by_length.max(by_sessions);
     1.0 - (1.0 - share) * (1.0 - 0.75 * grown)
 }
 
@@ -1396,29 +1410,71 @@ mod tests {
     use crate::tokenize::Tokenizer;
 
     #[test]
-    fn recall_takes_more_of_the_budget_the_longer_the_history() {
+    fn recall_takes_more_of_the_budget_the_longer_the_history_and_the_more_its_sessions() {
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         // Up to 8 times the free budget: the configured share.
-        assert!(close(recall_share_for(0.8, 0, 1000), 0.8));
-        assert!(close(recall_share_for(0.8, 8_000, 1000), 0.8));
+        assert!(close(recall_share_for(0.8, 0, 1000, 0), 0.8));
+        assert!(close(recall_share_for(0.8, 8_000, 1000, 0), 0.8));
         // Halfway to 24 times: the rest is five eighths of what it was.
         assert!(close(
-            recall_share_for(0.8, 16_000, 1000),
+            recall_share_for(0.8, 16_000, 1000, 0),
             1.0 - 0.2 * 0.625
         ));
         // From 24 times on: a quarter of the rest.
-        assert!(close(recall_share_for(0.8, 24_000, 1000), 0.95));
-        assert!(close(recall_share_for(0.8, 1_000_000, 1000), 0.95));
+        assert!(close(recall_share_for(0.8, 24_000, 1000, 0), 0.95));
+        assert!(close(recall_share_for(0.8, 1_000_000, 1000, 0), 0.95));
         // A caller's share is kept in proportion, and never leaves 0..=1.
-        assert!(close(recall_share_for(0.0, 24_000, 1000), 0.75));
-        assert!(close(recall_share_for(1.0, 24_000, 1000), 1.0));
-        assert!(close(recall_share_for(0.8, 24_000, 0), 0.95));
+        assert!(close(recall_share_for(0.0, 24_000, 1000, 0), 0.75));
+        assert!(close(recall_share_for(1.0, 24_000, 1000, 0), 1.0));
+        assert!(close(recall_share_for(0.8, 24_000, 0, 0), 0.95));
         let mut last = 0.0;
         for history in (0..40_000).step_by(500) {
-            let s = recall_share_for(0.5, history, 1000);
+            let s = recall_share_for(0.5, history, 1000, 0);
             assert!(s >= last && s <= 1.0, "{history}: {s}");
             last = s;
         }
+        // Up to 4 sessions: by length alone. From 12 on: a quarter of the rest, however short.
+        assert!(close(recall_share_for(0.8, 0, 1000, 4), 0.8));
+        assert!(close(recall_share_for(0.8, 0, 1000, 8), 1.0 - 0.2 * 0.625));
+        assert!(close(recall_share_for(0.8, 0, 1000, 12), 0.95));
+        assert!(close(recall_share_for(0.8, 0, 1000, 500), 0.95));
+        // The two rises do not add up: the larger one counts.
+        assert!(close(
+            recall_share_for(0.8, 16_000, 1000, 8),
+            1.0 - 0.2 * 0.625
+        ));
+        assert!(close(recall_share_for(0.8, 24_000, 1000, 8), 0.95));
+    }
+
+    #[test]
+    fn a_history_of_many_sessions_leaves_the_recent_window_less() {
+        // The same 48 turns, every one about the garden, in 12 sessions or in 3; the history is
+        // about twice the budget, too short for its length to matter.
+        let kinds = |sessions: usize| {
+            let mut messages = vec![Message::system("You are a helpful companion.")];
+            for k in 0..48 {
+                if k % (48 / sessions) == 0 {
+                    messages.push(Message::system(format!(
+                        "[Session {}]",
+                        k / (48 / sessions)
+                    )));
+                }
+                messages.push(Message::user(format!(
+                    "The garden grew a little more, {k}."
+                )));
+            }
+            messages.push(Message::user("How is the garden?"));
+            let out = compact_asked_last(messages, 400);
+            let count = |kind: Kind| out.messages.iter().filter(|m| m.kind == kind).count();
+            (count(Kind::Recalled), count(Kind::Original))
+        };
+        let (recalled_few, recent_few) = kinds(3);
+        let (recalled_many, recent_many) = kinds(12);
+        assert!(
+            recalled_many > recalled_few && recent_many < recent_few,
+            "12 sessions: {recalled_many} recalled, {recent_many} recent; \
+             3 sessions: {recalled_few} recalled, {recent_few} recent"
+        );
     }
 
     #[test]
