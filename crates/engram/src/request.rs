@@ -296,7 +296,7 @@ pub struct CompactRequest {
     /// The share of the free budget the digest of dropped messages may take.
     pub digest_share: Option<f64>,
     /// The share of the free budget recalled messages may take (more for a history many times
-    /// the budget; see [`CompactOptions::recall_share`]).
+    /// the budget or of many sessions; see [`CompactOptions::recall_share`]).
     pub recall_share: Option<f64>,
     /// A summary prompt instead of the structured handoff prompt.
     pub summary_prompt: Option<String>,
