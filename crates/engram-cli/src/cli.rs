@@ -651,7 +651,7 @@ pub(crate) enum MemoryCommand {
         #[arg(long)]
         session: Option<String>,
         /// Importance, 0 to 1.
-        #[arg(long, default_value_t = 0.5)]
+        #[arg(long, default_value_t = engram::memory::DEFAULT_IMPORTANCE)]
         importance: f64,
         /// The text.
         text: String,
@@ -662,7 +662,7 @@ pub(crate) enum MemoryCommand {
         #[arg(allow_hyphen_values = true)]
         query: String,
         /// The most results.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = engram::memory::DEFAULT_SEARCH_LIMIT)]
         limit: usize,
         /// Tiers to search (working, episodic, archive, learning, journal); repeat or comma-separate.
         #[arg(long, value_delimiter = ',')]

@@ -168,3 +168,12 @@ def test_threads_share_a_store_without_errors(store):
     assert all(len(s.log()) == 40 for s in sessions)
     assert len(ids) == 160
     assert all(store.get(i)["tier"] in ("working", "archive") for i in ids), "each entry in one tier"
+
+
+def test_omitted_importance_and_limit_take_the_cores_defaults(store):
+    # The defaults live once, in the core: an entry added without an importance gets 0.5, and
+    # a search without a limit returns at most 10 hits, as `engram memory add` and `search` do.
+    ids = [store.add(f"the canary deploy step {i}", "notes") for i in range(12)]
+    assert store.get(ids[0])["importance"] == 0.5
+    assert len(store.search("canary deploy")) == 10
+    assert len(store.search("canary deploy", limit=12)) == 12

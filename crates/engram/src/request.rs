@@ -456,7 +456,7 @@ pub struct SearchRequest {
     /// The words to look for (`q` in a URL).
     #[serde(alias = "q")]
     pub text: Option<String>,
-    /// The most hits (default 10).
+    /// The most hits (default [`crate::memory::DEFAULT_SEARCH_LIMIT`], 10).
     pub limit: Option<usize>,
     /// Only these tiers (default: working and episodic; `tier` in a URL).
     #[serde(alias = "tier")]
@@ -475,7 +475,7 @@ impl SearchRequest {
     /// The query; `text_field` is what the surface calls the text (`q`, `query`).
     pub fn into_query(self, text_field: &str) -> Result<SearchQuery, RequestError> {
         let text = text(self.text).ok_or_else(|| RequestError::new(text_field, "is required"))?;
-        let limit = positive("limit", self.limit)?.unwrap_or(10);
+        let limit = positive("limit", self.limit)?.unwrap_or(crate::memory::DEFAULT_SEARCH_LIMIT);
         let tiers = match &self.tiers {
             None => Vec::new(),
             Some(names) => names

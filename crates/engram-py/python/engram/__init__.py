@@ -393,15 +393,15 @@ class Store:
         *,
         tier: str = "working",
         session_id: Optional[str] = None,
-        importance: float = 0.5,
+        importance: Optional[float] = None,
         metadata: Optional[Mapping] = None,
         created_at: Optional[str] = None,
         id: Optional[str] = None,
     ) -> str:
-        """Adds one memory entry; returns its id."""
-        entry = {"content": content, "source": source, "tier": tier, "importance": importance}
-        for key, value in (("session_id", session_id), ("metadata", metadata),
-                           ("created_at", created_at), ("id", id)):
+        """Adds one memory entry; returns its id. ``importance`` is 0 to 1 (0.5 when omitted)."""
+        entry = {"content": content, "source": source, "tier": tier}
+        for key, value in (("session_id", session_id), ("importance", importance),
+                           ("metadata", metadata), ("created_at", created_at), ("id", id)):
             if value is not None:
                 entry[key] = value
         return self._native.add(_dumps(entry))
@@ -414,7 +414,7 @@ class Store:
     def search(
         self,
         query: str,
-        limit: int = 10,
+        limit: Optional[int] = None,
         *,
         tiers: Union[str, Sequence[str], None] = None,
         session_id: Optional[str] = None,
@@ -423,7 +423,7 @@ class Store:
         until: Optional[str] = None,
     ) -> list[dict]:
         """Full-text search (BM25, stemmed) over working and episodic memory (or ``tiers``),
-        best first, each hit with its ``score``."""
+        best first, each hit with its ``score``; at most ``limit`` hits (10 when omitted)."""
         options = {"limit": limit, "tiers": tiers, "session_id": session_id, "source": source,
                    "since": since, "until": until}
         return json.loads(self._native.search(query, _dumps(options)))

@@ -113,6 +113,10 @@ pub struct NewEntry {
     pub summary_of: Vec<String>,
 }
 
+/// An entry's importance when its writer gives none (every surface: `memory add`, an import
+/// line, the HTTP API, Python and Node).
+pub const DEFAULT_IMPORTANCE: f64 = 0.5;
+
 impl NewEntry {
     /// A working-memory entry written now.
     pub fn working(content: impl Into<String>, source: impl Into<String>) -> Self {
@@ -123,7 +127,7 @@ impl NewEntry {
             source: source.into(),
             session_id: None,
             created_at: now(),
-            importance: 0.5,
+            importance: DEFAULT_IMPORTANCE,
             metadata: Value::Null,
             summary_of: Vec::new(),
         }
@@ -166,7 +170,7 @@ impl NewEntry {
             None => default_time,
         };
         let importance = match map.get("importance") {
-            None | Some(Value::Null) => 0.5,
+            None | Some(Value::Null) => DEFAULT_IMPORTANCE,
             Some(Value::Number(n)) => match n.as_f64() {
                 Some(x) if (0.0..=1.0).contains(&x) => x,
                 _ => {
@@ -253,6 +257,9 @@ pub struct SearchQuery {
 /// The most hits one search returns, whatever limit it asked for: a larger limit is clamped
 /// (a limit reaches the index's collectors, which allocate for it).
 pub const MAX_SEARCH_LIMIT: usize = 10_000;
+
+/// The most hits a search returns when it asks for no number (every surface).
+pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 
 impl SearchQuery {
     /// The limit, clamped to [`MAX_SEARCH_LIMIT`].
