@@ -399,7 +399,7 @@ class Store:
         id: Optional[str] = None,
     ) -> str:
         """Adds one memory entry; returns its id. ``importance`` is 0 to 1 (0.5 when omitted)."""
-        entry = {"content": content, "source": source, "tier": tier}
+        entry: dict[str, Any] = {"content": content, "source": source, "tier": tier}
         for key, value in (("session_id", session_id), ("importance", importance),
                            ("metadata", metadata), ("created_at", created_at), ("id", id)):
             if value is not None:
