@@ -732,6 +732,12 @@ impl Planner<'_> {
             .sum()
     }
 
+    /// Whether `unit` starts a session: it opens with a system message, as a chat log's dated
+    /// heading does.
+    fn starts_session(&self, unit: &units::Unit) -> bool {
+        self.items[unit.start].message.role == Role::System
+    }
+
     fn full(&self, unit: units::Unit) -> Version {
         let messages: Vec<ViewMessage> = self.items[unit.start..unit.end]
             .iter()
@@ -759,10 +765,7 @@ impl Planner<'_> {
             .flat_map(|u| &self.items[u.start..u.end])
             .map(|i| i.message.text().len())
             .sum();
-        let sessions = older
-            .iter()
-            .filter(|u| self.items[u.start].message.role == Role::System)
-            .count();
+        let sessions = older.iter().filter(|u| self.starts_session(u)).count();
         recall_share_for(self.options.recall_share, chars / 4, free, sessions)
     }
 
@@ -1305,10 +1308,7 @@ impl Planner<'_> {
                         .any(|i| i.message.text().contains('?'))
                 })
                 .collect(),
-            headings: dropped
-                .iter()
-                .map(|u| self.items[u.start].message.role == Role::System)
-                .collect(),
+            headings: dropped.iter().map(|u| self.starts_session(u)).collect(),
             speakers: dropped
                 .iter()
                 .map(|u| {
