@@ -299,8 +299,8 @@ class Store {
     return JSON.parse(await wait(this._native.sleep(options(opts))))
   }
 
-  /** The consolidation log, newest first. */
-  log(limit = 20) {
+  /** The consolidation log, newest first: at most `limit` records (the core's default, 20, when omitted). */
+  log(limit) {
     return JSON.parse(call(() => this._native.log(limit)))
   }
 

@@ -69,7 +69,7 @@ export declare class NativeStore {
   /** One sleep (consolidation and sleep-time compaction); its report as JSON. */
   sleep(optionsJson: string): Promise<string>
   /** The consolidation log, newest first, as JSON. */
-  log(limit: number): string
+  log(limit?: number | undefined | null): string
   /** Entries per tier, as JSON. */
   stats(): string
   /** One entry as JSON, or null. */

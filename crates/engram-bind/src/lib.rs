@@ -986,8 +986,10 @@ impl Store {
         to_json(&doc)
     }
 
-    /// The consolidation log, newest first.
-    pub fn log(&self, limit: usize) -> Res<String> {
+    /// The consolidation log, newest first: at most `limit` records
+    /// ([`engram::memory::DEFAULT_LOG_LIMIT`] when `None`).
+    pub fn log(&self, limit: Option<usize>) -> Res<String> {
+        let limit = limit.unwrap_or(engram::memory::DEFAULT_LOG_LIMIT);
         let log = self.store.log(limit).map_err(err)?;
         let records: Vec<Value> = log.iter().map(ConsolidationRecord::to_json).collect();
         to_json(&records)

@@ -711,7 +711,7 @@ pub(crate) enum MemoryCommand {
     /// The consolidation log, newest first.
     Log {
         /// The most records.
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = engram::memory::DEFAULT_LOG_LIMIT)]
         limit: usize,
         /// Print JSON.
         #[arg(long)]

@@ -335,8 +335,8 @@ impl NativeStore {
 
     /// The consolidation log, newest first, as JSON.
     #[napi]
-    pub fn log(&self, limit: u32) -> Result<String> {
-        self.0.log(limit as usize).map_err(err)
+    pub fn log(&self, limit: Option<u32>) -> Result<String> {
+        self.0.log(limit.map(|l| l as usize)).map_err(err)
     }
 
     /// Entries per tier, as JSON.

@@ -29,6 +29,7 @@ test('memory: addMany and a sleep that consolidates, with its log', async () => 
   const slept = await store.sleep({ now: '2026-06-01T00:00:00Z' })
   assert.ok(slept.items_consolidated > 0, JSON.stringify(slept))
   assert.ok(store.log(5).length > 0)
+  assert.ok(store.log().length > 0, 'without a limit, the core default applies')
   assert.ok(store.stats().episodic > 0)
   const exported = await store.export()
   assert.ok(exported.length >= 40)

@@ -350,7 +350,8 @@ impl NativeStore {
             .map_err(err)
     }
 
-    fn log(&self, limit: usize) -> Res<String> {
+    #[pyo3(signature = (limit=None))]
+    fn log(&self, limit: Option<usize>) -> Res<String> {
         self.0.log(limit).map_err(err)
     }
 

@@ -863,7 +863,10 @@ async fn log(
     params: Result<Query<LogParams>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult {
     let Query(p) = params.map_err(|e| ApiError::bad(e.body_text()))?;
-    let limit = p.limit.unwrap_or(20).clamp(1, 1000);
+    let limit = p
+        .limit
+        .unwrap_or(engram::memory::DEFAULT_LOG_LIMIT)
+        .clamp(1, 1000);
     with_store(&app, &tenant, move |_, store| {
         let records: Vec<Value> = store
             .store

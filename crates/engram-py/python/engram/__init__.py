@@ -441,8 +441,9 @@ class Store:
         options = {"now": now, "ttl_hours": ttl_hours, "max_working": max_working}
         return json.loads(self._native.sleep(_dumps(options), summarizer))
 
-    def log(self, limit: int = 20) -> list[dict]:
-        """The consolidation log, newest first."""
+    def log(self, limit: int | None = None) -> list[dict]:
+        """The consolidation log, newest first: at most ``limit`` records (the core's default, 20,
+        when None)."""
         return json.loads(self._native.log(limit))
 
     def stats(self) -> dict:

@@ -261,6 +261,10 @@ pub const MAX_SEARCH_LIMIT: usize = 10_000;
 /// The most hits a search returns when it asks for no number (every surface).
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 
+/// The most consolidation records a read of the log returns when it asks for no number (every
+/// surface: the CLI's `memory log`, `GET /v1/memory/log`, Python's and Node's `log()`).
+pub const DEFAULT_LOG_LIMIT: usize = 20;
+
 impl SearchQuery {
     /// The limit, clamped to [`MAX_SEARCH_LIMIT`].
     pub fn clamped_limit(&self) -> usize {
