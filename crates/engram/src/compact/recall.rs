@@ -38,43 +38,59 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
 
 /// [`terms`], and in the same pass the neighbouring words of `text` joined into one term ("road
 /// trip" as "roadtrip"), so that a query that writes a compound as one word ("roadtrip",
-/// "bookstore") finds the text that writes it as two. Both words are topical (letters only, no
-/// stop word); `wanted(first)` is asked before a pair is built (compaction, which knows the
-/// query, builds only the pairs some query term starts with). The joined terms count as
-/// matches, not as words: they do not lengthen a document for BM25.
+/// "bookstore") finds the text that writes it as two. Both words are letters only; both are
+/// topical (no stop word) unless a hyphen joins them, as in "check-up" and "to-do", which a
+/// query writes "checkup" and "todo". `wanted(first)` is asked before a pair is built
+/// (compaction, which knows the query, builds only the pairs some query term starts with). The
+/// joined terms count as matches, not as words: they do not lengthen a document for BM25.
 pub(crate) fn terms_and_joined(
     text: &str,
     wanted: impl Fn(&str) -> bool,
 ) -> (Vec<String>, Vec<String>) {
     let mut terms = Vec::new();
     let mut joined = Vec::new();
-    let mut previous: Option<String> = None;
+    // The previous word if it is letters only: lower-cased, whether it is topical, and where
+    // it ends in `text`.
+    let mut previous: Option<(String, bool, usize)> = None;
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
     {
+        // `split` yields slices of `text`: a word starts at its distance from the text's start.
+        let start = word.as_ptr() as usize - text.as_ptr() as usize;
+        let end = start + word.len();
         let word = word.to_lowercase();
-        if STOPWORDS.contains(&word.as_str()) {
-            previous = None;
-            continue;
+        let topical = !STOPWORDS.contains(&word.as_str());
+        if topical {
+            terms.push(stem(&word));
         }
-        terms.push(stem(&word));
         if !word.chars().all(char::is_alphabetic) {
             previous = None;
             continue;
         }
-        if let Some(first) = &previous
+        if let Some((first, first_topical, first_end)) = &previous
+            && ((*first_topical && topical) || &text[*first_end..start] == "-")
             && wanted(first)
         {
             joined.push(stem(&format!("{first}{word}")));
         }
-        previous = Some(word);
+        previous = Some((word, topical, end));
     }
     (terms, joined)
 }
 
 /// A light suffix stripper (plural, past tense, gerund, adverb), enough to join word forms.
 pub(crate) fn stem(word: &str) -> String {
+    let mut stemmed = strip_suffix(word);
+    // British and American spellings meet ("travelling" and "traveling" -> "travel"), and so
+    // do a word's forms whatever the suffix left ("install", "installed" -> "instal").
+    if stemmed.len() >= 6 && stemmed.ends_with("ll") {
+        stemmed.pop();
+    }
+    stemmed
+}
+
+fn strip_suffix(word: &str) -> String {
     let w = word;
     let n = w.chars().count();
     if n <= 3 || !w.is_ascii() {
@@ -91,6 +107,8 @@ pub(crate) fn stem(word: &str) -> String {
         if let Some(base) = w.strip_suffix(suffix)
             && base.len() >= 3
             && !(suffix == "s" && base.ends_with('s'))
+            // "family" and "daily" are not adverbs: "families" stems to "family".
+            && !(suffix == "ly" && base.ends_with('i'))
         {
             let mut b = base.to_owned();
             // "stopped" -> "stopp" -> "stop"; "running" -> "runn" -> "run".
@@ -800,6 +818,9 @@ mod tests {
         }
         // Stemmed as a query's word is: "road trips" is the query's "roadtrip".
         assert_eq!(terms_and_joined("road trips", |_| true).1, ["roadtrip"]);
+        // A hyphen joins what a space would not: "check-up" is the query's "checkup".
+        let (_, hyphened) = terms_and_joined("a check-up and a to-do, or check up", |_| true);
+        assert_eq!(hyphened, ["checkup", "todo"]);
         // Only the pairs whose first word is wanted are built.
         assert_eq!(
             terms_and_joined(text, |first| first == "smart").1,
@@ -965,6 +986,10 @@ mod tests {
             ("bake", "baked"),
             ("stop", "stopped"),
             ("hobby", "hobbies"),
+            ("family", "families"),
+            ("traveling", "travelling"),
+            ("travel", "travelled"),
+            ("install", "installed"),
         ] {
             assert_eq!(stem(a), stem(b), "{a} {b}");
         }
