@@ -1,4 +1,4 @@
-//! Recalling older messages that serve a query: BM25 over words with light stemming, the
+//! Recalling older messages that serve a query: BM25 over stemmed words (Porter2), the
 //! speaker's name counted as part of the text and favoured when the query names it (and the
 //! user's turns when a question to an assistant is put in the first person), replies
 //! that inherit from the turn they answer, and a chat log's sessions lifting their matching
@@ -31,7 +31,7 @@ const STOPWORDS: &[&str] = &[
     "d", "m",
 ];
 
-/// Lower-case words of `text`, stop words removed, lightly stemmed.
+/// Lower-case words of `text`, stop words removed, stemmed ([`stem`]).
 pub(crate) fn terms(text: &str) -> Vec<String> {
     terms_and_joined(text, |_| false).0
 }
@@ -79,59 +79,19 @@ pub(crate) fn terms_and_joined(
     (terms, joined)
 }
 
-/// A light suffix stripper (plural, past tense, gerund, adverb), enough to join word forms.
+/// A word's stem by Porter2 (Snowball English), the stemmer memory search indexes with: "painted"
+/// and "painting" meet "paint", "families" meets "family", "travelling" meets "traveling".
+/// `word` is lower case. Words of one or two letters and numbers are their own stems (the
+/// algorithm only rewrites longer words of letters), so they skip it.
 pub(crate) fn stem(word: &str) -> String {
-    let mut stemmed = strip_suffix(word);
-    // British and American spellings meet ("travelling" and "traveling" -> "travel"), and so
-    // do a word's forms whatever the suffix left ("install", "installed" -> "instal").
-    if stemmed.len() >= 6 && stemmed.ends_with("ll") {
-        stemmed.pop();
+    thread_local! {
+        static PORTER2: rust_stemmers::Stemmer =
+            rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
     }
-    stemmed
-}
-
-fn strip_suffix(word: &str) -> String {
-    let w = word;
-    let n = w.chars().count();
-    if n <= 3 || !w.is_ascii() {
-        return w.to_owned();
+    if word.len() <= 2 || word.bytes().all(|b| b.is_ascii_digit()) {
+        return word.to_owned();
     }
-    for (suffix, keep) in [
-        ("ies", "y"),
-        ("ing", ""),
-        ("ed", ""),
-        ("ly", ""),
-        ("es", ""),
-        ("s", ""),
-    ] {
-        if let Some(base) = w.strip_suffix(suffix)
-            && base.len() >= 3
-            && !(suffix == "s" && base.ends_with('s'))
-            // "family" and "daily" are not adverbs: "families" stems to "family".
-            && !(suffix == "ly" && base.ends_with('i'))
-        {
-            let mut b = base.to_owned();
-            // "stopped" -> "stopp" -> "stop"; "running" -> "runn" -> "run".
-            if (suffix == "ing" || suffix == "ed")
-                && b.len() >= 4
-                && b.as_bytes()[b.len() - 1] == b.as_bytes()[b.len() - 2]
-                && !matches!(b.as_bytes()[b.len() - 1], b'l' | b's' | b'z')
-            {
-                b.pop();
-            }
-            // "baked" -> "bak" and "bake" -> "bak": drop a final e so both meet.
-            b.push_str(keep);
-            return b
-                .strip_suffix('e')
-                .filter(|s| s.len() >= 3)
-                .unwrap_or(&b)
-                .to_owned();
-        }
-    }
-    w.strip_suffix('e')
-        .filter(|s| s.len() >= 3)
-        .unwrap_or(w)
-        .to_owned()
+    PORTER2.with(|s| s.stem(word).into_owned())
 }
 
 /// The query's terms, each once (a word the query repeats counts once).
@@ -990,10 +950,18 @@ mod tests {
             ("traveling", "travelling"),
             ("travel", "travelled"),
             ("install", "installed"),
+            ("try", "tried"),
+            ("feel", "feelings"),
+            ("kind", "kindness"),
+            ("movie", "movies"),
         ] {
             assert_eq!(stem(a), stem(b), "{a} {b}");
         }
         assert_eq!(stem("class"), "class");
+        // Short words and numbers are their own stems.
+        for word in ["go", "2023", "ok"] {
+            assert_eq!(stem(word), word);
+        }
     }
 
     #[test]
