@@ -180,9 +180,9 @@ def test_omitted_importance_and_limit_take_the_cores_defaults(store):
 
 
 def test_the_log_without_a_limit_takes_the_cores_default(store):
-    # One consolidation record per session slept: 25 of them; a read without a limit returns
+    # One consolidation record per source slept: 25 of them; a read without a limit returns
     # the newest 20, as `engram memory log` and `GET /v1/memory/log` do.
-    store.add_many([{"content": f"note {i}", "source": "notes", "session_id": f"s{i}",
+    store.add_many([{"content": f"note {i}", "source": f"notes-{i}",
                      "created_at": "2026-01-01T00:00:00Z"} for i in range(25)])
     store.sleep(now="2026-01-03T00:00:00Z")
     assert len(store.log()) == 20
