@@ -81,15 +81,11 @@ pub(crate) fn terms_and_joined(
 
 /// A word's stem by Porter2 (Snowball English), the stemmer memory search indexes with: "painted"
 /// and "painting" meet "paint", "families" meets "family", "travelling" meets "traveling".
-/// `word` is lower case. Words of one or two letters and numbers are their own stems (the
-/// algorithm only rewrites longer words of letters), so they skip it.
+/// `word` is lower case.
 pub(crate) fn stem(word: &str) -> String {
     thread_local! {
         static PORTER2: rust_stemmers::Stemmer =
             rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
-    }
-    if word.len() <= 2 || word.bytes().all(|b| b.is_ascii_digit()) {
-        return word.to_owned();
     }
     PORTER2.with(|s| s.stem(word).into_owned())
 }
