@@ -38,8 +38,8 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
 
 /// [`terms`], and in the same pass the neighbouring words of `text` joined into one term ("road
 /// trip" as "roadtrip"), so that a query that writes a compound as one word ("roadtrip",
-/// "bookstore") finds the text that writes it as two. Both words are letters only; both are
-/// topical (no stop word) unless a hyphen joins them, as in "check-up" and "to-do", which a
+/// "bookstore") finds the text that writes it as two. Both words are letters only, with only
+/// spaces between them; both are topical (no stop word) unless a hyphen joins them, as in "check-up" and "to-do", which a
 /// query writes "checkup" and "todo". `wanted(first)` is asked before a pair is built
 /// (compaction, which knows the query, builds only the pairs some query term starts with). The
 /// joined terms count as matches, not as words: they do not lengthen a document for BM25.
@@ -69,7 +69,7 @@ pub(crate) fn terms_and_joined(
             continue;
         }
         if let Some((first, first_topical, first_end)) = &previous
-            && ((*first_topical && topical) || &text[*first_end..start] == "-")
+            && joins(&text[*first_end..start], *first_topical && topical)
             && wanted(first)
         {
             joined.push(stem(&format!("{first}{word}")));
@@ -77,6 +77,12 @@ pub(crate) fn terms_and_joined(
         previous = Some((word, topical, end));
     }
     (terms, joined)
+}
+
+/// Whether two neighbouring words separated by `gap` form a compound: a hyphen joins any two,
+/// a space joins two topical words, and punctuation ("a list, check it") ends the compound.
+fn joins(gap: &str, both_topical: bool) -> bool {
+    gap == "-" || (both_topical && gap.chars().all(char::is_whitespace))
 }
 
 /// A word's stem by Porter2 (Snowball English), the stemmer memory search indexes with: "painted"
@@ -777,6 +783,9 @@ mod tests {
         // A hyphen joins what a space would not: "check-up" is the query's "checkup".
         let (_, hyphened) = terms_and_joined("a check-up and a to-do, or check up", |_| true);
         assert_eq!(hyphened, ["checkup", "todo"]);
+        // Punctuation ends a compound: "list, check" is two things, not a "listcheck".
+        let (_, apart) = terms_and_joined("a packing list, check. Trip plans", |_| true);
+        assert_eq!(apart, ["packinglist", "tripplan"]);
         // Only the pairs whose first word is wanted are built.
         assert_eq!(
             terms_and_joined(text, |first| first == "smart").1,
