@@ -39,8 +39,8 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
 /// [`terms`], and in the same pass the neighbouring words of `text` joined into one term ("road
 /// trip" as "roadtrip"), so that a query that writes a compound as one word ("roadtrip",
 /// "bookstore") finds the text that writes it as two. Both words are letters only, with only
-/// spaces between them; both are topical (no stop word) unless a hyphen joins them, as in "check-up" and "to-do", which a
-/// query writes "checkup" and "todo". `wanted(first)` is asked before a pair is built
+/// spaces between them ([`joins`]); both are topical (no stop word) unless a hyphen joins them,
+/// as in "check-up" and "to-do", which a query writes "checkup" and "todo". `wanted(first)` is asked before a pair is built
 /// (compaction, which knows the query, builds only the pairs some query term starts with). The
 /// joined terms count as matches, not as words: they do not lengthen a document for BM25.
 pub(crate) fn terms_and_joined(
