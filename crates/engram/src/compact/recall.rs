@@ -289,7 +289,7 @@ pub(crate) fn order(
         }
     }
     let order_of = |matches: &[f64]| {
-        let mut scores = with_neighbours(matches, &asks);
+        let mut scores = with_neighbours(matches, &asks, alike);
         favour_named_speakers(&mut scores, &traits.speakers, query);
         if !alike {
             favour_the_user(&mut scores, &traits.users, query);
@@ -304,14 +304,26 @@ pub(crate) fn order(
     (order_of(&lexical), words_only.map(|w| order_of(&w)))
 }
 
+/// The share of the next turn's score a unit gets ([`with_neighbours`]) in an assistant
+/// conversation or an agent's run: the turn a matching reply answers. Below it LongMemEval-S
+/// loses multi-session evidence.
+const FROM_NEXT: f64 = 0.3;
+
+/// The same share in a chat between people (sides that write [`alike`]), where a matching turn
+/// is as often a reaction to the turn before as an answer to it. Measured on LoCoMo at 0, 0.1,
+/// 0.15, 0.2 and 0.3: from 0.1 to 0.2 open-domain questions keep more (0.591 -> 0.602 at 2,048)
+/// and at 0.2 no category falls by more than 0.001 (docs/benchmarks.md, issue 29).
+const FROM_NEXT_ALIKE: f64 = 0.2;
+
 /// Conversations answer in the next turn: "what did you take away from the book?" matches the
 /// query, "it taught me self-acceptance" holds the answer without sharing a word with it. A unit
 /// that follows a question (`asks`; compaction counts a session heading that shares the query's
 /// words as one, since the session's first turn answers it) gets a share of its score; every
-/// unit gets a smaller share of the next one's (the turn a matching reply answers).
-pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
+/// unit gets a smaller share of the next one's (the turn a matching reply answers), smaller
+/// still in a chat between people (`alike`, [`FROM_NEXT_ALIKE`]).
+pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool], alike: bool) -> Vec<f64> {
     const FROM_QUESTION: f64 = 0.6;
-    const FROM_NEXT: f64 = 0.3;
+    let from_next = if alike { FROM_NEXT_ALIKE } else { FROM_NEXT };
     (0..scores.len())
         .map(|i| {
             let previous = if i > 0 && asks[i - 1] {
@@ -320,7 +332,7 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool]) -> Vec<f64> {
                 0.0
             };
             let next = scores.get(i + 1).copied().unwrap_or(0.0);
-            scores[i] + FROM_QUESTION * previous + FROM_NEXT * next
+            scores[i] + FROM_QUESTION * previous + from_next * next
         })
         .collect()
 }
@@ -797,11 +809,16 @@ mod tests {
 
     #[test]
     fn replies_inherit_from_the_turn_they_answer() {
-        let scores = with_neighbours(&[0.0, 2.0, 0.0, 0.0], &[true; 4]);
+        let scores = with_neighbours(&[0.0, 2.0, 0.0, 0.0], &[true; 4], false);
         assert!(scores[2] > scores[0] && scores[2] > scores[3]);
         assert!(scores[1] > scores[2]);
-        let scores = with_neighbours(&[0.0, 2.0, 0.0], &[false; 3]);
+        let scores = with_neighbours(&[0.0, 2.0, 0.0], &[false; 3], false);
         assert_eq!(scores[2], 0.0, "a statement lends nothing to the next turn");
+        // The turn before a match gets less of it in a chat between people.
+        let chat = with_neighbours(&[0.0, 2.0, 0.0], &[false; 3], true);
+        assert_eq!(scores[0], 2.0 * FROM_NEXT);
+        assert_eq!(chat[0], 2.0 * FROM_NEXT_ALIKE);
+        assert!(chat[0] > 0.0 && chat[0] < scores[0]);
         assert!(value(1.0, 100, 0.5) > value(1.5, 1000, 0.5));
     }
 
