@@ -40,9 +40,10 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
 /// trip" as "roadtrip"), so that a query that writes a compound as one word ("roadtrip",
 /// "bookstore") finds the text that writes it as two. Both words are letters only, with only
 /// spaces between them ([`joins`]); both are topical (no stop word) unless a hyphen joins them,
-/// as in "check-up" and "to-do", which a query writes "checkup" and "todo". `wanted(first)` is asked before a pair is built
-/// (compaction, which knows the query, builds only the pairs some query term starts with). The
-/// joined terms count as matches, not as words: they do not lengthen a document for BM25.
+/// as in "check-up" and "to-do", which a query writes "checkup" and "todo". `wanted(first)` is
+/// asked before a pair is built (compaction, which knows the query, builds only the pairs some
+/// query term starts with). The joined terms count as matches, not as words: they do not
+/// lengthen a document for BM25.
 pub(crate) fn terms_and_joined(
     text: &str,
     wanted: impl Fn(&str) -> bool,
@@ -405,9 +406,9 @@ pub(crate) fn similarities_to<S: AsRef<str>>(
 /// and the second lose little.
 pub(crate) const MEANING: f64 = 0.35;
 
-/// The share of similarity of meaning in recall's fused ranking ([`order`]), which is merged with the
-/// order by words alone ([`fuse_ranks`]): the merge keeps what words rank inside the budget in
-/// reach, so meaning can weigh more in its half. Measured on the dev data at 0.35, 0.42, 0.5,
+/// The share of similarity of meaning in recall's fused ranking ([`order`]), which is merged with
+/// the order by words alone ([`fuse_ranks`]): the merge keeps what words rank inside the budget
+/// in reach, so meaning can weigh more in its half. Measured on the dev data at 0.35, 0.42, 0.5,
 /// 0.55 and 0.65: at 0.5 no category of LoCoMo or LongMemEval is more than a fraction of one
 /// question below 0.35, and none is below recall by words alone; above it, single-hop and
 /// temporal questions start to lose.
@@ -485,10 +486,11 @@ const SESSION_MEANING: f64 = 0.1;
 /// meaning is about its topic even where no turn shares its words ("what hobbies does Evan
 /// pursue?" and a session about his painting). Each session's weight is its turns' mean
 /// similarity (`similar`, the units that are not a session's heading, `headings`), counted above
-/// the average session's and scaled to the nearest one's, as [`fuse`] counts a unit's; the units of the fused ranking that
-/// match at all (a score above zero) rise by [`SESSION_MEANING`] of the best unit's score times
-/// their session's weight. Sessions without turns weigh nothing. The caller leaves it out when
-/// the query names a time, whose sessions the dated rise ([`favour_dated_sessions`]) lifts.
+/// the average session's and scaled to the nearest one's, as [`fuse`] counts a unit's; the units
+/// of the fused ranking that match at all (a score above zero) rise by [`SESSION_MEANING`] of the
+/// best unit's score times their session's weight. Sessions without turns weigh nothing. The
+/// caller leaves it out when the query names a time, whose sessions the dated rise
+/// ([`favour_dated_sessions`]) lifts.
 pub(crate) fn favour_sessions_by_meaning(
     scores: &mut [f64],
     session_of: &[usize],
