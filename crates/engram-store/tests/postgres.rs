@@ -149,7 +149,7 @@ fn tenants_share_the_database_but_not_their_rows() {
 }
 
 #[test]
-fn vectors_are_per_tenant_and_an_older_schema_gains_their_table() {
+fn vectors_are_per_tenant_and_older_schemas_are_brought_up_to_date() {
     use engram::embed::{VectorStore, text_hash};
     let Some(tenants) = Tenants::new("vectors") else {
         return;
@@ -201,7 +201,54 @@ fn vectors_are_per_tenant_and_an_older_schema_gains_their_table() {
         .expect("version")
         .get(0);
     assert_eq!(version, engram_store::postgres::SCHEMA_VERSION);
-    drop(store);
+
+    // A database of schema 3 kept session vectors that no session owned before; the next
+    // engram forgets them, and keeps the vectors of sessions and of memory entries.
+    let (entry, owned) = (
+        text_hash("backups run every night"),
+        text_hash("a message of a session"),
+    );
+    store
+        .insert(&[NewEntry::working("backups run every night", "t")])
+        .expect("insert");
+    let session = store
+        .create_session(&NewSession {
+            model: "m".into(),
+            tokenizer: "chars4".into(),
+            token_factor: 1.0,
+            window: 100,
+            ..Default::default()
+        })
+        .expect("session");
+    store.put_vectors("m", &[(entry, &[2.0])]).expect("entry's");
+    store
+        .put_session_vectors(&session.id, "m", &[(owned, &[3.0])])
+        .expect("session's");
+    let other = PostgresStore::connect(&at, "u").expect("another tenant");
+    other.put_vectors("m", &[(entry, &[4.0])]).expect("u's");
+    client
+        .batch_execute(&format!("UPDATE {schema}.engram_schema SET version = 3;"))
+        .expect("back to schema 3");
+    drop((store, other));
+    let store = PostgresStore::connect(&at, "t").expect("migrates");
+    assert_eq!(
+        store.vectors("m", &[h, entry, owned]).expect("reads"),
+        [None, Some(vec![2.0]), Some(vec![3.0])],
+        "the vector of no session and no entry is gone"
+    );
+    let other = PostgresStore::connect(&at, "u").expect("another tenant");
+    assert_eq!(
+        other.vectors("m", &[entry]).expect("reads"),
+        [None],
+        "t's entry does not keep u's vector"
+    );
+    store.delete_session(&session.id).expect("deletes");
+    assert_eq!(
+        store.vectors("m", &[owned]).expect("reads"),
+        [None],
+        "the session's vector goes with it"
+    );
+    drop((store, other));
     client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .expect("drop");

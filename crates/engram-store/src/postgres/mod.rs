@@ -38,7 +38,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -180,8 +180,7 @@ CREATE TABLE engram_vector (
 "#;
 
 /// Version 3: which session's texts each vector was computed from, so that deleting a session
-/// forgets the vectors no other session uses. Vectors kept before it belong to no session and
-/// stay.
+/// forgets the vectors no other session uses.
 const SCHEMA_V3: &str = r#"
 CREATE TABLE engram_session_vector (
     tenant TEXT NOT NULL,
@@ -292,6 +291,69 @@ impl PostgresStore {
     }
 }
 
+/// One step of the schema: statements, or code where the step needs Rust (a text's hash).
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&mut postgres::Transaction<'_>) -> Result<(), StoreError>),
+}
+
+/// Version 4: the vectors that belong to no session and to no memory entry are forgotten. They
+/// were kept before version 3 tied each session's vectors to it, so deleting their session
+/// could not forget them; each is computed again if a session needs it.
+fn schema_v4(tx: &mut postgres::Transaction<'_>) -> Result<(), StoreError> {
+    use postgres::fallible_iterator::FallibleIterator;
+    use std::collections::HashMap;
+    // The unowned vectors' models, by tenant and hash: few, where the entries may be many.
+    let mut unowned: HashMap<(String, Vec<u8>), Vec<String>> = HashMap::new();
+    for row in tx
+        .query(
+            "SELECT tenant, model, hash FROM engram_vector AS v WHERE NOT EXISTS (
+                 SELECT 1 FROM engram_session_vector AS s
+                 WHERE s.tenant = v.tenant AND s.model = v.model AND s.hash = v.hash)",
+            &[],
+        )
+        .map_err(pg)?
+    {
+        unowned
+            .entry((row.get(0), row.get(2)))
+            .or_default()
+            .push(row.get(1));
+    }
+    if unowned.is_empty() {
+        return Ok(());
+    }
+    let no_params: [&str; 0] = [];
+    let mut entries = tx
+        .query_raw("SELECT tenant, content FROM engram_memory", no_params)
+        .map_err(pg)?;
+    while let Some(row) = entries.next().map_err(pg)? {
+        let key = (
+            row.get::<_, String>(0),
+            engram::embed::text_hash(row.get(1)).to_vec(),
+        );
+        unowned.remove(&key);
+    }
+    drop(entries);
+    // What is left is owned by nothing: deleted a statement per tenant and model.
+    let mut doomed: HashMap<(String, String), Vec<Vec<u8>>> = HashMap::new();
+    for ((tenant, hash), models) in unowned {
+        for model in models {
+            doomed
+                .entry((tenant.clone(), model))
+                .or_default()
+                .push(hash.clone());
+        }
+    }
+    for ((tenant, model), hashes) in doomed {
+        tx.execute(
+            "DELETE FROM engram_vector WHERE tenant = $1 AND model = $2 AND hash = ANY($3)",
+            &[&tenant, &model, &hashes],
+        )
+        .map_err(pg)?;
+    }
+    Ok(())
+}
+
 /// Creates the schema, or checks it, under an advisory lock (several servers may start at once).
 fn migrate(pool: &Pool) -> Result<(), StoreError> {
     let mut conn = pool.get()?;
@@ -327,9 +389,17 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         .and_then(|r| r.get::<_, Option<i32>>(0))
         .unwrap_or(0);
     check_version(pool, current)?;
-    for (to, schema) in [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)] {
+    for (to, step) in [
+        (1, Migration::Sql(SCHEMA_V1)),
+        (2, Migration::Sql(SCHEMA_V2)),
+        (3, Migration::Sql(SCHEMA_V3)),
+        (4, Migration::Code(schema_v4)),
+    ] {
         if current < to {
-            tx.batch_execute(schema).map_err(pg)?;
+            match step {
+                Migration::Sql(schema) => tx.batch_execute(schema).map_err(pg)?,
+                Migration::Code(step) => step(&mut tx)?,
+            }
             tx.execute("DELETE FROM engram_schema", &[]).map_err(pg)?;
             tx.execute("INSERT INTO engram_schema (version) VALUES ($1)", &[&to])
                 .map_err(pg)?;

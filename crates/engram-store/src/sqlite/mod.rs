@@ -38,7 +38,7 @@ const MAPPED_READ: i64 = 32 << 20;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -236,9 +236,20 @@ END;
 const SCHEMA_V6: &str = vectors::TABLE;
 
 /// Version 7: which session's texts each vector was computed from, so that deleting a session
-/// forgets the vectors no other session uses ([`vectors::SESSION_TABLE`]). Vectors kept before
-/// it belong to no session and stay.
+/// forgets the vectors no other session uses ([`vectors::SESSION_TABLE`]).
 const SCHEMA_V7: &str = vectors::SESSION_TABLE;
+
+/// Version 8: the vectors kept before version 7 that belong to no session and to no memory
+/// entry are forgotten ([`vectors::forget_unowned`]): deleting their session could not.
+fn schema_v8(tx: &Connection) -> rusqlite::Result<()> {
+    vectors::forget_unowned(tx).map(drop)
+}
+
+/// One step of the schema: statements, or code where the step needs Rust (a text's hash).
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Connection) -> rusqlite::Result<()>),
+}
 
 /// How `memory_tier` spells a tier: working and archived entries are both `entry` (see
 /// [`SCHEMA_V5`]).
@@ -410,17 +421,22 @@ impl SqliteStore {
             let current: i32 = tx
                 .query_row("PRAGMA user_version", [], |r| r.get(0))
                 .map_err(backend)?;
-            for (to, schema) in [
-                (1, SCHEMA_V1),
-                (2, SCHEMA_V2),
-                (3, SCHEMA_V3),
-                (4, SCHEMA_V4),
-                (5, SCHEMA_V5),
-                (6, SCHEMA_V6),
-                (7, SCHEMA_V7),
+            for (to, step) in [
+                (1, Migration::Sql(SCHEMA_V1)),
+                (2, Migration::Sql(SCHEMA_V2)),
+                (3, Migration::Sql(SCHEMA_V3)),
+                (4, Migration::Sql(SCHEMA_V4)),
+                (5, Migration::Sql(SCHEMA_V5)),
+                (6, Migration::Sql(SCHEMA_V6)),
+                (7, Migration::Sql(SCHEMA_V7)),
+                (8, Migration::Code(schema_v8)),
             ] {
                 if current < to {
-                    tx.execute_batch(schema).map_err(backend)?;
+                    match step {
+                        Migration::Sql(schema) => tx.execute_batch(schema),
+                        Migration::Code(step) => step(&tx),
+                    }
+                    .map_err(backend)?;
                     tx.execute_batch(&format!(
                         "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {to};"
                     ))
@@ -1539,6 +1555,70 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .expect("version");
         assert_eq!(version, SCHEMA_VERSION);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_version_7_database_forgets_the_vectors_that_belong_to_nothing() {
+        use engram::embed::{VectorStore, text_hash};
+        use engram::session::SessionStore;
+        let dir = std::env::temp_dir().join(format!("engram-store-v7-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("old.db");
+        let (entry, owned, unowned) = (
+            text_hash("the deploy key rotates on fridays"),
+            text_hash("a message of a session"),
+            text_hash("a message kept before schema 7"),
+        );
+        let session = {
+            let store = SqliteStore::open(&path).expect("create");
+            store
+                .insert(&[engram::memory::NewEntry::working(
+                    "the deploy key rotates on fridays",
+                    "t",
+                )])
+                .expect("insert");
+            let session = store
+                .create_session(&engram::session::NewSession {
+                    model: "m".into(),
+                    tokenizer: "chars4".into(),
+                    token_factor: 1.0,
+                    window: 100,
+                    ..Default::default()
+                })
+                .expect("session");
+            store.put_vectors("m", &[(entry, &[1.0])]).expect("entry's");
+            store
+                .put_session_vectors(&session.id, "m", &[(owned, &[2.0])])
+                .expect("session's");
+            // What a session's vector was before schema 7: in the table, tied to nothing.
+            store
+                .put_vectors("m", &[(unowned, &[3.0])])
+                .expect("unowned");
+            store
+                .conn()
+                .execute_batch("PRAGMA user_version = 7;")
+                .expect("back to 7");
+            session
+        };
+        let store = SqliteStore::open(&path).expect("migrates");
+        assert_eq!(
+            store.vectors("m", &[entry, owned, unowned]).expect("reads"),
+            [Some(vec![1.0]), Some(vec![2.0]), None]
+        );
+        store.delete_session(&session.id).expect("deletes");
+        assert_eq!(
+            store.vectors("m", &[entry, owned]).expect("reads"),
+            [Some(vec![1.0]), None],
+            "the session's vector goes with it, the entry's stays"
+        );
+        let version: i32 = store
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, SCHEMA_VERSION);
+        drop(store);
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -95,6 +95,33 @@ pub(crate) fn forget_session(conn: &Connection, session_id: &str) -> rusqlite::R
     .execute([session_id])
 }
 
+/// Schema 8: forgets the vectors that belong to no session and to no memory entry, and returns
+/// how many. They were kept before schema 7 tied each session's vectors to it, so deleting
+/// their session could not forget them; each is computed again if a session needs it.
+pub(crate) fn forget_unowned(conn: &Connection) -> rusqlite::Result<usize> {
+    let mut entries = std::collections::HashSet::new();
+    let mut contents = conn.prepare("SELECT content FROM memory")?;
+    let mut rows = contents.query([])?;
+    while let Some(row) = rows.next()? {
+        entries.insert(engram::embed::text_hash(row.get_ref(0)?.as_str()?));
+    }
+    let mut unowned = conn.prepare(
+        "SELECT model, hash FROM vector AS v WHERE NOT EXISTS (
+             SELECT 1 FROM session_vector AS s WHERE s.model = v.model AND s.hash = v.hash)",
+    )?;
+    let mut doomed: Vec<(String, Vec<u8>)> = unowned
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    doomed.retain(|(_, hash)| {
+        TextHash::try_from(hash.as_slice()).map_or(true, |h| !entries.contains(&h))
+    });
+    let mut delete = conn.prepare("DELETE FROM vector WHERE model = ?1 AND hash = ?2")?;
+    for (model, hash) in &doomed {
+        delete.execute(params![model, hash])?;
+    }
+    Ok(doomed.len())
+}
+
 /// The models that have vectors here, found by seeking along the key (a handful of models,
 /// however many vectors).
 pub(crate) fn models(conn: &Connection) -> rusqlite::Result<Vec<String>> {
