@@ -302,48 +302,45 @@ enum Migration {
 /// could not forget them; each is computed again if a session needs it.
 fn schema_v4(tx: &mut postgres::Transaction<'_>) -> Result<(), StoreError> {
     use postgres::fallible_iterator::FallibleIterator;
-    use std::collections::HashMap;
-    // The unowned vectors' models, by tenant and hash: few, where the entries may be many.
-    let mut unowned: HashMap<(String, Vec<u8>), Vec<String>> = HashMap::new();
-    for row in tx
-        .query(
+    use std::collections::{HashMap, HashSet};
+    let no_params: [&str; 0] = [];
+    // The hashes of every entry's text, by tenant; then only the doomed keys are held (the
+    // entries' own vectors may be millions).
+    let mut entries: HashMap<String, HashSet<TextHash>> = HashMap::new();
+    let mut rows = tx
+        .query_raw("SELECT tenant, content FROM engram_memory", no_params)
+        .map_err(pg)?;
+    while let Some(row) = rows.next().map_err(pg)? {
+        let hash = engram::embed::text_hash(row.get(1));
+        let tenant: &str = row.get(0);
+        if let Some(hashes) = entries.get_mut(tenant) {
+            hashes.insert(hash);
+        } else {
+            entries.insert(tenant.to_owned(), HashSet::from([hash]));
+        }
+    }
+    drop(rows);
+    let mut doomed: HashMap<(String, String), Vec<Vec<u8>>> = HashMap::new();
+    let mut rows = tx
+        .query_raw(
             "SELECT tenant, model, hash FROM engram_vector AS v WHERE NOT EXISTS (
                  SELECT 1 FROM engram_session_vector AS s
                  WHERE s.tenant = v.tenant AND s.model = v.model AND s.hash = v.hash)",
-            &[],
+            no_params,
         )
-        .map_err(pg)?
-    {
-        unowned
-            .entry((row.get(0), row.get(2)))
-            .or_default()
-            .push(row.get(1));
-    }
-    if unowned.is_empty() {
-        return Ok(());
-    }
-    let no_params: [&str; 0] = [];
-    let mut entries = tx
-        .query_raw("SELECT tenant, content FROM engram_memory", no_params)
         .map_err(pg)?;
-    while let Some(row) = entries.next().map_err(pg)? {
-        let key = (
-            row.get::<_, String>(0),
-            engram::embed::text_hash(row.get(1)).to_vec(),
-        );
-        unowned.remove(&key);
-    }
-    drop(entries);
-    // What is left is owned by nothing: deleted a statement per tenant and model.
-    let mut doomed: HashMap<(String, String), Vec<Vec<u8>>> = HashMap::new();
-    for ((tenant, hash), models) in unowned {
-        for model in models {
+    while let Some(row) = rows.next().map_err(pg)? {
+        let (tenant, hash): (&str, &[u8]) = (row.get(0), row.get(2));
+        let an_entry = TextHash::try_from(hash)
+            .is_ok_and(|h| entries.get(tenant).is_some_and(|set| set.contains(&h)));
+        if !an_entry {
             doomed
-                .entry((tenant.clone(), model))
+                .entry((tenant.to_owned(), row.get(1)))
                 .or_default()
-                .push(hash.clone());
+                .push(hash.to_vec());
         }
     }
+    drop(rows);
     for ((tenant, model), hashes) in doomed {
         tx.execute(
             "DELETE FROM engram_vector WHERE tenant = $1 AND model = $2 AND hash = ANY($3)",

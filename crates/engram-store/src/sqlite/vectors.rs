@@ -109,12 +109,16 @@ pub(crate) fn forget_unowned(conn: &Connection) -> rusqlite::Result<usize> {
         "SELECT model, hash FROM vector AS v WHERE NOT EXISTS (
              SELECT 1 FROM session_vector AS s WHERE s.model = v.model AND s.hash = v.hash)",
     )?;
-    let mut doomed: Vec<(String, Vec<u8>)> = unowned
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    doomed.retain(|(_, hash)| {
-        TextHash::try_from(hash.as_slice()).map_or(true, |h| !entries.contains(&h))
-    });
+    // Only the doomed keys are held: the entries' own vectors may be millions.
+    let mut doomed: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut rows = unowned.query([])?;
+    while let Some(row) = rows.next()? {
+        let hash: Vec<u8> = row.get(1)?;
+        if !TextHash::try_from(hash.as_slice()).is_ok_and(|h| entries.contains(&h)) {
+            doomed.push((row.get(0)?, hash));
+        }
+    }
+    drop(rows);
     let mut delete = conn.prepare("DELETE FROM vector WHERE model = ?1 AND hash = ?2")?;
     for (model, hash) in &doomed {
         delete.execute(params![model, hash])?;
