@@ -212,13 +212,7 @@ fn vectors_are_per_tenant_and_older_schemas_are_brought_up_to_date() {
         .insert(&[NewEntry::working("backups run every night", "t")])
         .expect("insert");
     let session = store
-        .create_session(&NewSession {
-            model: "m".into(),
-            tokenizer: "chars4".into(),
-            token_factor: 1.0,
-            window: 100,
-            ..Default::default()
-        })
+        .create_session(&NewSession::default())
         .expect("session");
     store.put_vectors("m", &[(entry, &[2.0])]).expect("entry's");
     store

@@ -1486,12 +1486,18 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
-    #[test]
-    fn a_version_1_database_is_migrated_and_keeps_its_entries() {
-        let dir = std::env::temp_dir().join(format!("engram-store-v1-{}", std::process::id()));
+    /// An empty directory for an older database, and the database's path in it.
+    fn old_database(label: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("engram-store-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("old.db");
+        (dir, path)
+    }
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_its_entries() {
+        let (dir, path) = old_database("v1");
         {
             let conn = Connection::open(&path).expect("open");
             conn.execute_batch(SCHEMA_V1).expect("v1 schema");
@@ -1562,10 +1568,7 @@ mod tests {
     fn a_version_7_database_forgets_the_vectors_that_belong_to_nothing() {
         use engram::embed::{VectorStore, text_hash};
         use engram::session::SessionStore;
-        let dir = std::env::temp_dir().join(format!("engram-store-v7-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("old.db");
+        let (dir, path) = old_database("v7");
         let (entry, owned, unowned) = (
             text_hash("the deploy key rotates on fridays"),
             text_hash("a message of a session"),
@@ -1580,13 +1583,7 @@ mod tests {
                 )])
                 .expect("insert");
             let session = store
-                .create_session(&engram::session::NewSession {
-                    model: "m".into(),
-                    tokenizer: "chars4".into(),
-                    token_factor: 1.0,
-                    window: 100,
-                    ..Default::default()
-                })
+                .create_session(&engram::session::NewSession::default())
                 .expect("session");
             store.put_vectors("m", &[(entry, &[1.0])]).expect("entry's");
             store
