@@ -239,12 +239,6 @@ const SCHEMA_V6: &str = vectors::TABLE;
 /// forgets the vectors no other session uses ([`vectors::SESSION_TABLE`]).
 const SCHEMA_V7: &str = vectors::SESSION_TABLE;
 
-/// Version 8: the vectors kept before version 7 that belong to no session and to no memory
-/// entry are forgotten ([`vectors::forget_unowned`]): deleting their session could not.
-fn schema_v8(tx: &Connection) -> rusqlite::Result<()> {
-    vectors::forget_unowned(tx).map(drop)
-}
-
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
@@ -429,7 +423,8 @@ impl SqliteStore {
                 (5, Migration::Sql(SCHEMA_V5)),
                 (6, Migration::Sql(SCHEMA_V6)),
                 (7, Migration::Sql(SCHEMA_V7)),
-                (8, Migration::Code(schema_v8)),
+                // The vectors kept before version 7 that belong to nothing are forgotten.
+                (8, Migration::Code(vectors::forget_unowned)),
             ] {
                 if current < to {
                     match step {

@@ -95,10 +95,10 @@ pub(crate) fn forget_session(conn: &Connection, session_id: &str) -> rusqlite::R
     .execute([session_id])
 }
 
-/// Schema 8: forgets the vectors that belong to no session and to no memory entry, and returns
-/// how many. They were kept before schema 7 tied each session's vectors to it, so deleting
-/// their session could not forget them; each is computed again if a session needs it.
-pub(crate) fn forget_unowned(conn: &Connection) -> rusqlite::Result<usize> {
+/// Schema 8: forgets the vectors that belong to no session and to no memory entry. They were
+/// kept before schema 7 tied each session's vectors to it, so deleting their session could not
+/// forget them; each is computed again if a session needs it.
+pub(crate) fn forget_unowned(conn: &Connection) -> rusqlite::Result<()> {
     let mut entries = std::collections::HashSet::new();
     let mut contents = conn.prepare("SELECT content FROM memory")?;
     let mut rows = contents.query([])?;
@@ -123,7 +123,7 @@ pub(crate) fn forget_unowned(conn: &Connection) -> rusqlite::Result<usize> {
     for (model, hash) in &doomed {
         delete.execute(params![model, hash])?;
     }
-    Ok(doomed.len())
+    Ok(())
 }
 
 /// The models that have vectors here, found by seeking along the key (a handful of models,
