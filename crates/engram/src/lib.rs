@@ -73,6 +73,7 @@ pub mod sleep;
 pub mod store;
 pub mod tokenize;
 pub mod tools;
+pub mod words;
 
 pub use compact::{CompactOptions, CompactReport, Compacted, Strategy, compact};
 pub use config::Config;

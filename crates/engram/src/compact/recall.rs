@@ -16,20 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::embed::{Embedder, Stored, VectorStore, dot};
 use crate::message::Role;
-
-/// English words that carry no topic (articles, pronouns, auxiliaries, question words).
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be",
-    "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing",
-    "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his",
-    "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most", "my", "no",
-    "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
-    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs",
-    "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under",
-    "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
-    "whom", "why", "will", "with", "would", "you", "your", "yours", "s", "t", "ve", "ll", "re",
-    "d", "m",
-];
+use crate::words::{is_stopword, stem};
 
 /// Lower-case words of `text`, stop words removed, stemmed ([`stem`]).
 pub(crate) fn terms(text: &str) -> Vec<String> {
@@ -61,7 +48,7 @@ pub(crate) fn terms_and_joined(
         let start = word.as_ptr() as usize - text.as_ptr() as usize;
         let end = start + word.len();
         let word = word.to_lowercase();
-        let topical = !STOPWORDS.contains(&word.as_str());
+        let topical = !is_stopword(&word);
         if topical {
             terms.push(stem(&word));
         }
@@ -84,17 +71,6 @@ pub(crate) fn terms_and_joined(
 /// a space joins two topical words, and punctuation ("a list, check it") ends the compound.
 fn joins(gap: &str, both_topical: bool) -> bool {
     gap == "-" || (both_topical && gap.chars().all(char::is_whitespace))
-}
-
-/// A word's stem by Porter2 (Snowball English), the stemmer memory search indexes with: "painted"
-/// and "painting" meet "paint", "families" meets "family", "travelling" meets "traveling".
-/// `word` is lower case.
-pub(crate) fn stem(word: &str) -> String {
-    thread_local! {
-        static PORTER2: rust_stemmers::Stemmer =
-            rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
-    }
-    PORTER2.with(|s| s.stem(word).into_owned())
 }
 
 /// The query's terms, each once (a word the query repeats counts once).
