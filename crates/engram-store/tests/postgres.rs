@@ -242,7 +242,42 @@ fn vectors_are_per_tenant_and_older_schemas_are_brought_up_to_date() {
         [None],
         "the session's vector goes with it"
     );
+
+    // A database of schema 4 indexed its text by PostgreSQL's English configuration, which
+    // drops its own stop words ("during" among them, not "would"); the next engram indexes
+    // every entry again, and searches drop recall's stop words instead.
+    store
+        .insert(&[NewEntry::working(
+            "we would walk home during the storm",
+            "t",
+        )])
+        .expect("insert");
+    client
+        .batch_execute(&format!(
+            "DROP INDEX {schema}.engram_memory_text;
+             ALTER TABLE {schema}.engram_memory DROP COLUMN tsv;
+             DROP TEXT SEARCH CONFIGURATION {schema}.engram_english;
+             DROP TEXT SEARCH DICTIONARY {schema}.engram_english_stem;
+             ALTER TABLE {schema}.engram_memory ADD COLUMN tsv TSVECTOR
+                 GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED;
+             CREATE INDEX engram_memory_text ON {schema}.engram_memory USING GIN (tsv);
+             UPDATE {schema}.engram_schema SET version = 4;"
+        ))
+        .expect("back to schema 4");
     drop((store, other));
+    let store = PostgresStore::connect(&at, "t").expect("migrates");
+    let found = |q: &str| -> Vec<String> {
+        store
+            .search(&SearchQuery::new(q, 10))
+            .expect("search")
+            .into_iter()
+            .map(|h| h.entry.content)
+            .collect()
+    };
+    assert_eq!(found("during"), ["we would walk home during the storm"]);
+    assert_eq!(found("nightly backup"), ["backups run every night"]);
+    assert!(found("would").is_empty(), "a stop word to recall");
+    drop(store);
     client
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .expect("drop");

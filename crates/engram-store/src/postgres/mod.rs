@@ -38,7 +38,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -191,6 +191,29 @@ CREATE TABLE engram_session_vector (
     FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
 );
 CREATE INDEX engram_session_vector_key ON engram_session_vector (tenant, model, hash);
+"#;
+
+/// Version 5: memory search drops the stop words recall drops ([`engram::words`]), not
+/// PostgreSQL's own list. The text is indexed by a configuration whose dictionary is Snowball
+/// English with no stop words (the stemmer recall uses), and the query leaves out recall's stop
+/// words itself ([`tsquery`]). The column is computed again, and its index built again, for
+/// every entry. The configuration is made anew, so the step also runs over a database whose
+/// version was set back by hand (as the tests do). One rare difference stays: a query word
+/// whose stem is a stop word's ("wills", "beings") also matches that stop word in the text,
+/// which the other backends do not index.
+const SCHEMA_V5: &str = r#"
+DROP INDEX engram_memory_text;
+ALTER TABLE engram_memory DROP COLUMN tsv;
+DROP TEXT SEARCH CONFIGURATION IF EXISTS engram_english;
+DROP TEXT SEARCH DICTIONARY IF EXISTS engram_english_stem;
+CREATE TEXT SEARCH DICTIONARY engram_english_stem (TEMPLATE = snowball, Language = english);
+CREATE TEXT SEARCH CONFIGURATION engram_english (COPY = english);
+ALTER TEXT SEARCH CONFIGURATION engram_english
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+    WITH engram_english_stem;
+ALTER TABLE engram_memory ADD COLUMN tsv TSVECTOR
+    GENERATED ALWAYS AS (to_tsvector('engram_english'::regconfig, content)) STORED;
+CREATE INDEX engram_memory_text ON engram_memory USING GIN (tsv);
 "#;
 
 /// One tenant's view of a PostgreSQL database.
@@ -391,6 +414,7 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         (2, Migration::Sql(SCHEMA_V2)),
         (3, Migration::Sql(SCHEMA_V3)),
         (4, Migration::Code(schema_v4)),
+        (5, Migration::Sql(SCHEMA_V5)),
     ] {
         if current < to {
             match step {
@@ -561,7 +585,9 @@ impl PostgresStore {
     }
 }
 
-/// Words for an OR query: letters and digits only, so nothing in the text is query syntax.
+/// Words for an OR query: letters and digits only, so nothing in the text is query syntax, and
+/// no stop word ([`engram::words::is_stopword`]: the configuration keeps them all, as the
+/// text's stems, so that the query alone decides, by recall's list).
 fn tsquery(text: &str) -> String {
     let mut words: Vec<String> = Vec::new();
     for word in text
@@ -569,7 +595,7 @@ fn tsquery(text: &str) -> String {
         .filter(|w| !w.is_empty())
     {
         let word = word.to_lowercase();
-        if !words.contains(&word) {
+        if !engram::words::is_stopword(&word) && !words.contains(&word) {
             words.push(word);
         }
         if words.len() == 64 {
@@ -660,7 +686,7 @@ impl MemoryStore for PostgresStore {
             .query(
                 &format!(
                     "SELECT {COLUMNS}, ts_rank(tsv, q)::float8 AS score
-                     FROM engram_memory, to_tsquery('english'::regconfig, $2) AS q
+                     FROM engram_memory, to_tsquery('engram_english'::regconfig, $2) AS q
                      WHERE tenant = $1 AND tsv @@ q AND tier = ANY($3)
                        AND ($4::text IS NULL OR session_id = $4)
                        AND ($5::text IS NULL OR source = $5)

@@ -1631,16 +1631,18 @@ mod tests {
         {
             let store = SqliteStore::open(&path).expect("create");
             store
-                .insert(&[engram::memory::NewEntry::working(
-                    "the zebra escaped",
-                    "zoo",
-                )])
+                .insert(&[
+                    engram::memory::NewEntry::working("the zebra escaped", "zoo"),
+                    engram::memory::NewEntry::working("the lion also escaped", "zoo"),
+                ])
                 .expect("insert");
             assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
         }
-        // An index written by an earlier engram (its first tokenizer, which indexed
-        // stopwords), claiming to have applied everything: rebuilt from the rows on open.
-        {
+        // An index written by an earlier engram, claiming to have applied everything: rebuilt
+        // from the rows on open. Its first tokenizer indexed stop words, with fewer fields; its
+        // second dropped a list of its own, in today's fields (only the tokenizer's name
+        // differs). Rebuilt, "also" (a stop word to the second) is found.
+        for old_tokenizer in ["engram", "engram-2"] {
             let store_id: String = rusqlite::Connection::open(&path)
                 .and_then(|c| {
                     c.query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
@@ -1650,29 +1652,42 @@ mod tests {
                 .expect("store id");
             std::fs::remove_dir_all(&index).expect("remove index");
             std::fs::create_dir_all(&index).expect("index dir");
-            let mut schema = tantivy::schema::Schema::builder();
-            let text = tantivy::schema::TextOptions::default().set_indexing_options(
-                tantivy::schema::TextFieldIndexing::default()
-                    .set_tokenizer("engram")
-                    .set_index_option(tantivy::schema::IndexRecordOption::WithFreqs),
-            );
-            schema.add_u64_field("rowid", tantivy::schema::INDEXED | tantivy::schema::FAST);
-            schema.add_text_field("content", text);
-            schema.add_text_field("session", tantivy::schema::STRING);
-            schema.add_text_field("source", tantivy::schema::STRING);
-            schema.add_i64_field(
-                "created_at",
-                tantivy::schema::INDEXED | tantivy::schema::FAST,
-            );
-            let old = tantivy::Index::create_in_dir(&index, schema.build()).expect("old index");
+            let schema = if old_tokenizer == "engram" {
+                let mut schema = tantivy::schema::Schema::builder();
+                let text = tantivy::schema::TextOptions::default().set_indexing_options(
+                    tantivy::schema::TextFieldIndexing::default()
+                        .set_tokenizer(old_tokenizer)
+                        .set_index_option(tantivy::schema::IndexRecordOption::WithFreqs),
+                );
+                schema.add_u64_field("rowid", tantivy::schema::INDEXED | tantivy::schema::FAST);
+                schema.add_text_field("content", text);
+                schema.add_text_field("session", tantivy::schema::STRING);
+                schema.add_text_field("source", tantivy::schema::STRING);
+                schema.add_i64_field(
+                    "created_at",
+                    tantivy::schema::INDEXED | tantivy::schema::FAST,
+                );
+                schema.build()
+            } else {
+                search::schema_with_tokenizer(old_tokenizer).0
+            };
+            let old = tantivy::Index::create_in_dir(&index, schema).expect("old index");
             let mut writer: tantivy::IndexWriter = old.writer(15 << 20).expect("writer");
             let mut commit = writer.prepare_commit().expect("prepare");
             commit.set_payload(&format!("{store_id}:1000000"));
             commit.commit().expect("commit");
-        }
-        {
+            drop((writer, old));
             let store = SqliteStore::open(&path).expect("reopen over an old index");
-            assert_eq!(hits(&store, "zebra"), ["the zebra escaped"]);
+            assert_eq!(
+                hits(&store, "zebra"),
+                ["the zebra escaped"],
+                "{old_tokenizer}"
+            );
+            assert_eq!(
+                hits(&store, "also"),
+                ["the lion also escaped"],
+                "{old_tokenizer}"
+            );
         }
         // The index is deleted: the next open rebuilds it from the rows.
         std::fs::remove_dir_all(&index).expect("remove index");

@@ -31,6 +31,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use engram::memory::{SearchHit, SearchQuery, StoreError, Tier};
+use engram::words::STOPWORDS;
 use rusqlite::{Connection, OptionalExtension, params};
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
@@ -54,7 +55,7 @@ const WRITER_HEAP: usize = 96 << 20;
 const BATCH: i64 = 50_000;
 
 #[derive(Clone, Copy)]
-struct Fields {
+pub(super) struct Fields {
     rowid: Field,
     /// The text of working and archived entries.
     content: Field,
@@ -67,8 +68,9 @@ struct Fields {
 }
 
 /// The name the tokenizer is registered under. It is part of the schema: an index written
-/// with another tokenizer (engram's first, which indexed stopwords) is rebuilt on open.
-const TOKENIZER: &str = "engram-2";
+/// with another tokenizer is rebuilt on open (engram's first indexed stop words; its second
+/// dropped a list of its own, not the one recall drops).
+const TOKENIZER: &str = "engram-3";
 /// Words longer than this are not indexed (tantivy's default: base64, hashes).
 const MAX_WORD: usize = 40;
 
@@ -124,7 +126,8 @@ impl StemSlot {
     const STOPWORD: u8 = u8::MAX;
 }
 
-/// True when `word` (lowercased) is one of [`STOPWORDS`].
+/// True when `word` (lowercased) is one of [`STOPWORDS`], the words recall drops too: neither
+/// indexed nor searched (they match most entries, which is what made a query slow).
 fn is_stopword(word: &[u8]) -> bool {
     // The short ones, which are most of the stopwords in a text, by a bit per pair of bytes.
     static SHORT: std::sync::LazyLock<Box<[u64]>> = std::sync::LazyLock::new(|| {
@@ -373,24 +376,17 @@ impl tantivy::tokenizer::Tokenizer for StemmingTokenizer {
     }
 }
 
-/// Words a question is mostly made of, which say little about what it asks for; neither
-/// indexed nor searched (BM25 gives them little weight anyway, but they match most entries,
-/// which is what made a query slow). Sorted, for a binary search.
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
-    "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for",
-    "from", "had", "has", "have", "having", "he", "her", "hers", "him", "his", "how", "i", "if",
-    "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "some",
-    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
-    "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will",
-    "with", "would", "you", "your",
-];
-
 fn schema() -> (Schema, Fields) {
+    schema_with_tokenizer(TOKENIZER)
+}
+
+/// The index's schema with its text analysed by the tokenizer named `tokenizer` (tests write
+/// the index an earlier engram wrote).
+pub(super) fn schema_with_tokenizer(tokenizer: &str) -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
-            .set_tokenizer(TOKENIZER)
+            .set_tokenizer(tokenizer)
             .set_index_option(IndexRecordOption::WithFreqs),
     );
     let fields = Fields {
@@ -1476,7 +1472,7 @@ mod tests {
             assert!(w.len() <= CACHED_WORD);
         }
         for w in [
-            "", "b", "ab", "zz", "x1", "th", "thee", "abouts", "whos", "ı",
+            "", "b", "ab", "zz", "x1", "th", "thee", "abouts", "whos", "ı", "also",
         ] {
             assert!(!is_stopword(w.as_bytes()), "{w}");
         }

@@ -30,6 +30,7 @@ fn entry(id: &str, content: &str, source: &str, session: Option<&str>, at: Times
 pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     insert_get_and_skip(make().as_ref());
     search_ranks_and_filters(make().as_ref());
+    search_drops_the_stop_words_recall_drops(make().as_ref());
     search_finds_every_tier_asked_for(make().as_ref());
     consolidation_is_atomic(make().as_ref());
     the_streamed_read_reads_what_the_read_reads(make().as_ref());
@@ -323,6 +324,35 @@ fn search_ranks_and_filters(store: &dyn MemoryStore) {
             .expect("odd characters are not syntax")
             .is_empty()
     );
+}
+
+/// Memory search reads words as recall does ([`crate::words`]): exactly its stop words are left
+/// out (a word another list calls a stop word, such as "during" or "also", is found), and the
+/// words are stemmed alike.
+fn search_drops_the_stop_words_recall_drops(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-01T00:00:00Z").expect("time");
+    let every_stop_word = crate::words::STOPWORDS.join(" ");
+    store
+        .insert(&[
+            entry("w1", "We walked home during the storm", "chat", None, t),
+            entry("w2", "She also painted the fence", "chat", None, t),
+            entry("w3", &every_stop_word, "chat", None, t),
+        ])
+        .expect("insert");
+    let ids = |q: &str| -> Vec<String> {
+        store
+            .search(&SearchQuery::new(q, 10))
+            .expect("search")
+            .into_iter()
+            .map(|h| h.entry.id)
+            .collect()
+    };
+    assert_eq!(ids("during"), ["w1"], "\"during\" is not a stop word");
+    assert_eq!(ids("also"), ["w2"], "\"also\" is not a stop word");
+    assert_eq!(ids("paints"), ["w2"], "stemmed as recall stems");
+    for word in crate::words::STOPWORDS {
+        assert!(ids(word).is_empty(), "{word:?} is a stop word");
+    }
 }
 
 /// Every combination of tiers finds exactly the matching entries of those tiers, the working
