@@ -12,18 +12,28 @@ after which they are read from the store beside the entries).
     python3 scripts/bench_memory_recall.py --engram-bin target/release/engram \
         --data ../shared/data/dev --embedding-model /path/to/all-MiniLM-L6-v2
 
-`--before-bin OTHER` adds a column: the same hybrid searches by another build (an earlier
-commit), in the same run and on the same stores, so a change to ranking is compared side by side.
+`--before-bin OTHER` adds two columns: the same searches, lexical and hybrid, by another build (an
+earlier commit), in the same run and over the same entries, so a change to ranking is compared side
+by side. (A build whose search index differs rebuilds the index on open: each build searches its
+own copy of the store.)
+
+`--postgres URL` runs the lexical searches again on PostgreSQL: `engram serve --store URL` holds
+every conversation's entries (each conversation a session), and each question is asked through
+`GET /v1/memory/search` with its conversation's `session_id`. With `--before-bin`,
+`--before-postgres URL` names the other build's database (each build keeps its own schema).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -62,6 +72,49 @@ def search(engram: str, db: Path, question: str, k: int, hybrid: list[str]) -> t
     return [r["id"] for r in json.loads(out.stdout)["results"]], elapsed
 
 
+class Served:
+    """`engram serve --store URL` on a free loopback port, for the PostgreSQL searches."""
+
+    def __init__(self, engram: str, store: str) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [engram, "serve", "--store", store, "--listen", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.base + "/healthz", timeout=2).read()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"engram serve --store {store} did not start: {self.proc.stderr.read()}")
+                time.sleep(0.2)
+
+    def add(self, entries: list[dict]) -> None:
+        for start in range(0, len(entries), 500):
+            body = json.dumps({"entries": entries[start : start + 500]}).encode()
+            request = urllib.request.Request(
+                self.base + "/v1/memory", data=body, headers={"content-type": "application/json"}
+            )
+            urllib.request.urlopen(request, timeout=120).read()
+
+    def search(self, question: str, k: int, session: str) -> tuple[list[str], float]:
+        started = time.monotonic()
+        query = urllib.parse.urlencode({"q": question, "limit": k, "session_id": session})
+        with urllib.request.urlopen(f"{self.base}/v1/memory/search?{query}", timeout=120) as r:
+            results = json.loads(r.read())["results"]
+        return [h["id"] for h in results], time.monotonic() - started
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engram-bin", default="target/release/engram")
@@ -69,16 +122,26 @@ def main() -> None:
     parser.add_argument("--embedding-model", required=True, help="the all-MiniLM-L6-v2 directory")
     parser.add_argument("--limit", type=int, default=10, help="hits per search (K)")
     parser.add_argument("--every", type=int, default=3, help="ask every n-th question")
-    parser.add_argument("--before-bin", help="another build whose hybrid search is compared too")
+    parser.add_argument("--before-bin", help="another build whose searches are compared too")
+    parser.add_argument("--postgres", metavar="URL", help="also search on PostgreSQL (lexical)")
+    parser.add_argument("--before-postgres", metavar="URL", help="the --before-bin build's database")
     args = parser.parse_args()
+    if args.before_bin and args.postgres and not args.before_postgres:
+        parser.error("--postgres with --before-bin needs --before-postgres (a database of its own)")
 
     convs = [json.loads(line) for line in open(Path(args.data) / "locomo.jsonl")]
     hybrid = ["--recall", "hybrid", "--embedding-model", args.embedding_model]
     modes = {"lexical": (args.engram_bin, []), "hybrid": (args.engram_bin, hybrid)}
     if args.before_bin:
+        modes["lexical, before"] = (args.before_bin, [])
         modes["hybrid, before"] = (args.before_bin, hybrid)
-    recall: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in modes}
-    seconds: dict[str, list[float]] = {m: [] for m in modes}
+    served: dict[str, Served] = {}
+    if args.postgres:
+        served["lexical, PostgreSQL"] = Served(args.engram_bin, args.postgres)
+        if args.before_bin:
+            served["lexical, PostgreSQL, before"] = Served(args.before_bin, args.before_postgres)
+    recall: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in [*modes, *served]}
+    seconds: dict[str, list[float]] = {m: [] for m in [*modes, *served]}
     with tempfile.TemporaryDirectory() as work:
         for conv in convs:
             db = Path(work) / f"{conv['id']}.db"
@@ -90,18 +153,40 @@ def main() -> None:
                 check=True,
                 capture_output=True,
             )
+            # Each build searches its own copy: an index of another tokenizer is rebuilt on open,
+            # and the two builds would rebuild it in turn.
+            dbs = {args.engram_bin: db}
+            if args.before_bin:
+                dbs[args.before_bin] = Path(work) / f"{conv['id']}-before.db"
+                subprocess.run(
+                    [args.before_bin, "--db", str(dbs[args.before_bin]), "memory", "import", str(jsonl)],
+                    check=True,
+                    capture_output=True,
+                )
+            for server in served.values():
+                server.add(entries)
             for n, q in enumerate(conv["questions"]):
                 if n % args.every or not q.get("evidence_ids"):
                     continue
                 evidence = {f"{conv['id']}/{e}" for e in q["evidence_ids"]}
-                for mode, (engram, extra) in modes.items():
-                    ids, elapsed = search(engram, db, q["question"], args.limit, extra)
+                asked = [
+                    (mode, lambda engram=engram, extra=extra: search(engram, dbs[engram], q["question"], args.limit, extra))
+                    for mode, (engram, extra) in modes.items()
+                ] + [
+                    (mode, lambda server=server: server.search(q["question"], args.limit, conv["id"]))
+                    for mode, server in served.items()
+                ]
+                for mode, ask in asked:
+                    ids, elapsed = ask()
                     found = len(evidence & set(ids)) / len(evidence)
                     recall[mode][q["category"]].append(found)
                     recall[mode]["overall"].append(found)
                     seconds[mode].append(elapsed)
             print(f"{conv['id']}: {len(entries)} entries", file=sys.stderr, flush=True)
 
+    for server in served.values():
+        server.close()
+    modes = [*modes, *served]
     categories = sorted({c for m in recall.values() for c in m}, key=lambda c: (c == "overall", c))
     print("| category | questions | " + " | ".join(f"{m} recall@{args.limit}" for m in modes) + " |")
     print("|---|---:|" + "---:|" * len(modes))
@@ -111,7 +196,8 @@ def main() -> None:
         print(f"| {c} | {n} | {cells} |")
     for mode in modes:
         s = sorted(seconds[mode])
-        print(f"{mode}: median {s[len(s) // 2] * 1000:.0f} ms per search (a whole process), max {s[-1] * 1000:.0f} ms")
+        each = "an HTTP request" if mode in served else "a whole process"
+        print(f"{mode}: median {s[len(s) // 2] * 1000:.0f} ms per search ({each}), max {s[-1] * 1000:.0f} ms")
 
 
 if __name__ == "__main__":
