@@ -586,8 +586,8 @@ impl PostgresStore {
 }
 
 /// Words for an OR query: letters and digits only, so nothing in the text is query syntax, and
-/// no stop word ([`engram::words::is_stopword`]: the configuration keeps them all, as the
-/// text's stems, so that the query alone decides, by recall's list).
+/// no stop word ([`engram::words::is_stopword`]): the index keeps every word, so the query
+/// decides which count, by recall's list.
 fn tsquery(text: &str) -> String {
     let mut words: Vec<String> = Vec::new();
     for word in text
