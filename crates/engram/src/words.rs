@@ -3,7 +3,20 @@
 //! [`STOPWORDS`] left out, each stemmed by Porter2 (Snowball English, [`stem`]). The SQLite
 //! backend's index and PostgreSQL's text search configuration (its own Snowball English
 //! dictionary with no stop words, the query's words chosen here) follow the same two rules, so
-//! a word found by one is found by all.
+//! a word found by one is found by all. Every one ranks what it finds by BM25 ([`BM25_K1`],
+//! [`BM25_B`], [`bm25_idf`]).
+
+/// BM25's saturation of a word's count in a text (recall, `search_history`, memory search on
+/// every backend; tantivy's default too).
+pub const BM25_K1: f64 = 1.2;
+
+/// BM25's weight of a text's length against the average length.
+pub const BM25_B: f64 = 0.75;
+
+/// BM25's inverse document frequency of a word that `df` of `n` texts hold.
+pub fn bm25_idf(n: f64, df: f64) -> f64 {
+    ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
 
 /// English words that carry no topic (articles, pronouns, auxiliaries, question words, and the
 /// pieces a contraction splits into: "don't" is "don" and "t"). Lower case, sorted by bytes,
