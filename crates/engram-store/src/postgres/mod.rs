@@ -15,8 +15,10 @@
 //! - the schema is created and migrated under an advisory lock, once, however many servers
 //!   start together.
 //!
-//! Search uses PostgreSQL's full-text search (`english` configuration, a GIN index, `ts_rank`),
-//! any of the query's words, best first.
+//! Search uses PostgreSQL's full-text search (the `engram_english` configuration, a GIN index)
+//! to find the entries with any of the query's words, and ranks them by BM25 as the other
+//! backends do: the words' document frequencies counted over the tenant's entries, each word's
+//! count in an entry read from the entry's positions.
 //!
 //! [`SessionStore`]: engram::session::SessionStore
 
@@ -30,6 +32,7 @@ use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
 };
+use engram::words::{BM25_B, BM25_K1, bm25_idf};
 use postgres::Transaction;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -196,7 +199,7 @@ CREATE INDEX engram_session_vector_key ON engram_session_vector (tenant, model, 
 /// Version 5: memory search drops the stop words recall drops ([`engram::words`]), not
 /// PostgreSQL's own list. The text is indexed by a configuration whose dictionary is Snowball
 /// English with no stop words (the stemmer recall uses), and the query leaves out recall's stop
-/// words itself ([`tsquery`]). The column is computed again, and its index built again, for
+/// words itself ([`query_words`]). The column is computed again, and its index built again, for
 /// every entry. The configuration is made anew, so the step also runs over a database whose
 /// version was set back by hand (as the tests do). One rare difference stays: a query word
 /// whose stem is a stop word's ("wills", "beings") also matches that stop word in the text,
@@ -585,10 +588,10 @@ impl PostgresStore {
     }
 }
 
-/// Words for an OR query: letters and digits only, so nothing in the text is query syntax, and
-/// no stop word ([`engram::words::is_stopword`]): the index keeps every word, so the query
-/// decides which count, by recall's list.
-fn tsquery(text: &str) -> String {
+/// The query's words: letters and digits only, so nothing in the text is query syntax, and no
+/// stop word ([`engram::words::is_stopword`]): the index keeps every word, so the query decides
+/// which count, by recall's list. At most 64, each once.
+fn query_words(text: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     for word in text
         .split(|c: char| !c.is_alphanumeric())
@@ -602,7 +605,7 @@ fn tsquery(text: &str) -> String {
             break;
         }
     }
-    words.join(" | ")
+    words
 }
 
 impl VectorStore for PostgresStore {
@@ -674,36 +677,88 @@ impl MemoryStore for PostgresStore {
     }
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
-        let words = tsquery(&query.text);
+        let words = query_words(&query.text);
         if words.is_empty() || query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut client = self.pool.get()?;
+        // BM25's inverse document frequencies: each query word's stem as the index holds it,
+        // how many of the tenant's entries hold it (the GIN index counts), and how many entries
+        // the tenant has, counted over the whole tenant as SQLite's index counts over the store.
+        let stats = client
+            .query(
+                "SELECT l,
+                        (SELECT count(*) FROM engram_memory
+                         WHERE tenant = $1 AND tsv @@ quote_literal(l)::tsquery),
+                        (SELECT count(*) FROM engram_memory WHERE tenant = $1)
+                 FROM unnest(tsvector_to_array(to_tsvector('engram_english'::regconfig, $2))) AS l",
+                &[&self.tenant, &words.join(" ")],
+            )
+            .map_err(pg)?;
+        let (mut stems, mut idfs) = (Vec::new(), Vec::new());
+        for row in &stats {
+            let (df, n): (i64, i64) = (row.get(1), row.get(2));
+            if df > 0 {
+                stems.push(row.get::<_, String>(0));
+                idfs.push(bm25_idf(n as f64, df as f64));
+            }
+        }
+        if stems.is_empty() {
             return Ok(Vec::new());
         }
         let tiers: Vec<&str> = query.tiers().iter().map(|t| t.as_str()).collect();
         let limit = query.clamped_limit() as i64;
-        let rows = self
-            .pool
-            .get()?
+        // The matching entries are ranked first as if each held each of its words once (cheap:
+        // no entry's words are listed), and the best of them again by full BM25, each word's
+        // count read from the entry's positions. An entry's length is weighed against the
+        // average of the entries that match.
+        let firsts = (limit * 10).max(100);
+        let rows = client
             .query(
                 &format!(
-                    "SELECT {COLUMNS}, ts_rank(tsv, q)::float8 AS score
-                     FROM engram_memory, to_tsquery('engram_english'::regconfig, $2) AS q
-                     WHERE tenant = $1 AND tsv @@ q AND tier = ANY($3)
-                       AND ($4::text IS NULL OR session_id = $4)
-                       AND ($5::text IS NULL OR source = $5)
-                       AND ($6::int8 IS NULL OR created_at >= $6)
-                       AND ($7::int8 IS NULL OR created_at < $7)
+                    "WITH terms AS MATERIALIZED (
+                         SELECT l, w, quote_literal(l)::tsquery AS q
+                         FROM unnest($9::text[], $10::float8[]) AS t(l, w)),
+                     hits AS MATERIALIZED (
+                         SELECT {COLUMNS}, tsv, length(tsv)::float8 AS len FROM engram_memory
+                         WHERE tenant = $1 AND tsv @@ to_tsquery('engram_english'::regconfig, $2)
+                           AND tier = ANY($3)
+                           AND ($4::text IS NULL OR session_id = $4)
+                           AND ($5::text IS NULL OR source = $5)
+                           AND ($6::int8 IS NULL OR created_at >= $6)
+                           AND ($7::int8 IS NULL OR created_at < $7)),
+                     normed AS (
+                         SELECT *, {K1} * (1 - {B} + {B} * len / avg(len) OVER ()) AS norm
+                         FROM hits),
+                     firsts AS (
+                         SELECT * FROM normed
+                         ORDER BY (SELECT sum(w) FROM terms WHERE tsv @@ q) / (1 + norm) DESC,
+                                  created_at DESC, id
+                         LIMIT $11)
+                     SELECT {COLUMNS},
+                            (SELECT sum(t.w * u.f * ({K1} + 1) / (u.f + norm))
+                             FROM (SELECT lexeme,
+                                          greatest(cardinality(positions), 1)::float8 AS f
+                                   FROM unnest(tsv)) AS u
+                             JOIN terms AS t ON t.l = u.lexeme) AS score
+                     FROM firsts
                      ORDER BY score DESC, created_at DESC, id
-                     LIMIT $8"
+                     LIMIT $8",
+                    K1 = BM25_K1,
+                    B = BM25_B,
                 ),
                 &[
                     &self.tenant,
-                    &words,
+                    &words.join(" | "),
                     &tiers,
                     &query.session_id,
                     &query.source,
                     &query.since,
                     &query.until,
                     &limit,
+                    &stems,
+                    &idfs,
+                    &firsts,
                 ],
             )
             .map_err(pg)?;

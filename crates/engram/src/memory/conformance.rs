@@ -31,6 +31,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     insert_get_and_skip(make().as_ref());
     search_ranks_and_filters(make().as_ref());
     search_drops_the_stop_words_recall_drops(make().as_ref());
+    search_ranks_by_bm25(make().as_ref());
     search_finds_every_tier_asked_for(make().as_ref());
     consolidation_is_atomic(make().as_ref());
     the_streamed_read_reads_what_the_read_reads(make().as_ref());
@@ -353,6 +354,44 @@ fn search_drops_the_stop_words_recall_drops(store: &dyn MemoryStore) {
     for word in crate::words::STOPWORDS {
         assert!(ids(word).is_empty(), "{word:?} is a stop word");
     }
+}
+
+/// Every backend ranks by BM25 ([`crate::words::bm25_idf`]): a word few entries hold weighs
+/// more than one many hold, and an entry that says a word more often ranks higher.
+fn search_ranks_by_bm25(store: &dyn MemoryStore) {
+    let t = parse_time("2026-01-01T00:00:00Z").expect("time");
+    let mut entries = vec![entry("r0", "A zebra crossed the road", "chat", None, t)];
+    for i in 1..=5 {
+        let content = format!("The deploy of service number {i} went fine");
+        entries.push(entry(&format!("r{i}"), &content, "chat", None, t + i * DAY));
+    }
+    entries.push(entry(
+        "r6",
+        "Deploy, deploy again, then deploy",
+        "chat",
+        None,
+        t,
+    ));
+    store.insert(&entries).expect("insert");
+    let ids = |q: &str| -> Vec<String> {
+        store
+            .search(&SearchQuery::new(q, 10))
+            .expect("search")
+            .into_iter()
+            .map(|h| h.entry.id)
+            .collect()
+    };
+    let rare_first = ids("deploy zebra");
+    assert_eq!(rare_first.len(), 7, "every entry matches: {rare_first:?}");
+    assert_eq!(
+        rare_first[0], "r0",
+        "the rare word weighs more, though its entry is the oldest: {rare_first:?}"
+    );
+    assert_eq!(
+        ids("deploy")[0],
+        "r6",
+        "said three times, the oldest of six ranks first"
+    );
 }
 
 /// Every combination of tiers finds exactly the matching entries of those tiers, the working
