@@ -3,8 +3,7 @@
 //! [`STOPWORDS`] left out, each stemmed by Porter2 (Snowball English, [`stem`]). The SQLite
 //! backend's index and PostgreSQL's text search configuration (its own Snowball English
 //! dictionary with no stop words, the query's words chosen here) follow the same two rules, so
-//! a word found by one is found by all. Every one ranks what it finds by BM25 ([`BM25_K1`],
-//! [`BM25_B`], [`bm25_idf`]).
+//! a word found by one is found by all. Every one ranks what it finds by BM25 ([`bm25_weight`]).
 
 /// BM25's saturation of a word's count in a text (recall, `search_history`, memory search on
 /// every backend; tantivy's default too).
@@ -16,6 +15,12 @@ pub const BM25_B: f64 = 0.75;
 /// BM25's inverse document frequency of a word that `df` of `n` texts hold.
 pub fn bm25_idf(n: f64, df: f64) -> f64 {
     ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
+
+/// One query word's BM25 weight in one text: `n` texts, `df` of them holding the word, `f`
+/// times in this one of `len` words, `avg_len` words on average.
+pub fn bm25_weight(n: f64, df: f64, f: f64, len: f64, avg_len: f64) -> f64 {
+    bm25_idf(n, df) * f * (BM25_K1 + 1.0) / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * len / avg_len))
 }
 
 /// English words that carry no topic (articles, pronouns, auxiliaries, question words, and the

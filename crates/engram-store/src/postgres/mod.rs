@@ -32,7 +32,7 @@ use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
 };
-use engram::words::{BM25_B, BM25_K1, bm25_idf};
+use engram::words::{BM25_B, BM25_K1, bm25_idf, bm25_weight};
 use postgres::Transaction;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -695,30 +695,33 @@ impl MemoryStore for PostgresStore {
                 &[&self.tenant, &words.join(" ")],
             )
             .map_err(pg)?;
-        let (mut stems, mut idfs) = (Vec::new(), Vec::new());
+        let (mut stems, mut dfs, mut idfs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut n = 0.0;
         for row in &stats {
-            let (df, n): (i64, i64) = (row.get(1), row.get(2));
-            if df > 0 {
+            let df = row.get::<_, i64>(1) as f64;
+            n = row.get::<_, i64>(2) as f64;
+            if df > 0.0 {
                 stems.push(row.get::<_, String>(0));
-                idfs.push(bm25_idf(n as f64, df as f64));
+                dfs.push(df);
+                idfs.push(bm25_idf(n, df));
             }
         }
         if stems.is_empty() {
             return Ok(Vec::new());
         }
         let tiers: Vec<&str> = query.tiers().iter().map(|t| t.as_str()).collect();
-        let limit = query.clamped_limit() as i64;
-        // The matching entries are ranked first as if each held each of its words once (cheap:
-        // no entry's words are listed), and the best of them again by full BM25, each word's
-        // count read from the entry's positions. An entry's length is weighed against the
-        // average of the entries that match.
-        let firsts = (limit * 10).max(100);
+        let limit = query.clamped_limit();
+        // The matching entries are first ranked as if each held each of its words once (cheap:
+        // no entry's words are listed), and the best of them are scored by BM25
+        // ([`bm25_weight`]) from each word's count, read from the entry's positions. An entry's
+        // length is weighed against the average of the entries that match.
+        let firsts = (limit as i64 * 10).max(100);
         let rows = client
             .query(
                 &format!(
                     "WITH terms AS MATERIALIZED (
                          SELECT l, w, quote_literal(l)::tsquery AS q
-                         FROM unnest($9::text[], $10::float8[]) AS t(l, w)),
+                         FROM unnest($8::text[], $9::float8[]) AS t(l, w)),
                      hits AS MATERIALIZED (
                          SELECT {COLUMNS}, tsv, length(tsv)::float8 AS len FROM engram_memory
                          WHERE tenant = $1 AND tsv @@ to_tsquery('engram_english'::regconfig, $2)
@@ -727,23 +730,18 @@ impl MemoryStore for PostgresStore {
                            AND ($5::text IS NULL OR source = $5)
                            AND ($6::int8 IS NULL OR created_at >= $6)
                            AND ($7::int8 IS NULL OR created_at < $7)),
-                     normed AS (
-                         SELECT *, {K1} * (1 - {B} + {B} * len / avg(len) OVER ()) AS norm
-                         FROM hits),
-                     firsts AS (
-                         SELECT * FROM normed
-                         ORDER BY (SELECT sum(w) FROM terms WHERE tsv @@ q) / (1 + norm) DESC,
-                                  created_at DESC, id
-                         LIMIT $11)
-                     SELECT {COLUMNS},
-                            (SELECT sum(t.w * u.f * ({K1} + 1) / (u.f + norm))
-                             FROM (SELECT lexeme,
-                                          greatest(cardinality(positions), 1)::float8 AS f
-                                   FROM unnest(tsv)) AS u
-                             JOIN terms AS t ON t.l = u.lexeme) AS score
-                     FROM firsts
-                     ORDER BY score DESC, created_at DESC, id
-                     LIMIT $8",
+                     averaged AS (SELECT *, avg(len) OVER () AS avg_len FROM hits)
+                     SELECT {COLUMNS}, len, avg_len,
+                            ARRAY(SELECT u.lexeme FROM unnest(tsv) AS u
+                                  WHERE u.lexeme = ANY($8) ORDER BY u.lexeme),
+                            ARRAY(SELECT greatest(cardinality(u.positions), 1)::float8
+                                  FROM unnest(tsv) AS u
+                                  WHERE u.lexeme = ANY($8) ORDER BY u.lexeme)
+                     FROM averaged
+                     ORDER BY (SELECT sum(w) FROM terms WHERE tsv @@ q)
+                              / (1 + {K1} * (1 - {B} + {B} * len / avg_len)) DESC,
+                              created_at DESC, id
+                     LIMIT $10",
                     K1 = BM25_K1,
                     B = BM25_B,
                 ),
@@ -755,20 +753,40 @@ impl MemoryStore for PostgresStore {
                     &query.source,
                     &query.since,
                     &query.until,
-                    &limit,
                     &stems,
                     &idfs,
                     &firsts,
                 ],
             )
             .map_err(pg)?;
-        Ok(rows
+        let mut hits: Vec<SearchHit> = rows
             .iter()
-            .map(|r| SearchHit {
-                entry: row_to_entry(r),
-                score: r.get(9),
+            .map(|r| {
+                let (len, avg_len): (f64, f64) = (r.get(9), r.get(10));
+                let held: Vec<String> = r.get(11);
+                let counts: Vec<f64> = r.get(12);
+                let score = held
+                    .iter()
+                    .zip(counts)
+                    .filter_map(|(stem, f)| {
+                        let i = stems.iter().position(|s| s == stem)?;
+                        Some(bm25_weight(n, dfs[i], f, len, avg_len))
+                    })
+                    .sum();
+                SearchHit {
+                    entry: row_to_entry(r),
+                    score,
+                }
             })
-            .collect())
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.entry.created_at.cmp(&a.entry.created_at))
+                .then_with(|| a.entry.id.cmp(&b.entry.id))
+        });
+        hits.truncate(limit);
+        Ok(hits)
     }
 
     fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {

@@ -81,12 +81,7 @@ pub(crate) fn unique_terms(query: &[String]) -> Vec<&String> {
     unique
 }
 
-/// One query term's BM25 weight in one document (k1 1.2, b 0.75): `n` documents, `df` of them
-/// holding the term, `f` times in this one of `len` terms, `avg_len` terms on average.
-pub(crate) fn bm25_weight(n: f64, df: f64, f: f64, len: f64, avg_len: f64) -> f64 {
-    use crate::words::{BM25_B as B, BM25_K1 as K1, bm25_idf};
-    bm25_idf(n, df) * f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * len / avg_len))
-}
+pub(crate) use crate::words::bm25_weight;
 
 /// BM25 over a set of documents (each a list of terms).
 pub(crate) struct Bm25 {
