@@ -779,13 +779,7 @@ impl MemoryStore for PostgresStore {
                 }
             })
             .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(b.entry.created_at.cmp(&a.entry.created_at))
-                .then_with(|| a.entry.id.cmp(&b.entry.id))
-        });
-        hits.truncate(limit);
+        SearchHit::best_first(&mut hits, limit);
         Ok(hits)
     }
 

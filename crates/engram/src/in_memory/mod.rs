@@ -160,12 +160,7 @@ impl MemoryStore for InMemoryStore {
                 score,
             })
             .collect();
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(b.entry.created_at.cmp(&a.entry.created_at))
-        });
-        hits.truncate(query.clamped_limit());
+        SearchHit::best_first(&mut hits, query.clamped_limit());
         Ok(hits)
     }
 

@@ -327,6 +327,16 @@ fn search_ranks_and_filters(store: &dyn MemoryStore) {
     );
 }
 
+/// The ids of the first 10 hits for `q`, best first.
+fn search_ids(store: &dyn MemoryStore, q: &str) -> Vec<String> {
+    store
+        .search(&SearchQuery::new(q, 10))
+        .expect("search")
+        .into_iter()
+        .map(|h| h.entry.id)
+        .collect()
+}
+
 /// Memory search reads words as recall does ([`crate::words`]): exactly its stop words are left
 /// out (a word another list calls a stop word, such as "during" or "also", is found), and the
 /// words are stemmed alike.
@@ -340,14 +350,7 @@ fn search_drops_the_stop_words_recall_drops(store: &dyn MemoryStore) {
             entry("w3", &every_stop_word, "chat", None, t),
         ])
         .expect("insert");
-    let ids = |q: &str| -> Vec<String> {
-        store
-            .search(&SearchQuery::new(q, 10))
-            .expect("search")
-            .into_iter()
-            .map(|h| h.entry.id)
-            .collect()
-    };
+    let ids = |q: &str| search_ids(store, q);
     assert_eq!(ids("during"), ["w1"], "\"during\" is not a stop word");
     assert_eq!(ids("also"), ["w2"], "\"also\" is not a stop word");
     assert_eq!(ids("paints"), ["w2"], "stemmed as recall stems");
@@ -373,14 +376,7 @@ fn search_ranks_by_bm25(store: &dyn MemoryStore) {
         t,
     ));
     store.insert(&entries).expect("insert");
-    let ids = |q: &str| -> Vec<String> {
-        store
-            .search(&SearchQuery::new(q, 10))
-            .expect("search")
-            .into_iter()
-            .map(|h| h.entry.id)
-            .collect()
-    };
+    let ids = |q: &str| search_ids(store, q);
     let rare_first = ids("deploy zebra");
     assert_eq!(rare_first.len(), 7, "every entry matches: {rare_first:?}");
     assert_eq!(

@@ -312,6 +312,18 @@ pub struct SearchHit {
 }
 
 impl SearchHit {
+    /// Puts `hits` in memory search's order, best score first, then the newest, then by id,
+    /// and keeps the first `limit`.
+    pub fn best_first(hits: &mut Vec<SearchHit>, limit: usize) {
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.entry.created_at.cmp(&a.entry.created_at))
+                .then_with(|| a.entry.id.cmp(&b.entry.id))
+        });
+        hits.truncate(limit);
+    }
+
     /// The entry's JSON ([`MemoryEntry::to_json`]) with its `score`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = self.entry.to_json();
