@@ -148,6 +148,45 @@ fn tenants_share_the_database_but_not_their_rows() {
     assert!(a.session(&session.id).expect("lookup").is_some());
 }
 
+/// A search confined to a session weighs its words by how many of that session's entries hold
+/// them, as the in-memory store does: "deploy", common in another session, is as rare as
+/// "zebra" in this one, so the entry saying it twice ranks first there, and last over all.
+#[test]
+fn a_search_counts_its_words_among_the_entries_it_admits() {
+    let Some(tenants) = Tenants::new("scoped-idf") else {
+        return;
+    };
+    let entry = |id: &str, content: &str, session: &str| {
+        let mut e = NewEntry::working(content, "ops");
+        e.id = Some(id.into());
+        e.session_id = Some(session.into());
+        e
+    };
+    let mut entries = vec![
+        entry("a-zebra", "zebra report", "a"),
+        entry("a-deploy", "deploy deploy report", "a"),
+    ];
+    entries
+        .extend((0..20).map(|i| entry(&format!("b{i}"), &format!("deploy of service {i}"), "b")));
+    let in_memory = engram::InMemoryStore::new();
+    let postgres = tenants.fresh();
+    let stores: [(&str, &dyn MemoryStore); 2] =
+        [("in-memory", &in_memory), ("postgres", &postgres)];
+    for (name, store) in stores {
+        store.insert(&entries).expect("insert");
+        let first = |session: Option<&str>| {
+            let query = SearchQuery {
+                session_id: session.map(str::to_owned),
+                ..SearchQuery::new("zebra deploy", 3)
+            };
+            let hits = store.search(&query).expect("search");
+            hits[0].entry.id.clone()
+        };
+        assert_eq!(first(Some("a")), "a-deploy", "{name}: within session a");
+        assert_eq!(first(None), "a-zebra", "{name}: over every session");
+    }
+}
+
 #[test]
 fn vectors_are_per_tenant_and_older_schemas_are_brought_up_to_date() {
     use engram::embed::{VectorStore, text_hash};

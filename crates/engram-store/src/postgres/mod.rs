@@ -17,8 +17,9 @@
 //!
 //! Search uses PostgreSQL's full-text search (the `engram_english` configuration, a GIN index)
 //! to find the entries with any of the query's words, and ranks them by BM25 as the other
-//! backends do: the words' document frequencies counted over the tenant's entries, each word's
-//! count in an entry read from the entry's positions.
+//! backends do: the words' document frequencies counted over the entries the search admits (its
+//! tiers, session, source and times, as the in-memory store counts them), each word's count in
+//! an entry read from the entry's positions.
 //!
 //! [`SessionStore`]: engram::session::SessionStore
 
@@ -588,6 +589,14 @@ impl PostgresStore {
     }
 }
 
+/// What a memory search admits besides its words: the tenant (`$1`), the tiers (`$3`), and the
+/// session, source and times (`$4` to `$7`) when given.
+const SEARCH_FILTERS: &str = "tenant = $1 AND tier = ANY($3)
+    AND ($4::text IS NULL OR session_id = $4)
+    AND ($5::text IS NULL OR source = $5)
+    AND ($6::int8 IS NULL OR created_at >= $6)
+    AND ($7::int8 IS NULL OR created_at < $7)";
+
 /// The query's words: letters and digits only, so nothing in the text is query syntax, and no
 /// stop word ([`engram::words::is_stopword`]): the index keeps every word, so the query decides
 /// which count, by recall's list. At most 64, each once.
@@ -682,25 +691,43 @@ impl MemoryStore for PostgresStore {
             return Ok(Vec::new());
         }
         let mut client = self.pool.get()?;
+        let tiers: Vec<&str> = query.tiers().iter().map(|t| t.as_str()).collect();
         // BM25's inverse document frequencies: each query word's stem as the index holds it,
-        // how many of the tenant's entries hold it (the GIN index counts), and how many entries
-        // the tenant has, counted over the whole tenant as SQLite's index counts over the store.
+        // how many of the entries the filters admit hold it, and how many they admit (counted
+        // only when a word is held), as the in-memory store counts them. A search confined to
+        // a session counts within it.
         let stats = client
             .query(
-                "SELECT l,
-                        (SELECT count(*) FROM engram_memory
-                         WHERE tenant = $1 AND tsv @@ quote_literal(l)::tsquery),
-                        (SELECT count(*) FROM engram_memory WHERE tenant = $1)
-                 FROM unnest(tsvector_to_array(to_tsvector('engram_english'::regconfig, $2))) AS l",
-                &[&self.tenant, &words.join(" ")],
+                &format!(
+                    "WITH counted AS (
+                         SELECT l, (SELECT count(*) FROM engram_memory
+                                    WHERE {SEARCH_FILTERS}
+                                      AND tsv @@ quote_literal(l)::tsquery) AS df
+                         FROM unnest(tsvector_to_array(
+                             to_tsvector('engram_english'::regconfig, $2))) AS l)
+                     SELECT l, df,
+                            CASE WHEN (SELECT max(df) FROM counted) > 0 THEN
+                                (SELECT count(*) FROM engram_memory WHERE {SEARCH_FILTERS})
+                            END
+                     FROM counted"
+                ),
+                &[
+                    &self.tenant,
+                    &words.join(" "),
+                    &tiers,
+                    &query.session_id,
+                    &query.source,
+                    &query.since,
+                    &query.until,
+                ],
             )
             .map_err(pg)?;
         let (mut stems, mut dfs, mut idfs) = (Vec::new(), Vec::new(), Vec::new());
         let mut n = 0.0;
         for row in &stats {
             let df = row.get::<_, i64>(1) as f64;
-            n = row.get::<_, i64>(2) as f64;
             if df > 0.0 {
+                n = row.get::<_, Option<i64>>(2).unwrap_or_default() as f64;
                 stems.push(row.get::<_, String>(0));
                 dfs.push(df);
                 idfs.push(bm25_idf(n, df));
@@ -709,7 +736,6 @@ impl MemoryStore for PostgresStore {
         if stems.is_empty() {
             return Ok(Vec::new());
         }
-        let tiers: Vec<&str> = query.tiers().iter().map(|t| t.as_str()).collect();
         let limit = query.clamped_limit();
         // The matching entries are first ranked as if each held each of its words once (cheap:
         // no entry's words are listed), and the best of them are scored by BM25
@@ -724,12 +750,8 @@ impl MemoryStore for PostgresStore {
                          FROM unnest($8::text[], $9::float8[]) AS t(l, w)),
                      hits AS MATERIALIZED (
                          SELECT {COLUMNS}, tsv, length(tsv)::float8 AS len FROM engram_memory
-                         WHERE tenant = $1 AND tsv @@ to_tsquery('engram_english'::regconfig, $2)
-                           AND tier = ANY($3)
-                           AND ($4::text IS NULL OR session_id = $4)
-                           AND ($5::text IS NULL OR source = $5)
-                           AND ($6::int8 IS NULL OR created_at >= $6)
-                           AND ($7::int8 IS NULL OR created_at < $7)),
+                         WHERE {SEARCH_FILTERS}
+                           AND tsv @@ to_tsquery('engram_english'::regconfig, $2)),
                      averaged AS (SELECT *, avg(len) OVER () AS avg_len FROM hits)
                      SELECT {COLUMNS}, len, avg_len,
                             ARRAY(SELECT u.lexeme FROM unnest(tsv) AS u
