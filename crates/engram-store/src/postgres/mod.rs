@@ -740,28 +740,38 @@ impl MemoryStore for PostgresStore {
         // The matching entries are first ranked as if each held each of its words once (cheap:
         // no entry's words are listed), and the best of them are scored by BM25
         // ([`bm25_weight`]) from each word's count, read from the entry's positions. An entry's
-        // length is weighed against the average of the entries that match.
+        // length is weighed against the average of the entries that match. The first ranking
+        // is one sum of a term per word, whose stem and weight PostgreSQL folds into constants
+        // when it plans, so ranking a match costs a few index tests and nothing is held aside
+        // but the best rows.
         let firsts = (limit as i64 * 10).max(100);
+        let held_weights = (1..=stems.len())
+            .map(|i| {
+                format!(
+                    "CASE WHEN tsv @@ quote_literal(($8::text[])[{i}])::tsquery \
+                     THEN ($9::float8[])[{i}] ELSE 0 END"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" + ");
         let rows = client
             .query(
                 &format!(
-                    "WITH terms AS MATERIALIZED (
-                         SELECT l, w, quote_literal(l)::tsquery AS q
-                         FROM unnest($8::text[], $9::float8[]) AS t(l, w)),
-                     hits AS MATERIALIZED (
-                         SELECT {COLUMNS}, tsv, length(tsv)::float8 AS len FROM engram_memory
+                    "WITH averaged AS (
+                         SELECT avg(length(tsv))::float8 AS avg_len FROM engram_memory
                          WHERE {SEARCH_FILTERS}
-                           AND tsv @@ to_tsquery('engram_english'::regconfig, $2)),
-                     averaged AS (SELECT *, avg(len) OVER () AS avg_len FROM hits)
-                     SELECT {COLUMNS}, len, avg_len,
+                           AND tsv @@ to_tsquery('engram_english'::regconfig, $2))
+                     SELECT {COLUMNS}, length(tsv)::float8, avg_len,
                             ARRAY(SELECT u.lexeme FROM unnest(tsv) AS u
                                   WHERE u.lexeme = ANY($8) ORDER BY u.lexeme),
                             ARRAY(SELECT greatest(cardinality(u.positions), 1)::float8
                                   FROM unnest(tsv) AS u
                                   WHERE u.lexeme = ANY($8) ORDER BY u.lexeme)
-                     FROM averaged
-                     ORDER BY (SELECT sum(w) FROM terms WHERE tsv @@ q)
-                              / (1 + {K1} * (1 - {B} + {B} * len / avg_len)) DESC,
+                     FROM engram_memory, averaged
+                     WHERE {SEARCH_FILTERS}
+                       AND tsv @@ to_tsquery('engram_english'::regconfig, $2)
+                     ORDER BY ({held_weights})
+                              / (1 + {K1} * (1 - {B} + {B} * length(tsv)::float8 / avg_len)) DESC,
                               created_at DESC, id
                      LIMIT $10",
                     K1 = BM25_K1,
