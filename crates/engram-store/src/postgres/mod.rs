@@ -743,7 +743,8 @@ impl MemoryStore for PostgresStore {
         // length is weighed against the average of the entries that match. The first ranking
         // is one sum of a term per word, whose stem and weight PostgreSQL folds into constants
         // when it plans, so ranking a match costs a few index tests and nothing is held aside
-        // but the best rows.
+        // but the best rows. The average is computed once (materialized: inlined, a planner
+        // short of statistics may compute it again for every match).
         let firsts = (limit as i64 * 10).max(100);
         let held_weights = (1..=stems.len())
             .map(|i| {
@@ -757,7 +758,7 @@ impl MemoryStore for PostgresStore {
         let rows = client
             .query(
                 &format!(
-                    "WITH averaged AS (
+                    "WITH averaged AS MATERIALIZED (
                          SELECT avg(length(tsv))::float8 AS avg_len FROM engram_memory
                          WHERE {SEARCH_FILTERS}
                            AND tsv @@ to_tsquery('engram_english'::regconfig, $2))
