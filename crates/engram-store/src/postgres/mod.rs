@@ -695,7 +695,8 @@ impl MemoryStore for PostgresStore {
         // BM25's inverse document frequencies: each query word's stem as the index holds it,
         // how many of the entries the filters admit hold it, and how many they admit (counted
         // only when a word is held), as the in-memory store counts them. A search confined to
-        // a session counts within it.
+        // a session counts within it. (SQLite's index counts over all its entries: its counts
+        // are stored, where these would read every entry of the tenant.)
         let stats = client
             .query(
                 &format!(
@@ -742,8 +743,8 @@ impl MemoryStore for PostgresStore {
         // ([`bm25_weight`]) from each word's count, read from the entry's positions. An entry's
         // length is weighed against the average of the entries that match. The first ranking
         // is one sum of a term per word, whose stem and weight PostgreSQL folds into constants
-        // when it plans, so ranking a match costs a few index tests and nothing is held aside
-        // but the best rows. The average is computed once (materialized: inlined, a planner
+        // when it plans, so ranking a match costs one test of its words per query word and
+        // nothing is held aside but the best rows. The average is computed once (materialized: inlined, a planner
         // short of statistics may compute it again for every match).
         let firsts = (limit as i64 * 10).max(100);
         let held_weights = (1..=stems.len())
