@@ -129,11 +129,13 @@ fn hint(err: &anyhow::Error) -> String {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if matches!(
-            cause.downcast_ref::<engram::compact::CompactError>(),
-            Some(engram::compact::CompactError::CannotFit { .. })
-        ) {
-            return 3;
+        if let Some(e) = cause.downcast_ref::<engram::compact::CompactError>() {
+            // What must be kept does not fit (3); an empty conversation is bad input (2), as a
+            // session's is.
+            return match e {
+                engram::compact::CompactError::CannotFit { .. } => 3,
+                _ => 2,
+            };
         }
         if cause.is::<UserError>() || cause.is::<engram::InputError>() {
             return 2;

@@ -269,6 +269,20 @@ fn bad_arguments_exit_2() {
 }
 
 #[test]
+fn compacting_a_conversation_without_messages_is_bad_input() {
+    for input in [&b"[]"[..], b"{\"messages\": []}"] {
+        let out = engram(&["compact", "--budget", "100", "-"], Some(input));
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("no messages to compact"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
 fn a_user_models_file_overrides_the_registry() {
     let dir = temp_dir("models");
     let path = dir.join("models.toml");
