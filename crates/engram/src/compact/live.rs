@@ -7,6 +7,8 @@
 //! view under the threshold (a newest message that alone is near the window, say); manual
 //! compaction with a focus still works.
 
+use std::borrow::Cow;
+
 pub use super::policy::TriggerPolicy;
 use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact, policy};
 use crate::count::TokenCounter;
@@ -151,14 +153,30 @@ impl LiveContext {
         Ok(out.report)
     }
 
-    /// The view to send.
-    pub fn view(&self) -> &[ViewMessage] {
-        &self.view
+    /// The view to send: what was pushed since the last compaction after its output, made well
+    /// formed where a tool result has no call before it or a call no result
+    /// ([`super::repair_view`], as compaction repairs its input; the log keeps what was pushed).
+    pub fn view(&self) -> Cow<'_, [ViewMessage]> {
+        let (_, repairs) = super::units::repair(&self.view);
+        if repairs.orphan_results.is_empty() && repairs.unanswered_calls.is_empty() {
+            Cow::Borrowed(&self.view)
+        } else {
+            Cow::Owned(super::repair_view(self.view.clone()).0)
+        }
     }
 
-    /// The view's tokens, exact.
+    /// The tokens of [`LiveContext::view`], exact.
     pub fn tokens(&self) -> usize {
-        self.view_tokens
+        match self.view() {
+            Cow::Borrowed(_) => self.view_tokens,
+            Cow::Owned(view) => {
+                self.counter.accounting().per_conversation
+                    + view
+                        .iter()
+                        .map(|v| self.counter.count_message(&v.message).total())
+                        .sum::<usize>()
+            }
+        }
     }
 
     /// Every message appended, in order (compaction never removes any).
@@ -202,6 +220,42 @@ mod tests {
         assert_eq!(live.log().len(), 201);
         let recount: usize = live
             .view()
+            .iter()
+            .map(|v| live.counter.count_message(&v.message).total())
+            .sum::<usize>()
+            + 3;
+        assert_eq!(recount, live.tokens());
+    }
+
+    #[test]
+    fn the_view_sent_is_well_formed_whatever_was_pushed() {
+        use crate::message::{Role, ToolCall};
+        let mut live = LiveContext::new(counter(), 10_000);
+        live.push(Message::user("Fix the build.")).expect("push");
+        live.push(Message::tool("lost", "exit 0")).expect("push");
+        live.push(Message::assistant_tool_calls(vec![ToolCall::function(
+            "c1", "shell", "{}",
+        )]))
+        .expect("push");
+        // The newest call stays open: its result is about to be pushed.
+        assert_eq!(live.view().len(), 3);
+        assert!(matches!(live.view(), Cow::Owned(_)));
+        live.push(Message::user("Go on.")).expect("push");
+        let view = live.view();
+        let roles: Vec<Role> = view.iter().map(|v| v.message.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User
+            ]
+        );
+        assert_eq!(view[3].kind, Kind::Status);
+        assert_eq!(live.log().len(), 4);
+        let recount: usize = view
             .iter()
             .map(|v| live.counter.count_message(&v.message).total())
             .sum::<usize>()

@@ -65,6 +65,42 @@ pub struct ViewMessage {
     pub source_ids: Vec<String>,
 }
 
+impl AsRef<Message> for ViewMessage {
+    fn as_ref(&self) -> &Message {
+        &self.message
+    }
+}
+
+/// A view made well formed as compaction makes its input ([`units::repair`]): a tool result
+/// whose call is not before it becomes a user message quoting it (with the same provenance),
+/// and a call no result answers gets one saying so (a [`Kind::Status`] note), but for the
+/// newest message's calls, which the caller is about to answer. Returns the view and how many
+/// repairs were made; a well-formed view comes back as it was.
+pub fn repair_view(view: Vec<ViewMessage>) -> (Vec<ViewMessage>, usize) {
+    let (repaired, repairs) = units::repair(&view);
+    let count = repairs.orphan_results.len() + repairs.unanswered_calls.len();
+    if count == 0 {
+        return (view, 0);
+    }
+    let messages = repaired
+        .into_iter()
+        .map(|(message, index)| match (message, index) {
+            (units::RepairedMessage::Input(_), Some(i)) => view[i].clone(),
+            (units::RepairedMessage::Made(m), Some(i)) => ViewMessage {
+                message: *m,
+                kind: view[i].kind,
+                source_ids: view[i].source_ids.clone(),
+            },
+            (message, _) => ViewMessage {
+                message: message.into_owned(),
+                kind: Kind::Status,
+                source_ids: Vec::new(),
+            },
+        })
+        .collect();
+    (messages, count)
+}
+
 /// Finds the input message a source id names: the inverse of how compaction names them (a
 /// message's `id`, else its index in the input as a string).
 pub struct SourceIndex<'a, M> {

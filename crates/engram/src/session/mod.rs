@@ -628,19 +628,31 @@ impl<'s> Session<'s> {
     ) -> Result<Compacted, SessionError> {
         if budget.is_none() && query.is_none() {
             let view = self.view()?;
+            let messages_before = view.messages.len();
+            // The log keeps what it was given, a tool result whose call it never got or a call
+            // it got no result for among them; what is sent is repaired, as compaction repairs
+            // its input, and the repairs counted again for the tokens.
+            let (messages, repaired) = crate::compact::repair_view(view.messages);
+            let tokens_after = if repaired == 0 {
+                view.tokens
+            } else {
+                self.counter.accounting().per_conversation
+                    + messages
+                        .iter()
+                        .map(|v| self.counter.count_message(&v.message).total())
+                        .sum::<usize>()
+            };
             let report = CompactReport {
                 strategy: "view",
                 budget: self.info.window,
                 tokens_before: view.tokens,
-                tokens_after: view.tokens,
-                messages_before: view.messages.len(),
-                messages_after: view.messages.len(),
+                tokens_after,
+                messages_before,
+                messages_after: messages.len(),
+                repaired,
                 ..CompactReport::default()
             };
-            return Ok(Compacted {
-                messages: view.messages,
-                report,
-            });
+            return Ok(Compacted { messages, report });
         }
         let log = self.log()?;
         if log.is_empty() {
@@ -1439,6 +1451,91 @@ mod tests {
             metadata: serde_json::Value::Null,
             created_at: 1_000,
         }
+    }
+
+    #[test]
+    fn the_context_sent_repairs_what_the_log_was_given() {
+        use crate::Message;
+        use crate::compact::Kind;
+        use crate::compact::units::NO_RESULT;
+        use crate::message::{Role, ToolCall};
+        let store = InMemoryStore::new();
+        let mut session = super::Session::create(&store, &chars4_session()).expect("creates");
+        let call =
+            |id: &str| Message::assistant_tool_calls(vec![ToolCall::function(id, "shell", "{}")]);
+        let appended = vec![
+            Message::user("Fix the build."),
+            // A result whose call the log never got.
+            Message::tool("lost", "exit 0"),
+            // A call that no result answers before the next user turn.
+            call("c1"),
+            Message::user("Go on."),
+            // The newest call: the agent is about to answer it.
+            call("c2"),
+        ];
+        session.append(appended.clone()).expect("appends");
+
+        let context = session.context(None, None).expect("context");
+        let roles: Vec<Role> = context.messages.iter().map(|v| v.message.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User,
+                Role::Assistant
+            ]
+        );
+        let logged = session.log().expect("log");
+        let orphan = &context.messages[1];
+        assert!(orphan.message.text().contains("lost"), "{orphan:?}");
+        assert!(orphan.message.text().contains("exit 0"), "{orphan:?}");
+        assert_eq!(orphan.source_ids, [logged[1].id.clone()]);
+        let note = &context.messages[3];
+        assert_eq!(note.kind, Kind::Status);
+        assert_eq!(note.message.tool_call_id(), Some("c1"));
+        assert_eq!(note.message.text(), NO_RESULT);
+        assert_eq!(context.report.repaired, 2);
+        let counter = &session.counter;
+        let exact = counter.accounting().per_conversation
+            + context
+                .messages
+                .iter()
+                .map(|v| counter.count_message(&v.message).total())
+                .sum::<usize>();
+        assert_eq!(context.report.tokens_after, exact);
+        assert!(context.report.tokens_after > context.report.tokens_before);
+
+        // The log and the stored view keep what they were given (the log names each message).
+        let log: Vec<Message> = logged
+            .into_iter()
+            .map(|m| {
+                let mut message = m.message;
+                message.id = None;
+                message
+            })
+            .collect();
+        assert_eq!(log, appended);
+        assert_eq!(session.view().expect("view").messages.len(), appended.len());
+
+        // A well-formed view is sent as it is.
+        let mut new = chars4_session();
+        new.id = Some("t".into());
+        let mut well_formed = super::Session::create(&store, &new).expect("creates");
+        well_formed
+            .append(vec![
+                Message::user("Fix the build."),
+                call("c3"),
+                Message::tool("c3", "ok"),
+            ])
+            .expect("appends");
+        let view = well_formed.view().expect("view");
+        let context = well_formed.context(None, None).expect("context");
+        assert_eq!(context.report.repaired, 0);
+        assert_eq!(context.messages, view.messages);
+        assert_eq!(context.report.tokens_after, view.tokens);
     }
 
     #[test]
