@@ -993,7 +993,11 @@ impl TextIndex {
                     top.extend(part);
                 }
                 if queries.len() > 1 {
+                    // Only the best `fetch` of the merged hits are surely the best of the store
+                    // (a field's next hit may outscore the other field's last); what is cut
+                    // here is hits the search has, so too few wanted ones fetch more.
                     top.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    more |= top.len() > fetch;
                     top.truncate(fetch);
                 }
                 let mut columns: Vec<Option<Columns>> = (0..searcher.segment_readers().len())
