@@ -157,11 +157,9 @@ impl LiveContext {
     /// formed where a tool result has no call before it or a call no result
     /// ([`super::repair_view`], as compaction repairs its input; the log keeps what was pushed).
     pub fn view(&self) -> Cow<'_, [ViewMessage]> {
-        let (_, repairs) = super::units::repair(&self.view);
-        if repairs.orphan_results.is_empty() && repairs.unanswered_calls.is_empty() {
-            Cow::Borrowed(&self.view)
-        } else {
-            Cow::Owned(super::repair_view(self.view.clone()).0)
+        match super::repair_view(&self.view) {
+            Some((view, _)) => Cow::Owned(view),
+            None => Cow::Borrowed(&self.view),
         }
     }
 

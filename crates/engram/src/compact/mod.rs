@@ -74,13 +74,13 @@ impl AsRef<Message> for ViewMessage {
 /// A view made well formed as compaction makes its input ([`units::repair`]): a tool result
 /// whose call is not before it becomes a user message quoting it (with the same provenance),
 /// and a call no result answers gets one saying so (a [`Kind::Status`] note), but for the
-/// newest message's calls, which the caller is about to answer. Returns the view and how many
-/// repairs were made; a well-formed view comes back as it was.
-pub fn repair_view(view: Vec<ViewMessage>) -> (Vec<ViewMessage>, usize) {
-    let (repaired, repairs) = units::repair(&view);
+/// newest message's calls, which the caller is about to answer. Returns the repaired view and
+/// how many repairs were made, or `None` when the view is well formed as it is.
+pub fn repair_view(view: &[ViewMessage]) -> Option<(Vec<ViewMessage>, usize)> {
+    let (repaired, repairs) = units::repair(view);
     let count = repairs.orphan_results.len() + repairs.unanswered_calls.len();
     if count == 0 {
-        return (view, 0);
+        return None;
     }
     let messages = repaired
         .into_iter()
@@ -98,7 +98,7 @@ pub fn repair_view(view: Vec<ViewMessage>) -> (Vec<ViewMessage>, usize) {
             },
         })
         .collect();
-    (messages, count)
+    Some((messages, count))
 }
 
 /// Finds the input message a source id names: the inverse of how compaction names them (a

@@ -632,16 +632,18 @@ impl<'s> Session<'s> {
             // The log keeps what it was given, a tool result whose call it never got or a call
             // it got no result for among them; what is sent is repaired, as compaction repairs
             // its input, and the repairs counted again for the tokens.
-            let (messages, repaired) = crate::compact::repair_view(view.messages);
-            let tokens_after = if repaired == 0 {
-                view.tokens
-            } else {
-                self.counter.accounting().per_conversation
-                    + messages
-                        .iter()
-                        .map(|v| self.counter.count_message(&v.message).total())
-                        .sum::<usize>()
-            };
+            let (messages, repaired, tokens_after) =
+                match crate::compact::repair_view(&view.messages) {
+                    None => (view.messages, 0, view.tokens),
+                    Some((messages, repaired)) => {
+                        let tokens = self.counter.accounting().per_conversation
+                            + messages
+                                .iter()
+                                .map(|v| self.counter.count_message(&v.message).total())
+                                .sum::<usize>();
+                        (messages, repaired, tokens)
+                    }
+                };
             let report = CompactReport {
                 strategy: "view",
                 budget: self.info.window,
