@@ -143,6 +143,22 @@ fn count_json_contract() {
     assert_eq!(report["exact"], true);
 }
 
+/// The text table's columns line up: every row's token count ends where the header's does.
+#[test]
+fn count_prints_a_table_whose_columns_line_up() {
+    let out = engram(&["count", &example()], None);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header = lines.next().expect("a header");
+    assert!(header.ends_with("tokens"), "{header}");
+    let rows: Vec<&str> = lines.take_while(|l| !l.is_empty()).collect();
+    assert_eq!(rows.len(), 16, "{text}");
+    for row in rows {
+        assert_eq!(row.chars().count(), header.chars().count(), "{text}");
+    }
+}
+
 #[test]
 fn count_matches_the_harness_formula_on_cl100k() {
     // 3 + per message (4 + content + name+arguments); no `name` fields here.

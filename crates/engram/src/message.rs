@@ -72,7 +72,7 @@ fn shrunk(map: Map<String, Value>) -> Map<String, Value> {
 
 impl std::fmt::Display for Role {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
