@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header, request::Parts};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -116,6 +116,22 @@ impl From<RequestError> for ApiError {
         } else {
             ApiError::field(&e.field, e.message)
         }
+    }
+}
+
+/// A query string read into `T`. A parameter of the wrong type is a 400 whose `field` names
+/// it, in the words a body's field gets (axum's `Query` answers in plain text).
+pub(crate) struct Params<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de)
+            .map(Params)
+            .map_err(|e| engram::request::field_error(e).into())
     }
 }
 
@@ -369,9 +385,8 @@ async fn create_session(
 async fn list_sessions(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
-    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    Params(params): Params<HashMap<String, String>>,
 ) -> ApiResult {
-    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     // With `usage=true`, each session's view tokens too (one count per session).
     let usage = params.get("usage").is_some_and(|v| v == "true" || v == "1");
     with_store(&app, &tenant, move |app, store| {
@@ -394,9 +409,8 @@ async fn show_session(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
     Path(id): Path<String>,
-    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    Params(params): Params<HashMap<String, String>>,
 ) -> ApiResult {
-    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     // `summaries=false` leaves out the summaries' texts and lineage (the bulk of a long session).
     let summaries = params
         .get("summaries")
@@ -493,9 +507,8 @@ async fn messages(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
     Path(id): Path<String>,
-    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
+    Params(page): Params<Page>,
 ) -> ApiResult {
-    let Query(page) = page.map_err(|e| ApiError::bad(e.body_text()))?;
     let limit = page.limit.unwrap_or(100).clamp(1, 1000);
     with_store(&app, &tenant, move |_, store| {
         if store.store.session(&id)?.is_none() {
@@ -539,9 +552,8 @@ async fn context_query(
     State(app): State<Arc<App>>,
     tenant: axum::Extension<Tenant>,
     path: Path<String>,
-    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    Params(params): Params<HashMap<String, String>>,
 ) -> ApiResult {
-    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     let mut b = serde_json::Map::new();
     for (key, value) in params {
         let value = match key.as_str() {
@@ -683,10 +695,7 @@ async fn tool_call(
 }
 
 /// `GET /v1/tools?format=openai|anthropic`: the agent's tools as definitions for a model.
-async fn tool_schemas(
-    params: Result<Query<HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult {
-    let Query(params) = params.map_err(|e| ApiError::bad(e.body_text()))?;
+async fn tool_schemas(Params(params): Params<HashMap<String, String>>) -> ApiResult {
     let format = params.get("format").map_or("openai", String::as_str);
     let format =
         engram::tools::SchemaFormat::from_name(format).map_err(|e| ApiError::field("format", e))?;
@@ -790,9 +799,8 @@ async fn add_memory(
 async fn search(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
-    params: Result<Query<SearchRequest>, axum::extract::rejection::QueryRejection>,
+    Params(request): Params<SearchRequest>,
 ) -> ApiResult {
-    let Query(request) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     let query = request.into_query("q")?;
     with_store(&app, &tenant, move |app, store| {
         let hits = match app.config.embedder() {
@@ -860,9 +868,8 @@ struct LogParams {
 async fn log(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
-    params: Result<Query<LogParams>, axum::extract::rejection::QueryRejection>,
+    Params(p): Params<LogParams>,
 ) -> ApiResult {
-    let Query(p) = params.map_err(|e| ApiError::bad(e.body_text()))?;
     let limit = p
         .limit
         .unwrap_or(engram::memory::DEFAULT_LOG_LIMIT)

@@ -1212,6 +1212,21 @@ async fn a_context_can_recall_long_term_memory() {
         (s, &e["error"]["field"]),
         (StatusCode::BAD_REQUEST, &json!("limit"))
     );
+    // A query-string parameter of the wrong type is named as a body's field is, in JSON.
+    for (uri, field) in [
+        ("/v1/memory/search?q=x&limit=abc", "limit"),
+        ("/v1/memory/log?limit=-1", "limit"),
+        ("/v1/sessions/s/messages?after=first", "after"),
+    ] {
+        let (s, e) = call(&app, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+        assert_eq!(e["error"]["field"], field, "{uri}: {e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("`{field}`: expected a whole number")),
+            "{uri}: {e}"
+        );
+    }
 }
 
 /// The agent's tools over REST: the definitions, a search that finds a message, a read that

@@ -58,10 +58,18 @@ pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, RequestError> {
     } else {
         value
     };
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        RequestError::new(field, plain_types(&e.into_inner().to_string()))
-    })
+    serde_path_to_error::deserialize(value).map_err(field_error)
+}
+
+/// The error of a deserializer wrapped by `serde_path_to_error` (a JSON body, a query string),
+/// naming the field it was reading in the words every surface uses.
+pub fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> RequestError {
+    let field = match e.path().to_string() {
+        // The top level ("." to serde_path_to_error) is no field.
+        p if p == "." => String::new(),
+        p => p,
+    };
+    RequestError::new(field, plain_types(&e.into_inner().to_string()))
 }
 
 /// serde's "expected usize" in words a user reads.
@@ -71,6 +79,7 @@ fn plain_types(message: &str) -> String {
         .replace("expected u32", "expected a whole number")
         .replace("expected f64", "expected a number")
         .replace("expected a boolean", "expected true or false")
+        .replace("invalid digit found in string", "expected a whole number")
 }
 
 fn kind(value: &Value) -> &'static str {
