@@ -16,7 +16,7 @@ use engram::compact::summarize::{
     DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
 };
 use engram::config::Config;
-use engram::memory::{ConsolidationRecord, Forget, MemoryStore, NewEntry, SearchHit, now};
+use engram::memory::{ConsolidationRecord, MemoryStore, NewEntry, SearchHit, now};
 use engram::request::{
     CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
     SessionCompactRequest, SleepRequest, compaction_document, context_document, from_json,
@@ -1014,14 +1014,13 @@ impl Store {
         session_id: Option<String>,
         source: Option<String>,
     ) -> Res<String> {
-        let what = Forget {
+        let what = engram::request::ForgetRequest {
             id,
             session_id,
             source,
-        };
-        if what.is_empty() {
-            return Err(err("say what to forget: id, session_id or source"));
         }
+        .into_forget()
+        .map_err(|e| err(e.message))?;
         let f = self.store.forget(&what).map_err(err)?;
         to_json(&json!({"entries": f.entries, "summaries_updated": f.summaries_updated}))
     }

@@ -385,15 +385,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 let forgotten = store.forget(&what)?;
                 if forgotten.entries == 0 {
                     // Nothing matched: most often a mistyped id; say so, and fail.
-                    let what = match (id, session, source) {
-                        (Some(id), _, _) => format!("no memory entry with id {id:?}"),
-                        (_, Some(s), _) => format!("no memory entries of session {s:?}"),
-                        (_, _, Some(s)) => format!("no memory entries from source {s:?}"),
-                        _ => "no memory entries matched".to_owned(),
-                    };
-                    return Err(anyhow::Error::new(engram::memory::StoreError::NotFound(
-                        format!("{what}; nothing was forgotten"),
-                    )));
+                    return Err(anyhow::Error::new(what.matched_nothing()));
                 }
                 forgotten
             };

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactOptions, Compacted, Strategy};
 use crate::input::Conversation;
-use crate::memory::{SearchQuery, Tier};
+use crate::memory::{Forget, SearchQuery, Tier};
 use crate::registry::{ModelRegistry, ResolvedModel};
 use crate::session::{NewSession, Session, SessionError, new_session};
 use crate::sleep::SleepSettings;
@@ -513,6 +513,38 @@ impl SearchRequest {
             until: time("until", self.until)?,
             ..SearchQuery::new(text, limit)
         })
+    }
+}
+
+/// Forgetting memory entries (`POST /v1/memory/forget`, `Store.forget`): every entry that
+/// matches all the filters given, in every tier.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ForgetRequest {
+    /// One entry.
+    pub id: Option<String>,
+    /// Everything of a session.
+    pub session_id: Option<String>,
+    /// Everything from a source.
+    pub source: Option<String>,
+}
+
+impl ForgetRequest {
+    /// What to forget; at least one filter is required (blank ones are none), so that a
+    /// mistake cannot forget everything.
+    pub fn into_forget(self) -> Result<Forget, RequestError> {
+        let what = Forget {
+            id: text(self.id),
+            session_id: text(self.session_id),
+            source: text(self.source),
+        };
+        if what.is_empty() {
+            return Err(RequestError::new(
+                "",
+                "say what to forget: id, session_id or source",
+            ));
+        }
+        Ok(what)
     }
 }
 

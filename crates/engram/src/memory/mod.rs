@@ -423,6 +423,18 @@ impl Forget {
         self.id.is_none() && self.session_id.is_none() && self.source.is_none()
     }
 
+    /// The error for a forget that matched nothing (most often a mistyped id): every surface
+    /// that reports it as a failure says the same.
+    pub fn matched_nothing(&self) -> StoreError {
+        let what = match (&self.id, &self.session_id, &self.source) {
+            (Some(id), _, _) => format!("no memory entry with id {id:?}"),
+            (_, Some(s), _) => format!("no memory entries of session {s:?}"),
+            (_, _, Some(s)) => format!("no memory entries from source {s:?}"),
+            _ => "no memory entries matched".to_owned(),
+        };
+        StoreError::NotFound(format!("{what}; nothing was forgotten"))
+    }
+
     /// True when `entry` matches every filter given.
     pub fn matches(&self, entry: &MemoryEntry) -> bool {
         !self.is_empty()
