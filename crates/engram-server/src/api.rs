@@ -15,8 +15,8 @@ use engram::Message;
 use engram::compact::CompactOptions;
 use engram::memory::{NewEntry, SearchHit, StoreError, format_time, now};
 use engram::request::{
-    ContextRequest, NewSessionRequest, RequestError, SearchRequest, SessionCompactRequest,
-    SleepRequest, context_document, from_json,
+    ContextRequest, ForgetRequest, NewSessionRequest, RequestError, SearchRequest,
+    SessionCompactRequest, SleepRequest, context_document, from_json,
 };
 use engram::session::{Session, SessionError, Trigger};
 use engram::sleep::sleep_tick;
@@ -150,7 +150,10 @@ pub(crate) fn router(app: Arc<App>) -> Router {
     let limit = app.config.max_body_bytes;
     let v1 = Router::new()
         .route("/v1/sessions", post(create_session).get(list_sessions))
-        .route("/v1/sessions/{id}", get(show_session))
+        .route(
+            "/v1/sessions/{id}",
+            get(show_session).delete(delete_session),
+        )
         .route("/v1/sessions/{id}/messages", post(append).get(messages))
         .route(
             "/v1/sessions/{id}/context",
@@ -169,6 +172,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         )
         .route("/v1/memory", post(add_memory))
         .route("/v1/memory/search", get(search))
+        .route("/v1/memory/forget", post(forget))
         .route("/v1/memory/sleep", post(sleep))
         .route("/v1/memory/log", get(log))
         .route("/v1/memory/stats", get(memory_stats))
@@ -733,6 +737,39 @@ async fn restore(
     with_session_lock(&app, &tenant, &key, move |app, store| {
         let restored = open(app, store, &id)?.restore(&name)?;
         ok(serde_json::to_value(restored).map_err(ApiError::internal)?)
+    })
+    .await
+}
+
+/// `DELETE /v1/sessions/{id}`: the session with its log, compactions, summaries, checkpoints
+/// and memory entries; answers what was deleted.
+async fn delete_session(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let key = id.clone();
+    with_session_lock(&app, &tenant, &key, move |_, store| {
+        let deleted = store.store.delete_session(&id)?;
+        ok(json!({ "deleted": deleted }))
+    })
+    .await
+}
+
+/// `POST /v1/memory/forget`: deletes the entries matching every filter given (`id`,
+/// `session_id`, `source`; at least one), in every tier; 404 when none matches.
+async fn forget(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    bytes: Bytes,
+) -> ApiResult {
+    let what = from_json::<ForgetRequest>(body(&bytes)?)?.into_forget()?;
+    with_store(&app, &tenant, move |_, store| {
+        let forgotten = store.store.forget(&what)?;
+        if forgotten.entries == 0 {
+            return Err(what.matched_nothing().into());
+        }
+        ok(serde_json::to_value(forgotten).map_err(ApiError::internal)?)
     })
     .await
 }

@@ -593,6 +593,8 @@ async fn run_tenants_cannot_see_each_other_on_any_route(app: TestApp) {
             "/v1/sessions/acme-session/checkpoints/cp/restore",
             None,
         ),
+        ("DELETE", "/v1/sessions/acme-session", None),
+        ("POST", "/v1/memory/forget", Some(json!({"source": "acme"}))),
     ];
     for (method, uri, body) in session_routes {
         let (s, e) = call(&app, method, uri, Some(BETA), body).await;
@@ -1034,6 +1036,107 @@ async fn the_openapi_document_and_the_router_agree() {
             "{method} {uri}: the router has no such route"
         );
     }
+}
+
+#[tokio::test]
+async fn sessions_and_memory_entries_are_deleted_over_rest() {
+    run_sessions_and_memory_entries_are_deleted_over_rest(
+        app_on(Backend::Sqlite, "deleted", false)
+            .await
+            .expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_and_memory_entries_are_deleted_over_rest_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "deleted", false).await {
+        run_sessions_and_memory_entries_are_deleted_over_rest(app).await;
+    }
+}
+
+/// `DELETE /v1/sessions/{id}` takes the session with what it owns; `POST /v1/memory/forget`
+/// takes the entries matching its filters, and refuses to guess when it is given none.
+async fn run_sessions_and_memory_entries_are_deleted_over_rest(app: TestApp) {
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "d"}))).await;
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/sessions/d/messages",
+        None,
+        Some(json!([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    for entry in [
+        json!({"content": "the session's own note", "source": "chat", "session_id": "d"}),
+        json!({"content": "a lighthouse keeper's note", "source": "notes"}),
+        json!({"content": "a second lighthouse note", "source": "notes"}),
+        json!({"content": "kept: lighthouse history", "source": "books"}),
+    ] {
+        let (s, e) = call(&app, "POST", "/v1/memory", None, Some(entry)).await;
+        assert_eq!(s, StatusCode::CREATED, "{e}");
+    }
+
+    let (s, deleted) = call(&app, "DELETE", "/v1/sessions/d", None, None).await;
+    assert_eq!(s, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["deleted"]["messages"], 2, "{deleted}");
+    assert_eq!(deleted["deleted"]["memory_entries"], 1, "{deleted}");
+    for (method, uri) in [("GET", "/v1/sessions/d"), ("DELETE", "/v1/sessions/d")] {
+        let (s, e) = call(&app, method, uri, None, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{method} {uri}: {e}");
+    }
+
+    // No filter, or only blank ones: a 400 that says what to give, and nothing forgotten.
+    for body in [json!({}), json!({"source": " "})] {
+        let (s, e) = call(&app, "POST", "/v1/memory/forget", None, Some(body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("say what to forget"), "{e}");
+    }
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/memory/forget",
+        None,
+        Some(json!({"source": 7})),
+    )
+    .await;
+    assert_eq!(
+        (s, &e["error"]["field"]),
+        (StatusCode::BAD_REQUEST, &json!("source"))
+    );
+    async fn lighthouse(app: &axum::Router) -> usize {
+        let (_, hits) = call(app, "GET", "/v1/memory/search?q=lighthouse", None, None).await;
+        hits["results"].as_array().map_or(0, Vec::len)
+    }
+    assert_eq!(lighthouse(&app).await, 3);
+
+    let (s, forgotten) = call(
+        &app,
+        "POST",
+        "/v1/memory/forget",
+        None,
+        Some(json!({"source": "notes"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{forgotten}");
+    assert_eq!(forgotten["entries"], 2, "{forgotten}");
+    assert_eq!(lighthouse(&app).await, 1, "the books' entry is kept");
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/memory/forget",
+        None,
+        Some(json!({"id": "mem_nope"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    let message = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no memory entry with id \"mem_nope\""),
+        "{e}"
+    );
 }
 
 /// An append that no compaction can bring under the threshold is stored and answered 200 with
