@@ -201,6 +201,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
         // The proxy's routes (and the pass-through) take larger bodies; the REST routes above
         // keep their own limit (the innermost limit is the one that applies).
         .layer(DefaultBodyLimit::max(app.config.max_proxy_body_bytes))
@@ -218,6 +219,19 @@ async fn fallback(State(app): State<Arc<App>>, request: Request) -> Response {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "no such route (GET /openapi.json lists them)",
+    )
+    .into_response()
+}
+
+/// A route asked with a method it does not take: a JSON error like every other (axum keeps
+/// the `allow` header).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{method} is not allowed on {}; the allow header lists the methods that are (GET /openapi.json lists every route)",
+            uri.path()
+        ),
     )
     .into_response()
 }

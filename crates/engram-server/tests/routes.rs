@@ -451,6 +451,31 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
     );
     let (s, e) = call(&app, "GET", "/v1/sessions/nope/status", None, None).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
+    // A method the route does not take: a JSON error, and the methods it does take.
+    let response = app
+        .clone()
+        .oneshot(
+            Request::put("/v1/sessions")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("response");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let allow = response.headers().get(header::ALLOW).cloned();
+    assert_eq!(
+        allow.as_ref().and_then(|v| v.to_str().ok()),
+        Some("POST,GET,HEAD")
+    );
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("body");
+    let e: Value = serde_json::from_slice(&bytes).expect("a JSON error");
+    let message = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("PUT is not allowed on /v1/sessions"),
+        "{e}"
+    );
     // Invalid JSON says where.
     let response = app
         .clone()
