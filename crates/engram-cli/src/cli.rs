@@ -137,8 +137,9 @@ pub(crate) enum Command {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
-    /// Read back what `engram export` wrote (memory lines of an existing id are skipped; a
-    /// session that exists already is refused). A bad line stops the import before anything
+    /// Read back what `engram export` wrote. What is stored already is skipped (memory lines by
+    /// id, a session with the same messages), so an import can be run again; a session whose id
+    /// is stored with other messages is refused. A bad line stops the import before anything
     /// is stored.
     Import {
         /// The JSONL file (`-` for standard input).
