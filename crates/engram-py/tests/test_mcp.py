@@ -90,6 +90,11 @@ async def drive(args: list[str]) -> dict:
                 out["missing"] = (missing.content[0].text, missing.is_error)
                 unbound = await client.call_tool("context_status", {})
                 out["unbound"] = (unbound.content[0].text, unbound.is_error)
+                # Memory is the store's: its tools need no session.
+                free = await client.call_tool("memory_add", {"content": "the zyxwave note"})
+                out["free_add"] = (free.content[0].text, free.is_error)
+                free = await client.call_tool("memory_search", {"query": "zyxwave"})
+                out["free_search"] = (free.content[0].text, free.is_error)
     return out
 
 
@@ -127,6 +132,10 @@ def test_an_mcp_client_gets_back_what_compaction_took(tmp_path, bound):
         assert err and "sessions_list" in text, text
         text, err = out["unbound"]
         assert err and "`session` is required" in text, text
+        text, err = out["free_add"]
+        assert not err and json.loads(text)["session_id"] is None, text
+        text, err = out["free_search"]
+        assert not err and "the zyxwave note" in text, text
     # The reads wrote nothing: the one compaction is compact_history's.
     store = engram.Store(str(db))
     assert len(store.session("agent").show()["compactions"]) == 1

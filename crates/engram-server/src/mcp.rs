@@ -188,6 +188,19 @@ impl EngramMcp {
             (Some(bound), _) => bound.clone(),
             (None, Some(id)) => id.to_owned(),
             (None, None) => {
+                // Memory is the store's, not a session's: its tools run without one.
+                let embedder = self.models.embedder.as_deref();
+                if let Some(reply) = engram::session::history::run_memory_tool(
+                    store.as_ref(),
+                    embedder,
+                    None,
+                    name,
+                    &arguments,
+                ) {
+                    return reply
+                        .map(|r| (r.text, r.is_error))
+                        .map_err(|e| e.to_string());
+                }
                 return Ok((
                     format!(
                         "{name}: `session` is required: the session's id ({SESSIONS_LIST} lists them)"

@@ -167,7 +167,7 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: MEMORY_ADD,
-            description: "Saves one fact to long-term working memory (tied to this session), to be found later by memory_search and consolidated while the agent sleeps.",
+            description: "Saves one fact to long-term working memory (tied to the session, when there is one), to be found later by memory_search and consolidated while the agent sleeps.",
             parameters: json!({
                 "type": "object",
                 "properties": {

@@ -6,7 +6,8 @@
 //! fused with similarity of meaning when the session's options carry an embedder), an exact
 //! match of the whole query first, then what the view does not hold; [`Session::read_history`] returns originals verbatim by id or by range,
 //! within a token budget. [`Session::handle_tool_call`] runs any of the tools that
-//! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it.
+//! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it. The
+//! memory tools need no session: [`run_memory_tool`] runs them for a session or without one.
 
 use std::collections::{HashMap, HashSet};
 
@@ -693,8 +694,11 @@ impl Session<'_> {
                 Err(e) => Err(Failure::Arguments(e)),
             },
             tools::CONTEXT_STATUS => self.status_tool(args),
-            tools::MEMORY_SEARCH => self.memory_search_tool(args),
-            tools::MEMORY_ADD => self.memory_add_tool(args),
+            tools::MEMORY_SEARCH | tools::MEMORY_ADD => {
+                let embedder = self.options.embedder.as_deref();
+                return run_memory_tool(self.store, embedder, Some(&self.info.id), name, &args)
+                    .unwrap_or_else(|| Ok(ToolReply::error(tools::unknown_tool(name))));
+            }
             _ => Err(Failure::Arguments(tools::unknown_tool(name))),
         };
         match reply {
@@ -785,60 +789,103 @@ impl Session<'_> {
             "compactions": compactions,
         })))
     }
+}
 
-    fn memory_search_tool(&self, args: Value) -> Result<ToolReply, Failure> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            query: Option<String>,
-            limit: Option<usize>,
-            tier: Option<Names>,
-            #[allow(dead_code)]
-            session: Option<String>,
-        }
-        let a: Args = parse(args)?;
-        let query = SearchRequest {
-            text: a.query,
-            limit: Some(limit(a.limit, DEFAULT_SEARCH_LIMIT)?),
-            tiers: a.tier,
-            ..SearchRequest::default()
-        }
-        .into_query("query")
-        .map_err(|e| Failure::Arguments(request_error(&e)))?;
-        let hits = self.store.search(&query)?;
-        let results: Vec<Value> = hits.iter().map(|h| h.to_json()).collect();
-        Ok(ToolReply::data(&json!({ "results": results })))
+/// Runs `memory_search` or `memory_add` on `store`, which need no session: a front serving
+/// several sessions (MCP without `--session`) calls this when the call names none, and a
+/// session's own calls come here too. `memory_search` ranks as memory search does everywhere
+/// (fused with meaning when `embedder` is given); `memory_add`'s entry belongs to `session`,
+/// or to none. `None` for every other tool (they need a session). Bad arguments are tool
+/// errors; only a failing store is an `Err`.
+pub fn run_memory_tool(
+    store: &dyn crate::memory::MemoryStore,
+    embedder: Option<&dyn crate::embed::Embedder>,
+    session: Option<&str>,
+    name: &str,
+    arguments: &Value,
+) -> Option<Result<ToolReply, SessionError>> {
+    if name != tools::MEMORY_SEARCH && name != tools::MEMORY_ADD {
+        return None;
     }
+    let args = match tools::arguments_object(arguments) {
+        Ok(args) => args,
+        Err(e) => return Some(Ok(ToolReply::error(format!("{name}: {e}")))),
+    };
+    let reply = if name == tools::MEMORY_SEARCH {
+        memory_search_tool(store, embedder, args)
+    } else {
+        memory_add_tool(store, session, args)
+    };
+    Some(match reply {
+        Ok(reply) => Ok(reply),
+        Err(Failure::Arguments(e)) => Ok(ToolReply::error(format!("{name}: {e}"))),
+        Err(Failure::Store(e)) => Err(e),
+    })
+}
 
-    fn memory_add_tool(&self, args: Value) -> Result<ToolReply, Failure> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            content: Option<String>,
-            source: Option<String>,
-            #[allow(dead_code)]
-            session: Option<String>,
-        }
-        let a: Args = parse(args)?;
-        let content = a
-            .content
-            .filter(|c| !c.trim().is_empty())
-            .ok_or_else(|| args_error("`content` is required: the fact to save"))?;
-        let source = a.source.filter(|s| !s.trim().is_empty());
-        let id = crate::store::new_id("mem");
-        let entry = NewEntry {
-            id: Some(id.clone()),
-            session_id: Some(self.info.id.clone()),
-            ..NewEntry::working(
-                crate::redact::redact(&content).0,
-                source.unwrap_or_else(|| "agent".into()),
-            )
-        };
-        self.store.insert(&[entry])?;
-        Ok(ToolReply::data(
-            &json!({ "id": id, "tier": "working", "session_id": self.info.id }),
-        ))
+fn memory_search_tool(
+    store: &dyn crate::memory::MemoryStore,
+    embedder: Option<&dyn crate::embed::Embedder>,
+    args: Value,
+) -> Result<ToolReply, Failure> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        query: Option<String>,
+        limit: Option<usize>,
+        tier: Option<Names>,
+        #[allow(dead_code)]
+        session: Option<String>,
     }
+    let a: Args = parse(args)?;
+    let query = SearchRequest {
+        text: a.query,
+        limit: Some(limit(a.limit, DEFAULT_SEARCH_LIMIT)?),
+        tiers: a.tier,
+        ..SearchRequest::default()
+    }
+    .into_query("query")
+    .map_err(|e| Failure::Arguments(request_error(&e)))?;
+    let hits = match embedder {
+        Some(embedder) => crate::memory::hybrid::search_hybrid(store, &query, embedder)?,
+        None => store.search(&query)?,
+    };
+    let results: Vec<Value> = hits.iter().map(|h| h.to_json()).collect();
+    Ok(ToolReply::data(&json!({ "results": results })))
+}
+
+fn memory_add_tool(
+    store: &dyn crate::memory::MemoryStore,
+    session: Option<&str>,
+    args: Value,
+) -> Result<ToolReply, Failure> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        content: Option<String>,
+        source: Option<String>,
+        #[allow(dead_code)]
+        session: Option<String>,
+    }
+    let a: Args = parse(args)?;
+    let content = a
+        .content
+        .filter(|c| !c.trim().is_empty())
+        .ok_or_else(|| args_error("`content` is required: the fact to save"))?;
+    let source = a.source.filter(|s| !s.trim().is_empty());
+    let id = crate::store::new_id("mem");
+    let entry = NewEntry {
+        id: Some(id.clone()),
+        session_id: session.map(str::to_owned),
+        ..NewEntry::working(
+            crate::redact::redact(&content).0,
+            source.unwrap_or_else(|| "agent".into()),
+        )
+    };
+    store.insert(&[entry])?;
+    Ok(ToolReply::data(
+        &json!({ "id": id, "tier": "working", "session_id": session }),
+    ))
 }
 
 /// Why a tool call did not answer: its arguments (a tool error the model reads), or the store.

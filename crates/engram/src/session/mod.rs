@@ -1630,6 +1630,77 @@ mod tests {
         assert!(!hits[1].in_view, "then what the view lost: {hits:?}");
     }
 
+    /// `memory_search` ranks as memory search does everywhere (by meaning too when the session
+    /// has an embedder), and both memory tools run without a session, for a front serving several.
+    #[test]
+    fn the_memory_tools_search_by_meaning_and_need_no_session() {
+        use crate::embed::Topics;
+        use crate::session::history::run_memory_tool;
+        use crate::tools::{MEMORY_ADD, MEMORY_SEARCH, SEARCH_HISTORY};
+        use serde_json::{Value, json};
+        use std::sync::Arc;
+        let store = InMemoryStore::new();
+        let session = super::Session::create(&store, &chars4_session()).expect("creates");
+        let mut options = session.options().clone();
+        options.embedder = Some(Arc::new(Topics));
+        let mut session = session.with_options(options);
+        let reply = |r: Option<Result<crate::tools::ToolReply, super::SessionError>>| {
+            let r = r.expect("a memory tool").expect("the store answers");
+            (
+                serde_json::from_str::<Value>(&r.text).unwrap_or(Value::Null),
+                r,
+            )
+        };
+
+        let (added, _) = reply(run_memory_tool(
+            &store,
+            None,
+            None,
+            MEMORY_ADD,
+            &json!({"content": "Rex is our family dog", "source": "notes"}),
+        ));
+        assert_eq!(added["session_id"], Value::Null, "{added}");
+        for i in 0..5 {
+            let (_, r) = reply(run_memory_tool(
+                &store,
+                None,
+                Some("elsewhere"),
+                MEMORY_ADD,
+                &json!({"content": format!("the meeting moved to room {i}")}),
+            ));
+            assert!(!r.is_error, "{r:?}");
+        }
+        let stored = crate::memory::MemoryStore::get(&store, added["id"].as_str().expect("id"))
+            .expect("reads");
+        assert_eq!(stored.map(|e| e.session_id), Some(None));
+
+        // Words alone do not connect "puppy" to Rex; the session's embedder does.
+        let query = json!({"query": "my puppy"});
+        let (words, _) = reply(run_memory_tool(&store, None, None, MEMORY_SEARCH, &query));
+        assert!(!words.to_string().contains("Rex"), "{words}");
+        let (_, r) = session
+            .handle_tool_call(MEMORY_SEARCH, &query)
+            .map(|r| reply(Some(r)))
+            .expect("a tool");
+        assert!(!r.is_error, "{r:?}");
+        let found: Value = serde_json::from_str(&r.text).expect("json");
+        assert_eq!(
+            found["results"][0]["content"], "Rex is our family dog",
+            "{found}"
+        );
+
+        // The other tools need a session; bad arguments are tool errors.
+        assert!(run_memory_tool(&store, None, None, SEARCH_HISTORY, &json!({})).is_none());
+        let (_, r) = reply(run_memory_tool(
+            &store,
+            None,
+            None,
+            MEMORY_SEARCH,
+            &json!({"query": "x", "limit": 0}),
+        ));
+        assert!(r.is_error && r.text.contains("`limit`"), "{r:?}");
+    }
+
     #[test]
     fn hybrid_recall_embeds_each_message_once_and_keeps_it_in_the_store() {
         use crate::Message;
