@@ -951,7 +951,8 @@ impl Store {
             map.insert("text".into(), Value::String(text.to_owned()));
         }
         let query = from_json::<SearchRequest>(o)
-            .and_then(|r| r.into_query("text"))
+            // Python and Node call the text `query`.
+            .and_then(|r| r.into_query("query"))
             .map_err(err)?;
         let hits = match &self.embeddings {
             Some(e) => engram::memory::hybrid::search_hybrid(&self.store, &query, e.model.as_ref()),
@@ -1280,6 +1281,12 @@ mod tests {
     fn a_store_given_embeddings_searches_and_recalls_by_meaning() {
         let pets = pets();
         let store = Store::new(Some(":memory:".into()), Some(topics())).expect("store");
+        let blank = store.search(" ", "{}").expect_err("a blank query");
+        assert_eq!(
+            blank.to_string(),
+            "`query`: is required",
+            "the name Python and Node use"
+        );
         for m in &pets.messages[1..41] {
             let entry = json!({"content": m["content"], "source": "chat"}).to_string();
             store.add(&entry).expect("adds");
