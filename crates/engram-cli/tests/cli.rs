@@ -1892,7 +1892,7 @@ fn an_empty_source_and_duplicate_call_ids_are_refused_by_name() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("`source` is empty"),
+        stderr(&out).contains("field `source`: is empty"),
         "{}",
         stderr(&out)
     );

@@ -136,7 +136,8 @@ impl NewEntry {
     /// Reads one line of an import file:
     /// `{"content","source","session_id"?,"created_at"? (RFC 3339),"importance"?,"metadata"?,"id"?}`,
     /// plus `"tier"?` and `"summary_of"?` as `memory export` writes them, so that an export
-    /// reads back as it was. The error names the field.
+    /// reads back as it was. An error is `(field, what is wrong)`; the front says the field its
+    /// way (``field `content`: is empty``), so the message does not repeat it.
     pub fn from_json(value: &Value, default_time: Timestamp) -> Result<NewEntry, (String, String)> {
         let Value::Object(map) = value else {
             return Err((
@@ -146,23 +147,20 @@ impl NewEntry {
         };
         let string = |key: &str, required: bool| -> Result<Option<String>, (String, String)> {
             match map.get(key) {
-                None | Some(Value::Null) if required => {
-                    Err((key.into(), format!("`{key}` is required")))
-                }
+                None | Some(Value::Null) if required => Err((key.into(), "is required".to_owned())),
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err((key.into(), format!("`{key}` must be a string"))),
+                Some(_) => Err((key.into(), "must be a string".to_owned())),
             }
         };
         let content = string("content", true)?.unwrap_or_default();
         if content.trim().is_empty() {
-            return Err(("content".into(), "`content` is empty".into()));
+            return Err(("content".into(), "is empty".into()));
         }
         if string("source", true)?.is_some_and(|s| s.trim().is_empty()) {
             return Err((
                 "source".into(),
-                "`source` is empty; say where the entry came from (a tool, a channel, an agent)"
-                    .into(),
+                "is empty; say where the entry came from (a tool, a channel, an agent)".into(),
             ));
         }
         let created_at = match string("created_at", false)? {
@@ -174,13 +172,10 @@ impl NewEntry {
             Some(Value::Number(n)) => match n.as_f64() {
                 Some(x) if (0.0..=1.0).contains(&x) => x,
                 _ => {
-                    return Err((
-                        "importance".into(),
-                        "`importance` must be between 0 and 1".into(),
-                    ));
+                    return Err(("importance".into(), "must be between 0 and 1".into()));
                 }
             },
-            Some(_) => return Err(("importance".into(), "`importance` must be a number".into())),
+            Some(_) => return Err(("importance".into(), "must be a number".into())),
         };
         let tier = match string("tier", false)? {
             None => Tier::Working,
@@ -202,13 +197,13 @@ impl NewEntry {
                 .ok_or_else(|| {
                     (
                         "summary_of".to_owned(),
-                        "`summary_of` must be an array of ids (strings)".to_owned(),
+                        "must be an array of ids (strings)".to_owned(),
                     )
                 })?,
             Some(_) => {
                 return Err((
                     "summary_of".into(),
-                    "`summary_of` must be an array of ids (strings)".into(),
+                    "must be an array of ids (strings)".into(),
                 ));
             }
         };
