@@ -360,6 +360,19 @@ fn body(bytes: &Bytes) -> Result<Value, ApiError> {
     Ok(value)
 }
 
+/// A true-or-false query parameter (`true`/`1`, `false`/`0`); anything else is a 400 naming it.
+fn flag(params: &HashMap<String, String>, key: &str, default: bool) -> Result<bool, ApiError> {
+    match params.get(key).map(String::as_str) {
+        None => Ok(default),
+        Some("true" | "1") => Ok(true),
+        Some("false" | "0") => Ok(false),
+        Some(other) => Err(ApiError::field(
+            key,
+            format!("expected true or false, not {other:?}"),
+        )),
+    }
+}
+
 fn opt_str<'a>(v: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -406,7 +419,7 @@ async fn list_sessions(
     Params(params): Params<HashMap<String, String>>,
 ) -> ApiResult {
     // With `usage=true`, each session's view tokens too (one count per session).
-    let usage = params.get("usage").is_some_and(|v| v == "true" || v == "1");
+    let usage = flag(&params, "usage", false)?;
     with_store(&app, &tenant, move |app, store| {
         let sessions = store.store.sessions()?;
         if !usage {
@@ -430,9 +443,7 @@ async fn show_session(
     Params(params): Params<HashMap<String, String>>,
 ) -> ApiResult {
     // `summaries=false` leaves out the summaries' texts and lineage (the bulk of a long session).
-    let summaries = params
-        .get("summaries")
-        .is_none_or(|v| v != "false" && v != "0");
+    let summaries = flag(&params, "summaries", true)?;
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
         let view_tokens = session.view_tokens()?;

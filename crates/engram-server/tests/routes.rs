@@ -1355,6 +1355,14 @@ async fn a_context_can_recall_long_term_memory() {
             "{uri}: {e}"
         );
     }
+    for (uri, field) in [
+        ("/v1/sessions?usage=yes", "usage"),
+        ("/v1/sessions/s?summaries=no", "summaries"),
+    ] {
+        let (s, e) = call(&app, "GET", uri, None, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+        assert_eq!(e["error"]["field"], field, "{uri}: {e}");
+    }
 }
 
 /// The agent's tools over REST: the definitions, a search that finds a message, a read that
