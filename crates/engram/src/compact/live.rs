@@ -167,13 +167,7 @@ impl LiveContext {
     pub fn tokens(&self) -> usize {
         match self.view() {
             Cow::Borrowed(_) => self.view_tokens,
-            Cow::Owned(view) => {
-                self.counter.accounting().per_conversation
-                    + view
-                        .iter()
-                        .map(|v| self.counter.count_message(&v.message).total())
-                        .sum::<usize>()
-            }
+            Cow::Owned(view) => super::view_tokens(&self.counter, &view),
         }
     }
 

@@ -71,6 +71,15 @@ impl AsRef<Message> for ViewMessage {
     }
 }
 
+/// A view's tokens as it is sent: the conversation's overhead and each message's total.
+pub(crate) fn view_tokens(counter: &TokenCounter, view: &[ViewMessage]) -> usize {
+    counter.accounting().per_conversation
+        + view
+            .iter()
+            .map(|v| counter.count_message(&v.message).total())
+            .sum::<usize>()
+}
+
 /// A view made well formed as compaction makes its input ([`units::repair`]): a tool result
 /// whose call is not before it becomes a user message quoting it (with the same provenance),
 /// and a call no result answers gets one saying so (a [`Kind::Status`] note), but for the

@@ -636,11 +636,7 @@ impl<'s> Session<'s> {
                 match crate::compact::repair_view(&view.messages) {
                     None => (view.messages, 0, view.tokens),
                     Some((messages, repaired)) => {
-                        let tokens = self.counter.accounting().per_conversation
-                            + messages
-                                .iter()
-                                .map(|v| self.counter.count_message(&v.message).total())
-                                .sum::<usize>();
+                        let tokens = crate::compact::view_tokens(&self.counter, &messages);
                         (messages, repaired, tokens)
                     }
                 };
