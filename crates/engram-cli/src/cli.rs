@@ -48,10 +48,13 @@ pub(crate) struct GlobalArgs {
     )]
     pub(crate) db: Option<PathBuf>,
     /// The configuration file (TOML: [memory] ttl_hours, max_working, auto_sleep,
-    /// auto_sleep_interval_minutes, archive_retention_days; [session] model, threshold, target,
-    /// sleep_threshold, sleep_target). Default: ENGRAM_CONFIG, else config.toml in engram's
-    /// config directory (on Linux ~/.config/engram/config.toml) when it exists. Environment
-    /// variables (ENGRAM_TTL_HOURS, ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) override it.
+    /// auto_sleep_interval_minutes, archive_retention_days, redact; [session] model, threshold,
+    /// target, sleep_threshold, sleep_target; [summarizer] api, model, base_url, api_key_env;
+    /// [server] listen, store, api_keys, upstream, anthropic_upstream, model_windows,
+    /// max_body_mb, max_proxy_body_mb, upstream_timeout_secs, log_proxy_requests). Default:
+    /// ENGRAM_CONFIG, else config.toml in engram's config directory (on Linux
+    /// ~/.config/engram/config.toml) when it exists. Environment variables (ENGRAM_TTL_HOURS,
+    /// ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) and flags override it.
     #[arg(
         long,
         global = true,
@@ -121,7 +124,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         summarizer: SummarizerArgs,
     },
-    /// Long-term memory: import, add, search, consolidate (sleep), audit, forget, export.
+    /// Long-term memory: import, add, search, consolidate (sleep) and its log, stats, forget,
+    /// export.
     #[command(subcommand)]
     Memory(MemoryCommand),
     /// Sessions: an append-only message log per agent session, its compacted view, and
@@ -657,7 +661,8 @@ pub(crate) enum MemoryCommand {
         /// The text.
         text: String,
     },
-    /// Full-text search (BM25) over working and episodic memory.
+    /// Search working and episodic memory (other tiers with --tier): by words (BM25), and with
+    /// --recall hybrid by meaning too.
     Search {
         /// The words to look for.
         #[arg(allow_hyphen_values = true)]

@@ -1750,6 +1750,52 @@ fn compact_help_fits_one_screen() {
     }
 }
 
+/// `--help` names every setting the configuration file takes. The settings are read off the
+/// error a key that does not exist gets (the configuration's own list of what it expects), so a
+/// setting added to the configuration and not to the help fails here.
+#[test]
+fn the_help_names_every_configuration_setting() {
+    let help = stdout(&ok(engram(&["--help"], None)));
+    let dir = temp_dir("config-keys");
+    let config = dir.join("config.toml");
+    let config_arg = config.to_str().expect("utf8");
+    let expected = |text: &str| -> Vec<String> {
+        std::fs::write(&config, text).expect("write");
+        let out = engram(&["--config", config_arg, "memory", "search", "x"], None);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        let list = err
+            .split("expected one of ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no list of settings in: {err}"));
+        list.lines()
+            .next()
+            .expect("line")
+            .split(", ")
+            .map(|k| k.trim_matches('`').to_owned())
+            .collect()
+    };
+    let sections = expected("[no_such_section]\n");
+    assert!(sections.len() >= 4, "{sections:?}");
+    for section in &sections {
+        let mut text = format!("[{section}]\nno_such_setting = 1\n");
+        if section == "summarizer" {
+            text.push_str("api = \"openai\"\nmodel = \"m\"\n");
+        }
+        let keys = expected(&text);
+        assert!(!keys.is_empty(), "[{section}]");
+        let named = help.contains(&format!("[{section}]"));
+        assert!(named, "--help does not name [{section}]:\n{help}");
+        for key in keys {
+            assert!(
+                help.contains(&key),
+                "--help does not name [{section}] {key}:\n{help}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// An append is stored or refused, never both: a message larger than the window is stored, the
 /// append succeeds, and it says the view stays over the threshold and why (a client that
 /// retried a failed append would store its history twice).
