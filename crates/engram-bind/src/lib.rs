@@ -120,6 +120,17 @@ fn opt_bool(options: &Value, key: &str) -> Res<Option<bool>> {
     }
 }
 
+/// `options` without the keys a binding reads itself, for the core's request type (which
+/// refuses a key it does not take).
+fn without(mut options: Value, keys: &[&str]) -> Value {
+    if let Value::Object(map) = &mut options {
+        for key in keys {
+            map.remove(*key);
+        }
+    }
+    options
+}
+
 fn positive(value: Option<usize>, key: &str) -> Res<Option<usize>> {
     if value == Some(0) {
         return Err(err(format!("`{key}` must be positive")));
@@ -477,7 +488,7 @@ pub fn compact_json(
         tokenizer,
         mut options,
         ..
-    } = from_json::<CompactRequest>(o)
+    } = from_json::<CompactRequest>(without(o, &["plain"]))
         .map_err(err)?
         .resolve(registry()?, conversation.model())
         .map_err(err)?;
@@ -510,7 +521,7 @@ pub fn compact_prompt_json(
         model,
         tokenizer,
         mut options,
-    } = from_json::<CompactRequest>(o)
+    } = from_json::<CompactRequest>(without(o, &["window", "max_output_tokens"]))
         .map_err(err)?
         .resolve(registry()?, None)
         .map_err(err)?;

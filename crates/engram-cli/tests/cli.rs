@@ -1137,7 +1137,7 @@ fn session_cli_drives_a_whole_agent_session() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("unknown field `idz`"),
+        stderr(&out).contains("`idz`: unknown field; expected one of"),
         "{}",
         stderr(&out)
     );

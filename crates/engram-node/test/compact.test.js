@@ -47,6 +47,11 @@ test('bad options are an EngramError naming the option', async () => {
   await assert.rejects(compact(messages, 0), (e) => e instanceof EngramError && /budget/.test(e.message))
   await assert.rejects(compact(messages, 100, { digestShare: 2 }), (e) => e instanceof EngramError && /digest_share/.test(e.message))
   await assert.rejects(compact('not messages', 100), EngramError)
+  // A misspelt option is not left out quietly.
+  await assert.rejects(
+    compact(messages, 100, { qeury: 'x' }),
+    (e) => e instanceof EngramError && /`qeury`: unknown field; expected one of/.test(e.message),
+  )
   await assert.rejects(
     compact([{ role: 'system', content: 'x '.repeat(5000) }, { role: 'user', content: 'hi' }], 50),
     (e) => e instanceof EngramError,

@@ -185,4 +185,8 @@ test('a bad prompt or bad options reject with EngramError naming the place', asy
     engramMiddleware({ strategy: 'nonsense' }).transformParams({ params: { prompt: [] } }),
     (e) => e instanceof EngramError && /strategy/.test(e.message),
   )
+  await assert.rejects(
+    engramMiddleware({ keepRecnet: 4 }).transformParams({ params: { prompt: [] } }),
+    (e) => e instanceof EngramError && /`keep_recnet`: unknown field/.test(e.message),
+  )
 })

@@ -128,6 +128,12 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequestParts<S> for Par
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or_default();
+        let keys: Vec<String> = form_urlencoded::parse(query.as_bytes())
+            .map(|(k, _)| k.into_owned())
+            .collect();
+        if let Some(e) = engram::request::unknown_field::<T>(&keys) {
+            return Err(e.into());
+        }
         let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de)
             .map(Params)
@@ -623,7 +629,11 @@ async fn context_of(
     b: Value,
 ) -> ApiResult {
     // With `provenance`, each message says what it is and which log messages it stands for.
-    let plain = b.get("provenance") != Some(&Value::Bool(true));
+    let mut b = b;
+    let plain = match &mut b {
+        Value::Object(map) => map.remove("provenance") != Some(Value::Bool(true)),
+        _ => true,
+    };
     let args = from_json::<ContextRequest>(b)?.resolve(&app.config.registry)?;
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;

@@ -436,6 +436,29 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
             StatusCode::BAD_REQUEST,
             "content",
         ),
+        // A misspelt field is not left out quietly (a session of the default model, a context
+        // without its budget).
+        (
+            "POST",
+            "/v1/sessions",
+            json!({"id": "typo", "modle": "gpt-4o-mini"}),
+            StatusCode::BAD_REQUEST,
+            "modle",
+        ),
+        (
+            "POST",
+            "/v1/sessions/s/context",
+            json!({"budegt": 100, "provenance": true}),
+            StatusCode::BAD_REQUEST,
+            "budegt",
+        ),
+        (
+            "POST",
+            "/v1/memory/forget",
+            json!({"source": "x", "sesion_id": "s"}),
+            StatusCode::BAD_REQUEST,
+            "sesion_id",
+        ),
     ];
     for (method, uri, body, status, field) in cases {
         let (s, e) = call(&app, method, uri, None, Some(body.clone())).await;
@@ -449,6 +472,32 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
         (s, &e["error"]["field"]),
         (StatusCode::BAD_REQUEST, &json!("q"))
     );
+    let (s, e) = call(&app, "GET", "/v1/memory/search?q=x&limt=3", None, None).await;
+    assert_eq!(
+        (s, &e["error"]["field"]),
+        (StatusCode::BAD_REQUEST, &json!("limt"))
+    );
+    let message = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("expected one of `q`, `text`, `limit`"),
+        "{e}"
+    );
+    let (s, e) = call(&app, "GET", "/v1/sessions/typo", None, None).await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "the misspelt request made no session: {e}"
+    );
+    // The context's own parameter is still taken.
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/context",
+        None,
+        Some(json!({"budget": 100, "provenance": true})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{e}");
     let (s, e) = call(&app, "GET", "/v1/sessions/nope/status", None, None).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
     // A method the route does not take: a JSON error, and the methods it does take.

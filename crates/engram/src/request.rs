@@ -3,8 +3,10 @@
 //! has one error text on every surface, naming its field; a surface only spells the field its
 //! own way (`--target` on the command line, `"target"` in JSON).
 //!
-//! JSON (a REST body, Python's options) is read by [`from_json`]: unknown fields are ignored,
-//! a field of the wrong type is an error naming it.
+//! JSON (a REST body, Python's and Node's options, a tool call's arguments) is read by
+//! [`from_json`]: a field the request does not take is an error naming it and the fields it
+//! does take (a misspelt `budegt` would otherwise be a request without a budget), and a field of
+//! the wrong type is an error naming it.
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -45,20 +47,80 @@ impl RequestError {
     }
 }
 
-/// Reads a request from a JSON object; a field of the wrong type is an error naming the field.
+/// Reads a request from a JSON object; a field the request does not take, or a field of the
+/// wrong type, is an error naming the field.
 pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, RequestError> {
-    if !(value.is_object() || value.is_null()) {
-        return Err(RequestError::new(
-            "",
-            format!("expected a JSON object, not {}", kind(&value)),
-        ));
-    }
-    let value = if value.is_null() {
-        Value::Object(Default::default())
-    } else {
-        value
+    let value = match value {
+        Value::Null => Value::Object(Default::default()),
+        Value::Object(map) => {
+            if let Some(e) = unknown_field::<T>(map.keys()) {
+                return Err(e);
+            }
+            Value::Object(map)
+        }
+        other => {
+            return Err(RequestError::new(
+                "",
+                format!("expected a JSON object, not {}", kind(&other)),
+            ));
+        }
     };
     serde_path_to_error::deserialize(value).map_err(field_error)
+}
+
+/// The error for the first of `keys` that request type `T` does not take, naming the ones it
+/// does (aliases included), or `None`. A type that does not list its fields (a map, a struct
+/// with a flattened part) takes any.
+pub fn unknown_field<'k, T: DeserializeOwned>(
+    keys: impl IntoIterator<Item = &'k String>,
+) -> Option<RequestError> {
+    let fields = fields_of::<T>()?;
+    let key = keys.into_iter().find(|k| !fields.contains(&k.as_str()))?;
+    let takes = fields
+        .iter()
+        .map(|f| format!("`{f}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = if fields.is_empty() {
+        "unknown field; this takes none".to_owned()
+    } else {
+        format!("unknown field; expected one of {takes}")
+    };
+    Some(RequestError::new(key.as_str(), message))
+}
+
+/// The field names (and aliases) a struct deriving `Deserialize` takes: serde's derive hands
+/// them to `deserialize_struct`, and this deserializer only records them.
+fn fields_of<T: DeserializeOwned>() -> Option<&'static [&'static str]> {
+    let mut fields = None;
+    let _ = T::deserialize(FieldList(&mut fields));
+    fields
+}
+
+struct FieldList<'a>(&'a mut Option<&'static [&'static str]>);
+
+impl<'de> serde::Deserializer<'de> for FieldList<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("only a struct lists its fields"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = Some(fields);
+        Err(serde::de::Error::custom("fields listed"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
 }
 
 /// The error of a deserializer wrapped by `serde_path_to_error` (a JSON body, a query string),
@@ -597,8 +659,21 @@ mod tests {
         assert_eq!(e.field, "preserve_window", "{e}");
         let e = from_json::<CompactRequest>(json!([1])).unwrap_err();
         assert!(e.message.contains("a JSON object"), "{e}");
-        let ok = from_json::<CompactRequest>(json!({"budget": 10, "unknown": true})).unwrap();
-        assert_eq!(ok.budget, Some(10), "unknown fields are ignored");
+        let e = from_json::<CompactRequest>(json!({"budget": 10, "budegt": 5})).unwrap_err();
+        assert_eq!(e.field, "budegt", "{e}");
+        assert!(
+            e.message
+                .starts_with("unknown field; expected one of `model`, `tokenizer`, `budget`"),
+            "{e}"
+        );
+        // Aliases are fields too; a map takes any key.
+        let q = from_json::<SearchRequest>(json!({"q": "x", "tier": "working"})).unwrap();
+        assert_eq!(q.text.as_deref(), Some("x"));
+        let e = from_json::<SearchRequest>(json!({"query": "x"})).unwrap_err();
+        assert_eq!(e.field, "query", "{e}");
+        assert!(e.message.contains("`q`, `text`, `limit`"), "{e}");
+        let any = from_json::<std::collections::HashMap<String, u32>>(json!({"a": 1})).unwrap();
+        assert_eq!(any["a"], 1);
         assert_eq!(
             from_json::<ContextRequest>(Value::Null).unwrap(),
             ContextRequest::default()

@@ -1056,7 +1056,7 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
         (
             "search_history",
             json!({"query": "x", "limt": 3}),
-            "unknown field `limt`",
+            "`limt`: unknown field; expected one of `query`",
         ),
         ("read_history", json!({}), "`ids` or `from`"),
         (
