@@ -50,6 +50,27 @@ fn err(message: impl std::fmt::Display) -> Error {
     Error(message.to_string())
 }
 
+/// A count as a dynamic language passes it (a JavaScript number, a Python int or float): a
+/// negative, fractional or endless one is an error naming `key`, not a number wrapped around
+/// (napi reads -1 as 4294967295) or a conversion error that names nothing.
+pub fn count_arg(value: f64, key: &str) -> Res<usize> {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= MAX_SAFE_INTEGER {
+        Ok(value as usize)
+    } else {
+        Err(err(format!(
+            "`{key}` must be a non-negative integer, not {value}"
+        )))
+    }
+}
+
+/// The largest integer a JavaScript number holds exactly (2^53 - 1).
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// [`count_arg`] of an optional count.
+pub fn opt_count_arg(value: Option<f64>, key: &str) -> Res<Option<usize>> {
+    value.map(|v| count_arg(v, key)).transpose()
+}
+
 fn parse_json(text: &str, what: &str) -> Res<Value> {
     serde_json::from_str(text).map_err(|e| err(format!("{what}: invalid JSON: {e}")))
 }
@@ -1250,6 +1271,19 @@ mod tests {
     use super::*;
 
     use engram_testkit::{Pets, pets};
+
+    #[test]
+    fn a_count_from_a_dynamic_language_is_whole_and_not_negative() {
+        assert_eq!(count_arg(3.0, "limit"), Ok(3));
+        assert_eq!(opt_count_arg(None, "limit"), Ok(None));
+        for bad in [-1.0, 1.5, f64::NAN, f64::INFINITY, 1e300] {
+            let e = count_arg(bad, "limit").unwrap_err();
+            assert!(
+                e.0.starts_with("`limit` must be a non-negative integer"),
+                "{e}"
+            );
+        }
+    }
 
     /// Whether the document's messages hold the dog's turn (the testkit's fixture: small talk
     /// about a meeting room, the dog early on; words alone do not connect the question to it).

@@ -257,14 +257,14 @@ pub fn compact_history_tool_json(format: String) -> Result<String> {
 /// The status update (a system message) as JSON.
 #[napi]
 pub fn status_message_json(
-    total_tokens: u32,
-    max_tokens: u32,
+    total_tokens: f64,
+    max_tokens: f64,
     cost_usd: f64,
     activities_json: Option<String>,
 ) -> Result<String> {
     bind::status_message_json(
-        total_tokens as usize,
-        max_tokens as usize,
+        bind::count_arg(total_tokens, "total_tokens").map_err(err)?,
+        bind::count_arg(max_tokens, "max_tokens").map_err(err)?,
         cost_usd,
         activities_json.as_deref(),
     )
@@ -335,8 +335,9 @@ impl NativeStore {
 
     /// The consolidation log, newest first, as JSON.
     #[napi]
-    pub fn log(&self, limit: Option<u32>) -> Result<String> {
-        self.0.log(limit.map(|l| l as usize)).map_err(err)
+    pub fn log(&self, limit: Option<f64>) -> Result<String> {
+        let limit = bind::opt_count_arg(limit, "limit").map_err(err)?;
+        self.0.log(limit).map_err(err)
     }
 
     /// Entries per tier, as JSON.
@@ -409,14 +410,14 @@ impl NativeStore {
     pub fn session_context(
         &self,
         id: String,
-        budget: Option<u32>,
+        budget: Option<f64>,
         query: Option<String>,
         memory: Option<bool>,
     ) -> AsyncTask<Job> {
         self.job(move |s| {
             s.session_context(
                 &id,
-                budget.map(|b| b as usize),
+                bind::opt_count_arg(budget, "budget")?,
                 query.as_deref(),
                 memory.unwrap_or(false),
             )

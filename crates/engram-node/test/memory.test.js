@@ -47,6 +47,11 @@ test('memory: bad input is an EngramError naming the field, and stores nothing',
   await assert.rejects(store.search('x', { limit: 0 }), (e) => e instanceof EngramError && /limit/.test(e.message))
   await assert.rejects(store.search(42), (e) => e instanceof EngramError && /query/.test(e.message))
   assert.ok(Array.isArray(await store.search('x', { limit: 2 ** 53 }))) // clamped, never a crash
+  // A negative or fractional count is refused, not read as 4294967294.
+  assert.throws(() => store.log(-2), (e) => e instanceof EngramError && /`limit` must be a non-negative integer/.test(e.message))
+  assert.throws(() => store.log(1.5), (e) => e instanceof EngramError && /`limit`/.test(e.message))
+  const session = store.newSession('gpt-4o')
+  await assert.rejects(session.context({ budget: -1 }), (e) => e instanceof EngramError && /`budget`/.test(e.message))
   const foreign = path.join(tempDir(), 'foreign.db')
   require('node:fs').writeFileSync(foreign, 'not a database, '.repeat(100))
   assert.throws(() => new Store(foreign), EngramError)

@@ -254,15 +254,18 @@ fn build_context_json(
 
 /// A summary of a conversation's messages after its system prompt.
 #[pyfunction]
-#[pyo3(signature = (messages_json, focus=None, max_tokens=2000, prompt=None, summarizer=None))]
+#[pyo3(signature = (messages_json, focus=None, max_tokens=None, prompt=None, summarizer=None))]
 fn summarize_json(
     py: Python<'_>,
     messages_json: &str,
     focus: Option<&str>,
-    max_tokens: usize,
+    max_tokens: Option<f64>,
     prompt: Option<&str>,
     summarizer: Option<&Bound<'_, LlmSummarizer>>,
 ) -> Res<String> {
+    let max_tokens = bind::opt_count_arg(max_tokens, "max_tokens")
+        .map_err(err)?
+        .unwrap_or(2000);
     let summarizer = summarizer_of(summarizer);
     py.detach(|| bind::summarize_json(messages_json, focus, max_tokens, prompt, summarizer))
         .map_err(err)
@@ -292,11 +295,13 @@ fn tool_schemas_json(format: &str) -> Res<String> {
 #[pyfunction]
 #[pyo3(signature = (total_tokens, max_tokens, cost_usd=0.0, activities_json=None))]
 fn status_message_json(
-    total_tokens: usize,
-    max_tokens: usize,
+    total_tokens: f64,
+    max_tokens: f64,
     cost_usd: f64,
     activities_json: Option<&str>,
 ) -> Res<String> {
+    let total_tokens = bind::count_arg(total_tokens, "total_tokens").map_err(err)?;
+    let max_tokens = bind::count_arg(max_tokens, "max_tokens").map_err(err)?;
     bind::status_message_json(total_tokens, max_tokens, cost_usd, activities_json).map_err(err)
 }
 
@@ -351,7 +356,8 @@ impl NativeStore {
     }
 
     #[pyo3(signature = (limit=None))]
-    fn log(&self, limit: Option<usize>) -> Res<String> {
+    fn log(&self, limit: Option<f64>) -> Res<String> {
+        let limit = bind::opt_count_arg(limit, "limit").map_err(err)?;
         self.0.log(limit).map_err(err)
     }
 
@@ -408,10 +414,11 @@ impl NativeStore {
         &self,
         py: Python<'_>,
         id: &str,
-        budget: Option<usize>,
+        budget: Option<f64>,
         query: Option<&str>,
         memory: bool,
     ) -> Res<String> {
+        let budget = bind::opt_count_arg(budget, "budget").map_err(err)?;
         py.detach(|| self.0.session_context(id, budget, query, memory))
             .map_err(err)
     }

@@ -50,6 +50,13 @@ def test_bad_memory_input_is_refused_and_stores_nothing(store):
         store.search("x", tiers=["nowhere"])
     with pytest.raises(engram.EngramError, match="ttl_hours"):
         store.sleep(ttl_hours=-1)
+    # A negative count is an EngramError naming it, not an OverflowError that names nothing.
+    with pytest.raises(engram.EngramError, match="`limit` must be a non-negative integer"):
+        store.log(limit=-2)
+    with pytest.raises(engram.EngramError, match="`budget`"):
+        store.new_session("gpt-4o").context(budget=-1)
+    with pytest.raises(engram.EngramError, match="`max_tokens`"):
+        engram.status_message(10, -1)
 
 
 def test_a_foreign_file_is_refused_unchanged(tmp_path):

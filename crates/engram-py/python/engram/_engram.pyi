@@ -148,7 +148,7 @@ def build_context_json(
 def summarize_json(
     messages_json: str,
     focus: Optional[str] = None,
-    max_tokens: int = 2000,
+    max_tokens: Optional[int] = None,
     prompt: Optional[str] = None,
     summarizer: Optional[LlmSummarizer] = None,
 ) -> str: ...
