@@ -325,9 +325,14 @@ class Store {
     return JSON.parse(await wait(this._native.exportMemory(sessionId ?? null)))
   }
 
-  /** Starts a session for `model` (its window from the registry unless given). Options: window, id, name. */
+  /**
+   * Starts a session for `model` (its window from the registry unless given). Options: window,
+   * id, name. A model the registry does not know gets a fallback's window and tokenizer, and a
+   * process warning that says so.
+   */
   newSession(model, opts = {}) {
     const info = JSON.parse(call(() => this._native.sessionNew(options({ model, ...opts }))))
+    if (info.warning) process.emitWarning(`engram: ${info.warning}`, { code: 'ENGRAM_UNKNOWN_MODEL' })
     return new Session(this, info.id)
   }
 

@@ -1080,15 +1080,21 @@ impl Store {
         to_json(&engram::session::export::session_lines(&dump))
     }
 
-    /// Creates a session; returns its info. Options: model, window, id, name.
+    /// Creates a session; returns its info (with `warning` when the registry does not know the
+    /// model). Options: model, window, id, name.
     pub fn session_new(&self, options_json: &str) -> Res<String> {
         let config = config()?;
-        let new = from_json::<NewSessionRequest>(parse_json(options_json, "options")?)
-            .map_err(err)?
-            .into_new_session(registry()?, config.session.model.as_deref(), now())
+        let default_model = config.session.model.as_deref();
+        let request =
+            from_json::<NewSessionRequest>(parse_json(options_json, "options")?).map_err(err)?;
+        let warning = request.model_warning(registry()?, default_model);
+        let new = request
+            .into_new_session(registry()?, default_model, now())
             .map_err(err)?;
         let session = Session::create(&self.store, &new).map_err(err)?;
-        to_json(session.info())
+        to_json(&engram::request::created_session_document(
+            &session, warning,
+        ))
     }
 
     /// Every session, newest first.

@@ -50,10 +50,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 name: name.clone(),
             };
             let default_model = config.session.model.as_deref();
-            if let Some(warning) = registry
-                .resolve(request.model_name(&registry, default_model))
-                .warning()
-            {
+            if let Some(warning) = request.model_warning(&registry, default_model) {
                 eprintln!("engram: warning: {warning}");
             }
             let new = request

@@ -52,6 +52,13 @@ test('memory: bad input is an EngramError naming the field, and stores nothing',
   assert.throws(() => store.log(1.5), (e) => e instanceof EngramError && /`limit`/.test(e.message))
   const session = store.newSession('gpt-4o')
   await assert.rejects(session.context({ budget: -1 }), (e) => e instanceof EngramError && /`budget`/.test(e.message))
+  // A model the registry does not know: the session is made, with a process warning.
+  const warned = new Promise((resolve) => process.once('warning', resolve))
+  const guessed = store.newSession('nope-model')
+  const warning = await warned
+  assert.equal(warning.code, 'ENGRAM_UNKNOWN_MODEL')
+  assert.match(warning.message, /unknown model "nope-model": using the fallback/)
+  assert.equal(guessed.info.model, 'nope-model')
   const foreign = path.join(tempDir(), 'foreign.db')
   require('node:fs').writeFileSync(foreign, 'not a database, '.repeat(100))
   assert.throws(() => new Store(foreign), EngramError)

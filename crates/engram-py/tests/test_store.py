@@ -59,6 +59,12 @@ def test_bad_memory_input_is_refused_and_stores_nothing(store):
         engram.status_message(10, -1)
 
 
+def test_a_session_of_a_model_the_registry_does_not_know_warns(store):
+    with pytest.warns(RuntimeWarning, match='unknown model "nope-model": using the fallback'):
+        session = store.new_session("nope-model")
+    assert session.info["model"] == "nope-model"
+
+
 def test_a_foreign_file_is_refused_unchanged(tmp_path):
     path = tmp_path / "notes.db"
     path.write_bytes(b"not a database at all" * 100)

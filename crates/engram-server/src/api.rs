@@ -404,15 +404,13 @@ async fn create_session(
     axum::Extension(tenant): axum::Extension<Tenant>,
     bytes: Bytes,
 ) -> ApiResult {
-    let new = from_json::<NewSessionRequest>(body(&bytes)?)?.into_new_session(
-        &app.config.registry,
-        None,
-        now(),
-    )?;
+    let request = from_json::<NewSessionRequest>(body(&bytes)?)?;
+    let warning = request.model_warning(&app.config.registry, None);
+    let new = request.into_new_session(&app.config.registry, None, now())?;
     with_store(&app, &tenant, move |_, store| {
         let session = Session::create(store.store.as_ref(), &new)?;
-        let mut r = axum::Json(serde_json::to_value(session.info()).map_err(ApiError::internal)?)
-            .into_response();
+        let info = engram::request::created_session_document(&session, warning);
+        let mut r = axum::Json(info).into_response();
         *r.status_mut() = StatusCode::CREATED;
         Ok(r)
     })

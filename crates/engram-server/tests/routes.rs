@@ -482,6 +482,30 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
         message.contains("expected one of `q`, `text`, `limit`"),
         "{e}"
     );
+    // A model the registry does not know is created with the fallback's guess, and says so.
+    let (s, made) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"model": "nope-model"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{made}");
+    let warning = made["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.starts_with("unknown model \"nope-model\""),
+        "{made}"
+    );
+    let (_, known) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"model": "gpt-4o"})),
+    )
+    .await;
+    assert!(known.get("warning").is_none(), "{known}");
     let (s, e) = call(&app, "GET", "/v1/sessions/typo", None, None).await;
     assert_eq!(
         s,

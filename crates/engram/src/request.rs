@@ -209,6 +209,18 @@ impl NewSessionRequest {
             .unwrap_or_else(|| registry.default_model())
     }
 
+    /// The warning for a model the registry does not know, whose window and tokenizer are the
+    /// fallback's guess (the CLI prints it, REST returns it as `warning`).
+    pub fn model_warning(
+        &self,
+        registry: &ModelRegistry,
+        default_model: Option<&str>,
+    ) -> Option<String> {
+        registry
+            .resolve(self.model_name(registry, default_model))
+            .warning()
+    }
+
     /// The session to create at `now`.
     pub fn into_new_session(
         self,
@@ -458,6 +470,16 @@ pub fn compaction_document(
     report.insert("exact".into(), Value::from(tokenizer.is_exact()));
     doc.insert("report".into(), Value::Object(report));
     doc
+}
+
+/// The answer to a [`NewSessionRequest`]: the created session's info, with the
+/// [`NewSessionRequest::model_warning`] as `warning` when there is one.
+pub fn created_session_document(session: &Session<'_>, warning: Option<String>) -> Value {
+    let mut info = serde_json::to_value(session.info()).unwrap_or_default();
+    if let Some(warning) = warning {
+        info["warning"] = Value::String(warning);
+    }
+    info
 }
 
 /// The answer to a [`ContextRequest`]: `messages` (`plain`: without provenance) and the

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import warnings
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _engram
@@ -468,9 +469,13 @@ class Store:
     # Sessions.
     def new_session(self, model: Optional[str] = None, *, window: Optional[int] = None,
                     id: Optional[str] = None, name: Optional[str] = None) -> "Session":
-        """Starts a session for ``model`` (its window from the registry unless given)."""
+        """Starts a session for ``model`` (its window from the registry unless given). A model
+        the registry does not know gets a fallback's window and tokenizer, and a
+        ``RuntimeWarning`` that says so."""
         info = json.loads(self._native.session_new(
             _dumps({"model": model, "window": window, "id": id, "name": name})))
+        if info.get("warning"):
+            warnings.warn(f"engram: {info['warning']}", RuntimeWarning, stacklevel=2)
         return Session(self, info["id"])
 
     def session(self, id: str) -> "Session":
