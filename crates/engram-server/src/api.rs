@@ -367,8 +367,8 @@ fn body(bytes: &Bytes) -> Result<Value, ApiError> {
 }
 
 /// A true-or-false query parameter (`true`/`1`, `false`/`0`); anything else is a 400 naming it.
-fn flag(params: &HashMap<String, String>, key: &str, default: bool) -> Result<bool, ApiError> {
-    match params.get(key).map(String::as_str) {
+fn flag(value: Option<&str>, key: &str, default: bool) -> Result<bool, ApiError> {
+    match value {
         None => Ok(default),
         Some("true" | "1") => Ok(true),
         Some("false" | "0") => Ok(false),
@@ -417,13 +417,31 @@ async fn create_session(
     .await
 }
 
+/// `GET /v1/sessions`'s query string.
+#[derive(serde::Deserialize)]
+struct ListParams {
+    usage: Option<String>,
+}
+
+/// `GET /v1/sessions/{id}`'s query string.
+#[derive(serde::Deserialize)]
+struct ShowParams {
+    summaries: Option<String>,
+}
+
+/// `GET /v1/tools`'s query string.
+#[derive(serde::Deserialize)]
+struct ToolsParams {
+    format: Option<String>,
+}
+
 async fn list_sessions(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
-    Params(params): Params<HashMap<String, String>>,
+    Params(params): Params<ListParams>,
 ) -> ApiResult {
     // With `usage=true`, each session's view tokens too (one count per session).
-    let usage = flag(&params, "usage", false)?;
+    let usage = flag(params.usage.as_deref(), "usage", false)?;
     with_store(&app, &tenant, move |app, store| {
         let sessions = store.store.sessions()?;
         if !usage {
@@ -444,10 +462,10 @@ async fn show_session(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
     Path(id): Path<String>,
-    Params(params): Params<HashMap<String, String>>,
+    Params(params): Params<ShowParams>,
 ) -> ApiResult {
     // `summaries=false` leaves out the summaries' texts and lineage (the bulk of a long session).
-    let summaries = flag(&params, "summaries", true)?;
+    let summaries = flag(params.summaries.as_deref(), "summaries", true)?;
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
         let view_tokens = session.view_tokens()?;
@@ -732,8 +750,8 @@ async fn tool_call(
 }
 
 /// `GET /v1/tools?format=openai|anthropic`: the agent's tools as definitions for a model.
-async fn tool_schemas(Params(params): Params<HashMap<String, String>>) -> ApiResult {
-    let format = params.get("format").map_or("openai", String::as_str);
+async fn tool_schemas(Params(params): Params<ToolsParams>) -> ApiResult {
+    let format = params.format.as_deref().unwrap_or("openai");
     let format =
         engram::tools::SchemaFormat::from_name(format).map_err(|e| ApiError::field("format", e))?;
     ok(json!({ "tools": engram::tools::schemas(format) }))

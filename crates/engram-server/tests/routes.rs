@@ -472,6 +472,18 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
         (s, &e["error"]["field"]),
         (StatusCode::BAD_REQUEST, &json!("q"))
     );
+    for (uri, field) in [
+        ("/v1/sessions?usge=true", "usge"),
+        ("/v1/sessions/s?summries=false", "summries"),
+        ("/v1/tools?fromat=anthropic", "fromat"),
+    ] {
+        let (s, e) = call(&app, "GET", uri, None, None).await;
+        assert_eq!(
+            (s, &e["error"]["field"]),
+            (StatusCode::BAD_REQUEST, &json!(field)),
+            "{uri}"
+        );
+    }
     let (s, e) = call(&app, "GET", "/v1/memory/search?q=x&limt=3", None, None).await;
     assert_eq!(
         (s, &e["error"]["field"]),
