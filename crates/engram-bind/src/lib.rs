@@ -58,7 +58,7 @@ pub fn count_arg(value: f64, key: &str) -> Res<usize> {
         Ok(value as usize)
     } else {
         Err(err(format!(
-            "`{key}` must be a non-negative integer, not {value}"
+            "`{key}` must be a non-negative integer, at most {MAX_SAFE_INTEGER}, not {value}"
         )))
     }
 }
