@@ -694,18 +694,13 @@ impl Session<'_> {
                 Err(e) => Err(Failure::Arguments(e)),
             },
             tools::CONTEXT_STATUS => self.status_tool(args),
-            tools::MEMORY_SEARCH | tools::MEMORY_ADD => {
-                let embedder = self.options.embedder.as_deref();
-                return run_memory_tool(self.store, embedder, Some(&self.info.id), name, &args)
-                    .unwrap_or_else(|| Ok(ToolReply::error(tools::unknown_tool(name))));
+            tools::MEMORY_SEARCH => {
+                memory_search_tool(self.store, self.options.embedder.as_deref(), args)
             }
+            tools::MEMORY_ADD => memory_add_tool(self.store, Some(&self.info.id), args),
             _ => Err(Failure::Arguments(tools::unknown_tool(name))),
         };
-        match reply {
-            Ok(reply) => Ok(reply),
-            Err(Failure::Arguments(e)) => Ok(ToolReply::error(format!("{name}: {e}"))),
-            Err(Failure::Store(e)) => Err(e),
-        }
+        tool_reply(name, reply)
     }
 
     fn search_tool(&self, args: Value) -> Result<ToolReply, Failure> {
@@ -816,11 +811,17 @@ pub fn run_memory_tool(
     } else {
         memory_add_tool(store, session, args)
     };
-    Some(match reply {
+    Some(tool_reply(name, reply))
+}
+
+/// A tool's outcome as its caller gets it: bad arguments are a tool error naming the tool;
+/// only a failing store is an `Err`.
+fn tool_reply(name: &str, reply: Result<ToolReply, Failure>) -> Result<ToolReply, SessionError> {
+    match reply {
         Ok(reply) => Ok(reply),
         Err(Failure::Arguments(e)) => Ok(ToolReply::error(format!("{name}: {e}"))),
         Err(Failure::Store(e)) => Err(e),
-    })
+    }
 }
 
 fn memory_search_tool(
