@@ -199,8 +199,10 @@ Exit codes: 0 done; 2 bad input or arguments; 3 the budget cannot be met.
 const COMPACT_AFTER_HELP: &str = "\
 Output: {\"schema_version\", \"messages\": [...], \"report\": {...}}. Each message carries
 \"engram\": {\"kind\": original|masked|summary|recalled|status, \"source_ids\": [...]}, where a source
-id is the input message's id, or its index as a string. --plain prints the messages only, ready for
-an API. compact is stateless: it writes nothing.
+id is the input message's id, or its index as a string. --plain prints what an API takes: the
+messages without provenance or ids, with the request's other keys (model, tools, ...), and an
+Anthropic request as an Anthropic request (system prompt and digest in `system`, tool_use and
+tool_result blocks). compact is stateless: it writes nothing.
 
 Exit codes: 0 success; 2 bad input or arguments (the message names the place); 3 the budget cannot
 be met (the system prompt and newest message alone are larger; the message says by how much);
@@ -257,7 +259,8 @@ pub(crate) struct CompactArgs {
     pub(crate) recall_share: f64,
     #[command(flatten)]
     pub(crate) recall: RecallArgs,
-    /// Print only the messages, without provenance or ids, ready to send to an API.
+    /// Print only what an API takes, in the input's format (an Anthropic request stays one):
+    /// the messages without provenance or ids, the request's other keys as they were.
     #[arg(long)]
     pub(crate) plain: bool,
     /// The input's format.

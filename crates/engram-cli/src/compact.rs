@@ -19,7 +19,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
         std::thread::spawn(move || Tokenizer::from_name(&name).map(|t| t.count("warm")))
     });
     let bytes = input::read_bytes(args.file.as_deref())?;
-    let conversation = input::parse(&bytes, args.format)?;
+    let (conversation, anthropic) = input::parse_request(&bytes, args.format)?;
     drop(bytes);
     if let Some(handle) = warm {
         // An unknown name is reported below, with the right exit code.
@@ -59,6 +59,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     options.embedder = crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::File);
     let compacted = compact(&conversation, &counter, &options)?;
 
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.plain
+        && let Some(original) = &anthropic
+    {
+        // An Anthropic request comes back as an Anthropic request, ready to send.
+        let messages = compacted.messages.into_iter().map(|v| v.message).collect();
+        let request = engram::anthropic::rewrite_request(original, &conversation, messages)?;
+        serde_json::to_writer(&mut out, &request)?;
+        writeln!(out)?;
+        out.flush()?;
+        return Ok(());
+    }
     let mut doc = serde_json::Map::new();
     if !args.plain {
         doc.insert("schema_version".into(), json!(1));
@@ -79,8 +92,6 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
             crate::summarizer::usage_report(&registry, s),
         );
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
     serde_json::to_writer(&mut out, &doc)?;
     writeln!(out)?;
     out.flush()?;

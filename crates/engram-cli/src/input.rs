@@ -109,14 +109,24 @@ pub(crate) fn open_lines(file: &Path) -> anyhow::Result<Box<dyn std::io::BufRead
 
 /// Parses a conversation, detecting Anthropic requests when asked to.
 pub(crate) fn parse(bytes: &[u8], format: InputFormatArg) -> Result<Conversation, InputError> {
+    Ok(parse_request(bytes, format)?.0)
+}
+
+/// Parses a conversation as [`parse`] does, and keeps an Anthropic request's own JSON (what a
+/// compaction is written back into, so that an Anthropic request stays one).
+pub(crate) fn parse_request(
+    bytes: &[u8],
+    format: InputFormatArg,
+) -> Result<(Conversation, Option<Value>), InputError> {
     if is_anthropic(bytes, format) {
         // The OpenAI parser's checks (UTF-8, syntax with line numbers) come first.
         let value: Value = serde_json::from_slice(bytes).map_err(|e| {
             InputError::new(format!("invalid JSON: {e}")).at_line(e.line(), Some(e.column()))
         })?;
-        engram::anthropic::from_anthropic(&value)
+        let conversation = engram::anthropic::from_anthropic(&value)?;
+        Ok((conversation, Some(value)))
     } else {
-        engram::parse_conversation(bytes)
+        Ok((engram::parse_conversation(bytes)?, None))
     }
 }
 

@@ -242,6 +242,121 @@ fn anthropic_requests_are_read() {
     assert_eq!(roles, ["system", "user", "assistant", "tool"]);
 }
 
+/// A long Anthropic request: a task, twelve tool rounds with long outputs, a last question.
+fn long_anthropic_request() -> Value {
+    let mut messages = vec![
+        serde_json::json!({"role": "user", "content": "Find why the build of crates/parser fails."}),
+    ];
+    for i in 0..12 {
+        messages.push(serde_json::json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Reading file {i}.")},
+            {"type": "tool_use", "id": format!("toolu_{i}"), "name": "read_file", "input": {"path": format!("src/f{i}.rs")}}
+        ]}));
+        let output: String = (0..40)
+            .map(|l| format!("line {l} of src/f{i}.rs: let x{l} = {l};\n"))
+            .collect();
+        messages.push(serde_json::json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_{i}"), "content": output}
+        ]}));
+    }
+    messages
+        .push(serde_json::json!({"role": "assistant", "content": "The error is in src/f3.rs."}));
+    messages.push(serde_json::json!({"role": "user", "content": [
+        {"type": "text", "text": "Fix it.", "cache_control": {"type": "ephemeral"}}
+    ]}));
+    serde_json::json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "temperature": 0.2,
+        "system": [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}],
+        "messages": messages,
+    })
+}
+
+#[test]
+fn a_compacted_anthropic_request_stays_one_with_plain() {
+    let request = long_anthropic_request();
+    let bytes = serde_json::to_vec(&request).expect("json");
+    let out = json(&engram(
+        &["compact", "--budget", "1500", "--plain", "-"],
+        Some(&bytes),
+    ));
+    // The request's own keys, as sent; the tools in Anthropic's form.
+    for key in ["model", "max_tokens", "temperature", "tools"] {
+        assert_eq!(out[key], request[key], "{key}: {out}");
+    }
+    // The system prompt as sent, then the digest of what was left out.
+    let system = out["system"].as_array().expect("system blocks");
+    assert_eq!(system[0], request["system"][0]);
+    assert!(
+        system.len() == 2
+            && system[1]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("src/f")),
+        "the digest follows the system prompt: {out}"
+    );
+    assert!(out.get("report").is_none() && out.get("schema_version").is_none());
+    let messages = out["messages"].as_array().expect("messages");
+    assert!(
+        messages.len() < request["messages"].as_array().expect("m").len(),
+        "compacted: {out}"
+    );
+    assert_eq!(
+        messages[0]["role"], "user",
+        "Anthropic wants a user turn first: {out}"
+    );
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for (n, m) in messages.iter().enumerate() {
+        let role = m["role"].as_str().expect("role");
+        assert!(role == "user" || role == "assistant", "message {n}: {m}");
+        assert!(
+            m.get("id").is_none() && m.get("engram").is_none(),
+            "message {n}: {m}"
+        );
+        assert_ne!(
+            role,
+            messages
+                .get(n + 1)
+                .map_or("", |next| next["role"].as_str().expect("role")),
+            "roles alternate at {n}"
+        );
+        for block in m["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("tool_use") => calls.push(block["id"].clone()),
+                Some("tool_result") => results.push(block["tool_use_id"].clone()),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        calls, results,
+        "every tool_use kept has its tool_result: {out}"
+    );
+    // The newest turn as the caller wrote it.
+    assert_eq!(
+        messages.last(),
+        request["messages"].as_array().expect("m").last()
+    );
+    let written = serde_json::to_vec(&out).expect("json");
+    let counted = json(&engram(
+        &["count", "--json", "--format", "anthropic", "-"],
+        Some(&written),
+    ));
+    assert!(
+        counted["total_tokens"].as_u64().expect("tokens") <= 1500,
+        "{counted}"
+    );
+    assert_eq!(counted["messages"][0]["role"], "system");
+
+    // Without --plain, engram's document (OpenAI-format messages with provenance), as before.
+    let doc = json(&engram(&["compact", "--budget", "1500", "-"], Some(&bytes)));
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["messages"][0]["role"], "system");
+    assert!(doc["messages"][0]["engram"].is_object());
+}
+
 #[test]
 fn bad_input_exits_2_and_names_the_place() {
     let cases: &[(&[u8], &str)] = &[

@@ -893,42 +893,8 @@ fn render(
             value
         }
         Format::Anthropic => {
-            // Anthropic wants the first message to be a user turn. When the kept history starts
-            // on an assistant turn (the digest went into `system`), a user turn opens it and
-            // says where the earlier conversation is.
-            let mut messages = messages;
-            let leading = pinned_prefix(&messages);
-            if messages
-                .get(leading)
-                .is_some_and(|m| m.role == engram::Role::Assistant)
-            {
-                let summarised = leading > pinned_prefix(&parsed.conversation.messages);
-                messages.insert(
-                    leading,
-                    Message::user(if summarised {
-                        "[The conversation before this point is summarised in the system prompt.]"
-                    } else {
-                        "[Earlier turns of this conversation were left out to fit the context window.]"
-                    }),
-                );
-            }
-            let conversation = Conversation {
-                messages,
-                tools: parsed.conversation.tools.clone(),
-                extra: parsed.conversation.extra.clone(),
-            };
-            let mut value =
-                engram::anthropic::to_anthropic(&conversation).map_err(|e| e.to_string())?;
-            engram::anthropic::keep_callers_json(&mut value, &parsed.value);
-            // Keys engram does not model pass through as the caller sent them.
-            if let (Value::Object(out), Value::Object(original)) = (&mut value, &parsed.value) {
-                for (k, v) in original {
-                    if k != "messages" && k != "system" && !out.contains_key(k) {
-                        out.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            value
+            engram::anthropic::rewrite_request(&parsed.value, &parsed.conversation, messages)
+                .map_err(|e| e.to_string())?
         }
     };
     serde_json::to_vec(&body).map_err(|e| e.to_string())

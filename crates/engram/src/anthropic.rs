@@ -479,6 +479,57 @@ pub fn keep_callers_json(written: &mut Value, original: &Value) {
     }
 }
 
+/// The caller's Anthropic request `original` (`read`: its conversation, as [`from_anthropic`]
+/// read it) with `messages` (a compaction of it) in place of its own: an Anthropic request
+/// again, ready to send. What engram kept unchanged goes as the caller wrote it
+/// ([`keep_callers_json`]), and every key engram does not model passes through.
+///
+/// Anthropic wants the first message to be a user turn. When the kept history starts on an
+/// assistant turn (a digest went into `system`), a user turn opens it and says where the earlier
+/// conversation is: summarised in the system prompt, or left out.
+pub fn rewrite_request(
+    original: &Value,
+    read: &Conversation,
+    mut messages: Vec<Message>,
+) -> Result<Value, InputError> {
+    let instructions = |messages: &[Message]| {
+        messages
+            .iter()
+            .take_while(|m| m.role.is_instruction())
+            .count()
+    };
+    let leading = instructions(&messages);
+    if messages
+        .get(leading)
+        .is_some_and(|m| m.role == Role::Assistant)
+    {
+        let summarised = leading > instructions(&read.messages);
+        messages.insert(
+            leading,
+            Message::user(if summarised {
+                "[The conversation before this point is summarised in the system prompt.]"
+            } else {
+                "[Earlier turns of this conversation were left out to fit the context window.]"
+            }),
+        );
+    }
+    let conversation = Conversation {
+        messages,
+        tools: read.tools.clone(),
+        extra: read.extra.clone(),
+    };
+    let mut value = to_anthropic(&conversation)?;
+    keep_callers_json(&mut value, original);
+    if let (Value::Object(out), Value::Object(original)) = (&mut value, original) {
+        for (k, v) in original {
+            if k != "messages" && k != "system" && !out.contains_key(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
