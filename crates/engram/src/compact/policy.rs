@@ -123,18 +123,22 @@ pub fn within_target<T>(
     mut compact: impl FnMut(usize) -> Result<T, CompactError>,
 ) -> Attempt<T> {
     match compact(target.saturating_sub(reserve).max(1)) {
-        Err(e @ CompactError::CannotFit { .. }) if target < limit => {
-            let CompactError::CannotFit { required, .. } = e else {
-                unreachable!("matched above")
-            };
+        Err(CompactError::CannotFit { required, what, .. }) if target < limit => {
             let budget = (required + target / 4)
                 .min(limit)
                 .saturating_sub(reserve)
                 .max(required.min(limit))
                 .max(1);
+            // Said of the target, not of the budget inside it (the caller names the target).
+            let mut why = format!("{what} need {required} tokens on their own");
+            if required <= target {
+                why.push_str(&format!(
+                    ", and {reserve} more are kept for the summaries' headers"
+                ));
+            }
             Attempt {
                 result: compact(budget),
-                missed_target: Some(e.to_string()),
+                missed_target: Some(why),
             }
         }
         result => Attempt {
@@ -200,7 +204,7 @@ mod tests {
             budget: 0,
             required,
             over: 0,
-            what: String::new(),
+            what: "the newest message".into(),
         };
         let mut budgets = Vec::new();
         let attempt = within_target(6_000, 10_000, 40, |b| {
@@ -209,7 +213,21 @@ mod tests {
         });
         assert_eq!(attempt.result.expect("fits"), 8_500 - 40);
         assert_eq!(budgets, [5_960, 8_460]);
-        assert!(attempt.missed_target.is_some());
+        // Said of the target, never of the budget inside it (5,960 is nobody's number).
+        assert_eq!(
+            attempt.missed_target.as_deref(),
+            Some("the newest message need 7000 tokens on their own")
+        );
+        let attempt = within_target(6_000, 10_000, 40, |b| {
+            if b < 5_990 { Err(cannot(5_990)) } else { Ok(b) }
+        });
+        assert_eq!(
+            attempt.missed_target.as_deref(),
+            Some(
+                "the newest message need 5990 tokens on their own, and 40 more are kept for \
+                 the summaries' headers"
+            )
+        );
 
         // At most the limit; never less than what must be kept (within the limit).
         let attempt = within_target(6_000, 10_000, 40, |b| {

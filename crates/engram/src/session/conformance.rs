@@ -856,6 +856,18 @@ fn the_agents_compact_history_tool(store: &dyn EngramStore) {
         s.compact_history(&args).expect("too few"),
         "Not enough messages to compact. No changes made."
     );
+    // The 2 messages asked for stay with the call their tool output answers, so everything is
+    // what compaction keeps (the system prompt, the task, the newest turn): nothing changes,
+    // and the answer says why of the target, in one number. (It used to summarise the call and
+    // its output and keep 1 message of the 2, and to name a budget inside the target.)
+    let keep_two = CompactHistoryArgs::parse(&json!({"preserveRecentMessages": 2})).expect("args");
+    let text = s.compact_history(&keep_two).expect("nothing to do");
+    assert!(
+        text.starts_with("No changes made: the target of ")
+            && text.contains("need ")
+            && !text.contains("budget"),
+        "{text}"
+    );
     assert!(store.compactions("h", false).expect("records").is_empty());
     for i in 1..12 {
         s.append(turn(i)).expect("append");

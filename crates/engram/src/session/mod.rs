@@ -1049,9 +1049,9 @@ impl<'s> Session<'s> {
         &mut self,
         args: &crate::tools::CompactHistoryArgs,
     ) -> Result<String, SessionError> {
-        let active = self.log()?.len();
+        let active = self.log()?;
         let keep = args.preserve_recent_messages;
-        if active <= keep + 1 {
+        if active.len() <= keep + 1 {
             return Ok(crate::tools::compact_history_result(0, keep, 0, 0));
         }
         let saved = self.options.clone();
@@ -1060,7 +1060,14 @@ impl<'s> Session<'s> {
         } else {
             crate::compact::Strategy::Extractive
         };
-        self.options.keep_recent = keep;
+        // The messages the agent asked to keep stay, whatever they cost, with the tool calls
+        // and results they belong with (a budget that cannot hold them fails the target; it
+        // does not keep fewer); the window takes none beyond them.
+        self.options
+            .pinned_ids
+            .extend(active[active.len() - keep..].iter().map(|m| m.id.clone()));
+        drop(active);
+        self.options.keep_recent = 0;
         self.options.preserve_window = false;
         if let Some(prompt) = &args.custom_prompt {
             self.options.prompt = Some(prompt.clone());
