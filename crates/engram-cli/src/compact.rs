@@ -59,18 +59,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     options.embedder = crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::File);
     let compacted = compact(&conversation, &counter, &options)?;
 
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
     if args.plain
         && let Some(original) = &anthropic
     {
         // An Anthropic request comes back as an Anthropic request, ready to send.
         let messages = compacted.messages.into_iter().map(|v| v.message).collect();
         let request = engram::anthropic::rewrite_request(original, &conversation, messages)?;
-        serde_json::to_writer(&mut out, &request)?;
-        writeln!(out)?;
-        out.flush()?;
-        return Ok(());
+        return write_line(&request);
     }
     let mut doc = serde_json::Map::new();
     if !args.plain {
@@ -92,7 +87,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
             crate::summarizer::usage_report(&registry, s),
         );
     }
-    serde_json::to_writer(&mut out, &doc)?;
+    write_line(&doc)
+}
+
+/// Writes `value` to standard output as one line of JSON.
+fn write_line(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    serde_json::to_writer(&mut out, value)?;
     writeln!(out)?;
     out.flush()?;
     Ok(())

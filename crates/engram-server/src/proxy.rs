@@ -275,14 +275,6 @@ fn prefix_hashes(scope: &str, messages: &[Message]) -> Vec<u128> {
     out
 }
 
-/// The leading system/developer messages (kept verbatim by every compaction).
-fn pinned_prefix(messages: &[Message]) -> usize {
-    messages
-        .iter()
-        .take_while(|m| m.role.is_instruction())
-        .count()
-}
-
 /// True for a message the caller pinned (`"pinned": true`), kept wherever it stands.
 fn pinned_mid(m: &Message) -> bool {
     m.extra().get("pinned") == Some(&Value::Bool(true))
@@ -976,7 +968,7 @@ fn cacheable_summary(
         let i = *index.get(v.source_ids.first()?)?;
         (!pinned_mid(&messages[i])).then_some(i)
     })?;
-    let pinned = pinned_prefix(messages);
+    let pinned = engram::message::leading_instructions(messages);
     if k <= pinned {
         return None;
     }
@@ -1171,7 +1163,7 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     // this request shares with it: while the summary and what follows it stay under the
     // threshold, that is what goes upstream, and nothing is summarised again.
     let messages = &parsed.conversation.messages;
-    let pinned = pinned_prefix(messages);
+    let pinned = engram::message::leading_instructions(messages);
     let scope = format!("{tenant}\0{}", format.name());
     let prefixes = prefix_hashes(&scope, messages);
     let cached = app.proxy.summaries().longest(&prefixes, pinned);

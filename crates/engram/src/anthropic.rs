@@ -17,7 +17,9 @@ use serde_json::{Map, Value, json};
 
 use crate::error::InputError;
 use crate::input::Conversation;
-use crate::message::{Content, ContentPart, Message, Role, ToolCall, parse_content, type_name};
+use crate::message::{
+    Content, ContentPart, Message, Role, ToolCall, leading_instructions, parse_content, type_name,
+};
 
 /// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`).
 pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
@@ -217,11 +219,7 @@ fn tool_use_to_call(block: &Map<String, Value>) -> Result<ToolCall, InputError> 
 /// Anthropic ones. Message ids are not sent (the API rejects unknown keys).
 pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
     let mut request = Map::new();
-    let leading = conversation
-        .messages
-        .iter()
-        .take_while(|m| m.role.is_instruction())
-        .count();
+    let leading = leading_instructions(&conversation.messages);
     if leading > 0 {
         let system = &conversation.messages[..leading];
         let value = match system {
@@ -492,18 +490,12 @@ pub fn rewrite_request(
     read: &Conversation,
     mut messages: Vec<Message>,
 ) -> Result<Value, InputError> {
-    let instructions = |messages: &[Message]| {
-        messages
-            .iter()
-            .take_while(|m| m.role.is_instruction())
-            .count()
-    };
-    let leading = instructions(&messages);
+    let leading = leading_instructions(&messages);
     if messages
         .get(leading)
         .is_some_and(|m| m.role == Role::Assistant)
     {
-        let summarised = leading > instructions(&read.messages);
+        let summarised = leading > leading_instructions(&read.messages);
         messages.insert(
             leading,
             Message::user(if summarised {

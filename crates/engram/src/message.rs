@@ -59,6 +59,15 @@ impl Role {
     }
 }
 
+/// How many messages open `messages` with instructions (system or developer): the prefix
+/// every compaction keeps verbatim, and what an Anthropic request puts in `system`.
+pub fn leading_instructions(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .take_while(|m| m.role.is_instruction())
+        .count()
+}
+
 /// A map of the keys a parser did not take: the input object's map, which keeps the room of
 /// every key it had (an empty map that held `role` and `content` still holds their space, about
 /// 350 bytes; a history of millions of short messages would keep that per message).
