@@ -46,7 +46,10 @@ export interface CountOptions {
   tools?: unknown[]
 }
 
-/** Tokens of a text, or of a whole request as the model will count it, overheads included. */
+/**
+ * Tokens of a text, or of a whole request (an Anthropic one with its `system`) as the model will
+ * count it, overheads included.
+ */
 export declare function countTokens(value: string | Messages, options?: CountOptions): number
 
 /**
@@ -101,6 +104,11 @@ export interface CompactReport {
 export interface Compacted {
   messages: Message[]
   report: CompactReport
+  /**
+   * Given a request (`{messages, ...}`, OpenAI's or Anthropic's), the one to send: the same
+   * keys, compacted. An Anthropic request stays one (the digest in `system`).
+   */
+  request?: { messages: Message[]; [key: string]: unknown }
 }
 
 /** Compacts messages to `budget` tokens (default: the window less the reply's room). */

@@ -138,8 +138,8 @@ function counter(model, tokenizer) {
 }
 
 /**
- * Tokens of a text, or of a whole request (a list of messages or `{messages}`) as the model
- * will count it, overheads included.
+ * Tokens of a text, or of a whole request (a list of messages, `{messages}` or an Anthropic
+ * request with its `system`) as the model will count it, overheads included.
  */
 function countTokens(value, { model, tokenizer, tools } = {}) {
   const c = counter(model, tokenizer)
@@ -219,7 +219,10 @@ function nativeEmbeddings(embeddings) {
  * Compacts messages to `budget` tokens (default: the model's window less the reply's room).
  * Options: model, tokenizer, strategy (`auto`, `mask`, `extractive`, `summarize`), query,
  * keepRecent, keepToolOutputs, preserveWindow, digestShare, recallShare, summaryPrompt, and
- * embeddings (an `Embeddings`: recall for the query is hybrid). Resolves to `{messages, report}`.
+ * embeddings (an `Embeddings`: recall for the query is hybrid). Resolves to `{messages, report}`
+ * and, when `messages` is a request (an OpenAI body `{model, messages, tools, ...}` or an
+ * Anthropic request `{system, messages, ...}`), `request`: the one to send, its other keys kept.
+ * An Anthropic request comes back as one (the digest in `system`); `messages` are then its own.
  */
 async function compact(messages, budget, opts = {}) {
   const { embeddings, ...rest } = opts ?? {}
@@ -227,7 +230,9 @@ async function compact(messages, budget, opts = {}) {
   const conversation = dumps(messages, 'messages')
   const o = options({ ...rest, budget: budget ?? undefined, plain: true })
   const doc = JSON.parse(await wait(native.compactJson(conversation, o, model)))
-  return { messages: doc.messages, report: doc.report }
+  const out = { messages: doc.messages, report: doc.report }
+  if (doc.request !== undefined) out.request = doc.request
+  return out
 }
 
 /** The agent's tools' definitions: `openai` (default) or `anthropic` format. */

@@ -84,6 +84,18 @@ fn conversation(text: &str) -> Res<engram::Conversation> {
     engram::parse_conversation(text.as_bytes()).map_err(err)
 }
 
+/// A request as a caller sends it: an Anthropic Messages request (with its JSON, what a
+/// compaction is written back into) or, as [`conversation`] reads them, OpenAI messages.
+fn request(text: &str) -> Res<(engram::Conversation, Option<Value>)> {
+    match engram::anthropic::detect(text.as_bytes()) {
+        Some(original) => {
+            let read = engram::anthropic::from_anthropic(&original).map_err(err)?;
+            Ok((read, Some(original)))
+        }
+        None => Ok((conversation(text)?, None)),
+    }
+}
+
 fn messages(text: &str) -> Res<Vec<Message>> {
     Ok(conversation(text)?.messages)
 }
@@ -213,9 +225,10 @@ impl Counter {
         texts.iter().map(|t| self.counter.count_text(t)).collect()
     }
 
-    /// A conversation's count as JSON: total, per message, tools.
+    /// A conversation's count as JSON: total, per message, tools. An Anthropic request counts
+    /// as the Messages API does (its `system` prompt too, each `tool_use` with its result).
     pub fn count_messages(&self, messages_json: &str, tools_json: Option<&str>) -> Res<String> {
-        let mut conversation = conversation(messages_json)?;
+        let (mut conversation, _) = request(messages_json)?;
         if let Some(tools) = tools_json {
             match parse_json(tools, "tools")? {
                 Value::Array(t) => conversation.tools = t,
@@ -491,18 +504,21 @@ pub fn models_json() -> Res<String> {
     to_json(&models)
 }
 
-/// Compacts a conversation (`{"messages", "tools"?, ...}`) to a budget. Options as JSON:
-/// budget, model, tokenizer, strategy, query, keep_recent, keep_tool_outputs, preserve_window,
-/// digest_share, recall_share, summary_prompt. Returns `{"messages", "report"}` (plus the
-/// request's other keys, so an OpenAI request body stays one). With `embeddings`, recall for the
-/// query is hybrid.
+/// Compacts a conversation (a list of messages, or a request: `{"messages", "tools"?, ...}` or
+/// an Anthropic Messages request) to a budget. Options as JSON: budget, model, tokenizer,
+/// strategy, query, keep_recent, keep_tool_outputs, preserve_window, digest_share, recall_share,
+/// summary_prompt, plain (default true; false keeps engram's provenance on each message).
+/// Returns `{"messages", "report"}` and, when a request object was given and `plain`,
+/// `"request"`: the request to send, with the caller's other keys; an Anthropic request stays
+/// one (the digest in `system`, `tool_use` and `tool_result` blocks), and then `messages` are
+/// its messages. With `embeddings`, recall for the query is hybrid.
 pub fn compact_json(
     conversation_json: &str,
     options_json: &str,
     summarizer: Option<Arc<dyn Summarizer>>,
     embeddings: Option<&Embeddings>,
 ) -> Res<String> {
-    let conversation = conversation(conversation_json)?;
+    let (conversation, anthropic) = request(conversation_json)?;
     let o = parse_json(options_json, "options")?;
     let plain = opt_bool(&o, "plain")?.unwrap_or(true);
     let Compaction {
@@ -517,8 +533,25 @@ pub fn compact_json(
     options.summarizer = summarizer;
     options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
     let compacted = compact(&conversation, &counter, &options).map_err(err)?;
-    let doc = compaction_document(&conversation, &compacted, counter.tokenizer(), plain);
-    to_json(&doc)
+    let mut doc = compaction_document(&conversation, &compacted, counter.tokenizer(), plain);
+    let report = doc.remove("report").unwrap_or_default();
+    if !plain {
+        return to_json(&json!({ "messages": doc.remove("messages"), "report": report }));
+    }
+    let request = match &anthropic {
+        Some(original) => {
+            let messages = compacted.messages.into_iter().map(|v| v.message).collect();
+            engram::anthropic::rewrite_request(original, &conversation, messages).map_err(err)?
+        }
+        None => Value::Object(doc),
+    };
+    let messages = request.get("messages").cloned().unwrap_or_default();
+    let given_a_request = conversation_json.trim_start().starts_with('{');
+    let mut out = json!({ "messages": messages, "report": report });
+    if given_a_request {
+        out["request"] = request;
+    }
+    to_json(&out)
 }
 
 /// Compacts a Vercel AI SDK prompt by the sessions' policy (`engram::ai_sdk`): `null` while it

@@ -118,15 +118,12 @@ pub(crate) fn parse_request(
     bytes: &[u8],
     format: InputFormatArg,
 ) -> Result<(Conversation, Option<Value>), InputError> {
-    if is_anthropic(bytes, format) {
-        // The OpenAI parser's checks (UTF-8, syntax with line numbers) come first.
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-            InputError::new(format!("invalid JSON: {e}")).at_line(e.line(), Some(e.column()))
-        })?;
-        let conversation = engram::anthropic::from_anthropic(&value)?;
-        Ok((conversation, Some(value)))
-    } else {
-        Ok((engram::parse_conversation(bytes)?, None))
+    match anthropic_request(bytes, format)? {
+        Some(value) => {
+            let conversation = engram::anthropic::from_anthropic(&value)?;
+            Ok((conversation, Some(value)))
+        }
+        None => Ok((engram::parse_conversation(bytes)?, None)),
     }
 }
 
@@ -136,8 +133,8 @@ pub(crate) fn parse_streamed(
     bytes: &[u8],
     format: InputFormatArg,
 ) -> Result<(Conversation, Messages<'_>), InputError> {
-    if is_anthropic(bytes, format) {
-        let mut conversation = parse(bytes, format)?;
+    if let Some(value) = anthropic_request(bytes, format)? {
+        let mut conversation = engram::anthropic::from_anthropic(&value)?;
         let messages = std::mem::take(&mut conversation.messages);
         return Ok((conversation, Box::new(messages.into_iter().map(Ok))));
     }
@@ -148,48 +145,19 @@ pub(crate) fn parse_streamed(
 /// Messages parsed one at a time; the stream ends after the first error.
 pub(crate) type Messages<'a> = Box<dyn Iterator<Item = Result<Message, InputError>> + 'a>;
 
-fn is_anthropic(bytes: &[u8], format: InputFormatArg) -> bool {
+/// The input's JSON when it is to be read as an Anthropic request: always with `--format
+/// anthropic`, when it looks like one with `auto`.
+fn anthropic_request(bytes: &[u8], format: InputFormatArg) -> Result<Option<Value>, InputError> {
     match format {
-        InputFormatArg::Openai => false,
-        InputFormatArg::Anthropic => true,
-        InputFormatArg::Auto => looks_like_anthropic(bytes),
-    }
-}
-
-/// An object with a top-level `system` key, or with `tool_use` / `tool_result` blocks.
-fn looks_like_anthropic(bytes: &[u8]) -> bool {
-    // Cheap pre-filter, so that a large OpenAI input is not parsed twice: an Anthropic request
-    // has a `"system":` key or tool_use / tool_result blocks somewhere in its text.
-    let has = |needle: &[u8]| memchr::memmem::find(bytes, needle).is_some();
-    if !(has(b"\"system\":")
-        || has(b"\"system\" :")
-        || has(b"\"tool_use\"")
-        || has(b"\"tool_result\""))
-    {
-        return false;
-    }
-    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(bytes) else {
-        return false;
-    };
-    if map.contains_key("system") {
-        return true;
-    }
-    map.get("messages")
-        .and_then(Value::as_array)
-        .is_some_and(|messages| {
-            messages.iter().any(|m| {
-                m.get("content")
-                    .and_then(Value::as_array)
-                    .is_some_and(|blocks| {
-                        blocks.iter().any(|b| {
-                            matches!(
-                                b.get("type").and_then(Value::as_str),
-                                Some("tool_use" | "tool_result")
-                            )
-                        })
-                    })
+        InputFormatArg::Openai => Ok(None),
+        InputFormatArg::Auto => Ok(engram::anthropic::detect(bytes)),
+        InputFormatArg::Anthropic => {
+            // Invalid JSON is reported with its line and column, as the OpenAI reader does.
+            serde_json::from_slice(bytes).map(Some).map_err(|e| {
+                InputError::new(format!("invalid JSON: {e}")).at_line(e.line(), Some(e.column()))
             })
-        })
+        }
+    }
 }
 
 #[cfg(test)]

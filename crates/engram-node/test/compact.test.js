@@ -57,3 +57,57 @@ test('bad options are an EngramError naming the option', async () => {
     (e) => e instanceof EngramError,
   )
 })
+
+/** An Anthropic Messages request of a coding agent: twelve files read with a tool. */
+function anthropicRequest() {
+  const messages = [{ role: 'user', content: 'Find why the build of crates/parser fails.' }]
+  for (let i = 0; i < 12; i++) {
+    messages.push({ role: 'assistant', content: [
+      { type: 'text', text: `Reading file ${i}.` },
+      { type: 'tool_use', id: `toolu_${i}`, name: 'read_file', input: { path: `src/f${i}.rs` } },
+    ] })
+    const output = Array.from({ length: 40 }, (_, n) => `line ${n} of src/f${i}.rs: let x${n} = ${n};\n`).join('')
+    messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: `toolu_${i}`, content: output }] })
+  }
+  messages.push({ role: 'assistant', content: 'The error is in src/f3.rs.' })
+  messages.push({ role: 'user', content: [{ type: 'text', text: 'Fix it.', cache_control: { type: 'ephemeral' } }] })
+  return {
+    model: 'claude-sonnet-4-5',
+    max_tokens: 1024,
+    system: [{ type: 'text', text: 'You are a coding agent. '.repeat(20), cache_control: { type: 'ephemeral' } }],
+    tools: [{ name: 'read_file', description: 'Read a file', input_schema: { type: 'object' } }],
+    messages,
+  }
+}
+
+test('an Anthropic request is counted with its system prompt and comes back as one', async () => {
+  const request = anthropicRequest()
+  const model = 'claude-sonnet-4-5'
+  const { system, ...withoutSystem } = request
+  assert.ok(countTokens(request, { model }) >= countTokens(withoutSystem, { model }) + countTokens(system[0].text, { model }))
+
+  const out = await compact(request, 1500)
+  const sent = out.request
+  assert.deepEqual(out.messages, sent.messages)
+  for (const key of ['model', 'max_tokens', 'tools']) assert.deepEqual(sent[key], request[key], key)
+  assert.deepEqual(sent.system[0], request.system[0], 'the system prompt as sent')
+  assert.ok(sent.system.length === 2 && sent.system[1].text.includes('src/f'), 'then the digest')
+  const roles = sent.messages.map((m) => m.role)
+  assert.ok(roles.length < request.messages.length, 'compacted')
+  assert.equal(roles[0], 'user')
+  roles.slice(1).forEach((r, i) => assert.notEqual(r, roles[i], `roles alternate at ${i}`))
+  const blocks = sent.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+  assert.deepEqual(
+    blocks.filter((b) => b.type === 'tool_use').map((b) => b.id),
+    blocks.filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id),
+    'every tool_use has its result',
+  )
+  assert.deepEqual(sent.messages.at(-1), request.messages.at(-1))
+  assert.ok(countTokens(sent, { model }) <= 1500)
+
+  // An OpenAI body comes back with its keys; a list of messages as a list alone.
+  const body = { model: 'gpt-4o', temperature: 0.2, messages: openaiMessages(loadRecords('sweagent_demos.jsonl', 1)[0]) }
+  const openai = await compact(body, 2048)
+  assert.deepEqual(openai.request, { ...body, messages: openai.messages })
+  assert.equal((await compact(body.messages, 2048)).request, undefined)
+})

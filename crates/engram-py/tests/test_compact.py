@@ -83,6 +83,81 @@ def test_a_request_body_passes_through_with_its_other_keys(trajectory):
     out = engram.compact(body, 4000)
     assert out.report["budget"] == 4000
     assert engram.count_tokens(out.messages, model="gpt-4o", tools=body["tools"]) <= 4000
+    # The request to send: the body's keys, its messages compacted.
+    assert out.request == {**body, "messages": out.messages}
+    assert engram.compact(trajectory, 4000).request is None, "a list gives messages alone"
+
+
+def anthropic_request() -> dict:
+    """An Anthropic Messages request of a coding agent: twelve files read with a tool."""
+    messages: list[dict] = [{"role": "user", "content": "Find why the build of crates/parser fails."}]
+    for i in range(12):
+        messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Reading file {i}."},
+            {"type": "tool_use", "id": f"toolu_{i}", "name": "read_file", "input": {"path": f"src/f{i}.rs"}}]})
+        output = "".join(f"line {n} of src/f{i}.rs: let x{n} = {n};\n" for n in range(40))
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": output}]})
+    messages.append({"role": "assistant", "content": "The error is in src/f3.rs."})
+    messages.append({"role": "user", "content": [
+        {"type": "text", "text": "Fix it.", "cache_control": {"type": "ephemeral"}}]})
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "temperature": 0.2,
+        "system": [{"type": "text", "text": "You are a coding agent. " * 20,
+                    "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}],
+        "messages": messages,
+    }
+
+
+def test_an_anthropic_request_counts_its_system_prompt():
+    request = anthropic_request()
+    without_system = {k: v for k, v in request.items() if k != "system"}
+    system = engram.count_tokens(request["system"][0]["text"], model="claude-sonnet-4-5")
+    assert engram.count_tokens(request, model="claude-sonnet-4-5") >= (
+        engram.count_tokens(without_system, model="claude-sonnet-4-5") + system)
+    counted = engram.Counter("claude-sonnet-4-5").count_messages(request)
+    assert len(counted["messages"]) == 1 + len(request["messages"]), "the system prompt is the first"
+
+
+def test_an_anthropic_request_comes_back_as_one_the_anthropic_sdk_sends(fake_openai):
+    import anthropic
+
+    request = anthropic_request()
+    out = engram.compact(request, 1500)
+    sent = out.request
+    assert sent is not None and out.messages == sent["messages"]
+    # The request's own keys as sent; the system prompt as sent, then the digest of what went.
+    for key in ["model", "max_tokens", "temperature", "tools"]:
+        assert sent[key] == request[key], key
+    assert sent["system"][0] == request["system"][0]
+    assert len(sent["system"]) == 2 and "src/f" in sent["system"][1]["text"], sent["system"]
+    roles = [m["role"] for m in sent["messages"]]
+    assert len(roles) < len(request["messages"]), "compacted"
+    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:])), roles
+    blocks = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert [b["id"] for b in blocks if b["type"] == "tool_use"] == [
+        b["tool_use_id"] for b in blocks if b["type"] == "tool_result"], "every tool_use has its result"
+    assert sent["messages"][-1] == request["messages"][-1], "the newest turn as written"
+    assert engram.count_tokens(sent, model="claude-sonnet-4-5") <= 1500
+
+    # The official SDK takes it as it is and sends it as it is.
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+             "content": [{"type": "text", "text": "Fixed."}], "stop_reason": "end_turn",
+             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    server = fake_openai(lambda body: reply)
+    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="none",
+                                 max_retries=0)
+    assert client.messages.create(**sent).content[0].text == "Fixed."
+    assert server.requests[-1]["path"] == "/v1/messages"
+    assert server.requests[-1]["body"] == sent
+
+    # With annotate, engram's own form: OpenAI messages with their provenance, no request.
+    annotated = engram.compact(request, 1500, annotate=True)
+    assert annotated.messages[0]["role"] == "system" and "engram" in annotated.messages[0]
+    assert annotated.request is None
 
 
 def test_an_llm_summarizer_writes_the_summary(trajectory, fake_openai):

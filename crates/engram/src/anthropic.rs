@@ -21,6 +21,53 @@ use crate::message::{
     Content, ContentPart, Message, Role, ToolCall, leading_instructions, parse_content, type_name,
 };
 
+/// Whether `request` is an Anthropic Messages request rather than an OpenAI one: an object with
+/// a top-level `system` key, or with `tool_use` / `tool_result` blocks in its messages. (Each
+/// format's other requests read alike; engram reads those as OpenAI messages, the same either
+/// way.)
+pub fn is_request(request: &Value) -> bool {
+    let Value::Object(map) = request else {
+        return false;
+    };
+    if map.contains_key("system") {
+        return true;
+    }
+    let is_tool_block = |block: &Value| {
+        matches!(
+            block.get("type").and_then(Value::as_str),
+            Some("tool_use" | "tool_result")
+        )
+    };
+    map.get("messages")
+        .and_then(Value::as_array)
+        .is_some_and(|messages| {
+            messages.iter().any(|m| {
+                m.get("content")
+                    .and_then(Value::as_array)
+                    .is_some_and(|blocks| blocks.iter().any(is_tool_block))
+            })
+        })
+}
+
+/// The JSON of `bytes` when it is an Anthropic Messages request ([`is_request`]); `None` for
+/// anything else, invalid JSON included (the OpenAI reader then says what is wrong with it).
+/// A large OpenAI input is not parsed here: an Anthropic request has a `"system":` key or
+/// `tool_use` / `tool_result` blocks somewhere in its text, and one without them is passed over.
+pub fn detect(bytes: &[u8]) -> Option<Value> {
+    let has = |needle: &[u8]| memchr::memmem::find(bytes, needle).is_some();
+    let system_key = memchr::memmem::find_iter(bytes, b"\"system\"").any(|at| {
+        bytes[at + 8..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|&b| b == b':')
+    });
+    if !(system_key || has(b"\"tool_use\"") || has(b"\"tool_result\"")) {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(bytes).ok()?;
+    is_request(&value).then_some(value)
+}
+
 /// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`).
 pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
     let Value::Object(map) = request else {
@@ -662,5 +709,29 @@ mod tests {
         keep_callers_json(&mut changed, &original);
         assert_eq!(changed["messages"][0]["content"], "fix it now");
         assert_eq!(changed["system"], "a summary");
+    }
+
+    #[test]
+    fn a_request_is_detected_by_its_system_key_or_its_tool_blocks() {
+        let anthropic = |text: &str| detect(text.as_bytes()).is_some();
+        // A system key, however it is spaced.
+        assert!(anthropic(r#"{"system":"Be terse.","messages":[]}"#));
+        assert!(anthropic(
+            "{\"system\"\n  : \"Be terse.\", \"messages\": []}"
+        ));
+        assert!(anthropic(&request().to_string()));
+        // Tool blocks, without a system prompt.
+        let tool_use = r#"{"messages": [{"role": "user", "content": "ls"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "ls", "input": {}}]}]}"#;
+        assert!(anthropic(tool_use));
+        // OpenAI messages, even when their text says "system": or "tool_use".
+        let openai = r#"{"model": "gpt-4o", "messages": [
+            {"role": "system", "content": "Reply with JSON like {\"system\": 1}."},
+            {"role": "user", "content": "what is a \"tool_use\" block?"}]}"#;
+        assert!(!anthropic(openai));
+        assert!(!anthropic(r#"[{"role": "system", "content": "x"}]"#));
+        // Not JSON: the OpenAI reader reports it.
+        assert!(!anthropic(r#"{"system": "x", "messages": [}"#));
+        assert!(!anthropic(r#"{"system""#));
     }
 }

@@ -138,7 +138,8 @@ class Counter:
 
     def count_messages(self, messages: Messages, tools: Optional[Sequence[Mapping]] = None) -> dict:
         """A conversation's count: ``total`` (what the request costs, with per-message and
-        per-request overheads), ``messages`` (each message's tokens), ``tools`` and more."""
+        per-request overheads), ``messages`` (each message's tokens), ``tools`` and more. An
+        Anthropic Messages request counts with its ``system`` prompt (the first of ``messages``)."""
         data, _ = _as_openai(messages)
         return json.loads(
             self._native.count_messages(_dumps(data), None if tools is None else _dumps(list(tools)))
@@ -165,8 +166,8 @@ def count_tokens(
     tokenizer: Optional[str] = None,
     tools: Optional[Sequence[Mapping]] = None,
 ) -> int:
-    """Tokens of a text, or of a whole request (a list of messages or ``{"messages": ...}``)
-    as the model will count it, overheads included."""
+    """Tokens of a text, or of a whole request (a list of messages, ``{"messages": ...}`` or an
+    Anthropic request with its ``system``) as the model will count it, overheads included."""
     c = _counter(model, tokenizer)
     if isinstance(value, str):
         return c.count(value)
@@ -174,11 +175,14 @@ def count_tokens(
 
 
 class Compacted(NamedTuple):
-    """What :func:`compact` (and :meth:`Session.context`) return: the messages to send and a
-    report of what was done (tokens before and after, steps, what was dropped, ...)."""
+    """What :func:`compact` (and :meth:`Session.context`) return: the messages to send, a
+    report of what was done (tokens before and after, steps, what was dropped, ...) and, when
+    :func:`compact` was given a request (a dict with ``messages``), the ``request`` to send:
+    the same keys, compacted. An Anthropic request stays one."""
 
     messages: list
     report: dict
+    request: Optional[dict] = None
 
 
 class Context(NamedTuple):
@@ -215,11 +219,18 @@ def compact(
     tool call is never split from its result. ``annotate`` keeps engram's provenance fields
     (an ``engram`` object with ``kind`` and ``source_ids``) on each message. With
     ``embeddings`` (an :class:`Embeddings`), recall for ``query`` is hybrid: what says the same
-    in other words is found too."""
+    in other words is found too.
+
+    ``messages`` is a list of messages (OpenAI dicts or LangChain messages, returned in the same
+    form) or a request: an OpenAI body (``{"model", "messages", "tools", ...}``) or an Anthropic
+    Messages request (``{"system", "messages", ...}``, found by its ``system`` or its
+    ``tool_use`` blocks). For a request, ``request`` is the one to send, its other keys kept;
+    an Anthropic request comes back as one (the digest in ``system``) and ``messages`` are its
+    messages, unless ``annotate`` asks for engram's own form."""
     data, lc = _as_openai(messages)
-    if not isinstance(data, dict):
-        data = {"messages": data}
     if tools is not None:
+        if not isinstance(data, dict):
+            data = {"messages": data}
         data["tools"] = list(tools)
     options = {
         "budget": budget,
@@ -236,7 +247,8 @@ def compact(
         "plain": not annotate,
     }
     doc = json.loads(_engram.compact_json(_dumps(data), _dumps(options), summarizer, embeddings))
-    return Compacted(_back(doc["messages"], lc), doc["report"])
+    request = doc.get("request") if isinstance(messages, Mapping) else None
+    return Compacted(_back(doc["messages"], lc), doc["report"], request)
 
 
 def build_context(
