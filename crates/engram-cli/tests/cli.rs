@@ -886,6 +886,24 @@ fn memory_cli_refuses_bad_input_and_foreign_files() {
         "{}",
         stderr(&out)
     );
+    // A misspelt key is not left out quietly (the entry would take the default importance).
+    std::fs::write(
+        &bad,
+        "{\"content\": \"ok\", \"source\": \"s\"}\n{\"content\": \"x\", \"source\": \"s\", \"importanse\": 0.9}\n",
+    )
+    .expect("write");
+    let out = engram(
+        &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("line 2, field `importanse`: is not a field of an entry"),
+        "{}",
+        stderr(&out)
+    );
+    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
+    assert_eq!(stats["working"], 0, "a bad line stores nothing");
 
     let foreign = dir.join("notes.txt");
     std::fs::write(&foreign, "these are my notes, not a database").expect("write");

@@ -136,15 +136,43 @@ impl NewEntry {
     /// Reads one line of an import file:
     /// `{"content","source","session_id"?,"created_at"? (RFC 3339),"importance"?,"metadata"?,"id"?}`,
     /// plus `"tier"?` and `"summary_of"?` as `memory export` writes them, so that an export
-    /// reads back as it was. An error is `(field, what is wrong)`; the front says the field its
-    /// way (``field `content`: is empty``), so the message does not repeat it.
+    /// reads back as it was (and `"type": "memory"`, as `engram export` marks its memory
+    /// lines). A key of another name is an error, so that a misspelt `importance` is not left
+    /// out quietly. An error is `(field, what is wrong)`; the front says the field its way
+    /// (``field `content`: is empty``), so the message does not repeat it.
     pub fn from_json(value: &Value, default_time: Timestamp) -> Result<NewEntry, (String, String)> {
+        const FIELDS: [&str; 9] = [
+            "content",
+            "source",
+            "session_id",
+            "created_at",
+            "importance",
+            "metadata",
+            "id",
+            "tier",
+            "summary_of",
+        ];
         let Value::Object(map) = value else {
             return Err((
                 "".into(),
                 "expected an object with `content` and `source`".into(),
             ));
         };
+        for (key, value) in map {
+            if key == "type" {
+                if value.as_str() != Some("memory") {
+                    return Err((key.clone(), "must be \"memory\" when given".into()));
+                }
+            } else if !FIELDS.contains(&key.as_str()) {
+                return Err((
+                    key.clone(),
+                    format!(
+                        "is not a field of an entry; its fields: {}",
+                        FIELDS.join(", ")
+                    ),
+                ));
+            }
+        }
         let string = |key: &str, required: bool| -> Result<Option<String>, (String, String)> {
             match map.get(key) {
                 None | Some(Value::Null) if required => Err((key.into(), "is required".to_owned())),
@@ -611,5 +639,37 @@ mod tests {
         let t = parse_time("2026-11-21T07:00:00Z").expect("time");
         assert_eq!(format_time(t), "2026-11-21T07:00:00Z");
         assert!(parse_time("yesterday").is_err());
+    }
+
+    #[test]
+    fn an_entry_with_a_key_it_does_not_have_is_refused() {
+        let read = |value: Value| NewEntry::from_json(&value, 0);
+        let entry = read(serde_json::json!({"content": "x", "source": "s", "importance": 0.9}))
+            .expect("an entry");
+        assert_eq!(entry.importance, 0.9);
+        let (field, message) =
+            read(serde_json::json!({"content": "x", "source": "s", "importanse": 0.9}))
+                .expect_err("a misspelt key");
+        assert_eq!(field, "importanse");
+        assert!(message.contains("importance"), "{message}");
+        // An export's line reads back, with or without the mark `engram export` gives it.
+        let line = crate::session::export::memory_line(&MemoryEntry {
+            id: "mem_1".into(),
+            tier: Tier::Archive,
+            content: "x".into(),
+            source: "s".into(),
+            session_id: None,
+            created_at: 0,
+            importance: 0.5,
+            metadata: Value::Null,
+            summary_of: vec!["mem_0".into()],
+        });
+        assert_eq!(
+            read(line.clone()).expect("reads back").summary_of,
+            ["mem_0"]
+        );
+        let mut other = line;
+        other["type"] = "session".into();
+        assert_eq!(read(other).expect_err("not a memory line").0, "type");
     }
 }
