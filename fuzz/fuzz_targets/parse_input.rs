@@ -1,5 +1,5 @@
-//! Arbitrary bytes through the input parser and the Anthropic conversion: no panic, and what
-//! parses serializes and parses back to the same messages.
+//! Arbitrary bytes through the input parser, the Anthropic detection and conversion: no panic,
+//! and what parses serializes and parses back to the same messages.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = engram::anthropic::from_anthropic(&request);
         }
     }
+    let _ = engram::anthropic::detect(data);
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
         if let Ok(conversation) = engram::anthropic::from_anthropic(&value) {
             let _ = engram::anthropic::to_anthropic(&conversation);
