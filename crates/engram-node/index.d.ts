@@ -105,8 +105,8 @@ export interface Compacted {
   messages: Message[]
   report: CompactReport
   /**
-   * Given a request (`{messages, ...}`, OpenAI's or Anthropic's), the one to send: the same
-   * keys, compacted. An Anthropic request stays one (the digest in `system`).
+   * Given a request (`{messages, ...}`, OpenAI's or Anthropic's) or Anthropic messages, the one
+   * to send: the same keys, compacted. An Anthropic request stays one (the digest in `system`).
    */
   request?: { messages: Message[]; [key: string]: unknown }
 }
@@ -203,7 +203,11 @@ export declare class Session {
   show(): Record<string, unknown>
   log(): Message[]
   append(messages: Message | Message[]): Promise<Appended>
-  context(options?: { budget?: number; query?: string; memory?: boolean }): Promise<Compacted>
+  /**
+   * The messages to send now; with `format: 'anthropic'`, `request` holds `{system, messages}`
+   * for the Messages API.
+   */
+  context(options?: { budget?: number; query?: string; memory?: boolean; format?: 'openai' | 'anthropic' }): Promise<Compacted>
   messages(): Promise<Message[]>
   compact(options?: { target?: number; focus?: string; strategy?: string; summaryPrompt?: string }): Promise<Record<string, unknown>>
   status(): { message: Message; total_tokens: number; max_tokens: number; percent: number; cost_usd: number }

@@ -215,14 +215,22 @@ function nativeEmbeddings(embeddings) {
   return embeddings._native
 }
 
+/** `{messages, report}` of a document, and `request` when it holds one. */
+function withRequest(doc) {
+  const out = { messages: doc.messages, report: doc.report }
+  if (doc.request !== undefined) out.request = doc.request
+  return out
+}
+
 /**
  * Compacts messages to `budget` tokens (default: the model's window less the reply's room).
  * Options: model, tokenizer, strategy (`auto`, `mask`, `extractive`, `summarize`), query,
  * keepRecent, keepToolOutputs, preserveWindow, digestShare, recallShare, summaryPrompt, and
  * embeddings (an `Embeddings`: recall for the query is hybrid). Resolves to `{messages, report}`
  * and, when `messages` is a request (an OpenAI body `{model, messages, tools, ...}` or an
- * Anthropic request `{system, messages, ...}`), `request`: the one to send, its other keys kept.
- * An Anthropic request comes back as one (the digest in `system`); `messages` are then its own.
+ * Anthropic request `{system, messages, ...}`) or Anthropic messages, `request`: the one to send,
+ * its other keys kept. Anthropic's come back as Anthropic's (the digest in `system`); `messages`
+ * are then the request's.
  */
 async function compact(messages, budget, opts = {}) {
   const { embeddings, ...rest } = opts ?? {}
@@ -230,9 +238,7 @@ async function compact(messages, budget, opts = {}) {
   const conversation = dumps(messages, 'messages')
   const o = options({ ...rest, budget: budget ?? undefined, plain: true })
   const doc = JSON.parse(await wait(native.compactJson(conversation, o, model)))
-  const out = { messages: doc.messages, report: doc.report }
-  if (doc.request !== undefined) out.request = doc.request
-  return out
+  return withRequest(doc)
 }
 
 /** The agent's tools' definitions: `openai` (default) or `anthropic` format. */
@@ -384,18 +390,27 @@ class Session {
     return JSON.parse(call(() => this._n.sessionLog(this.id)))
   }
 
-  /** Appends messages (one message or a list); resolves to `{ids, view_tokens, compaction?, status?, ...}`. */
+  /**
+   * Appends messages (one message or a list, OpenAI's or Anthropic's: `tool_use` and `tool_result`
+   * blocks are read as the calls and results they are); resolves to `{ids, view_tokens,
+   * compaction?, status?, ...}`.
+   */
   async append(messages) {
     const list = Array.isArray(messages) ? messages : [messages]
     return JSON.parse(await wait(this._n.sessionAppend(this.id, dumps(list, 'messages'))))
   }
 
-  /** The messages to send now; with a budget or a query, the log compacted for them; with `memory`, relevant memory in a system section. Resolves to `{messages, report}`. */
-  async context({ budget, query, memory } = {}) {
+  /**
+   * The messages to send now; with a budget or a query, the log compacted for them; with `memory`,
+   * relevant memory in a system section. Resolves to `{messages, report}`; with `format:
+   * 'anthropic'`, also `request`: `{system, messages}` for the Messages API (the summaries in
+   * `system`, tool calls as `tool_use` blocks), whose messages `messages` are.
+   */
+  async context({ budget, query, memory, format } = {}) {
     const doc = JSON.parse(
-      await wait(this._n.sessionContext(this.id, budget ?? null, query ?? null, memory ?? false)),
+      await wait(this._n.sessionContext(this.id, budget ?? null, query ?? null, memory ?? false, format ?? null)),
     )
-    return { messages: doc.messages, report: doc.report }
+    return withRequest(doc)
   }
 
   /** The view's messages, ready to send. */

@@ -91,7 +91,7 @@ export declare class NativeStore {
   /** Appends messages (compacting when the view passes the threshold). */
   sessionAppend(id: string, messagesJson: string): Promise<string>
   /** The context to send now. */
-  sessionContext(id: string, budget?: number | undefined | null, query?: string | undefined | null, memory?: boolean | undefined | null): Promise<string>
+  sessionContext(id: string, budget?: number | undefined | null, query?: string | undefined | null, memory?: boolean | undefined | null, format?: string | undefined | null): Promise<string>
   /** Compacts the session now (recorded). */
   sessionCompact(id: string, optionsJson: string): Promise<string>
   /** The status update now, as JSON. */

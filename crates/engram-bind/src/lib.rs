@@ -19,7 +19,7 @@ use engram::config::Config;
 use engram::memory::{ConsolidationRecord, MemoryStore, NewEntry, SearchHit, now};
 use engram::request::{
     CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
-    SessionCompactRequest, SleepRequest, compaction_document, context_document, from_json,
+    SessionCompactRequest, SleepRequest, compaction_document, from_json,
 };
 use engram::session::{LoggedMessage, Session, SessionStore, Trigger};
 use engram::settings::Discovery;
@@ -96,8 +96,10 @@ fn request(text: &str) -> Res<(engram::Conversation, Option<Value>)> {
     }
 }
 
+/// The messages of a list or a request, OpenAI's or Anthropic's ([`request`]): Anthropic
+/// `tool_use` and `tool_result` blocks become the calls and results they are.
 fn messages(text: &str) -> Res<Vec<Message>> {
-    Ok(conversation(text)?.messages)
+    Ok(request(text)?.0.messages)
 }
 
 /// The registry the settings discovery finds (the built-in one with the models file merged
@@ -508,10 +510,10 @@ pub fn models_json() -> Res<String> {
 /// an Anthropic Messages request) to a budget. Options as JSON: budget, model, tokenizer,
 /// strategy, query, keep_recent, keep_tool_outputs, preserve_window, digest_share, recall_share,
 /// summary_prompt, plain (default true; false keeps engram's provenance on each message).
-/// Returns `{"messages", "report"}` and, when a request object was given and `plain`,
-/// `"request"`: the request to send, with the caller's other keys; an Anthropic request stays
-/// one (the digest in `system`, `tool_use` and `tool_result` blocks), and then `messages` are
-/// its messages. With `embeddings`, recall for the query is hybrid.
+/// Returns `{"messages", "report"}` and, when a request object or Anthropic messages were given
+/// and `plain`, `"request"`: the request to send, with the caller's other keys; Anthropic
+/// messages stay Anthropic's (the digest in `system`, `tool_use` and `tool_result` blocks), and
+/// then `messages` are the request's. With `embeddings`, recall for the query is hybrid.
 pub fn compact_json(
     conversation_json: &str,
     options_json: &str,
@@ -546,9 +548,11 @@ pub fn compact_json(
         None => Value::Object(doc),
     };
     let messages = request.get("messages").cloned().unwrap_or_default();
+    // A list of OpenAI messages comes back as one; a request, or Anthropic messages (whose
+    // digest goes into `system`), as the request to send too.
     let given_a_request = conversation_json.trim_start().starts_with('{');
     let mut out = json!({ "messages": messages, "report": report });
-    if given_a_request {
+    if given_a_request || anthropic.is_some() {
         out["request"] = request;
     }
     to_json(&out)
@@ -1171,25 +1175,35 @@ impl Store {
     }
 
     /// The context to send now: the view, or (with a budget or a query) the log compacted for
-    /// them; with `memory`, relevant memory and learnings in a system section.
+    /// them; with `memory`, relevant memory and learnings in a system section. `{"messages",
+    /// "report"}`; with `format` `anthropic`, also `"request"`: `{"system", "messages"}` for the
+    /// Messages API, whose messages `messages` are.
     pub fn session_context(
         &self,
         id: &str,
         budget: Option<usize>,
         query: Option<&str>,
         memory: bool,
+        format: Option<&str>,
     ) -> Res<String> {
         let args = ContextRequest {
             budget,
             query: query.map(str::to_owned),
             memory: Some(memory),
+            format: format.map(str::to_owned),
             ..ContextRequest::default()
         }
         .resolve(registry()?)
         .map_err(err)?;
         let session = self.open_session(id)?;
-        let compacted = args.context(&session).map_err(err)?;
-        to_json(&context_document(&session, &compacted, true))
+        let mut doc = args.document(&session, true).map_err(err)?;
+        if args.format == engram::tools::SchemaFormat::OpenAi {
+            return to_json(&doc);
+        }
+        // As `compact_json` answers for a request: its messages, the report, the request.
+        let report = doc.remove("report");
+        let messages = doc.get("messages").cloned();
+        to_json(&json!({ "messages": messages, "report": report, "request": doc }))
     }
 
     /// Compacts the session now (recorded; the log keeps every message). Options: target,
@@ -1397,7 +1411,7 @@ mod tests {
             .expect("appends");
         let context: Value = serde_json::from_str(
             &store
-                .session_context(id, Some(400), Some(&pets.question), false)
+                .session_context(id, Some(400), Some(&pets.question), false, None)
                 .expect("context"),
         )
         .expect("json");

@@ -519,7 +519,8 @@ pub(crate) enum SessionCommand {
     },
     /// Print the context to send: {"messages", "report"} (as `engram compact` prints). Without
     /// --budget or --query, the session's current view; with either, the whole log compacted for
-    /// them, without changing the session.
+    /// them, without changing the session. With --format anthropic, {"system", "messages",
+    /// "report"} for the Messages API.
     Context {
         /// The session.
         id: String,
@@ -529,9 +530,13 @@ pub(crate) enum SessionCommand {
         /// What the context must serve (values may start with `-`).
         #[arg(long, short = 'q', allow_hyphen_values = true)]
         query: Option<String>,
-        /// Print only the messages, ready for an API.
+        /// Print only the messages, ready for an API (with --format anthropic, `system` too).
         #[arg(long)]
         plain: bool,
+        /// The messages' format: openai, or anthropic (the summaries in `system`, tool calls as
+        /// tool_use blocks, a user turn first).
+        #[arg(long, default_value = "openai", value_parser = ["openai", "anthropic"])]
+        format: String,
         /// Add long-term memory: the working and episodic entries that best match the
         /// query (or the newest user message) under "## Relevant Memory", and up to 5 matching
         /// learnings under "## Past Learnings", within 15% and 5% of the budget.

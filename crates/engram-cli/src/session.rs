@@ -6,7 +6,7 @@ use std::io::Write;
 use engram::Message;
 use engram::compact::render;
 use engram::memory::{format_time, now};
-use engram::request::{ContextRequest, NewSessionRequest, SessionCompactRequest, context_document};
+use engram::request::{ContextRequest, NewSessionRequest, SessionCompactRequest};
 use engram::session::{Session, SessionStore, Trigger};
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
@@ -229,6 +229,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             budget,
             query,
             plain,
+            format,
             memory,
             recall,
         } => {
@@ -236,17 +237,17 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 budget: *budget,
                 query: query.clone(),
                 memory: Some(*memory),
+                format: Some(format.clone()),
                 ..ContextRequest::default()
             }
             .resolve(&registry)
             .map_err(flag_error)?;
             let session = with_recall(open(id)?, recall);
-            let compacted = args.context(&session)?;
             let mut doc = serde_json::Map::new();
             if !plain {
                 doc.insert("schema_version".into(), json!(1));
             }
-            doc.extend(context_document(&session, &compacted, *plain));
+            doc.extend(args.document(&session, *plain)?);
             if *plain {
                 doc.remove("report");
             }

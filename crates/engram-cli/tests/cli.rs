@@ -302,38 +302,13 @@ fn a_compacted_anthropic_request_stays_one_with_plain() {
         messages.len() < request["messages"].as_array().expect("m").len(),
         "compacted: {out}"
     );
-    assert_eq!(
-        messages[0]["role"], "user",
-        "Anthropic wants a user turn first: {out}"
-    );
-    let mut calls = Vec::new();
-    let mut results = Vec::new();
+    assert_anthropic_turns(messages);
     for (n, m) in messages.iter().enumerate() {
-        let role = m["role"].as_str().expect("role");
-        assert!(role == "user" || role == "assistant", "message {n}: {m}");
         assert!(
             m.get("id").is_none() && m.get("engram").is_none(),
             "message {n}: {m}"
         );
-        assert_ne!(
-            role,
-            messages
-                .get(n + 1)
-                .map_or("", |next| next["role"].as_str().expect("role")),
-            "roles alternate at {n}"
-        );
-        for block in m["content"].as_array().into_iter().flatten() {
-            match block["type"].as_str() {
-                Some("tool_use") => calls.push(block["id"].clone()),
-                Some("tool_result") => results.push(block["tool_use_id"].clone()),
-                _ => {}
-            }
-        }
     }
-    assert_eq!(
-        calls, results,
-        "every tool_use kept has its tool_result: {out}"
-    );
     // The newest turn as the caller wrote it.
     assert_eq!(
         messages.last(),
@@ -355,6 +330,116 @@ fn a_compacted_anthropic_request_stays_one_with_plain() {
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["messages"][0]["role"], "system");
     assert!(doc["messages"][0]["engram"].is_object());
+}
+
+/// Anthropic messages: the turns alternate, a user turn first, and every `tool_use` kept has
+/// its `tool_result`.
+fn assert_anthropic_turns(messages: &[Value]) {
+    assert_eq!(
+        messages[0]["role"], "user",
+        "a user turn first: {messages:?}"
+    );
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for (n, m) in messages.iter().enumerate() {
+        let role = m["role"].as_str().expect("role");
+        assert!(role == "user" || role == "assistant", "message {n}: {m}");
+        if let Some(next) = messages.get(n + 1) {
+            assert_ne!(next["role"], m["role"], "roles alternate at {n}");
+        }
+        for block in m["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("tool_use") => calls.push(block["id"].clone()),
+                Some("tool_result") => results.push(block["tool_use_id"].clone()),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(calls, results, "every tool_use kept has its tool_result");
+}
+
+#[test]
+fn a_session_of_anthropic_messages_gives_its_context_as_an_anthropic_request() {
+    let (dir, db) = temp_db("session-anthropic");
+    let db = db.as_str();
+    ok(engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "new",
+            "--id",
+            "a",
+            "--model",
+            "claude-sonnet-4-5",
+            "--window",
+            "4000",
+        ],
+        None,
+    ));
+    let request = long_anthropic_request();
+    let bytes = serde_json::to_vec(&request).expect("json");
+    let out = ok(engram(
+        &["--db", db, "session", "append", "a"],
+        Some(&bytes),
+    ));
+    assert!(stderr(&out).contains("compacted"), "{}", stderr(&out));
+
+    let sent = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "context",
+            "a",
+            "--format",
+            "anthropic",
+            "--plain",
+        ],
+        None,
+    ));
+    let system = sent["system"].as_array().expect("system blocks");
+    assert_eq!(system[0]["text"], "You are a coding agent.");
+    assert!(
+        system.len() > 1,
+        "the summary follows the system prompt: {sent}"
+    );
+    assert!(sent.get("report").is_none());
+    let messages = sent["messages"].as_array().expect("messages");
+    assert_anthropic_turns(messages);
+    assert!(
+        messages.iter().any(|m| m.to_string().contains("tool_use")),
+        "the newest calls stay: {sent}"
+    );
+    assert_eq!(
+        messages.last().expect("last")["content"][0]["text"],
+        "Fix it."
+    );
+
+    // With the report; a format it does not know is refused.
+    let doc = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "context",
+            "a",
+            "--format",
+            "anthropic",
+            "--budget",
+            "1500",
+        ],
+        None,
+    ));
+    assert_eq!(doc["schema_version"], 1);
+    assert!(doc["report"]["tokens_after"].as_u64().expect("tokens") <= 1500);
+    assert_anthropic_turns(doc["messages"].as_array().expect("messages"));
+    let out = engram(
+        &["--db", db, "session", "context", "a", "--format", "gemini"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

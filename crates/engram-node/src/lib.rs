@@ -413,6 +413,7 @@ impl NativeStore {
         budget: Option<f64>,
         query: Option<String>,
         memory: Option<bool>,
+        format: Option<String>,
     ) -> AsyncTask<Job> {
         self.job(move |s| {
             s.session_context(
@@ -420,6 +421,7 @@ impl NativeStore {
                 bind::opt_count_arg(budget, "budget")?,
                 query.as_deref(),
                 memory.unwrap_or(false),
+                format.as_deref(),
             )
         })
     }

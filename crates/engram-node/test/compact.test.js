@@ -1,7 +1,7 @@
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { compact, countTokens, EngramError } = require('..')
+const { compact, countTokens, EngramError, Store } = require('..')
 const { loadRecords, openaiMessages, assertPairs } = require('./helpers')
 
 const TRAJECTORIES = [
@@ -110,4 +110,27 @@ test('an Anthropic request is counted with its system prompt and comes back as o
   const openai = await compact(body, 2048)
   assert.deepEqual(openai.request, { ...body, messages: openai.messages })
   assert.equal((await compact(body.messages, 2048)).request, undefined)
+})
+
+test("a session of Anthropic messages gives its context as an Anthropic request", async () => {
+  const request = anthropicRequest()
+  const session = new Store(':memory:').newSession('claude-sonnet-4-5', { window: 4000 })
+  const appended = await session.append(request.messages)
+  assert.ok(appended.compaction, 'the threshold was crossed')
+  const roles = session.log().map((m) => m.role)
+  assert.equal(roles.filter((r) => r === 'tool').length, 12, 'each tool_result is a result')
+
+  const { messages, request: sent } = await session.context({ format: 'anthropic' })
+  assert.deepEqual(messages, sent.messages)
+  assert.ok(JSON.stringify(sent.system).includes('src/f'), 'the summary goes into system')
+  const turns = sent.messages.map((m) => m.role)
+  assert.equal(turns[0], 'user')
+  turns.slice(1).forEach((r, i) => assert.notEqual(r, turns[i], `roles alternate at ${i}`))
+  const blocks = sent.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : []))
+  const calls = blocks.filter((b) => b.type === 'tool_use').map((b) => b.id)
+  assert.ok(calls.length > 0)
+  assert.deepEqual(calls, blocks.filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id))
+
+  assert.equal((await session.context()).request, undefined)
+  await assert.rejects(session.context({ format: 'gemini' }), (e) => e instanceof EngramError && /format/.test(e.message))
 })

@@ -409,7 +409,7 @@ impl NativeStore {
             .map_err(err)
     }
 
-    #[pyo3(signature = (id, budget=None, query=None, memory=false))]
+    #[pyo3(signature = (id, budget=None, query=None, memory=false, format=None))]
     fn session_context(
         &self,
         py: Python<'_>,
@@ -417,9 +417,10 @@ impl NativeStore {
         budget: Option<f64>,
         query: Option<&str>,
         memory: bool,
+        format: Option<&str>,
     ) -> Res<String> {
         let budget = bind::opt_count_arg(budget, "budget").map_err(err)?;
-        py.detach(|| self.0.session_context(id, budget, query, memory))
+        py.detach(|| self.0.session_context(id, budget, query, memory, format))
             .map_err(err)
     }
 

@@ -206,3 +206,41 @@ def test_bad_options_are_clear_errors(trajectory):
         engram.LlmSummarizer("openai", "m", base_url="localhost:8080")
     with pytest.raises(engram.EngramError, match="unknown summarizer API"):
         engram.LlmSummarizer("gemini", "m")
+
+
+def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_openai):
+    import anthropic
+
+    request = anthropic_request()
+    session = store.new_session("claude-sonnet-4-5", window=4000)
+    appended = session.append(request["messages"])
+    assert appended.get("compaction"), "the threshold was crossed"
+    # Each tool_use was read as a call and each tool_result as its result.
+    roles = [m["role"] for m in session.log()]
+    assert roles.count("tool") == 12 and roles.count("assistant") == 13, roles
+
+    context = session.context(format="anthropic")
+    sent = context.request
+    assert sent is not None and context.messages == sent["messages"]
+    assert "src/f" in json.dumps(sent["system"]), "the summary goes into system"
+    roles = [m["role"] for m in sent["messages"]]
+    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:])), roles
+    blocks = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    assert calls and calls == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    assert "Fix it." in json.dumps(sent["messages"][-1])
+
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+             "content": [{"type": "text", "text": "Fixed."}], "stop_reason": "end_turn",
+             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    server = fake_openai(lambda body: reply)
+    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="none",
+                                 max_retries=0)
+    client.messages.create(model="claude-sonnet-4-5", max_tokens=1024, **sent)
+    assert server.requests[-1]["body"]["messages"] == sent["messages"]
+
+    # The default is OpenAI's form; a format engram does not write is an error.
+    assert session.context().request is None
+    assert any(m["role"] == "tool" for m in session.context().messages)
+    with pytest.raises(engram.EngramError, match="format"):
+        session.context(format="gemini")

@@ -16,7 +16,7 @@ use engram::compact::CompactOptions;
 use engram::memory::{NewEntry, SearchHit, StoreError, format_time, now};
 use engram::request::{
     ContextRequest, ForgetRequest, NewSessionRequest, RequestError, SearchRequest,
-    SessionCompactRequest, SleepRequest, context_document, from_json,
+    SessionCompactRequest, SleepRequest, from_json,
 };
 use engram::session::{Session, SessionError, Trigger};
 use engram::sleep::sleep_tick;
@@ -598,7 +598,8 @@ async fn messages(
     .await
 }
 
-/// `GET .../context?budget=&model=&query=&memory=`: the same as the `POST` with those fields.
+/// `GET .../context?budget=&model=&query=&memory=&format=`: the same as the `POST` with those
+/// fields.
 async fn context_query(
     State(app): State<Arc<App>>,
     tenant: axum::Extension<Tenant>,
@@ -611,7 +612,7 @@ async fn context_query(
             "budget" => value
                 .parse::<u64>()
                 .map_or_else(|_| Value::String(value), Value::from),
-            "model" | "query" => Value::String(value),
+            "model" | "query" | "format" => Value::String(value),
             "memory" | "provenance" => match value.as_str() {
                 "true" | "1" => Value::Bool(true),
                 "false" | "0" => Value::Bool(false),
@@ -620,7 +621,7 @@ async fn context_query(
             other => {
                 return Err(ApiError::field(
                     other,
-                    "unknown query parameter; expected budget, model, query, memory or provenance",
+                    "unknown query parameter; expected budget, model, query, memory, provenance or format",
                 ));
             }
         };
@@ -653,8 +654,7 @@ async fn context_of(
     let args = from_json::<ContextRequest>(b)?.resolve(&app.config.registry)?;
     with_store(&app, &tenant, move |app, store| {
         let session = open(app, store, &id)?;
-        let out = args.context(&session)?;
-        ok(Value::Object(context_document(&session, &out, plain)))
+        ok(Value::Object(args.document(&session, plain)?))
     })
     .await
 }

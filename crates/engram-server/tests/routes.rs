@@ -534,6 +534,33 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{e}");
+    // So is its format, by body or query; one it does not write is refused by name.
+    let (s, doc) = call(
+        &app,
+        "GET",
+        "/v1/sessions/s/context?format=anthropic",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{doc}");
+    assert!(
+        doc["messages"].is_array() && doc["report"].is_object(),
+        "{doc}"
+    );
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/sessions/s/context",
+        None,
+        Some(json!({"format": "gemini"})),
+    )
+    .await;
+    assert_eq!(
+        (s, &e["error"]["field"]),
+        (StatusCode::BAD_REQUEST, &json!("format")),
+        "{e}"
+    );
     let (s, e) = call(&app, "GET", "/v1/sessions/nope/status", None, None).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
     // A method the route does not take: a JSON error, and the methods it does take.

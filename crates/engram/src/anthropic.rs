@@ -22,31 +22,29 @@ use crate::message::{
 };
 
 /// Whether `request` is an Anthropic Messages request rather than an OpenAI one: an object with
-/// a top-level `system` key, or with `tool_use` / `tool_result` blocks in its messages. (Each
-/// format's other requests read alike; engram reads those as OpenAI messages, the same either
-/// way.)
+/// a top-level `system` key, or messages (the object's, or a bare list of them) with `tool_use` /
+/// `tool_result` blocks. (Each format's other messages read alike; engram reads those as OpenAI
+/// messages, the same either way.)
 pub fn is_request(request: &Value) -> bool {
-    let Value::Object(map) = request else {
-        return false;
+    let messages = match request {
+        Value::Object(map) if map.contains_key("system") => return true,
+        Value::Object(map) => map.get("messages").and_then(Value::as_array),
+        Value::Array(items) => Some(items),
+        _ => None,
     };
-    if map.contains_key("system") {
-        return true;
-    }
     let is_tool_block = |block: &Value| {
         matches!(
             block.get("type").and_then(Value::as_str),
             Some("tool_use" | "tool_result")
         )
     };
-    map.get("messages")
-        .and_then(Value::as_array)
-        .is_some_and(|messages| {
-            messages.iter().any(|m| {
-                m.get("content")
-                    .and_then(Value::as_array)
-                    .is_some_and(|blocks| blocks.iter().any(is_tool_block))
-            })
+    messages.is_some_and(|messages| {
+        messages.iter().any(|m| {
+            m.get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| blocks.iter().any(is_tool_block))
         })
+    })
 }
 
 /// The JSON of `bytes` when it is an Anthropic Messages request ([`is_request`]); `None` for
@@ -68,13 +66,22 @@ pub fn detect(bytes: &[u8]) -> Option<Value> {
     is_request(&value).then_some(value)
 }
 
-/// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`).
+/// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`), or a bare
+/// list of its messages.
 pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
-    let Value::Object(map) = request else {
-        return Err(InputError::new(format!(
-            "expected an Anthropic Messages request object, found {}",
-            type_name(request)
-        )));
+    let map = match request {
+        Value::Object(map) => map,
+        Value::Array(items) => {
+            let mut conversation = Conversation::default();
+            push_messages(&mut conversation.messages, items)?;
+            return Ok(conversation);
+        }
+        _ => {
+            return Err(InputError::new(format!(
+                "expected an Anthropic Messages request object, found {}",
+                type_name(request)
+            )));
+        }
     };
     let mut conversation = Conversation::default();
     for (key, value) in map {
@@ -96,10 +103,7 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
                     ))
                     .at_field("messages"));
                 };
-                for (index, item) in items.iter().enumerate() {
-                    let converted = message_from_anthropic(item).map_err(|e| e.at_index(index))?;
-                    conversation.messages.extend(converted);
-                }
+                push_messages(&mut conversation.messages, items)?;
             }
             "tools" => match value {
                 Value::Array(tools) => conversation.tools = tools.clone(),
@@ -118,6 +122,14 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
         }
     }
     Ok(conversation)
+}
+
+/// Appends Anthropic messages `items` as engram's, an error naming the message's index.
+fn push_messages(messages: &mut Vec<Message>, items: &[Value]) -> Result<(), InputError> {
+    for (index, item) in items.iter().enumerate() {
+        messages.extend(message_from_anthropic(item).map_err(|e| e.at_index(index))?);
+    }
+    Ok(())
 }
 
 fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
@@ -525,8 +537,8 @@ pub fn keep_callers_json(written: &mut Value, original: &Value) {
 }
 
 /// The caller's Anthropic request `original` (`read`: its conversation, as [`from_anthropic`]
-/// read it) with `messages` (a compaction of it) in place of its own: an Anthropic request
-/// again, ready to send. What engram kept unchanged goes as the caller wrote it
+/// read it; a bare list of messages stands for a request of them alone) with `messages` (a
+/// compaction of it) in place of its own: an Anthropic request again, ready to send. What engram kept unchanged goes as the caller wrote it
 /// ([`keep_callers_json`]), and every key engram does not model passes through.
 ///
 /// Anthropic wants the first message to be a user turn. When the kept history starts on an
@@ -558,6 +570,14 @@ pub fn rewrite_request(
         extra: read.extra.clone(),
     };
     let mut value = to_anthropic(&conversation)?;
+    let listed;
+    let original = match original {
+        Value::Array(_) => {
+            listed = json!({ "messages": original });
+            &listed
+        }
+        _ => original,
+    };
     keep_callers_json(&mut value, original);
     if let (Value::Object(out), Value::Object(original)) = (&mut value, original) {
         for (k, v) in original {

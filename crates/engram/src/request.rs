@@ -21,6 +21,7 @@ use crate::session::{NewSession, Session, SessionError, new_session};
 use crate::sleep::SleepSettings;
 use crate::store::{Timestamp, now, parse_time};
 use crate::tokenize::Tokenizer;
+use crate::tools::SchemaFormat;
 
 /// A request that does not make sense, and the field that says so.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -257,6 +258,9 @@ pub struct ContextRequest {
     pub query: Option<String>,
     /// Add what long-term memory holds on the query (else the newest user message).
     pub memory: Option<bool>,
+    /// The messages' format: `openai` (the default) or `anthropic` (`system` and `messages`,
+    /// tool calls as `tool_use` blocks, ready for the Messages API).
+    pub format: Option<String>,
 }
 
 /// A [`ContextRequest`] checked: what [`crate::session::Session::context`] takes.
@@ -268,6 +272,8 @@ pub struct ContextArgs {
     pub query: Option<String>,
     /// With what long-term memory holds on the topic.
     pub memory: bool,
+    /// The messages' format.
+    pub format: SchemaFormat,
 }
 
 impl ContextArgs {
@@ -278,6 +284,37 @@ impl ContextArgs {
         } else {
             session.context(self.budget, self.query.as_deref())
         }
+    }
+
+    /// The session's context as callers get it: [`context_document`], its messages in the
+    /// format asked for. An Anthropic context is the request's `system` (the view's leading
+    /// system messages: its summaries) and `messages` beside the report, plain whatever `plain`
+    /// says (the Messages API takes no other keys); it starts with a user turn, as the API wants.
+    pub fn document(
+        &self,
+        session: &Session<'_>,
+        plain: bool,
+    ) -> Result<Map<String, Value>, SessionError> {
+        let compacted = self.context(session)?;
+        let mut doc = context_document(session, &compacted, plain);
+        if self.format == SchemaFormat::Anthropic {
+            let messages = compacted.messages.into_iter().map(|v| v.message).collect();
+            let request = crate::anthropic::rewrite_request(
+                &Value::Object(Map::new()),
+                &Conversation::default(),
+                messages,
+            )
+            .map_err(|e| {
+                SessionError::Invalid(format!(
+                    "the context cannot be written as an Anthropic request: {e}"
+                ))
+            })?;
+            doc.remove("messages");
+            if let Value::Object(request) = request {
+                doc.extend(request);
+            }
+        }
+        Ok(doc)
     }
 }
 
@@ -290,10 +327,17 @@ impl ContextRequest {
                 policy::default_budget(spec.context_window, spec.max_output_tokens)
             })
         });
+        let format = match self.format.as_deref() {
+            None => SchemaFormat::OpenAi,
+            Some(name) => {
+                SchemaFormat::from_name(name).map_err(|e| RequestError::new("format", e))?
+            }
+        };
         Ok(ContextArgs {
             budget,
             query: text(self.query),
             memory: self.memory.unwrap_or(false),
+            format,
         })
     }
 }

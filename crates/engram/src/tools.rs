@@ -57,7 +57,7 @@ pub struct ToolDefinition {
     pub parameters: Value,
 }
 
-/// The formats tool definitions are written in.
+/// The formats tool definitions (and a session's context) are written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaFormat {
     /// `{"type": "function", "function": {name, description, parameters}}`.
@@ -73,7 +73,7 @@ impl SchemaFormat {
             "openai" => Ok(SchemaFormat::OpenAi),
             "anthropic" => Ok(SchemaFormat::Anthropic),
             other => Err(format!(
-                "unknown schema format {other:?}; expected openai or anthropic"
+                "unknown format {other:?}; expected openai or anthropic"
             )),
         }
     }

@@ -225,8 +225,9 @@ def compact(
     form) or a request: an OpenAI body (``{"model", "messages", "tools", ...}``) or an Anthropic
     Messages request (``{"system", "messages", ...}``, found by its ``system`` or its
     ``tool_use`` blocks). For a request, ``request`` is the one to send, its other keys kept;
-    an Anthropic request comes back as one (the digest in ``system``) and ``messages`` are its
-    messages, unless ``annotate`` asks for engram's own form."""
+    an Anthropic request (or a list of Anthropic messages) comes back as one (the digest in
+    ``system``) and ``messages`` are its messages, unless ``annotate`` asks for engram's own
+    form."""
     data, lc = _as_openai(messages)
     if tools is not None:
         if not isinstance(data, dict):
@@ -247,8 +248,7 @@ def compact(
         "plain": not annotate,
     }
     doc = json.loads(_engram.compact_json(_dumps(data), _dumps(options), summarizer, embeddings))
-    request = doc.get("request") if isinstance(messages, Mapping) else None
-    return Compacted(_back(doc["messages"], lc), doc["report"], request)
+    return Compacted(_back(doc["messages"], lc), doc["report"], doc.get("request"))
 
 
 def build_context(
@@ -546,7 +546,9 @@ class Session:
         return json.loads(self._n.session_log(self.id))
 
     def append(self, *messages: Any) -> dict:
-        """Appends messages (dicts, LangChain messages, or one list of them). Returns ``ids``,
+        """Appends messages (OpenAI or Anthropic dicts, LangChain messages, or one list of them;
+        Anthropic ``tool_use`` and ``tool_result`` blocks are read as the calls and results they
+        are, so compaction keeps each call with its result). Returns ``ids``,
         ``view_tokens``, ``compaction`` (when the append triggered one) and ``status`` (the
         status update when one is due, to insert before the next model call)."""
         if len(messages) == 1 and not isinstance(messages[0], Mapping) and not _is_langchain(messages[0]):
@@ -556,10 +558,16 @@ class Session:
         return json.loads(self._n.session_append(self.id, _dumps(data)))
 
     def context(self, budget: Optional[int] = None, query: Optional[str] = None,
-                memory: bool = False) -> Compacted:
+                memory: bool = False, *, format: Optional[str] = None) -> Compacted:
         """The messages to send now (the view); with a budget or a query, the log compacted for
-        them; with ``memory``, relevant memory and learnings in a system section."""
-        doc = json.loads(self._n.session_context(self.id, budget, query, memory))
+        them; with ``memory``, relevant memory and learnings in a system section. With
+        ``format="anthropic"``, ``request`` is ``{"system", "messages"}`` for the Messages API
+        (the summaries in ``system``, tool calls as ``tool_use`` blocks, a user turn first) and
+        ``messages`` are its messages: ``client.messages.create(model=..., max_tokens=...,
+        **session.context(format="anthropic").request)``, your own system prompt first in it."""
+        doc = json.loads(self._n.session_context(self.id, budget, query, memory, format))
+        if "request" in doc:
+            return Compacted(doc["messages"], doc["report"], doc["request"])
         return Compacted(_back(doc["messages"], self.langchain), doc["report"])
 
     def messages(self) -> list:

@@ -106,7 +106,12 @@ class NativeStore:
     def session_log(self, id: str) -> str: ...
     def session_append(self, id: str, messages_json: str) -> str: ...
     def session_context(
-        self, id: str, budget: Optional[int] = None, query: Optional[str] = None, memory: bool = False
+        self,
+        id: str,
+        budget: Optional[int] = None,
+        query: Optional[str] = None,
+        memory: bool = False,
+        format: Optional[str] = None,
     ) -> str: ...
     def session_compact(
         self, id: str, options_json: str, summarizer: Optional[LlmSummarizer] = None
