@@ -87,13 +87,7 @@ fn conversation(text: &str) -> Res<engram::Conversation> {
 /// A request as a caller sends it: an Anthropic Messages request (with its JSON, what a
 /// compaction is written back into) or, as [`conversation`] reads them, OpenAI messages.
 fn request(text: &str) -> Res<(engram::Conversation, Option<Value>)> {
-    match engram::anthropic::detect(text.as_bytes()) {
-        Some(original) => {
-            let read = engram::anthropic::from_anthropic(&original).map_err(err)?;
-            Ok((read, Some(original)))
-        }
-        None => Ok((conversation(text)?, None)),
-    }
+    engram::anthropic::parse_request(text.as_bytes()).map_err(err)
 }
 
 /// The messages of a list or a request, OpenAI's or Anthropic's ([`request`]): Anthropic

@@ -118,12 +118,15 @@ pub(crate) fn parse_request(
     bytes: &[u8],
     format: InputFormatArg,
 ) -> Result<(Conversation, Option<Value>), InputError> {
-    match anthropic_request(bytes, format)? {
-        Some(value) => {
-            let conversation = engram::anthropic::from_anthropic(&value)?;
-            Ok((conversation, Some(value)))
-        }
-        None => Ok((engram::parse_conversation(bytes)?, None)),
+    match format {
+        InputFormatArg::Auto => engram::anthropic::parse_request(bytes),
+        _ => match anthropic_request(bytes, format)? {
+            Some(value) => {
+                let conversation = engram::anthropic::from_anthropic(&value)?;
+                Ok((conversation, Some(value)))
+            }
+            None => Ok((engram::parse_conversation(bytes)?, None)),
+        },
     }
 }
 

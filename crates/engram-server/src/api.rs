@@ -487,9 +487,9 @@ async fn show_session(
 const LARGE_APPEND: usize = 1 << 20;
 
 /// An append's messages: what the CLI accepts (`{"messages": [...]}`, an array of messages, or
-/// one message object), none larger than `limit` bytes.
+/// one message object; Anthropic's too), none larger than `limit` bytes.
 fn append_body(bytes: &[u8], limit: usize) -> Result<Vec<Message>, ApiError> {
-    let messages = engram::parse_conversation(bytes)
+    let messages = engram::anthropic::parse_request(bytes)
         .map_err(|e| ApiError {
             status: StatusCode::BAD_REQUEST,
             field: Some(
@@ -498,6 +498,7 @@ fn append_body(bytes: &[u8], limit: usize) -> Result<Vec<Message>, ApiError> {
             ),
             message: e.to_string(),
         })?
+        .0
         .messages;
     if messages.is_empty() {
         return Err(ApiError::field("messages", "is empty"));

@@ -561,6 +561,42 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
         (StatusCode::BAD_REQUEST, &json!("format")),
         "{e}"
     );
+    // Anthropic messages are appended as the calls and results they hold, and come back so.
+    let (s, e) = call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "a"}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    let anthropic = json!([
+        {"role": "user", "content": "List the files."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"path": "."}}
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.rs"}
+        ]}
+    ]);
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/sessions/a/messages",
+        None,
+        Some(anthropic.clone()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    let (_, view) = call(&app, "GET", "/v1/sessions/a/context", None, None).await;
+    assert_eq!(
+        view["messages"][1]["tool_calls"][0]["id"], "toolu_1",
+        "{view}"
+    );
+    assert_eq!(view["messages"][2]["role"], "tool", "{view}");
+    let (_, sent) = call(
+        &app,
+        "GET",
+        "/v1/sessions/a/context?format=anthropic",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(sent["messages"], anthropic, "{sent}");
     let (s, e) = call(&app, "GET", "/v1/sessions/nope/status", None, None).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
     // A method the route does not take: a JSON error, and the methods it does take.

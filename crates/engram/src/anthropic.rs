@@ -66,6 +66,16 @@ pub fn detect(bytes: &[u8]) -> Option<Value> {
     is_request(&value).then_some(value)
 }
 
+/// Reads a caller's messages as every front does: an Anthropic request or list of Anthropic
+/// messages ([`detect`]) with its JSON (what a compaction is written back into), else OpenAI's
+/// ([`crate::parse_conversation`]: an object with `messages`, an array or JSON lines).
+pub fn parse_request(bytes: &[u8]) -> Result<(Conversation, Option<Value>), InputError> {
+    match detect(bytes) {
+        Some(original) => Ok((from_anthropic(&original)?, Some(original))),
+        None => Ok((crate::parse_conversation(bytes)?, None)),
+    }
+}
+
 /// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`), or a bare
 /// list of its messages.
 pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
