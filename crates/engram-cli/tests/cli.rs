@@ -940,55 +940,29 @@ fn memory_cli_refuses_bad_input_and_foreign_files() {
     let (dir, db) = temp_db("memory-bad");
     let db = db.as_str();
     let bad = dir.join("bad.jsonl");
-    std::fs::write(
-        &bad,
-        "{\"content\": \"ok\", \"source\": \"s\"}\n{\"content\": \"no source\"}\n",
-    )
-    .expect("write");
-    let out = engram(
-        &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("line 2, field `source`"),
-        "{}",
+    let import = |lines: &str| {
+        std::fs::write(&bad, lines).expect("write");
+        let out = engram(
+            &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
+        assert_eq!(stats["working"], 0, "a bad line stores nothing");
         stderr(&out)
-    );
-    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
-    assert_eq!(stats["working"], 0, "a bad line stores nothing");
-    std::fs::write(
-        &bad,
-        "{\"content\": \"x\", \"source\": \"s\", \"created_at\": \"yesterday\"}\n",
-    )
-    .expect("write");
-    let out = engram(
-        &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
-        None,
-    );
-    assert!(
-        stderr(&out).contains("line 1, field `created_at`"),
-        "{}",
-        stderr(&out)
-    );
+    };
+    let said = import("{\"content\": \"ok\", \"source\": \"s\"}\n{\"content\": \"no source\"}\n");
+    assert!(said.contains("line 2, field `source`"), "{said}");
+    let said = import("{\"content\": \"x\", \"source\": \"s\", \"created_at\": \"yesterday\"}\n");
+    assert!(said.contains("line 1, field `created_at`"), "{said}");
     // A misspelt key is not left out quietly (the entry would take the default importance).
-    std::fs::write(
-        &bad,
+    let said = import(
         "{\"content\": \"ok\", \"source\": \"s\"}\n{\"content\": \"x\", \"source\": \"s\", \"importanse\": 0.9}\n",
-    )
-    .expect("write");
-    let out = engram(
-        &["--db", db, "memory", "import", bad.to_str().expect("utf8")],
-        None,
     );
-    assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("line 2, field `importanse`: is not a field of an entry"),
-        "{}",
-        stderr(&out)
+        said.contains("line 2, field `importanse`: is not a field of an entry"),
+        "{said}"
     );
-    let stats = json(&engram(&["--db", db, "memory", "stats", "--json"], None));
-    assert_eq!(stats["working"], 0, "a bad line stores nothing");
 
     let foreign = dir.join("notes.txt");
     std::fs::write(&foreign, "these are my notes, not a database").expect("write");

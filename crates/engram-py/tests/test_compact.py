@@ -112,6 +112,32 @@ def anthropic_request() -> dict:
     }
 
 
+def anthropic_turns_ok(messages: list[dict]) -> int:
+    """Checks Anthropic messages: a user turn first, the roles alternating, every tool_use with
+    its tool_result. Returns how many calls they hold."""
+    roles = [m["role"] for m in messages]
+    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:])), roles
+    blocks = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+    calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    assert calls == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"], \
+        "every tool_use has its result"
+    return len(calls)
+
+
+def anthropic_client(fake_openai):
+    """The official Anthropic client, against a server that records each request and answers
+    "Fixed."."""
+    import anthropic
+
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+             "content": [{"type": "text", "text": "Fixed."}], "stop_reason": "end_turn",
+             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    server = fake_openai(lambda body: reply)
+    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="none",
+                                 max_retries=0)
+    return client, server
+
+
 def test_an_anthropic_request_counts_its_system_prompt():
     request = anthropic_request()
     without_system = {k: v for k, v in request.items() if k != "system"}
@@ -123,8 +149,6 @@ def test_an_anthropic_request_counts_its_system_prompt():
 
 
 def test_an_anthropic_request_comes_back_as_one_the_anthropic_sdk_sends(fake_openai):
-    import anthropic
-
     request = anthropic_request()
     out = engram.compact(request, 1500)
     sent = out.request
@@ -134,22 +158,13 @@ def test_an_anthropic_request_comes_back_as_one_the_anthropic_sdk_sends(fake_ope
         assert sent[key] == request[key], key
     assert sent["system"][0] == request["system"][0]
     assert len(sent["system"]) == 2 and "src/f" in sent["system"][1]["text"], sent["system"]
-    roles = [m["role"] for m in sent["messages"]]
-    assert len(roles) < len(request["messages"]), "compacted"
-    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:])), roles
-    blocks = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
-    assert [b["id"] for b in blocks if b["type"] == "tool_use"] == [
-        b["tool_use_id"] for b in blocks if b["type"] == "tool_result"], "every tool_use has its result"
+    assert len(sent["messages"]) < len(request["messages"]), "compacted"
+    anthropic_turns_ok(sent["messages"])
     assert sent["messages"][-1] == request["messages"][-1], "the newest turn as written"
     assert engram.count_tokens(sent, model="claude-sonnet-4-5") <= 1500
 
     # The official SDK takes it as it is and sends it as it is.
-    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-             "content": [{"type": "text", "text": "Fixed."}], "stop_reason": "end_turn",
-             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
-    server = fake_openai(lambda body: reply)
-    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="none",
-                                 max_retries=0)
+    client, server = anthropic_client(fake_openai)
     assert client.messages.create(**sent).content[0].text == "Fixed."
     assert server.requests[-1]["path"] == "/v1/messages"
     assert server.requests[-1]["body"] == sent
@@ -209,8 +224,6 @@ def test_bad_options_are_clear_errors(trajectory):
 
 
 def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_openai):
-    import anthropic
-
     request = anthropic_request()
     session = store.new_session("claude-sonnet-4-5", window=4000)
     appended = session.append(request["messages"])
@@ -223,19 +236,10 @@ def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_
     sent = context.request
     assert sent is not None and context.messages == sent["messages"]
     assert "src/f" in json.dumps(sent["system"]), "the summary goes into system"
-    roles = [m["role"] for m in sent["messages"]]
-    assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:])), roles
-    blocks = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
-    calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
-    assert calls and calls == [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    assert anthropic_turns_ok(sent["messages"]), "the newest calls stay"
     assert "Fix it." in json.dumps(sent["messages"][-1])
 
-    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-             "content": [{"type": "text", "text": "Fixed."}], "stop_reason": "end_turn",
-             "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
-    server = fake_openai(lambda body: reply)
-    client = anthropic.Anthropic(base_url=server.base_url.removesuffix("/v1"), api_key="none",
-                                 max_retries=0)
+    client, server = anthropic_client(fake_openai)
     client.messages.create(model="claude-sonnet-4-5", max_tokens=1024, **sent)
     assert server.requests[-1]["body"]["messages"] == sent["messages"]
 
