@@ -104,7 +104,7 @@ def anthropic_request() -> dict:
     return {
         "model": "claude-sonnet-4-5",
         "max_tokens": 1024,
-        "temperature": 0.2,
+        "metadata": {"user_id": "u-42"},
         "system": [{"type": "text", "text": "You are a coding agent. " * 20,
                     "cache_control": {"type": "ephemeral"}}],
         "tools": [{"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}],
@@ -154,7 +154,7 @@ def test_an_anthropic_request_comes_back_as_one_the_anthropic_sdk_sends(fake_ope
     sent = out.request
     assert sent is not None and out.messages == sent["messages"]
     # The request's own keys as sent; the system prompt as sent, then the digest of what went.
-    for key in ["model", "max_tokens", "temperature", "tools"]:
+    for key in ["model", "max_tokens", "metadata", "tools"]:
         assert sent[key] == request[key], key
     assert sent["system"][0] == request["system"][0]
     assert len(sent["system"]) == 2 and "src/f" in sent["system"][1]["text"], sent["system"]
