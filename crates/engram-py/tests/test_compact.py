@@ -86,6 +86,8 @@ def test_a_request_body_passes_through_with_its_other_keys(trajectory):
     # The request to send: the body's keys, its messages compacted.
     assert out.request == {**body, "messages": out.messages}
     assert engram.compact(trajectory, 4000).request is None, "a list gives messages alone"
+    messages, report = out  # still a pair
+    assert (messages, report) == (out.messages, out.report)
 
 
 def anthropic_request() -> dict:

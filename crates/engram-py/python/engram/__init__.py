@@ -174,15 +174,24 @@ def count_tokens(
     return c.count_messages(value, tools)["total"]
 
 
-class Compacted(NamedTuple):
-    """What :func:`compact` (and :meth:`Session.context`) return: the messages to send, a
-    report of what was done (tokens before and after, steps, what was dropped, ...) and, when
-    :func:`compact` was given a request (a dict with ``messages``), the ``request`` to send:
-    the same keys, compacted. An Anthropic request stays one."""
-
+class _MessagesAndReport(NamedTuple):
     messages: list
     report: dict
-    request: Optional[dict] = None
+
+
+class Compacted(_MessagesAndReport):
+    """What :func:`compact` (and :meth:`Session.context`) return: the messages to send and a
+    report of what was done (tokens before and after, steps, what was dropped, ...), a pair
+    (``messages, report = engram.compact(...)``). ``request`` is the request to send when
+    :func:`compact` was given one (a dict with ``messages``; the same keys, compacted; an
+    Anthropic request stays one) or a context was asked for in Anthropic's format, else None."""
+
+    request: Optional[dict]
+
+    def __new__(cls, messages: list, report: dict, request: Optional[dict] = None) -> "Compacted":
+        self = super().__new__(cls, messages, report)
+        self.request = request
+        return self
 
 
 class Context(NamedTuple):
