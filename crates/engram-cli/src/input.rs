@@ -120,13 +120,11 @@ pub(crate) fn parse_request(
 ) -> Result<(Conversation, Option<Value>), InputError> {
     match format {
         InputFormatArg::Auto => engram::anthropic::parse_request(bytes),
-        _ => match anthropic_request(bytes, format)? {
-            Some(value) => {
-                let conversation = engram::anthropic::from_anthropic(&value)?;
-                Ok((conversation, Some(value)))
-            }
-            None => Ok((engram::parse_conversation(bytes)?, None)),
-        },
+        InputFormatArg::Openai => Ok((engram::parse_conversation(bytes)?, None)),
+        InputFormatArg::Anthropic => {
+            let value = json_of(bytes)?;
+            Ok((engram::anthropic::from_anthropic(&value)?, Some(value)))
+        }
     }
 }
 
@@ -154,13 +152,16 @@ fn anthropic_request(bytes: &[u8], format: InputFormatArg) -> Result<Option<Valu
     match format {
         InputFormatArg::Openai => Ok(None),
         InputFormatArg::Auto => Ok(engram::anthropic::detect(bytes)),
-        InputFormatArg::Anthropic => {
-            // Invalid JSON is reported with its line and column, as the OpenAI reader does.
-            serde_json::from_slice(bytes).map(Some).map_err(|e| {
-                InputError::new(format!("invalid JSON: {e}")).at_line(e.line(), Some(e.column()))
-            })
-        }
+        InputFormatArg::Anthropic => json_of(bytes).map(Some),
     }
+}
+
+/// The input as JSON; invalid JSON is reported with its line and column, as the OpenAI reader
+/// reports it.
+fn json_of(bytes: &[u8]) -> Result<Value, InputError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        InputError::new(format!("invalid JSON: {e}")).at_line(e.line(), Some(e.column()))
+    })
 }
 
 #[cfg(test)]

@@ -548,8 +548,9 @@ pub fn keep_callers_json(written: &mut Value, original: &Value) {
 
 /// The caller's Anthropic request `original` (`read`: its conversation, as [`from_anthropic`]
 /// read it; a bare list of messages stands for a request of them alone) with `messages` (a
-/// compaction of it) in place of its own: an Anthropic request again, ready to send. What engram kept unchanged goes as the caller wrote it
-/// ([`keep_callers_json`]), and every key engram does not model passes through.
+/// compaction of it) in place of its own: an Anthropic request again, ready to send. What engram
+/// kept unchanged goes as the caller wrote it ([`keep_callers_json`]), and every key engram does
+/// not model passes through.
 ///
 /// Anthropic wants the first message to be a user turn. When the kept history starts on an
 /// assistant turn (a digest went into `system`), a user turn opens it and says where the earlier
