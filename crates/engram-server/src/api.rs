@@ -15,8 +15,8 @@ use engram::Message;
 use engram::compact::CompactOptions;
 use engram::memory::{NewEntry, SearchHit, StoreError, format_time, now};
 use engram::request::{
-    ContextRequest, ForgetRequest, NewSessionRequest, RequestError, SearchRequest,
-    SessionCompactRequest, SleepRequest, from_json,
+    CheckpointRequest, ContextRequest, ForgetRequest, NewSessionRequest, RequestError,
+    SearchRequest, SessionCompactRequest, SleepRequest, from_json,
 };
 use engram::session::{Session, SessionError, Trigger};
 use engram::sleep::sleep_tick;
@@ -764,11 +764,7 @@ async fn checkpoint(
     Path(id): Path<String>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
-    let name = opt_str(&b, "name")?
-        .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| ApiError::field("name", "is required"))?
-        .to_owned();
+    let name = from_json::<CheckpointRequest>(body(&bytes)?)?.into_name()?;
     let key = id.clone();
     with_session_lock(&app, &tenant, &key, move |app, store| {
         let cp = open(app, store, &id)?.checkpoint(&name)?;
@@ -834,6 +830,17 @@ async fn add_memory(
     let b = body(&bytes)?;
     let at = now();
     let items: Vec<(String, Value)> = match b.get("entries") {
+        Some(Value::Array(_)) if b.as_object().is_some_and(|o| o.len() > 1) => {
+            let other = b
+                .as_object()
+                .and_then(|o| o.keys().find(|k| *k != "entries"))
+                .cloned()
+                .unwrap_or_default();
+            return Err(ApiError::field(
+                &other,
+                "a body with `entries` takes no other field; give it to each entry",
+            ));
+        }
         Some(Value::Array(list)) => list
             .iter()
             .enumerate()

@@ -454,6 +454,28 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
         ),
         (
             "POST",
+            "/v1/sessions/s/checkpoints",
+            json!({"nmae": "before"}),
+            StatusCode::BAD_REQUEST,
+            "nmae",
+        ),
+        (
+            "POST",
+            "/v1/sessions/s/checkpoints",
+            json!({"name": " "}),
+            StatusCode::BAD_REQUEST,
+            "name",
+        ),
+        // A list of entries with a field beside it that reads as if it were each entry's.
+        (
+            "POST",
+            "/v1/memory",
+            json!({"entries": [{"content": "blue-green deploys"}], "source": "notes"}),
+            StatusCode::BAD_REQUEST,
+            "source",
+        ),
+        (
+            "POST",
             "/v1/memory/forget",
             json!({"source": "x", "sesion_id": "s"}),
             StatusCode::BAD_REQUEST,
@@ -465,6 +487,11 @@ async fn run_bad_requests_get_errors_that_name_the_field(app: TestApp) {
         assert_eq!(s, status, "{uri} {body}: {e}");
         assert_eq!(e["error"]["field"], field, "{e}");
     }
+    // Refused, they stored nothing.
+    let (_, shown) = call(&app, "GET", "/v1/sessions/s", None, None).await;
+    assert_eq!(shown["checkpoints"], json!([]), "{shown}");
+    let (_, hits) = call(&app, "GET", "/v1/memory/search?q=deploys", None, None).await;
+    assert_eq!(hits["results"], json!([]), "{hits}");
     let (s, e) = call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
     assert_eq!(s, StatusCode::CONFLICT, "{e}");
     let (s, e) = call(&app, "GET", "/v1/memory/search", None, None).await;

@@ -342,6 +342,22 @@ impl ContextRequest {
     }
 }
 
+/// Marking a session's place to return to (`POST /v1/sessions/{id}/checkpoints`; the CLI and
+/// the bindings take the name alone).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct CheckpointRequest {
+    /// The checkpoint's name, which a restore names.
+    pub name: Option<String>,
+}
+
+impl CheckpointRequest {
+    /// The name; a missing or blank one is an error naming `name`.
+    pub fn into_name(self) -> Result<String, RequestError> {
+        text(self.name).ok_or_else(|| RequestError::new("name", "is required"))
+    }
+}
+
 /// Compacting a session now, by hand (`engram session compact`, `POST
 /// /v1/sessions/{id}/compact`, `Store.session_compact`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
