@@ -930,6 +930,44 @@ fn the_agents_compact_history_tool(store: &dyn EngramStore) {
         compact_history_tool_openai()["function"]["name"],
         "compact_history"
     );
+
+    // Recent messages to preserve that the window cannot hold: an answer that tells the agent
+    // to ask for fewer (not a failed call), and nothing changes.
+    let mut small = Session::create(store, &new_session("h-small", 1_000)).expect("create");
+    small
+        .append(vec![
+            Message::system("You are a coding agent."),
+            Message::user("Fix the failing test in src/lib.rs"),
+        ])
+        .expect("append");
+    for i in 0..3 {
+        let id = format!("call_{i}");
+        small
+            .append(vec![
+                Message::assistant_tool_calls(vec![ToolCall::function(&id, "shell", "{}")]),
+                Message::tool(&id, "log line ".repeat(200)),
+            ])
+            .expect("append");
+    }
+    let before = small.view().expect("view");
+    let records = store.compactions("h-small", false).expect("records").len();
+    let reply = small
+        .handle_tool_call("compact_history", &json!({"preserveRecentMessages": 6}))
+        .expect("one of engram's tools")
+        .expect("an answer, not a failure");
+    assert!(
+        !reply.is_error
+            && reply.text.starts_with("No changes made: ")
+            && reply.text.contains("more than the window of 1000 tokens")
+            && reply.text.ends_with("Preserve fewer recent messages."),
+        "{}",
+        reply.text
+    );
+    assert_eq!(small.view().expect("view"), before);
+    assert_eq!(
+        store.compactions("h-small", false).expect("records").len(),
+        records
+    );
 }
 
 /// `search_history` finds an evicted message by a word only it holds, `read_history` returns it

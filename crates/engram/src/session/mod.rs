@@ -1044,7 +1044,9 @@ impl<'s> Session<'s> {
     /// The agent's `compact_history` tool (seed 004): everything but the last
     /// `preserveRecentMessages` messages is summarised (by the configured summarizer, else
     /// extractively), with the agent's own prompt if it gave one; the compaction is recorded
-    /// and the tool result reports the measured reduction. The log keeps every message.
+    /// and the tool result reports the measured reduction. The log keeps every message. When
+    /// nothing changes (too few messages, nothing to gain, or recent messages to preserve that
+    /// the window cannot hold) the result says why; only a failing store is an `Err`.
     pub fn compact_history(
         &mut self,
         args: &crate::tools::CompactHistoryArgs,
@@ -1082,11 +1084,21 @@ impl<'s> Session<'s> {
             .max(1);
         let result = self.compact(Trigger::Manual, target, None);
         self.options = saved;
-        let record = match result? {
-            Compaction::Recorded(record) => record,
-            Compaction::Unchanged { reason, .. } => {
+        let record = match result {
+            Ok(Compaction::Recorded(record)) => record,
+            Ok(Compaction::Unchanged { reason, .. }) => {
                 return Ok(format!("No changes made: {reason}."));
             }
+            // What the agent asked to keep does not fit the window: the agent can ask again
+            // for less, so it is an answer for the agent, not a failure of the call.
+            Err(SessionError::Compact(CompactError::CannotFit { required, what, .. })) => {
+                return Ok(format!(
+                    "No changes made: {what} need {required} tokens on their own, more than \
+                     the window of {} tokens. Preserve fewer recent messages.",
+                    self.info.window
+                ));
+            }
+            Err(e) => return Err(e),
         };
         // What was actually done, read off the recorded view.
         let view = self.view()?;
