@@ -209,3 +209,58 @@ proptest! {
 fn compactions(store: &InMemoryStore, id: &str) -> usize {
     store.compactions(id, false).expect("compactions").len()
 }
+
+/// A context asked for a tighter budget keeps a long task statement as the session's own
+/// compactions do: the digest keeps only its key lines, so it is pinned whole while it fits.
+#[test]
+fn a_context_for_a_budget_keeps_the_task() {
+    let store = InMemoryStore::new();
+    let registry = ModelRegistry::builtin();
+    let new = new_session(
+        &registry,
+        "gpt-4o-mini",
+        Some(100_000),
+        engram::memory::now(),
+    );
+    let mut s = Session::create(&store, &new).expect("create");
+    let task = format!(
+        "{TASK}. Details:\n{}",
+        "the parser rejects empty input ".repeat(41)
+    );
+    s.append(vec![
+        Message::system("You are a coding agent."),
+        Message::user(task.as_str()),
+    ])
+    .expect("append");
+    for i in 0..30 {
+        s.append(turn(i, 20, i % 3 == 0)).expect("append");
+    }
+    for budget in [400, 600, 1_000] {
+        for (how, context) in [
+            ("context", s.context(Some(budget), None)),
+            ("with a query", s.context(Some(budget), Some("module_7"))),
+            (
+                "with memory",
+                s.context_with_memory(Some(budget), None, &[], &[]),
+            ),
+        ] {
+            let context = context.expect("a context");
+            assert!(context.report.tokens_after <= budget, "{how} {budget}");
+            assert!(
+                context
+                    .messages
+                    .iter()
+                    .any(|v| v.kind == Kind::Original && v.message.text() == task),
+                "{how} at {budget} dropped the task: {:?}",
+                context
+                    .messages
+                    .iter()
+                    .map(|v| (
+                        v.kind,
+                        v.message.text().chars().take(50).collect::<String>()
+                    ))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+}

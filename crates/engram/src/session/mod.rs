@@ -620,7 +620,8 @@ impl<'s> Session<'s> {
 
     /// A context for the model. Without a budget or a query, the current view. With either,
     /// the whole active log compacted for them (the budget defaults to the window), without
-    /// changing the session: what a caller with a tighter budget or a question needs now.
+    /// changing the session: what a caller with a tighter budget or a question needs now. The
+    /// task statement stays in it as in the session's compactions, while it fits the budget.
     pub fn context(
         &self,
         budget: Option<usize>,
@@ -667,13 +668,29 @@ impl<'s> Session<'s> {
         let mut options = self.options.clone();
         options.budget = budget.unwrap_or(self.info.window);
         options.query = query.map(str::to_owned);
-        Ok(crate::compact::compact_keeping_vectors(
-            &log,
-            &[],
-            &self.counter,
-            &options,
-            Some(&self.vectors()),
-        )?)
+        Ok(self.compact_for_context(&log, &options, &self.vectors())?)
+    }
+
+    /// The log compacted for a context, the task statement pinned when the pipeline dropped
+    /// it and keeping it still fits the budget, as the session's own compactions keep it.
+    fn compact_for_context(
+        &self,
+        log: &[LoggedMessage],
+        options: &CompactOptions,
+        vectors: &dyn crate::embed::VectorStore,
+    ) -> Result<Compacted, CompactError> {
+        let compact = |options: &CompactOptions| {
+            crate::compact::compact_keeping_vectors(log, &[], &self.counter, options, Some(vectors))
+        };
+        let out = compact(options)?;
+        Ok(match dropped_task(log, &out.messages) {
+            Some(task) => {
+                let mut pinned = options.clone();
+                pinned.pinned_ids.push(task.id.clone());
+                compact(&pinned).unwrap_or(out)
+            }
+            None => out,
+        })
     }
 
     /// A context with what long-term memory holds on the topic: the query, else the newest
@@ -761,15 +778,7 @@ impl<'s> Session<'s> {
         options.query = query.map(str::to_owned);
         options.budget = budget.saturating_sub(note_tokens).max(1);
         let vectors = self.vectors();
-        let compact = |options: &CompactOptions| {
-            crate::compact::compact_keeping_vectors(
-                &log,
-                &[],
-                &self.counter,
-                options,
-                Some(&vectors),
-            )
-        };
+        let compact = |options: &CompactOptions| self.compact_for_context(&log, options, &vectors);
         let mut out = match compact(&options) {
             Err(CompactError::CannotFit { .. }) if note.is_some() => {
                 // What must be kept leaves no room for memory: send it without.
@@ -862,11 +871,8 @@ impl<'s> Session<'s> {
         // The task statement stays: pinned when the pipeline dropped it, unless keeping it
         // verbatim would leave the view over the threshold (a task of most of the window): then
         // the digest's key lines of it stand in, and automatic compaction keeps working.
-        let task = log.iter().find(|m| m.message.role == Role::User);
         let threshold = self.policy.trigger.threshold_tokens(window);
-        if let Some(task) = task
-            && !keeps_task(&compacted.messages, task)
-        {
+        if let Some(task) = dropped_task(&log, &compacted.messages) {
             let mut pinned = options.clone();
             pinned.pinned_ids.push(task.id.clone());
             if let (Ok(with_task), missed) = run(&mut pinned)
@@ -1296,6 +1302,13 @@ impl<'s> Session<'s> {
         }
         Ok(out)
     }
+}
+
+/// The log's task statement (its first user message) when `view` does not keep it.
+fn dropped_task<'l>(log: &'l [LoggedMessage], view: &[ViewMessage]) -> Option<&'l LoggedMessage> {
+    log.iter()
+        .find(|m| m.message.role == Role::User)
+        .filter(|task| !keeps_task(view, task))
 }
 
 /// True when `view` keeps the task statement `task`: verbatim, or word for word inside a
