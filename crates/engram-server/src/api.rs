@@ -379,14 +379,6 @@ fn flag(value: Option<&str>, key: &str, default: bool) -> Result<bool, ApiError>
     }
 }
 
-fn opt_str<'a>(v: &'a Value, key: &str) -> Result<Option<&'a str>, ApiError> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ApiError::field(key, "must be a string")),
-    }
-}
-
 fn open<'s>(app: &App, store: &'s TenantStore, id: &str) -> Result<Session<'s>, ApiError> {
     let session = Session::open_with(
         store.store.as_ref(),
