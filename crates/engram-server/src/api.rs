@@ -821,18 +821,17 @@ async fn add_memory(
 ) -> ApiResult {
     let b = body(&bytes)?;
     let at = now();
+    // A field beside a list of entries reads as if it were each entry's: refused, not dropped.
+    let beside = b
+        .as_object()
+        .and_then(|o| o.keys().find(|k| *k != "entries"));
+    if let (Some(Value::Array(_)), Some(field)) = (b.get("entries"), beside) {
+        return Err(ApiError::field(
+            field,
+            "a body with `entries` takes no other field; give it to each entry",
+        ));
+    }
     let items: Vec<(String, Value)> = match b.get("entries") {
-        Some(Value::Array(_)) if b.as_object().is_some_and(|o| o.len() > 1) => {
-            let other = b
-                .as_object()
-                .and_then(|o| o.keys().find(|k| *k != "entries"))
-                .cloned()
-                .unwrap_or_default();
-            return Err(ApiError::field(
-                &other,
-                "a body with `entries` takes no other field; give it to each entry",
-            ));
-        }
         Some(Value::Array(list)) => list
             .iter()
             .enumerate()
