@@ -274,6 +274,27 @@ fn check(
             prop_assert_eq!(&v.message, &messages[i]);
         }
     }
+
+    // 6. What stands for input messages keeps their order (a digest stands before all it covers).
+    let mut at = 0;
+    for v in out.messages.iter().filter(|v| v.kind != Kind::Summary) {
+        let Some(i) = v
+            .source_ids
+            .first()
+            .and_then(|s| ids.iter().position(|id| id == s))
+        else {
+            continue;
+        };
+        prop_assert!(
+            i >= at,
+            "message {} ({:?}) after message {} ({:?})",
+            i,
+            v.kind,
+            at,
+            strategy
+        );
+        at = i;
+    }
     Ok(())
 }
 
@@ -325,6 +346,72 @@ proptest! {
     fn recall_keeps_the_invariants(messages in history(), budget in 40usize..3000, query in "[a-z_ ]{3,30}") {
         check(&messages, budget, Steps::Auto, Some(&query), 10)?;
     }
+}
+
+/// A history whose first user message (the task) is about apples and is pinned nowhere, a
+/// pinned note after it, a long reply to drop, and `repeat` as the id of a later message.
+fn apples(repeat: &str) -> Vec<Message> {
+    let with_id = |mut m: Message, id: &str| {
+        m.id = Some(id.to_owned());
+        m
+    };
+    let mut note = with_id(Message::user("pinned note"), "p");
+    note.extra_mut()
+        .insert("pinned".into(), serde_json::Value::Bool(true));
+    vec![
+        Message::system("sys"),
+        with_id(Message::user("first message about apples ".repeat(3)), "x"),
+        with_id(Message::assistant("reply ".repeat(3)), "y"),
+        note,
+        with_id(Message::assistant("filler words ".repeat(200)), "z"),
+        with_id(Message::user("a later message"), repeat),
+        with_id(Message::assistant("ok"), "w"),
+        with_id(Message::user("newest"), "q"),
+    ]
+}
+
+fn compact_apples(repeat: &str) -> Vec<(Kind, String)> {
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let mut options = CompactOptions::new(200);
+    options.query = Some("apples".into());
+    let out = compact(&Conversation::new(apples(repeat)), &counter, &options).expect("fits");
+    out.messages
+        .iter()
+        .map(|v| (v.kind, v.message.text().into_owned()))
+        .collect()
+}
+
+#[test]
+fn a_pinned_message_keeps_its_place_when_ids_repeat() {
+    // The recalled task stands before the pinned note, as in the input, whether or not a later
+    // message repeats its id.
+    for repeat in ["x2", "x"] {
+        let out = compact_apples(repeat);
+        let at = |text: &str| {
+            out.iter()
+                .position(|(kind, t)| *kind != Kind::Summary && t.starts_with(text))
+                .unwrap_or_else(|| panic!("{text:?} missing: {out:?}"))
+        };
+        assert!(
+            at("first message about apples") < at("pinned note"),
+            "{repeat}: {out:?}"
+        );
+        assert!(
+            at("pinned note") < at("a later message"),
+            "{repeat}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn a_recalled_task_is_not_repeated_in_the_digest() {
+    let out = compact_apples("x2");
+    let recalled = out
+        .iter()
+        .filter(|(_, t)| t.contains("first message about apples"))
+        .map(|(kind, _)| *kind)
+        .collect::<Vec<_>>();
+    assert_eq!(recalled, [Kind::Recalled], "{out:?}");
 }
 
 #[test]

@@ -628,10 +628,8 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
         free + pinned_mid_tokens,
     );
     let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
-    let mut middle = plan.select(older, free, fit.kept == older_messages);
-    if !pinned_units.is_empty() {
-        middle = with_pinned(middle, &pinned_units, &items, &plan);
-    }
+    let middle = plan.select(older, free, fit.kept == older_messages);
+    let middle = with_pinned(middle, &pinned_units, &items, &plan);
 
     let mut view: Vec<ViewMessage> = items[..pinned_end]
         .iter()
@@ -675,37 +673,27 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
 }
 
 /// Puts pinned units into the middle of the view in their chronological places (after the
-/// digest, which stands before everything it summarises).
+/// digest, which stands before everything it summarises), by the input positions that
+/// [`Planner::select`] gives: ids may repeat in a caller's input, so they cannot say where a
+/// message stood.
 fn with_pinned(
-    middle: Vec<ViewMessage>,
+    middle: Vec<(usize, ViewMessage)>,
     pinned: &[units::Unit],
     items: &[Item<'_>],
     plan: &Planner<'_>,
 ) -> Vec<ViewMessage> {
-    let position: HashMap<std::borrow::Cow<'_, str>, usize> = items
-        .iter()
-        .enumerate()
-        .map(|(n, i)| (i.source_id(), n))
-        .filter(|(id, _)| !id.is_empty())
-        .collect();
-    let at = |v: &ViewMessage| -> usize {
-        v.source_ids
-            .first()
-            .and_then(|s| position.get(s.as_str()).copied())
-            .unwrap_or(0)
-    };
     let mut out: Vec<ViewMessage> = Vec::with_capacity(middle.len() + pinned.len());
     let mut rest = middle.into_iter().peekable();
-    while let Some(v) = rest.next_if(|v| v.kind == Kind::Summary) {
+    while let Some((_, v)) = rest.next_if(|(_, v)| v.kind == Kind::Summary) {
         out.push(v);
     }
     for unit in pinned {
-        while let Some(v) = rest.next_if(|v| at(v) < unit.start) {
+        while let Some((_, v)) = rest.next_if(|(at, _)| *at < unit.start) {
             out.push(v);
         }
         out.extend(items[unit.start..unit.end].iter().map(|i| plan.original(i)));
     }
-    out.extend(rest);
+    out.extend(rest.map(|(_, v)| v));
     out
 }
 
@@ -826,10 +814,19 @@ impl Planner<'_> {
         )
     }
 
-    /// The middle of the view (between pinned messages and the newest unit) for `free` tokens.
-    fn select(&mut self, older: &[units::Unit], free: usize, all_fit: bool) -> Vec<ViewMessage> {
+    /// The middle of the view (between pinned messages and the newest unit) for `free` tokens,
+    /// each message with the position in the input of the unit it comes from (the digest's: 0).
+    fn select(
+        &mut self,
+        older: &[units::Unit],
+        free: usize,
+        all_fit: bool,
+    ) -> Vec<(usize, ViewMessage)> {
         if all_fit {
-            return older.iter().flat_map(|u| self.full(*u).messages).collect();
+            return older
+                .iter()
+                .flat_map(|u| self.full(*u).messages.into_iter().map(|v| (u.start, v)))
+                .collect();
         }
         let strategy = self.options.strategy;
         let dedupe = matches!(strategy, Strategy::Auto | Strategy::Dedupe);
@@ -999,12 +996,14 @@ impl Planner<'_> {
                     }
                 }
             }
+            // The task statement, when it was dropped and not recalled whole.
             if let Some(task) = self.items.iter().find(|i| i.message.role == Role::User)
                 && !sources.iter().any(|s| std::ptr::eq(*s, task))
-                && dropped.iter().any(|u| {
-                    self.items[u.start..u.end]
-                        .iter()
-                        .any(|i| std::ptr::eq(i, task))
+                && dropped.iter().enumerate().any(|(ui, u)| {
+                    !recalled_units.contains(&ui)
+                        && self.items[u.start..u.end]
+                            .iter()
+                            .any(|i| std::ptr::eq(i, task))
                 })
             {
                 sources.push(task);
@@ -1053,17 +1052,19 @@ impl Planner<'_> {
         }
 
         let mut out = Vec::new();
-        out.extend(summary);
-        for (_, version) in recalled {
+        out.extend(summary.map(|s| (0, s)));
+        for (ui, version) in recalled {
+            let at = older[ui].start;
             out.extend(version.messages.into_iter().map(|mut v| {
                 if v.kind == Kind::Original {
                     v.kind = Kind::Recalled;
                 }
-                v
+                (at, v)
             }));
         }
-        for (_, version, _) in taken.into_iter().rev() {
-            out.extend(version.messages);
+        for (ui, version, _) in taken.into_iter().rev() {
+            let at = older[ui].start;
+            out.extend(version.messages.into_iter().map(|v| (at, v)));
         }
         out
     }
