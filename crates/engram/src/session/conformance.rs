@@ -957,7 +957,9 @@ fn the_agents_compact_history_tool(store: &dyn EngramStore) {
         .expect("an answer, not a failure");
     assert!(
         !reply.is_error
-            && reply.text.starts_with("No changes made: ")
+            && reply
+                .text
+                .starts_with("No changes made: the last 6 messages, ")
             && reply.text.contains("more than the window of 1000 tokens")
             && reply.text.ends_with("Preserve fewer recent messages."),
         "{}",

@@ -1097,9 +1097,12 @@ impl<'s> Session<'s> {
             }
             // What the agent asked to keep does not fit the window: the agent can ask again
             // for less, so it is an answer for the agent, not a failure of the call.
-            Err(SessionError::Compact(CompactError::CannotFit { required, what, .. })) => {
+            // In the agent's words: the pipeline's own ("the pinned messages") name how the
+            // preserved messages were kept, not what the agent asked.
+            Err(SessionError::Compact(CompactError::CannotFit { required, .. })) => {
                 return Ok(format!(
-                    "No changes made: {what} need {required} tokens on their own, more than \
+                    "No changes made: the last {keep} messages, with the system prompt and the \
+                     tool calls and results they belong with, need {required} tokens, more than \
                      the window of {} tokens. Preserve fewer recent messages.",
                     self.info.window
                 ));
