@@ -5,6 +5,7 @@
 //!   inside a summary;
 //! - a manual compaction or `compact_history` never makes the view larger;
 //! - messages that leave the view are summarised (a summary stands for them) or kept;
+//! - what stands for log messages in the view keeps the log's order;
 //! - `compact_history`'s answer says what the recorded compaction did (or that nothing was).
 #![cfg(feature = "openai-bpe")]
 
@@ -108,6 +109,27 @@ fn nothing_lost_without_a_summary(s: &Session<'_>, view: &SessionView) {
     );
 }
 
+/// What stands for log messages in the view (a summary apart) keeps the log's order.
+fn in_log_order(s: &Session<'_>, view: &SessionView) {
+    let log: std::collections::HashMap<String, usize> = s
+        .log()
+        .expect("log")
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| (m.id, i))
+        .collect();
+    let places: Vec<usize> = view
+        .messages
+        .iter()
+        .filter(|v| v.kind != Kind::Summary)
+        .filter_map(|v| log.get(v.source_ids.first()?).copied())
+        .collect();
+    assert!(
+        places.is_sorted(),
+        "the view's messages are out of the log's order: {places:?}"
+    );
+}
+
 /// The number after `prefix` in `text`.
 fn number_after(text: &str, prefix: &str) -> Option<usize> {
     let rest = &text[text.find(prefix)? + prefix.len()..];
@@ -201,6 +223,7 @@ proptest! {
             let view = s.view().expect("view");
             prop_assert!(task_kept(&view, &task), "the task left the view after {:?}", view.messages.iter().map(|v| (v.kind, v.message.text().chars().take(60).collect::<String>())).collect::<Vec<_>>());
             nothing_lost_without_a_summary(&s, &view);
+            in_log_order(&s, &view);
         }
     }
 }
