@@ -1,11 +1,13 @@
 //! Compactions of random sessions, as an agent drives them: appends (with threshold
-//! compactions), the agent's `compact_history` tool with any `preserveRecentMessages`, and
-//! manual compactions with any target, strategy and focus. After every step:
+//! compactions), the agent's `compact_history` tool with any `preserveRecentMessages`, manual
+//! compactions with any target, strategy and focus, checkpoints and restores. After every step:
 //! - the task statement (the first user message) is in the view, verbatim or word for word
 //!   inside a summary;
 //! - a manual compaction or `compact_history` never makes the view larger;
 //! - messages that leave the view are summarised (a summary stands for them) or kept;
 //! - what stands for log messages in the view keeps the log's order;
+//! - a restore gives back the view its checkpoint named; a refused checkpoint or restore
+//!   changes nothing;
 //! - `compact_history`'s answer says what the recorded compaction did (or that nothing was).
 #![cfg(feature = "openai-bpe")]
 
@@ -58,6 +60,8 @@ enum Step {
         strategy: CompactStrategy,
         focus: bool,
     },
+    Checkpoint(usize),
+    Restore(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -76,6 +80,8 @@ fn step() -> impl Strategy<Value = Step> {
             any::<bool>(),
         )
             .prop_map(|(target, strategy, focus)| Step::Compact { target, strategy, focus }),
+        1 => (0usize..3).prop_map(Step::Checkpoint),
+        1 => (0usize..3).prop_map(Step::Restore),
     ]
 }
 
@@ -162,6 +168,8 @@ proptest! {
         };
         s.append(vec![Message::user(task.as_str())]).expect("append");
         let _ = s.append(turn(0, first_words, false));
+        // Each live checkpoint's view when it was named.
+        let mut checkpoints: std::collections::HashMap<String, SessionView> = Default::default();
         for (i, step) in steps.into_iter().enumerate() {
             let i = i + 1;
             let before = s.view().expect("view");
@@ -216,6 +224,38 @@ proptest! {
                         Compaction::Unchanged { tokens, reason } => {
                             prop_assert_eq!(*tokens, before.tokens, "{}", reason);
                             prop_assert_eq!(&after, &before, "{}", reason);
+                        }
+                    }
+                }
+                Step::Checkpoint(k) => {
+                    let name = format!("c{k}");
+                    match s.checkpoint(&name) {
+                        Ok(_) => {
+                            checkpoints.insert(name, before.clone());
+                        }
+                        // A name in use: nothing changes.
+                        Err(e) => {
+                            let named = store.checkpoints(&s.info().id).expect("checkpoints")
+                                .iter().any(|c| c.name == name);
+                            prop_assert!(named, "{}: {}", name, e);
+                        }
+                    }
+                    prop_assert_eq!(&s.view().expect("view"), &before);
+                }
+                Step::Restore(k) => {
+                    let name = format!("c{k}");
+                    match s.restore(&name) {
+                        Ok(_) => {
+                            let saved = checkpoints.get(&name).expect("a live checkpoint");
+                            prop_assert_eq!(&s.view().expect("view"), saved, "restored {}", name);
+                            // Later checkpoints are abandoned with what came after.
+                            let live: Vec<String> = store.checkpoints(&s.info().id).expect("checkpoints")
+                                .into_iter().filter(|c| !c.abandoned).map(|c| c.name).collect();
+                            checkpoints.retain(|n, _| live.contains(n));
+                        }
+                        Err(_) => {
+                            prop_assert!(!checkpoints.contains_key(&name), "{} is live", name);
+                            prop_assert_eq!(&s.view().expect("view"), &before);
                         }
                     }
                 }
