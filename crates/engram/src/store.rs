@@ -30,6 +30,22 @@ pub fn format_time(t: Timestamp) -> String {
         .unwrap_or_else(|| t.to_string())
 }
 
+/// Formats a timestamp to the minute, for a model to read: `2026-11-21 07:00 UTC`. Always
+/// the same width, so the text it is in costs the same tokens whatever the time.
+pub fn format_minute(t: Timestamp) -> String {
+    match time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(t) * 1_000_000) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02} UTC",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute()
+        ),
+        Err(_) => t.to_string(),
+    }
+}
+
 /// Serializes a timestamp as RFC 3339 (every time in every API has this one form).
 pub fn serialize_time<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_time(*t))

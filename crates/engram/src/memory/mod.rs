@@ -639,6 +639,16 @@ mod tests {
         let t = parse_time("2026-11-21T07:00:00Z").expect("time");
         assert_eq!(format_time(t), "2026-11-21T07:00:00Z");
         assert!(parse_time("yesterday").is_err());
+        // To the minute, one width for every time.
+        assert_eq!(crate::store::format_minute(t), "2026-11-21 07:00 UTC");
+        assert_eq!(
+            crate::store::format_minute(t + 59_999),
+            "2026-11-21 07:00 UTC"
+        );
+        assert_eq!(
+            crate::store::format_minute(t + 60_000),
+            "2026-11-21 07:01 UTC"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! (0.6) and the result is recorded as a compaction: the view (originals stored as references
 //! to the log), the summaries it wrote with their lineage (which messages and earlier summaries
 //! each covers, its depth and time range, for seed 001's `[Summary: depth d, n messages, covers
-//! t1 to t2]` header) and a journal entry per summary (seed 002's `context_synthesis`).
+//! t1 to t2]` header, times to the minute) and a journal entry per summary (seed 002's
+//! `context_synthesis`).
 //! During sleep, sessions above 0.5 of their window are compacted down to 0.3, after their key
 //! facts are extracted into working memory (seed 002's phase 1); the two thresholds never
 //! chase each other. Checkpoints name a state; restoring one marks what came after it as
@@ -909,8 +910,8 @@ impl<'s> Session<'s> {
             let mut header = crate::assembly::summary_header(
                 depth,
                 covers.len(),
-                &format_time(from),
-                &format_time(to),
+                &crate::store::format_minute(from),
+                &crate::store::format_minute(to),
             );
             if let (Some(first), Some(last)) = (covers.first(), covers.last()) {
                 header.push_str(&format!(
