@@ -63,6 +63,214 @@ pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     summaries_are_incremental(make().as_ref());
     status_updates_come_on_schedule_with_the_cost(make().as_ref());
     export_and_import_round_trip(make().as_ref(), make().as_ref());
+    random_sessions_match_the_reference(make().as_ref());
+}
+
+/// A small deterministic generator (SplitMix64): the random sessions below are the same on
+/// every backend and every run, so a failure names a seed and a step that reproduce it.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+/// What a backend shows of a session after a step, as far as it must agree with the reference:
+/// the view, the active log, and the checkpoints (compaction ids and times are each store's own).
+fn observed(store: &dyn EngramStore, s: &Session<'_>) -> String {
+    let view = s.view().expect("view");
+    let log: Vec<(u64, String, usize, Message)> = s
+        .log()
+        .expect("log")
+        .into_iter()
+        .map(|m| (m.seq, m.id, m.tokens, m.message))
+        .collect();
+    let checkpoints: Vec<(String, u64, bool, usize, bool)> = store
+        .checkpoints(&s.info().id)
+        .expect("checkpoints")
+        .into_iter()
+        .map(|c| {
+            (
+                c.name,
+                c.log_end,
+                c.compaction_id.is_some(),
+                c.messages,
+                c.abandoned,
+            )
+        })
+        .collect();
+    without_times(&format!(
+        "view {:?} ({} tokens, compacted {})\nlog {log:?}\ncheckpoints {checkpoints:?}",
+        view.messages,
+        view.tokens,
+        view.compaction_id.is_some()
+    ))
+}
+
+/// `text` without times: a summary's header says when its messages were appended (to the
+/// minute, `2026-11-21 07:00 UTC`), and tool results and answers carry RFC 3339 times, which
+/// differ between two stores written one after the other.
+fn without_times(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let is_date = |b: &[u8]| {
+        b.len() >= 11
+            && b[..4].iter().all(u8::is_ascii_digit)
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && (b[10] == b'T' || b[10] == b' ')
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if is_date(&bytes[i..]) {
+            let end = if bytes[i + 10] == b' ' {
+                text[i..].find(" UTC").map(|e| e + " UTC".len())
+            } else {
+                text[i..].find('Z').map(|e| e + 1)
+            };
+            if let Some(end) = end {
+                out.push_str("TIME");
+                i += end;
+                continue;
+            }
+        }
+        let c = text[i..].chars().next().expect("a char");
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+/// Panics when `got` differs from `expected`, showing where.
+fn assert_same(got: &str, expected: &str, what: &str) {
+    if got == expected {
+        return;
+    }
+    let at = got
+        .char_indices()
+        .zip(expected.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(got.len().min(expected.len()), |((i, _), _)| i);
+    let window = |s: &str| -> String {
+        s.chars()
+            .skip(s[..at.min(s.len())].chars().count().saturating_sub(200))
+            .take(400)
+            .collect()
+    };
+    panic!(
+        "{what}: they differ at byte {at}\n got: ...{}...\nwant: ...{}...",
+        window(got),
+        window(expected)
+    );
+}
+
+/// One random step on a session, and what it answered (compaction ids left out).
+fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &mut Dice) -> String {
+    let id = s.info().id.clone();
+    match dice.below(7) {
+        0..=2 => {
+            let mut messages = turn(step as usize);
+            // Outputs of different sizes; sometimes a turn without the request.
+            messages[2] = Message::tool(
+                format!("call_{step}"),
+                "stack frame ".repeat(dice.below(300) as usize),
+            );
+            if dice.below(3) == 0 {
+                messages.remove(0);
+            }
+            match s.append(messages) {
+                Ok(a) => format!(
+                    "appended {:?} {:?} -> {} tokens, compacted {}",
+                    a.ids,
+                    a.seqs,
+                    a.view_tokens,
+                    a.compaction.is_some()
+                ),
+                Err(e) => format!("append refused: {e}"),
+            }
+        }
+        3 => {
+            let keep = 1 + dice.below(10);
+            let args =
+                crate::tools::CompactHistoryArgs::parse(&json!({"preserveRecentMessages": keep}))
+                    .expect("args");
+            s.compact_history(&args).expect("compact_history")
+        }
+        4 => {
+            let window = s.info().window;
+            let target = 1 + dice.below(window as u64) as usize;
+            let mut options = CompactOptions::new(target);
+            options.strategy = [
+                crate::compact::Strategy::Auto,
+                crate::compact::Strategy::Truncate,
+                crate::compact::Strategy::Mask,
+                crate::compact::Strategy::Extractive,
+            ][dice.below(4) as usize];
+            let mut manual = Session::open(store, &id)
+                .expect("open")
+                .with_options(options);
+            match manual.compact(Trigger::Manual, target, None) {
+                Ok(super::Compaction::Recorded(r)) => {
+                    format!("compacted {} -> {}", r.tokens_before, r.tokens_after)
+                }
+                Ok(super::Compaction::Unchanged { tokens, reason }) => {
+                    format!("unchanged at {tokens}: {reason}")
+                }
+                Err(e) => format!("compaction failed: {e}"),
+            }
+        }
+        5 => match s.checkpoint(&format!("c{}", dice.below(3))) {
+            Ok(c) => format!("checkpoint {} at {}", c.name, c.log_end),
+            Err(e) => format!("checkpoint refused: {e}"),
+        },
+        _ => match s.restore(&format!("c{}", dice.below(3))) {
+            Ok(r) => format!("restored {r:?}"),
+            Err(e) => format!("restore refused: {e}"),
+        },
+    }
+}
+
+/// Random sessions (appends with threshold compactions, `compact_history`, manual compactions
+/// of every strategy, checkpoints and restores) run step for step on the store under test and
+/// on the in-memory reference: after each step both answered the same and show the same view,
+/// active log and checkpoints.
+fn random_sessions_match_the_reference(store: &dyn EngramStore) {
+    for seed in 0..10u64 {
+        let reference = crate::in_memory::InMemoryStore::new();
+        let mut dice = Dice(seed);
+        let id = format!("random-{seed}");
+        let window = 1_500 + dice.below(4_000) as usize;
+        let mut a = Session::create(&reference, &new_session(&id, window)).expect("create");
+        let mut b = Session::create(store, &new_session(&id, window)).expect("create");
+        for s in [&mut a, &mut b] {
+            s.append(vec![
+                Message::system("You are a coding agent."),
+                Message::user("Fix the failing tests in src/"),
+            ])
+            .expect("append");
+        }
+        for step in 0..30 {
+            let mut dice_b = Dice(dice.0);
+            let expected = random_step(&reference, &mut a, step, &mut dice);
+            let got = random_step(store, &mut b, step, &mut dice_b);
+            let (got, expected) = (without_times(&got), without_times(&expected));
+            assert_same(
+                &got,
+                &expected,
+                &format!("seed {seed}, step {step}: the answers"),
+            );
+            assert_same(
+                &observed(store, &b),
+                &observed(&reference, &a),
+                &format!("seed {seed}, step {step} ({expected}): the sessions"),
+            );
+        }
+    }
 }
 
 /// Records what each summary request carried, and answers as the deterministic summarizer.
