@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::{EngramStore, NewSession, Session, SessionPolicy, Trigger, sleep_sessions};
 use crate::compact::{CompactOptions, Kind};
+use crate::memory::conformance::Dice;
 use crate::memory::{NewEntry, SearchQuery, Tier};
 use crate::message::{Message, ToolCall};
 use crate::store::StoreError;
@@ -64,20 +65,6 @@ pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     status_updates_come_on_schedule_with_the_cost(make().as_ref());
     export_and_import_round_trip(make().as_ref(), make().as_ref());
     random_sessions_match_the_reference(make().as_ref());
-}
-
-/// A small deterministic generator (SplitMix64): the random sessions below are the same on
-/// every backend and every run, so a failure names a seed and a step that reproduce it.
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n.max(1)
-    }
 }
 
 /// What a backend shows of a session after a step, as far as it must agree with the reference:
