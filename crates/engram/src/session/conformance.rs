@@ -4,7 +4,9 @@
 
 use serde_json::json;
 
-use super::{EngramStore, NewSession, Session, SessionPolicy, Trigger, sleep_sessions};
+use super::{
+    EngramStore, NewSession, Session, SessionPolicy, SessionStore, Trigger, sleep_sessions,
+};
 use crate::compact::{CompactOptions, Kind};
 use crate::memory::conformance::Dice;
 use crate::memory::{NewEntry, SearchQuery, Tier};
@@ -225,7 +227,8 @@ fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &m
 /// Random sessions (appends with threshold compactions, `compact_history`, manual compactions
 /// of every strategy, checkpoints and restores) run step for step on the store under test and
 /// on the in-memory reference: after each step both answered the same and show the same view,
-/// active log and checkpoints.
+/// active log and checkpoints. Then each session is exported and imported into another store,
+/// and the two go on step for step the same way.
 fn random_sessions_match_the_reference(store: &dyn EngramStore) {
     for seed in 0..10u64 {
         let reference = crate::in_memory::InMemoryStore::new();
@@ -255,6 +258,34 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
                 &observed(store, &b),
                 &observed(&reference, &a),
                 &format!("seed {seed}, step {step} ({expected}): the sessions"),
+            );
+        }
+        // Exported from the store under test and imported into another store, the session is
+        // the same, and goes on the same way: restores reach the same checkpoints' views
+        // through the compaction ids the import assigned anew.
+        let dump = super::export_session(store, &id).expect("export");
+        let imported = crate::in_memory::InMemoryStore::new();
+        imported.import_session(&dump).expect("import");
+        let mut c = Session::open(&imported, &id).expect("open the imported session");
+        assert_same(
+            &observed(&imported, &c),
+            &observed(store, &b),
+            &format!("seed {seed}: the imported session"),
+        );
+        for step in 30..40 {
+            let mut dice_c = Dice(dice.0);
+            let expected = random_step(store, &mut b, step, &mut dice);
+            let got = random_step(&imported, &mut c, step, &mut dice_c);
+            let (got, expected) = (without_times(&got), without_times(&expected));
+            assert_same(
+                &got,
+                &expected,
+                &format!("seed {seed}, step {step} after the import: the answers"),
+            );
+            assert_same(
+                &observed(&imported, &c),
+                &observed(store, &b),
+                &format!("seed {seed}, step {step} after the import ({expected}): the sessions"),
             );
         }
     }
