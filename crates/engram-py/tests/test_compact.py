@@ -104,7 +104,7 @@ def anthropic_request() -> dict:
     messages.append({"role": "user", "content": [
         {"type": "text", "text": "Fix it.", "cache_control": {"type": "ephemeral"}}]})
     return {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-haiku-4-5",
         "max_tokens": 1024,
         "metadata": {"user_id": "u-42"},
         "system": [{"type": "text", "text": "You are a coding agent. " * 20,
@@ -131,7 +131,7 @@ def anthropic_client(fake_openai):
     "Fixed."."""
     import anthropic
 
-    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
              "content": [{"type": "text", "text": "Fixed."}], "stop_reason": "end_turn",
              "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
     server = fake_openai(lambda body: reply)
@@ -143,10 +143,10 @@ def anthropic_client(fake_openai):
 def test_an_anthropic_request_counts_its_system_prompt():
     request = anthropic_request()
     without_system = {k: v for k, v in request.items() if k != "system"}
-    system = engram.count_tokens(request["system"][0]["text"], model="claude-sonnet-4-5")
-    assert engram.count_tokens(request, model="claude-sonnet-4-5") >= (
-        engram.count_tokens(without_system, model="claude-sonnet-4-5") + system)
-    counted = engram.Counter("claude-sonnet-4-5").count_messages(request)
+    system = engram.count_tokens(request["system"][0]["text"], model="claude-haiku-4-5")
+    assert engram.count_tokens(request, model="claude-haiku-4-5") >= (
+        engram.count_tokens(without_system, model="claude-haiku-4-5") + system)
+    counted = engram.Counter("claude-haiku-4-5").count_messages(request)
     assert len(counted["messages"]) == 1 + len(request["messages"]), "the system prompt is the first"
 
 
@@ -163,7 +163,7 @@ def test_an_anthropic_request_comes_back_as_one_the_anthropic_sdk_sends(fake_ope
     assert len(sent["messages"]) < len(request["messages"]), "compacted"
     anthropic_turns_ok(sent["messages"])
     assert sent["messages"][-1] == request["messages"][-1], "the newest turn as written"
-    assert engram.count_tokens(sent, model="claude-sonnet-4-5") <= 1500
+    assert engram.count_tokens(sent, model="claude-haiku-4-5") <= 1500
 
     # The official SDK takes it as it is and sends it as it is.
     client, server = anthropic_client(fake_openai)
@@ -227,7 +227,7 @@ def test_bad_options_are_clear_errors(trajectory):
 
 def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_openai):
     request = anthropic_request()
-    session = store.new_session("claude-sonnet-4-5", window=4000)
+    session = store.new_session("claude-haiku-4-5", window=4000)
     appended = session.append(request["messages"])
     assert appended.get("compaction"), "the threshold was crossed"
     # Each tool_use was read as a call and each tool_result as its result.
@@ -242,7 +242,7 @@ def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_
     assert "Fix it." in json.dumps(sent["messages"][-1])
 
     client, server = anthropic_client(fake_openai)
-    client.messages.create(model="claude-sonnet-4-5", max_tokens=1024, **sent)
+    client.messages.create(model="claude-haiku-4-5", max_tokens=1024, **sent)
     assert server.requests[-1]["body"]["messages"] == sent["messages"]
 
     # The default is OpenAI's form; a format engram does not write is an error.
