@@ -93,8 +93,17 @@ fn observed(store: &dyn EngramStore, s: &Session<'_>) -> String {
             )
         })
         .collect();
+    // What sleep wrote into memory for the session: its key facts (ids are the store's own).
+    let mut facts: Vec<(Tier, String, String)> = store
+        .entries(Some(&s.info().id), None, 10_000)
+        .expect("the session's memory")
+        .into_iter()
+        .map(|e| (e.tier, e.content, e.source))
+        .collect();
+    facts.sort_by(|a, b| (a.1.as_str(), a.2.as_str()).cmp(&(b.1.as_str(), b.2.as_str())));
     without_times(&format!(
-        "view {:?} ({} tokens, compacted {})\nlog {log:?}\ncheckpoints {checkpoints:?}",
+        "view {:?} ({} tokens, compacted {})\nlog {log:?}\ncheckpoints {checkpoints:?}\n\
+         memory {facts:?}",
         view.messages,
         view.tokens,
         view.compaction_id.is_some()
@@ -161,7 +170,7 @@ fn assert_same(got: &str, expected: &str, what: &str) {
 /// One random step on a session, and what it answered (compaction ids left out).
 fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &mut Dice) -> String {
     let id = s.info().id.clone();
-    match dice.below(7) {
+    match dice.below(8) {
         0..=2 => {
             let mut messages = turn(step as usize);
             // Outputs of different sizes; sometimes a turn without the request.
@@ -213,6 +222,22 @@ fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &m
                 Err(e) => format!("compaction failed: {e}"),
             }
         }
+        7 => {
+            // Sleep-time compaction: key facts into memory first, then down to the sleep
+            // target when the view is above the sleep threshold.
+            let mut sleeper = Session::open(store, &id)
+                .expect("open")
+                .with_policy(SessionPolicy::default())
+                .with_options(CompactOptions::new(s.info().window));
+            match sleeper.sleep_compact() {
+                Ok(Some(done)) => format!(
+                    "slept {} -> {}, {} summaries, {} facts",
+                    done.tokens_before, done.tokens_after, done.summaries, done.facts_extracted
+                ),
+                Ok(None) => "slept: nothing to do".to_owned(),
+                Err(e) => format!("sleep failed: {e}"),
+            }
+        }
         5 => match s.checkpoint(&format!("c{}", dice.below(3))) {
             Ok(c) => format!("checkpoint {} at {}", c.name, c.log_end),
             Err(e) => format!("checkpoint refused: {e}"),
@@ -225,7 +250,8 @@ fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &m
 }
 
 /// Random sessions (appends with threshold compactions, `compact_history`, manual compactions
-/// of every strategy, checkpoints and restores) run step for step on the store under test and
+/// of every strategy, sleep-time compactions with their key facts, checkpoints and restores)
+/// run step for step on the store under test and
 /// on the in-memory reference: after each step both answered the same and show the same view,
 /// active log and checkpoints. Then each session is exported and imported into another store,
 /// and the two go on step for step the same way.
@@ -266,6 +292,15 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
         let dump = super::export_session(store, &id).expect("export");
         let imported = crate::in_memory::InMemoryStore::new();
         imported.import_session(&dump).expect("import");
+        // With the session's memory (its journal and key facts), as `engram export --session`
+        // writes its lines and `engram import` reads them.
+        let memory: Vec<NewEntry> = store
+            .entries(Some(&id), None, 10_000)
+            .expect("the session's memory")
+            .iter()
+            .map(|e| NewEntry::from_json(&super::export::memory_line(e), 0).expect("reads back"))
+            .collect();
+        crate::memory::MemoryStore::insert(&imported, &memory).expect("import the memory");
         let mut c = Session::open(&imported, &id).expect("open the imported session");
         assert_same(
             &observed(&imported, &c),
