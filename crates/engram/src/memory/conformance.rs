@@ -922,6 +922,29 @@ impl Dice {
     }
 }
 
+/// Panics when `got` differs from `expected`, showing where.
+pub(crate) fn assert_same(got: &str, expected: &str, what: &str) {
+    if got == expected {
+        return;
+    }
+    let at = got
+        .char_indices()
+        .zip(expected.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(got.len().min(expected.len()), |((i, _), _)| i);
+    let window = |s: &str| -> String {
+        s.chars()
+            .skip(s[..at.min(s.len())].chars().count().saturating_sub(200))
+            .take(400)
+            .collect()
+    };
+    panic!(
+        "{what}: they differ at byte {at}\n got: ...{}...\nwant: ...{}...",
+        window(got),
+        window(expected)
+    );
+}
+
 /// What a backend holds, as far as it must agree with the reference: the counts per tier and
 /// every entry (a summary by what it says and stands for, as its id is the store's own).
 fn held(store: &dyn MemoryStore) -> String {
@@ -1083,22 +1106,11 @@ fn random_memories_match_the_reference(store: &dyn MemoryStore) {
                 got, expected,
                 "seed {seed}, step {step}: the answers differ"
             );
-            let (got, expected) = (held(store), held(&reference));
-            if got != expected {
-                let diff: Vec<String> = got
-                    .lines()
-                    .zip(expected.lines())
-                    .filter(|(a, b)| a != b)
-                    .take(4)
-                    .map(|(a, b)| format!(" got: {a}\nwant: {b}"))
-                    .collect();
-                panic!(
-                    "seed {seed}, step {step}: the stores differ ({} lines against {}):\n{}",
-                    got.lines().count(),
-                    expected.lines().count(),
-                    diff.join("\n")
-                );
-            }
+            assert_same(
+                &held(store),
+                &held(&reference),
+                &format!("seed {seed}, step {step} ({expected}): the stores"),
+            );
         }
     }
 }

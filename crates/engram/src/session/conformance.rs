@@ -8,7 +8,7 @@ use super::{
     EngramStore, NewSession, Session, SessionPolicy, SessionStore, Trigger, sleep_sessions,
 };
 use crate::compact::{CompactOptions, Kind};
-use crate::memory::conformance::Dice;
+use crate::memory::conformance::{Dice, assert_same};
 use crate::memory::{NewEntry, SearchQuery, Tier};
 use crate::message::{Message, ToolCall};
 use crate::store::StoreError;
@@ -144,29 +144,6 @@ fn without_times(text: &str) -> String {
     out
 }
 
-/// Panics when `got` differs from `expected`, showing where.
-fn assert_same(got: &str, expected: &str, what: &str) {
-    if got == expected {
-        return;
-    }
-    let at = got
-        .char_indices()
-        .zip(expected.chars())
-        .find(|((_, a), b)| a != b)
-        .map_or(got.len().min(expected.len()), |((i, _), _)| i);
-    let window = |s: &str| -> String {
-        s.chars()
-            .skip(s[..at.min(s.len())].chars().count().saturating_sub(200))
-            .take(400)
-            .collect()
-    };
-    panic!(
-        "{what}: they differ at byte {at}\n got: ...{}...\nwant: ...{}...",
-        window(got),
-        window(expected)
-    );
-}
-
 /// One random step on a session, and what it answered (compaction ids left out).
 fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &mut Dice) -> String {
     let id = s.info().id.clone();
@@ -249,6 +226,33 @@ fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &m
     }
 }
 
+/// Runs the same random `steps` on two sessions, `expected`'s first, and checks after each
+/// that both answered the same and show the same session.
+fn lockstep(
+    label: &str,
+    steps: std::ops::Range<u64>,
+    expected: (&dyn EngramStore, &mut Session<'_>),
+    got: (&dyn EngramStore, &mut Session<'_>),
+    dice: &mut Dice,
+) {
+    let ((want_store, want), (got_store, have)) = (expected, got);
+    for step in steps {
+        let mut same_dice = Dice(dice.0);
+        let wanted = without_times(&random_step(want_store, want, step, dice));
+        let answered = without_times(&random_step(got_store, have, step, &mut same_dice));
+        assert_same(
+            &answered,
+            &wanted,
+            &format!("{label}, step {step}: the answers"),
+        );
+        assert_same(
+            &observed(got_store, have),
+            &observed(want_store, want),
+            &format!("{label}, step {step} ({wanted}): the sessions"),
+        );
+    }
+}
+
 /// Random sessions (appends with threshold compactions, `compact_history`, manual compactions
 /// of every strategy, sleep-time compactions with their key facts, checkpoints and restores)
 /// run step for step on the store under test and
@@ -270,22 +274,14 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
             ])
             .expect("append");
         }
-        for step in 0..30 {
-            let mut dice_b = Dice(dice.0);
-            let expected = random_step(&reference, &mut a, step, &mut dice);
-            let got = random_step(store, &mut b, step, &mut dice_b);
-            let (got, expected) = (without_times(&got), without_times(&expected));
-            assert_same(
-                &got,
-                &expected,
-                &format!("seed {seed}, step {step}: the answers"),
-            );
-            assert_same(
-                &observed(store, &b),
-                &observed(&reference, &a),
-                &format!("seed {seed}, step {step} ({expected}): the sessions"),
-            );
-        }
+        let label = format!("seed {seed}");
+        lockstep(
+            &label,
+            0..30,
+            (&reference, &mut a),
+            (store, &mut b),
+            &mut dice,
+        );
         // Exported from the store under test and imported into another store, the session is
         // the same, and goes on the same way: restores reach the same checkpoints' views
         // through the compaction ids the import assigned anew.
@@ -307,22 +303,14 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
             &observed(store, &b),
             &format!("seed {seed}: the imported session"),
         );
-        for step in 30..40 {
-            let mut dice_c = Dice(dice.0);
-            let expected = random_step(store, &mut b, step, &mut dice);
-            let got = random_step(&imported, &mut c, step, &mut dice_c);
-            let (got, expected) = (without_times(&got), without_times(&expected));
-            assert_same(
-                &got,
-                &expected,
-                &format!("seed {seed}, step {step} after the import: the answers"),
-            );
-            assert_same(
-                &observed(&imported, &c),
-                &observed(store, &b),
-                &format!("seed {seed}, step {step} after the import ({expected}): the sessions"),
-            );
-        }
+        let label = format!("seed {seed}, after the import");
+        lockstep(
+            &label,
+            30..40,
+            (store, &mut b),
+            (&imported, &mut c),
+            &mut dice,
+        );
     }
 }
 
