@@ -14,11 +14,12 @@ use serde_json::json;
 
 use super::{
     Consolidation, ConsolidationRecord, MemoryEntry, MemoryStore, NewEntry, StoreError, Tier,
-    Timestamp, format_time,
+    Timestamp,
 };
 use crate::compact::salient::count_salient;
 use crate::compact::summarize::{Summarizer, SummaryRequest};
 use crate::message::Message;
+use crate::store::format_minute;
 
 /// When and how to consolidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -526,7 +527,7 @@ fn summarize_with(
 ) -> Result<String, String> {
     let messages: Vec<Message> = entries
         .iter()
-        .map(|e| Message::user(format!("[{}] {}", format_time(e.created_at), e.content)))
+        .map(|e| Message::user(format!("[{}] {}", format_minute(e.created_at), e.content)))
         .collect();
     let refs: Vec<&Message> = messages.iter().collect();
     let text = summarizer
@@ -561,8 +562,8 @@ fn group_header(entries: &[MemoryEntry]) -> String {
     format!(
         "[{} from {source}, {} to {}]",
         crate::plural(entries.len(), "entry", "entries"),
-        format_time(from),
-        format_time(to)
+        format_minute(from),
+        format_minute(to)
     )
 }
 
@@ -902,8 +903,11 @@ mod tests {
             .get(&record.ids_out[0])
             .expect("get")
             .expect("summary");
+        // The header gives the group's span to the minute, as a session's summaries do.
         assert!(
-            summary.content.starts_with("[6 entries from chat"),
+            summary.content.starts_with(
+                "[6 entries from chat, 2026-04-30 04:00 UTC to 2026-04-30 04:00 UTC]\n"
+            ),
             "{}",
             summary.content
         );
