@@ -464,6 +464,7 @@ Example:
 #[derive(Debug, Subcommand)]
 pub(crate) enum SessionCommand {
     /// Create a session; prints its id.
+    #[command(alias = "create")]
     New {
         /// The id (default: a new one).
         #[arg(long)]

@@ -1042,6 +1042,14 @@ fn session_cli_drives_a_whole_agent_session() {
         "a duplicate id: {}",
         stderr(&out)
     );
+    // `create` is what many tools call it (a store of its own: this one's sessions are counted).
+    let aliased = dir.join("alias.db");
+    let aliased = aliased.to_str().expect("utf8");
+    let out = ok(engram(
+        &["--db", aliased, "session", "create", "--id", "s2"],
+        None,
+    ));
+    assert_eq!(stdout(&out).trim(), "s2");
     ok(engram(
         &[
             "--db",
