@@ -655,8 +655,8 @@ pub(crate) enum MemoryCommand {
     /// Add one entry: working memory by default, or a lesson for later runs (--tier learning,
     /// injected into session contexts under "## Past Learnings").
     Add {
-        /// Where it came from.
-        #[arg(long)]
+        /// Where it came from (consolidation groups entries by source).
+        #[arg(long, default_value = "cli")]
         source: String,
         /// working or learning.
         #[arg(long, default_value = "working", value_parser = ["working", "learning"])]

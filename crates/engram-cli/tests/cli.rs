@@ -2108,6 +2108,23 @@ fn huge_limits_are_clamped() {
     }
 }
 
+/// A note added from the shell needs nothing but its text: its source is `cli`.
+#[test]
+fn memory_add_needs_only_the_text() {
+    let (_dir, db) = temp_db("add-text");
+    let db = db.as_str();
+    ok(engram(
+        &["--db", db, "memory", "add", "the user prefers tabs"],
+        None,
+    ));
+    let found = json(&engram(
+        &["--db", db, "memory", "search", "tabs", "--json"],
+        None,
+    ));
+    assert_eq!(found["results"][0]["content"], "the user prefers tabs");
+    assert_eq!(found["results"][0]["source"], "cli");
+}
+
 /// Small inputs that used to pass or mislead: an empty source, and two tool calls of one
 /// message sharing an id (the second result was then described as having no call).
 #[test]
