@@ -1266,6 +1266,10 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
     assert_eq!(hit["id"], json!(needle.id), "{found}");
     assert_eq!(hit["tool"], "grep", "{found}");
     assert_eq!(hit["in_view"], false, "compacted out: {found}");
+    assert_eq!(
+        hit["exact"], true,
+        "it holds the query word for word: {found}"
+    );
     assert!(
         hit["snippet"]
             .as_str()

@@ -52,7 +52,11 @@ pub struct HistoryHit {
     /// True when a restore set it aside.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub abandoned: bool,
-    /// Relevance (comparable within one search only).
+    /// True when the message holds the whole query word for word: such hits come first.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exact: bool,
+    /// Relevance (comparable within one search only; hits are ordered by `exact`, then by
+    /// what the view does not hold, then by this).
     pub score: f64,
 }
 
@@ -455,12 +459,7 @@ impl Session<'_> {
                 },
             };
             let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
-            candidates.push((
-                doc,
-                if exact { score + 1_000.0 } else { score },
-                text,
-                exact,
-            ));
+            candidates.push((doc, score, text, exact));
         }
         candidates.sort_by(|a, b| {
             b.3.cmp(&a.3)
@@ -471,7 +470,7 @@ impl Session<'_> {
         candidates.truncate(limit);
         Ok(candidates
             .into_iter()
-            .map(|(doc, score, text, _)| {
+            .map(|(doc, score, text, exact)| {
                 let d = &index.docs[doc as usize];
                 HistoryHit {
                     id: d.id.clone(),
@@ -482,6 +481,7 @@ impl Session<'_> {
                     snippet: snippet(&text, &needles),
                     in_view: seen(doc),
                     abandoned: d.abandoned,
+                    exact,
                     score: (score * 1000.0).round() / 1000.0,
                 }
             })

@@ -1659,6 +1659,7 @@ mod tests {
             hits[0].in_view && hits[0].snippet.contains("book club"),
             "the exact match first: {hits:?}"
         );
+        assert!(hits[0].exact && !hits[1].exact, "marked as exact: {hits:?}");
         assert!(!hits[1].in_view, "then what the view lost: {hits:?}");
     }
 
