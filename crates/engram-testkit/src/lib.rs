@@ -8,6 +8,9 @@
 //!   when `ENGRAM_SKIP_LOG` names a file (as `scripts/test.sh` does), appends a line there so the
 //!   suite's summary counts it. [`skip_or_fail_in_ci`] fails instead when `CI` is set, for what CI
 //!   always provides (PostgreSQL, llama-server).
+//! - **Property cases.** Each property test names how many cases it runs by default;
+//!   [`proptest_cases`] lets `PROPTEST_CASES` raise or lower that for one run (a soak, a quick
+//!   look), as proptest's own default would.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -111,4 +114,13 @@ pub fn skip_or_fail_in_ci(kind: &str, why: &str) {
         panic!("CI must run this test ({kind}): {why}");
     }
     skip(kind, why);
+}
+
+/// The cases a property test runs: `PROPTEST_CASES` when it is set to a number, else `default`
+/// (the test's own count, which `ProptestConfig::with_cases` would otherwise fix).
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
 }

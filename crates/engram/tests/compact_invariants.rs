@@ -299,7 +299,7 @@ fn check(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(200)))]
 
     /// Seed 001's assembly under engram's invariants: the budget (less the reply reserve), the
     /// system prompt first, the new message last, a suffix of whole units in between.

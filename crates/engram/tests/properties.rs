@@ -67,7 +67,7 @@ fn message() -> impl Strategy<Value = Message> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(300)))]
 
     #[test]
     fn counts_are_additive_over_messages(a in proptest::collection::vec(message(), 0..8),
@@ -126,7 +126,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(24)))]
 
     /// Long texts (past the parallel threshold) count the same on several threads.
     #[test]
@@ -139,7 +139,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(300)))]
 
     /// The parser's fuzz property (CI also runs cargo-fuzz on it where a nightly toolchain is
     /// present): arbitrary bytes give a value or an error, never a panic.

@@ -146,7 +146,7 @@ fn number_after(text: &str, prefix: &str) -> Option<usize> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(64)))]
 
     #[test]
     fn compactions_keep_the_task_and_never_grow_the_view(

@@ -1289,7 +1289,9 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            engram_testkit::proptest_cases(96)
+        ))]
 
         /// Groups archived together by rowid runs end as if each had been archived by id, in
         /// order: a group keeps an entry only when all of its entries were still working.

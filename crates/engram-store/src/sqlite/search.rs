@@ -1665,7 +1665,7 @@ mod tier_tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(48))]
+        #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(48)))]
 
         /// Whatever the mix of tiers (working sets small or large, in runs or scattered, which
         /// the unit tests' small limits make every path of the search), a search finds

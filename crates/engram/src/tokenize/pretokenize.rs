@@ -278,7 +278,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(2000)))]
         #[test]
         fn random_ascii_matches_the_regexes(text in ascii_text()) {
             for pattern in [Pattern::Cl100k, Pattern::O200k] {
