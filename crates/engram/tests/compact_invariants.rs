@@ -295,6 +295,20 @@ fn check(
         );
         at = i;
     }
+
+    // 7. The report counts the input messages the context does not hold verbatim (ids are
+    // distinct here; `messages_removed_counts_by_place_when_ids_repeat` covers repeats).
+    let verbatim: HashSet<&str> = out
+        .messages
+        .iter()
+        .filter(|v| matches!(v.kind, Kind::Original | Kind::Recalled))
+        .flat_map(|v| v.source_ids.iter().map(String::as_str))
+        .collect();
+    let removed = ids
+        .iter()
+        .filter(|id| !verbatim.contains(id.as_str()))
+        .count();
+    prop_assert_eq!(out.report.messages_removed, removed, "{:?}", strategy);
     Ok(())
 }
 
@@ -399,6 +413,45 @@ fn a_pinned_message_keeps_its_place_when_ids_repeat() {
         assert!(
             at("pinned note") < at("a later message"),
             "{repeat}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn messages_removed_counts_by_place_when_ids_repeat() {
+    // With a later message repeating the recalled one's id, the report still counts the input
+    // messages the context does not hold verbatim, one by one.
+    let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+    let mut options = CompactOptions::new(200);
+    options.query = Some("apples".into());
+    let with_id = |mut m: Message, id: &str| {
+        m.id = Some(id.to_owned());
+        m
+    };
+    let dropped_namesake = |repeat: &str| {
+        vec![
+            Message::system("sys"),
+            with_id(Message::user("pears and more ".repeat(300)), "x"),
+            with_id(Message::assistant("long reply ".repeat(300)), "y"),
+            with_id(Message::user("the newest question"), repeat),
+        ]
+    };
+    let inputs = ["x2", "x"]
+        .into_iter()
+        .flat_map(|repeat| [(repeat, apples(repeat)), (repeat, dropped_namesake(repeat))]);
+    for (repeat, input) in inputs {
+        let out = compact(&Conversation::new(input.clone()), &counter, &options).expect("fits");
+        let verbatim = out
+            .messages
+            .iter()
+            .filter(|v| matches!(v.kind, Kind::Original | Kind::Recalled))
+            .count();
+        assert!(verbatim < input.len(), "something was left out: {out:?}");
+        assert_eq!(
+            out.report.messages_removed,
+            input.len() - verbatim,
+            "{repeat}: {:?}",
+            out.messages
         );
     }
 }

@@ -629,6 +629,14 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
     );
     let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
     let middle = plan.select(older, free, fit.kept == older_messages);
+    let removed = removed_count(
+        input.len(),
+        &items,
+        pinned_end,
+        &middle,
+        &pinned_units,
+        newest,
+    );
     let middle = with_pinned(middle, &pinned_units, &items, &plan);
 
     let mut view: Vec<ViewMessage> = items[..pinned_end]
@@ -648,19 +656,7 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
             .sum::<usize>();
     report.tokens_after = after;
     report.messages_after = view.len();
-    let verbatim: HashSet<&str> = view
-        .iter()
-        .filter(|v| matches!(v.kind, Kind::Original | Kind::Recalled))
-        .flat_map(|v| v.source_ids.iter().map(String::as_str))
-        .collect();
-    report.messages_removed = input
-        .iter()
-        .enumerate()
-        .filter(|(i, m)| {
-            let id = m.as_ref().id.clone().unwrap_or_else(|| i.to_string());
-            !verbatim.contains(id.as_str())
-        })
-        .count();
+    report.messages_removed = removed;
     let (before, estimated) = tokens_before(input, counter, &fit, overhead);
     report.tokens_before = before;
     report.tokens_before_estimated = estimated;
@@ -670,6 +666,46 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
         messages: view,
         report,
     })
+}
+
+/// How many input messages the view does not hold verbatim (dropped, masked, or standing in a
+/// digest), counted by place: ids may repeat in a caller's input, so a kept message's id does
+/// not say which of its namesakes was kept. `middle` is [`Planner::select`]'s, each message
+/// with its unit's first item; a verbatim one is the first not yet counted item of the same id
+/// from there.
+fn removed_count(
+    inputs: usize,
+    items: &[Item<'_>],
+    pinned_end: usize,
+    middle: &[(usize, ViewMessage)],
+    pinned: &[units::Unit],
+    newest: Option<units::Unit>,
+) -> usize {
+    let mut kept = vec![false; inputs];
+    let whole = items[..pinned_end].iter().chain(
+        pinned
+            .iter()
+            .chain(&newest)
+            .flat_map(|u| &items[u.start..u.end]),
+    );
+    for at in whole.filter_map(|i| i.input) {
+        kept[at] = true;
+    }
+    for (start, v) in middle {
+        if !matches!(v.kind, Kind::Original | Kind::Recalled) {
+            continue;
+        }
+        for id in &v.source_ids {
+            let namesake = items[*start..].iter().find_map(|i| {
+                i.input
+                    .filter(|&at| !kept[at] && i.source_id() == id.as_str())
+            });
+            if let Some(at) = namesake {
+                kept[at] = true;
+            }
+        }
+    }
+    kept.iter().filter(|k| !**k).count()
 }
 
 /// Puts pinned units into the middle of the view in their chronological places (after the
