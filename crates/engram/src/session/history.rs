@@ -383,8 +383,17 @@ impl Session<'_> {
         };
         // Compaction's order (best first; among equals, the newest), merged with the order by
         // words alone by place with hybrid recall, the hits returned standing for the budget.
+        let own = index.scores(&query_terms);
+        // The session's leading instructions (the system prompt) are in every view: listed
+        // when they hold the query's words, not for the credit a matching first turn passes
+        // back to the message before it.
+        let leading = index
+            .docs
+            .iter()
+            .take_while(|d| d.role.is_instruction())
+            .count();
         let (fused, words_only) = recall::order(
-            index.scores(&query_terms),
+            own.clone(),
             |sessions, count| index.session_scores(&query_terms, sessions, count),
             &index.traits(),
             query,
@@ -459,6 +468,9 @@ impl Session<'_> {
                 },
             };
             let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
+            if (doc as usize) < leading && own[doc as usize] <= 0.0 && !exact {
+                continue;
+            }
             candidates.push((doc, score, text, exact));
         }
         candidates.sort_by(|a, b| {

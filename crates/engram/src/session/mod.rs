@@ -1598,7 +1598,26 @@ mod tests {
         }
         messages.push(named("Melanie", "I painted my old bike blue"));
         messages.push(named("Caroline", "I painted a sunset over the lake"));
+        messages.insert(0, Message::system("You are a friendly chat companion."));
         session.append(messages).expect("appends");
+
+        // The system prompt is in every view: a hit only when it holds the query's words, not
+        // for the credit the matching first turn passes back to it.
+        let hits = session.search_history("long time", 5).expect("searches");
+        assert!(
+            hits.first()
+                .is_some_and(|h| h.snippet.contains("long time no see")),
+            "{hits:?}"
+        );
+        assert!(hits.iter().all(|h| h.role != "system"), "{hits:?}");
+        let hits = session
+            .search_history("chat companion", 5)
+            .expect("searches");
+        assert_eq!(
+            hits.first().map(|h| h.role.as_str()),
+            Some("system"),
+            "{hits:?}"
+        );
 
         // The reply to a matching question shares no word with the query, and is found.
         let hits = session
