@@ -4,8 +4,9 @@
 //! summarised, or set aside by a restore) by compaction's recall rule (`recall::order`: BM25
 //! over stemmed words, the sessions about the query's topic or time, replies, named speakers;
 //! fused with similarity of meaning when the session's options carry an embedder), an exact
-//! match of the whole query first, then what the view does not hold; [`Session::read_history`] returns originals verbatim by id or by range,
-//! within a token budget. [`Session::handle_tool_call`] runs any of the tools that
+//! match of the whole query first (marked `exact`), then what the view does not hold; the
+//! leading system prompt only when it holds the query's words. [`Session::read_history`]
+//! returns originals verbatim by id or by range, within a token budget. [`Session::handle_tool_call`] runs any of the tools that
 //! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it. The
 //! memory tools need no session: [`run_memory_tool`] runs them for a session or without one.
 
