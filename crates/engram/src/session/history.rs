@@ -6,9 +6,10 @@
 //! fused with similarity of meaning when the session's options carry an embedder), an exact
 //! match of the whole query first (marked `exact`), then what the view does not hold; the
 //! leading system prompt only when it holds the query's words. [`Session::read_history`]
-//! returns originals verbatim by id or by range, within a token budget. [`Session::handle_tool_call`] runs any of the tools that
-//! [`crate::tools::definitions`] lists: the CLI, the server, Python and MCP all call it. The
-//! memory tools need no session: [`run_memory_tool`] runs them for a session or without one.
+//! returns originals verbatim by id or by range, within a token budget.
+//! [`Session::handle_tool_call`] runs any of the tools that [`crate::tools::definitions`]
+//! lists: the CLI, the server, Python and MCP all call it. The memory tools need no session:
+//! [`run_memory_tool`] runs them for a session or without one.
 
 use std::collections::{HashMap, HashSet};
 
