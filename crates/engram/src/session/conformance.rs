@@ -255,10 +255,10 @@ fn lockstep(
 
 /// Random sessions (appends with threshold compactions, `compact_history`, manual compactions
 /// of every strategy, sleep-time compactions with their key facts, checkpoints and restores)
-/// run step for step on the store under test and
-/// on the in-memory reference: after each step both answered the same and show the same view,
-/// active log and checkpoints. Then each session is exported and imported into another store,
-/// and the two go on step for step the same way.
+/// run step for step on the store under test and on the in-memory reference: after each step
+/// both answered the same and show the same view, active log, checkpoints and memory. Then each
+/// session is exported and imported into another store, and the two go on step for step the
+/// same way.
 fn random_sessions_match_the_reference(store: &dyn EngramStore) {
     for seed in 0..10u64 {
         let reference = crate::in_memory::InMemoryStore::new();

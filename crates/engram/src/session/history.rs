@@ -385,17 +385,19 @@ impl Session<'_> {
         };
         // Compaction's order (best first; among equals, the newest), merged with the order by
         // words alone by place with hybrid recall, the hits returned standing for the budget.
-        let own = index.scores(&query_terms);
+        let scores = index.scores(&query_terms);
         // The session's leading instructions (the system prompt) are in every view: listed
         // when they hold the query's words, not for the credit a matching first turn passes
         // back to the message before it.
-        let leading = index
+        let leading_matches: Vec<bool> = index
             .docs
             .iter()
-            .take_while(|d| d.role.is_instruction())
-            .count();
+            .zip(&scores)
+            .take_while(|(d, _)| d.role.is_instruction())
+            .map(|(_, &score)| score > 0.0)
+            .collect();
         let (fused, words_only) = recall::order(
-            own.clone(),
+            scores,
             |sessions, count| index.session_scores(&query_terms, sessions, count),
             &index.traits(),
             query,
@@ -470,7 +472,7 @@ impl Session<'_> {
                 },
             };
             let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
-            if (doc as usize) < leading && own[doc as usize] <= 0.0 && !exact {
+            if leading_matches.get(doc as usize) == Some(&false) && !exact {
                 continue;
             }
             candidates.push((doc, score, text, exact));
