@@ -101,20 +101,32 @@ fn searchable(m: &Message) -> String {
     text
 }
 
-/// Up to [`SNIPPET_CHARS`] characters on each side of the first place `needles` match.
-fn snippet(text: &str, needles: &[String]) -> String {
-    let lower = text.to_lowercase();
-    // Lowercasing can change byte lengths; only trust positions when it did not.
-    let at = if lower.len() == text.len() {
-        needles
-            .iter()
-            .filter(|n| !n.is_empty())
-            .filter_map(|n| lower.find(n.as_str()))
-            .min()
-    } else {
-        None
+/// The most places one needle is looked for in a text when a snippet is cut from it.
+const SNIPPET_MATCHES: usize = 1_000;
+
+/// The query's needles for snippets: the query itself, its words as written (an identifier such
+/// as `test_parse_args` or `src/lib.rs` whole) and their alphanumeric parts, lowercased.
+fn snippet_needles(query: &str) -> Vec<String> {
+    let mut needles = vec![query.trim().to_lowercase()];
+    let tokens = query
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()));
+    let parts = query.split(|c: char| !c.is_alphanumeric());
+    for word in tokens.chain(parts) {
+        let word = word.to_lowercase();
+        if word.chars().count() > 2 && !needles.contains(&word) {
+            needles.push(word);
+        }
     }
-    .unwrap_or(0);
+    needles.retain(|n| !n.is_empty());
+    needles
+}
+
+/// Up to [`SNIPPET_CHARS`] characters before the place where most of `needles` meet and twice as
+/// many after it (more when the last of them ends later): the start of the text when nothing
+/// matches.
+fn snippet(text: &str, needles: &[String]) -> String {
+    let (at, last) = best_window(&fold_case(text), needles).unwrap_or((0, 0));
     let start = text[..at]
         .char_indices()
         .rev()
@@ -123,7 +135,8 @@ fn snippet(text: &str, needles: &[String]) -> String {
     let end = text[at..]
         .char_indices()
         .nth(SNIPPET_CHARS * 2)
-        .map_or(text.len(), |(i, _)| at + i);
+        .map_or(text.len(), |(i, _)| at + i)
+        .max(last);
     let mut out = String::new();
     if start > 0 {
         out.push('…');
@@ -133,6 +146,96 @@ fn snippet(text: &str, needles: &[String]) -> String {
         out.push('…');
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` lowercased letter by letter where that keeps each letter's length in bytes (a few
+/// letters outside ASCII change it, `İ` among them; they stay as they are), so that every place in
+/// it is the same place in `text`.
+fn fold_case(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let mut lower = c.to_lowercase();
+            match (lower.next(), lower.next()) {
+                (Some(l), None) if l.len_utf8() == c.len_utf8() => l,
+                _ => c,
+            }
+        })
+        .collect()
+}
+
+/// Where most of `needles` meet in `lower`, as the byte range from the first of their matches
+/// to the end of the last. Of the windows of `2 * SNIPPET_CHARS` bytes that start at a match, the
+/// one whose distinct needles have the most characters between them wins (a long identifier
+/// says more than a short word; the earliest wins a tie); the range is then the shortest that
+/// holds each of those needles once (the earliest of the shortest).
+fn best_window(lower: &str, needles: &[String]) -> Option<(usize, usize)> {
+    let mut matches: Vec<(usize, usize)> = needles
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !n.is_empty())
+        .flat_map(|(i, n)| {
+            lower
+                .match_indices(n.as_str())
+                .take(SNIPPET_MATCHES)
+                .map(move |(at, _)| (at, i))
+        })
+        .collect();
+    matches.sort_unstable();
+    // The window with the most weight, by two pointers over the matches in text order.
+    let span = SNIPPET_CHARS * 2;
+    let weight = |i: usize| needles[i].len();
+    let mut inside = vec![0usize; needles.len()];
+    let (mut total, mut end) = (0, 0);
+    let mut best: Option<(usize, usize)> = None;
+    for (first, &(start, _)) in matches.iter().enumerate() {
+        while end < matches.len() && matches[end].0 < start + span {
+            let i = matches[end].1;
+            if inside[i] == 0 {
+                total += weight(i);
+            }
+            inside[i] += 1;
+            end += 1;
+        }
+        if best.is_none_or(|(_, w)| total > w) {
+            best = Some((first, total));
+        }
+        let i = matches[first].1;
+        inside[i] -= 1;
+        if inside[i] == 0 {
+            total -= weight(i);
+        }
+    }
+    // Its needles, and the shortest range holding each of them.
+    let (first, _) = best?;
+    let mut wanted = vec![false; needles.len()];
+    for &(at, i) in &matches[first..] {
+        if at >= matches[first].0 + span {
+            break;
+        }
+        wanted[i] = true;
+    }
+    let kept: Vec<(usize, usize)> = matches.into_iter().filter(|&(_, i)| wanted[i]).collect();
+    let missing_at_start = wanted.iter().filter(|&&w| w).count();
+    let mut inside = vec![0usize; needles.len()];
+    let (mut missing, mut left) = (missing_at_start, 0);
+    let mut shortest: Option<(usize, usize)> = None;
+    for &(at, i) in &kept {
+        if inside[i] == 0 {
+            missing -= 1;
+        }
+        inside[i] += 1;
+        while inside[kept[left].1] > 1 {
+            inside[kept[left].1] -= 1;
+            left += 1;
+        }
+        if missing == 0 {
+            let range = (kept[left].0, at + needles[i].len());
+            if shortest.is_none_or(|(a, b)| range.1 - range.0 < b - a) {
+                shortest = Some(range);
+            }
+        }
+    }
+    shortest
 }
 
 /// One message as the index knows it.
@@ -435,13 +538,7 @@ impl Session<'_> {
             return Ok(Vec::new());
         }
         let phrase = query.trim().to_lowercase();
-        let mut needles = vec![phrase.clone()];
-        needles.extend(
-            query
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| w.len() > 2)
-                .map(str::to_lowercase),
-        );
+        let needles = snippet_needles(query);
         // The candidates' texts: the active ones in one read, a set-aside one from its place.
         let active: Vec<String> = ranked
             .iter()
@@ -947,5 +1044,44 @@ fn limit(value: Option<usize>, default: usize) -> Result<usize, Failure> {
         Some(n) => Err(Failure::Arguments(format!(
             "`limit` must be from 1 to {MAX_SEARCH_LIMIT}, not {n}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snippet_shows_where_the_query_meets_not_its_first_common_word() {
+        let text = format!(
+            "test session starts\nplatform linux\n{}\nFAILED tests/test_mixin.py::test_ndarray_mixin - AssertionError: assert False\n{}",
+            "collected 215 items, test passed\n".repeat(40),
+            "tail line\n".repeat(40),
+        );
+        let needles = snippet_needles("test_ndarray_mixin AssertionError");
+        assert!(
+            needles.contains(&"test_ndarray_mixin".to_string()),
+            "{needles:?}"
+        );
+        let cut = snippet(&text, &needles);
+        assert!(cut.contains("test_ndarray_mixin - AssertionError"), "{cut}");
+        assert!(cut.starts_with('…') && cut.ends_with('…'), "{cut}");
+    }
+
+    #[test]
+    fn a_snippet_starts_at_the_text_when_nothing_matches_and_keeps_places_past_wide_letters() {
+        assert_eq!(
+            snippet("nothing here", &snippet_needles("absent")),
+            "nothing here"
+        );
+        // `İ` lowercases to three bytes from two, `ẞ` to two from three: places stay put.
+        let text = format!(
+            "{}ẞ {} the NEEDLE is here",
+            "İ".repeat(10),
+            "x ".repeat(200)
+        );
+        let cut = snippet(&text, &snippet_needles("needle"));
+        assert!(cut.contains("the NEEDLE is here"), "{cut}");
+        assert_eq!(fold_case("İẞÉa"), "İẞéa");
     }
 }
