@@ -7,9 +7,11 @@
 //! budget by what the agent is likely to refer to again: a line earns the identifiers (paths,
 //! function names, ids, error names, numbers) that it alone still carries, that is, those not
 //! visible anywhere in the rest of the view and not carried by a more recent line. Identifiers
-//! seen more often weigh more; the task statement (the first user message) is kept first. Lines
-//! are kept whole (clipped around their identifiers when very long) so that the fact keeps its
-//! context, and they are listed in the order they were said.
+//! seen more often weigh more; the task statement (the first user message) is kept first:
+//! whole when it fits in 40% of the budget, else its head (its first lines of words, skipping
+//! fences and tags) and then its other lines by their identifiers and their words. Lines are kept
+//! whole (clipped around their identifiers when very long) so that the fact keeps its context,
+//! and they are listed in the order they were said.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -30,6 +32,9 @@ pub(crate) const HEADER: &str = "[Session context consolidated]";
 
 /// Lines longer than this are kept as snippets around their identifiers.
 const MAX_LINE_CHARS: usize = 240;
+/// The share of the digest's budget that the head of a task statement too long to keep whole
+/// may take before the rest of its lines compete with the others.
+const TASK_HEAD_SHARE: f64 = 0.15;
 /// Characters kept on each side of an identifier in a snippet.
 const SNIPPET_CONTEXT: usize = 44;
 
@@ -171,13 +176,18 @@ pub(crate) fn build(
         hasher: FxBuildHasher,
     };
     // The task statement (the first user message) is what every later step serves: kept whole
-    // and first when it costs at most 40% of the budget; otherwise its lines compete, boosted.
+    // and first when it costs at most 40% of the budget. Otherwise its head (where the ask
+    // usually is) is kept, up to [`TASK_HEAD_SHARE`] of the budget, and the rest of its lines
+    // compete, boosted.
     let task = sources.iter().position(|i| i.message.role == Role::User);
+    let mut task_kept = None;
+    let mut head_end = 0;
     if let Some(t) = task {
         let label = labels.intern(label(sources[t], sources), counter);
         let text = texts[t].trim();
         let tokens = counter.count_text(text) + 1;
-        if ((tokens + labels.tokens(label)) as f64) <= 0.4 * budget.saturating_sub(fixed) as f64 {
+        let room = budget.saturating_sub(fixed) as f64;
+        if ((tokens + labels.tokens(label)) as f64) <= 0.4 * room {
             covered.extend(salient_tokens(&texts[t]).map(str::to_owned));
             offered.candidates.push(Candidate {
                 at: (t as u32, 0, 0),
@@ -186,15 +196,39 @@ pub(crate) fn build(
                 score: f64::INFINITY,
                 tokens: tokens as u32,
             });
+            task_kept = Some(t);
+        } else {
+            let mut used = labels.tokens(label);
+            for (li, line) in texts[t].lines().enumerate() {
+                let line = line.trim();
+                // A fence, a tag or a one-word heading says nothing of the ask.
+                if words(line) >= 2 {
+                    let tokens = counter.count_text(line) + 1;
+                    if (used + tokens) as f64 > TASK_HEAD_SHARE * room {
+                        break;
+                    }
+                    used += tokens;
+                    if let Some(hash) = offered.is_new(line) {
+                        covered.extend(salient_tokens(line).map(str::to_owned));
+                        offered.push(
+                            hash,
+                            Candidate {
+                                at: (t as u32, li as u32, 0),
+                                label,
+                                text: Cow::Borrowed(line),
+                                score: f64::INFINITY,
+                                tokens: tokens as u32,
+                            },
+                        );
+                    }
+                }
+                head_end = li + 1;
+            }
         }
     }
     let must_count = offered.candidates.len();
     // Kept whole above: its lines are not offered again. Otherwise they compete, boosted.
-    let (task, task_kept) = if must_count > 0 {
-        (None, task)
-    } else {
-        (task, None)
-    };
+    let task = if task_kept.is_some() { None } else { task };
 
     let mut claimed: HashSet<&str> = HashSet::new();
     let n = sources.len().max(1) as f64;
@@ -231,7 +265,7 @@ pub(crate) fn build(
         }
         for (li, line) in lines.iter().enumerate().rev() {
             let trimmed = line.trim();
-            if trimmed.is_empty() {
+            if trimmed.is_empty() || (is_task && li < head_end) {
                 continue;
             }
             let mut fresh: Vec<&str> = Vec::new();
@@ -258,7 +292,7 @@ pub(crate) fn build(
                     score += bonus;
                 }
                 if is_task {
-                    score = score * 3.0 + 3.0;
+                    score = score * 3.0 + task_line_value(&piece, li, lines.len());
                 }
                 let Some(hash) = offered.is_new(&piece).filter(|_| score > 0.0) else {
                     continue;
@@ -369,6 +403,25 @@ pub(crate) fn build(
             return None;
         }
     }
+}
+
+/// What a line of a task statement too long to keep whole is worth besides its identifiers: its
+/// words (a line of prose says what to do; a fence or a one-word heading says nothing), up to a
+/// line of ten, and up to twice that at the top of the statement, where the ask usually is.
+fn task_line_value(line: &str, index: usize, lines: usize) -> f64 {
+    let words = words(line);
+    if words < 2 {
+        return 0.0;
+    }
+    let top = 1.0 - index as f64 / lines.max(1) as f64;
+    (0.3 * words as f64).min(3.0) * (1.0 + top)
+}
+
+/// The words of `line`: what is separated by spaces and has two letters or more.
+fn words(line: &str) -> usize {
+    line.split_whitespace()
+        .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+        .count()
 }
 
 /// `[user]`, `[assistant]`, `[shell]` (a tool's output) or `[shell call]` (the assistant's call,
@@ -535,5 +588,50 @@ mod tests {
             .collect();
         assert!(runs.len() >= 3, "{digest}");
         assert!(runs.windows(2).all(|w| w[0] < w[1]), "{runs:?}");
+    }
+
+    #[test]
+    fn a_long_task_statement_keeps_its_ask_before_its_fences_and_headings() {
+        // A task statement far larger than the digest's budget: its ask at the top, then
+        // prose, and a template of fences and headings under it.
+        let mut task = String::from(
+            "<pr_description>\nConsider removing the automatic conversion of structured columns into mixins\n",
+        );
+        for i in 0..30 {
+            task.push_str(&format!(
+                "Paragraph {i} explains the background of the change in some detail and at length.\n"
+            ));
+        }
+        for heading in ["## Overview", "## Rules", "## Submission", "## Example"] {
+            task.push_str(&format!("```\n{heading}\n```\nanything\n"));
+        }
+        let mut messages = vec![
+            Message::system("You are a coding agent."),
+            Message::user(task),
+        ];
+        for i in 0..30 {
+            messages.push(Message::assistant(format!(
+                "Looking at step {i} of the work, as planned."
+            )));
+        }
+        messages.push(Message::assistant("Done."));
+        let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+        let options = CompactOptions::new(300);
+        let compacted = compact_messages(&messages, &[], &counter, &options).expect("compacts");
+        let digest = compacted
+            .messages
+            .iter()
+            .find(|v| v.kind == Kind::Summary)
+            .expect("a digest")
+            .message
+            .text()
+            .into_owned();
+        assert!(
+            digest.contains("Consider removing the automatic conversion of structured columns"),
+            "{digest}"
+        );
+        for junk in ["```", "## Overview", "anything"] {
+            assert!(!digest.contains(junk), "{junk} in {digest}");
+        }
     }
 }
