@@ -536,6 +536,23 @@ mod tests {
     use crate::message::Message;
     use crate::tokenize::Tokenizer;
 
+    /// The digest `messages` compacted to `budget` tokens get (cl100k, the default strategy).
+    fn digest_of(messages: &[Message], budget: usize) -> String {
+        let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
+        let mut options = CompactOptions::new(budget);
+        options.strategy = Strategy::Auto;
+        let compacted = compact_messages(messages, &[], &counter, &options).expect("compacts");
+        let digest = compacted
+            .messages
+            .iter()
+            .find(|v| v.kind == Kind::Summary)
+            .expect("a digest")
+            .message
+            .text()
+            .into_owned();
+        digest
+    }
+
     #[test]
     fn a_repeated_line_is_kept_once_and_the_task_first() {
         let mut messages = vec![
@@ -555,18 +572,7 @@ mod tests {
             )));
         }
         messages.push(Message::assistant("Done."));
-        let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
-        let mut options = CompactOptions::new(400);
-        options.strategy = Strategy::Auto;
-        let compacted = compact_messages(&messages, &[], &counter, &options).expect("compacts");
-        let digest = compacted
-            .messages
-            .iter()
-            .find(|v| v.kind == Kind::Summary)
-            .expect("a digest")
-            .message
-            .text()
-            .into_owned();
+        let digest = digest_of(&messages, 400);
         let lines: Vec<&str> = digest.lines().collect();
         assert!(lines[0].starts_with(super::HEADER), "{digest}");
         // After the header and a blank line, the task statement, whole.
@@ -615,17 +621,7 @@ mod tests {
             )));
         }
         messages.push(Message::assistant("Done."));
-        let counter = TokenCounter::new(Tokenizer::cl100k().expect("cl100k"));
-        let options = CompactOptions::new(300);
-        let compacted = compact_messages(&messages, &[], &counter, &options).expect("compacts");
-        let digest = compacted
-            .messages
-            .iter()
-            .find(|v| v.kind == Kind::Summary)
-            .expect("a digest")
-            .message
-            .text()
-            .into_owned();
+        let digest = digest_of(&messages, 300);
         assert!(
             digest.contains("Consider removing the automatic conversion of structured columns"),
             "{digest}"
