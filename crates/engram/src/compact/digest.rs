@@ -542,15 +542,14 @@ mod tests {
         let mut options = CompactOptions::new(budget);
         options.strategy = Strategy::Auto;
         let compacted = compact_messages(messages, &[], &counter, &options).expect("compacts");
-        let digest = compacted
+        compacted
             .messages
             .iter()
             .find(|v| v.kind == Kind::Summary)
             .expect("a digest")
             .message
             .text()
-            .into_owned();
-        digest
+            .into_owned()
     }
 
     #[test]
