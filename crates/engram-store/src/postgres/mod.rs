@@ -686,7 +686,7 @@ impl MemoryStore for PostgresStore {
     }
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
-        let words = query_words(&query.text);
+        let words = query_words(&engram::words::without_asides(&query.text));
         if words.is_empty() || query.limit == 0 {
             return Ok(Vec::new());
         }

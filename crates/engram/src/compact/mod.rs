@@ -1347,7 +1347,7 @@ impl Planner<'_> {
         // kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
         let mut texts: Vec<String> = Vec::new();
-        let query_terms = recall::terms(query);
+        let query_terms = recall::terms(&crate::words::without_asides(query));
         let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
         let mut lengths = Vec::with_capacity(dropped.len());
         let documents: Vec<Vec<String>> = dropped
@@ -1768,6 +1768,42 @@ mod tests {
             kept("What did Sam suggest making for his friend?"),
             ["reply"]
         );
+    }
+
+    #[test]
+    fn a_question_searches_its_topic_not_its_asides() {
+        // The user's turns: small talk that says "mentioned" and "days ago", and once what they
+        // made for a friend, in words the question shares only "friend" with.
+        let mut messages = vec![Message::system("You are a helpful assistant.")];
+        for k in 0..30 {
+            let user = if k % 6 == 0 {
+                format!("As I mentioned, the rain two days ago was heavy {k}.")
+            } else {
+                format!("Quiet day {k}.")
+            };
+            messages.push(Message::user(user));
+            messages.push(Message::assistant(format!("I see, thank you {k}.")));
+            if k == 10 {
+                messages.push(
+                    Message::user("I baked a chocolate cake for my friend's birthday.")
+                        .with_id("cake"),
+                );
+                messages.push(Message::assistant("How kind."));
+            }
+        }
+        let question =
+            "I mentioned cooking something for my friend a couple of days ago. What was it?";
+        messages.push(Message::user(question));
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let mut options = CompactOptions::new(60);
+        options.query = Some(question.to_owned());
+        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        let kept: Vec<_> = out
+            .messages
+            .iter()
+            .filter_map(|m| m.message.id.clone())
+            .collect();
+        assert_eq!(kept, ["cake"]);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::embed::{Embedder, Stored, VectorStore, dot};
 use crate::message::Role;
-use crate::words::{is_stopword, stem};
+use crate::words::{ASKED, ASKER, is_stopword, stem};
 
 /// Lower-case words of `text`, stop words removed, stemmed ([`stem`]).
 pub(crate) fn terms(text: &str) -> Vec<String> {
@@ -619,10 +619,6 @@ pub(crate) fn cost_weight(alike: bool) -> f64 {
 /// The share by which the user's turns rise when a question in the first person asks what the
 /// user said. Measured on the dev data at 0.5, 1, 1.5, 2 and 3 (docs/benchmarks.md, issue 29).
 const FIRST_PERSON: f64 = 1.0;
-
-/// Words by which a question speaks of its asker, and of the one it asks.
-const ASKER: &[&str] = &["i", "me", "my", "myself"];
-const ASKED: &[&str] = &["you", "your", "yours", "yourself"];
 
 /// A question put in the first person ("I mentioned cooking something for my friend, what was
 /// it?", "how many plants did I buy?") asks what the user said or did, and in a conversation

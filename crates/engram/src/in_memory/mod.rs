@@ -150,7 +150,7 @@ impl MemoryStore for InMemoryStore {
                 .map(|e| recall::terms(&e.content))
                 .collect(),
         );
-        let scores = bm25.scores(&recall::terms(&query.text));
+        let scores = bm25.scores(&recall::terms(&crate::words::without_asides(&query.text)));
         let mut hits: Vec<SearchHit> = candidates
             .into_iter()
             .zip(scores)

@@ -481,7 +481,7 @@ impl Session<'_> {
     ) -> Result<Vec<HistoryHit>, SessionError> {
         let index = self.history_index()?;
         let index = index.lock().unwrap_or_else(|p| p.into_inner());
-        let query_terms = recall::terms(query);
+        let query_terms = recall::terms(&crate::words::without_asides(query));
         let similar = match &self.options.embedder {
             Some(embedder) => self.similarities(embedder.as_ref(), query, &index)?,
             None => None,
