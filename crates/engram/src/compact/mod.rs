@@ -1791,14 +1791,10 @@ mod tests {
                 messages.push(Message::assistant("How kind."));
             }
         }
-        let question =
-            "I mentioned cooking something for my friend a couple of days ago. What was it?";
-        messages.push(Message::user(question));
-        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let mut options = CompactOptions::new(60);
-        options.query = Some(question.to_owned());
-        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
-        let kept: Vec<_> = out
+        messages.push(Message::user(
+            "I mentioned cooking something for my friend a couple of days ago. What was it?",
+        ));
+        let kept: Vec<_> = compact_asked_last(messages, 60)
             .messages
             .iter()
             .filter_map(|m| m.message.id.clone())
