@@ -6,6 +6,8 @@
 //! a word found by one is found by all. Every one ranks what it finds by BM25 ([`bm25_weight`]),
 //! and searches a query without its asides ([`without_asides`]).
 
+use std::borrow::Cow;
+
 /// BM25's saturation of a word's count in a text (recall, `search_history`, memory search on
 /// every backend; tantivy's default too).
 pub const BM25_K1: f64 = 1.2;
@@ -77,7 +79,7 @@ const QUANTITIES: &[&str] = &[
 /// find "I just baked a chocolate cake for my friend's birthday", where "mentioned" and "days"
 /// had outweighed "friend", and moves no other question but two, both up (docs/benchmarks.md,
 /// issue 29). Compaction's recall, `search_history` and every memory backend search this text.
-pub fn without_asides(query: &str) -> std::borrow::Cow<'_, str> {
+pub fn without_asides(query: &str) -> Cow<'_, str> {
     // Each word: where it starts and ends in `query`, and its lower case.
     let words: Vec<(usize, usize, String)> = query
         .split(|c: char| !c.is_alphanumeric())
@@ -102,18 +104,13 @@ pub fn without_asides(query: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     if !aside.contains(&true) {
-        return std::borrow::Cow::Borrowed(query);
+        return Cow::Borrowed(query);
     }
     let mut text = query.to_owned();
-    for (start, end, _) in words
-        .iter()
-        .zip(&aside)
-        .filter(|(_, a)| **a)
-        .map(|(w, _)| w)
-    {
+    for ((start, end, _), _) in words.iter().zip(aside).filter(|(_, aside)| *aside) {
         text.replace_range(*start..*end, &" ".repeat(end - start));
     }
-    std::borrow::Cow::Owned(text)
+    Cow::Owned(text)
 }
 
 fn is_quantity(word: &str) -> bool {
@@ -173,7 +170,7 @@ mod tests {
         );
         // A question about others quotes the conversation's own words, and keeps them.
         let quoted = "What activity did Evan start one year ago?";
-        assert!(matches!(without_asides(quoted), std::borrow::Cow::Borrowed(q) if q == quoted));
+        assert!(matches!(without_asides(quoted), Cow::Borrowed(q) if q == quoted));
         // "ago" without a unit before it goes alone; a unit's word elsewhere stays.
         assert_eq!(
             searched("what did you say long ago about my 3 weeks"),
