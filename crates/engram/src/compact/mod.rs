@@ -970,8 +970,8 @@ impl Planner<'_> {
                     .map(|(ui, _)| versions[ui].tokens as f64)
                     .sum::<f64>()
                     / ranked.len().max(1) as f64;
-                let depth = budget as f64 / mean.max(1.0);
-                ranked = recall::fuse_ranks(&ranked, &by_value(words), depth);
+                let holds = budget as f64 / mean.max(1.0);
+                ranked = recall::fuse_ranks(&ranked, &by_value(words), holds);
             }
             for (ui, _) in ranked {
                 let Some(version) = versions.remove(&ui) else {
@@ -1343,34 +1343,38 @@ impl Planner<'_> {
         query: &str,
         alike: bool,
     ) -> (Ranking, Option<Ranking>) {
-        // Each unit's text is needed whole only for embeddings; otherwise only its terms are
-        // kept (a long log's texts would double what ranking holds).
+        // Each unit's text is needed whole (and cut into sentences) only for embeddings;
+        // otherwise only its terms are kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
-        let mut texts: Vec<String> = Vec::new();
+        let mut meanings: Vec<recall::Meaning> = Vec::new();
         let query_terms = recall::terms(&crate::words::without_asides(query));
         let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
         let mut lengths = Vec::with_capacity(dropped.len());
         let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
-                let mut text = String::new();
+                let mut meaning = recall::Meaning::default();
                 for item in &self.items[u.start..u.end] {
-                    recall::push_meaning_text(&item.message, &mut text);
+                    if keep_texts {
+                        meaning.push(&item.message);
+                    } else {
+                        recall::push_meaning_text(&item.message, &mut meaning.text);
+                    }
                 }
-                let (mut terms, joined) = recall::terms_and_joined(&text, |first| {
+                let (mut terms, joined) = recall::terms_and_joined(&meaning.text, |first| {
                     query_terms.iter().any(|q| q.starts_with(first))
                 });
                 lengths.push(terms.len());
                 terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
                 if keep_texts {
-                    texts.push(text);
+                    meanings.push(meaning);
                 }
                 terms
             })
             .collect();
         let similar =
             self.options.embedder.as_ref().and_then(|embedder| {
-                match recall::similarities(embedder.as_ref(), self.vectors, query, &texts) {
+                match recall::similarities(embedder.as_ref(), self.vectors, query, &meanings) {
                     Ok(similar) => {
                         self.report.recall_embedder = Some(embedder.name().to_owned());
                         Some(similar)

@@ -3,9 +3,10 @@
 //! user's turns when a question to an assistant is put in the first person), replies
 //! that inherit from the turn they answer, and a chat log's sessions lifting their matching
 //! turns when the session is about the query's topic or its heading dates it to the time the
-//! query names. With hybrid recall, similarity of meaning is fused in ([`fuse`]), the sessions
-//! nearest the query in meaning lift their units too ([`favour_sessions_by_meaning`]), and
-//! compaction merges that order with the order by words alone by place ([`fuse_ranks`]).
+//! query names. With hybrid recall, similarity of meaning (of a unit's whole text and its best
+//! sentence, [`similarities`]) is fused in ([`fuse`]), the sessions nearest the query in meaning
+//! lift their units too ([`favour_sessions_by_meaning`]), and compaction merges that order with
+//! the order by words alone by place ([`fuse_ranks`]).
 //!
 //! Plain BM25 misses "painted" for "paint", "Caroline's" for "Caroline" and "road trip" for
 //! "roadtrip" (neighbouring words joined match a query's compound, [`terms_and_joined`]); chat
@@ -321,16 +322,109 @@ pub(crate) fn push_meaning_text(message: &crate::Message, text: &mut String) {
     text.push('\n');
 }
 
-/// The cosine similarity of `query` with each document, by `embedder`; the documents' vectors
-/// are kept in `vectors` when given (and read from there when kept), the query's never is.
-pub(crate) fn similarities<S: AsRef<str>>(
+/// What a unit of messages is embedded by: its whole text ([`push_meaning_text`]) and its
+/// sentences, each on its own ([`Meaning::push`]).
+#[derive(Debug, Default)]
+pub(crate) struct Meaning {
+    pub(crate) text: String,
+    sentences: Vec<String>,
+}
+
+/// The sentences of one message embedded on their own, the first this many: a tool's output of
+/// thousands of lines is not embedded line by line. On the dev data nine in ten messages have
+/// at most 25.
+const MAX_SENTENCES: usize = 32;
+
+/// A sentence shorter than this many words, its speaker's name counted ("John Wow!", "Thanks
+/// again."), says nothing on its own. Measured on LoCoMo against three words without the name
+/// (single-hop and temporal questions lost half a point at 2,048) and two.
+const SENTENCE_WORDS: usize = 3;
+
+impl Meaning {
+    /// Adds `message`: its text as [`push_meaning_text`] writes it, and its sentences, each led
+    /// by the speaker's name as the whole text is. A sentence ends after each run of `.`, `!`
+    /// or `?` and at each line's end; a dot inside a word or a number ends one too (on LoCoMo,
+    /// item for item the same as ending only before a space, measured without the name counted).
+    pub(crate) fn push(&mut self, message: &crate::Message) {
+        push_meaning_text(message, &mut self.text);
+        self.push_sentences(
+            &super::salient::message_lines_text(message),
+            message.name().unwrap_or_default(),
+        );
+    }
+
+    /// Adds the sentences of one message's `lines`, each led by `name` unless it is empty.
+    fn push_sentences(&mut self, lines: &str, name: &str) {
+        let mut taken = 0;
+        for line in lines.lines() {
+            let mut rest = line;
+            while !rest.is_empty() && taken < MAX_SENTENCES {
+                let terminal = |c: char| matches!(c, '.' | '!' | '?');
+                let end = rest.find(terminal).map_or(rest.len(), |i| {
+                    i + rest[i..]
+                        .find(|c: char| !terminal(c))
+                        .unwrap_or(rest.len() - i)
+                });
+                let sentence = rest[..end].trim();
+                rest = &rest[end..];
+                let sentence = if name.is_empty() {
+                    sentence.to_owned()
+                } else {
+                    format!("{name} {sentence}")
+                };
+                if sentence.split_whitespace().count() < SENTENCE_WORDS {
+                    continue;
+                }
+                taken += 1;
+                self.sentences.push(sentence);
+            }
+        }
+    }
+}
+
+/// The share of a unit's best sentence in its similarity of meaning ([`similarities`]); the
+/// whole text has the rest. Measured on LoCoMo at 0.35, 0.5 and 0.65 with the best sentence
+/// alone (1) and the larger of the two (docs/benchmarks.md, issue 29): 0.65 kept most at both
+/// budgets, alone or the larger one lost multi-hop questions at 2,048.
+const BEST_SENTENCE: f32 = 0.65;
+
+/// Each unit's similarity of meaning to `query`, by `embedder`: its whole text's cosine
+/// similarity mixed with its best sentence's ([`BEST_SENTENCE`]), or the whole text's alone
+/// when it has fewer than two sentences. A turn that names what the query asks for in passing
+/// ("I'm off to do some taekwondo!" inside a turn about the weekend, for "what martial arts
+/// has John done?") is near the query by that sentence while its whole text is not. The
+/// vectors of the texts and sentences are kept in `vectors` when given (and read from there
+/// when kept), the query's never is.
+pub(crate) fn similarities(
     embedder: &dyn Embedder,
     vectors: Option<&dyn VectorStore>,
     query: &str,
-    documents: &[S],
+    units: &[Meaning],
 ) -> Result<Vec<f32>, String> {
     let q = query_vector(embedder, query)?;
-    similarities_to(embedder, vectors, &q, documents)
+    let texts: Vec<&str> = units.iter().map(|u| u.text.as_str()).collect();
+    let whole = similarities_to(embedder, vectors, &q, &texts)?;
+    let split: Vec<usize> = (0..units.len())
+        .filter(|&u| units[u].sentences.len() > 1)
+        .collect();
+    let sentences: Vec<&str> = split
+        .iter()
+        .flat_map(|&u| units[u].sentences.iter().map(String::as_str))
+        .collect();
+    if sentences.is_empty() {
+        return Ok(whole);
+    }
+    let by_sentence = similarities_to(embedder, vectors, &q, &sentences)?;
+    let mut similar = whole;
+    let mut next = by_sentence.into_iter();
+    for u in split {
+        let best = next
+            .by_ref()
+            .take(units[u].sentences.len())
+            .fold(f32::MIN, f32::max);
+        similar[u] = (1.0 - BEST_SENTENCE) * similar[u] + BEST_SENTENCE * best;
+    }
+    Ok(similar)
 }
 
 /// The query's vector (never kept: a query is asked once).
@@ -381,8 +475,10 @@ pub(crate) const MEANING: f64 = 0.35;
 /// in reach, so meaning can weigh more in its half. Measured on the dev data at 0.35, 0.42, 0.5,
 /// 0.55 and 0.65: at 0.5 no category of LoCoMo or LongMemEval is more than a fraction of one
 /// question below 0.35, and none is below recall by words alone; above it, single-hop and
-/// temporal questions start to lose.
-pub(crate) const MEANING_MERGED: f64 = 0.5;
+/// temporal questions started to lose. Measured again at 0.45, 0.5, 0.55 and 0.6 once a unit's
+/// best sentence counted ([`BEST_SENTENCE`]) and the merge's depth fell to a quarter
+/// ([`FUSE_DEPTH`]): 0.55 kept most of LoCoMo's multi-hop, open-domain and temporal evidence.
+pub(crate) const MEANING_MERGED: f64 = 0.55;
 
 /// BM25 and similarity of meaning in one score: each scaled to its best unit, the similarity
 /// counted only above the average (most units of a conversation are about something else), and
@@ -644,24 +740,29 @@ pub(crate) fn favour_the_user(scores: &mut [f64], users: &[bool], query: &str) {
     }
 }
 
+/// The depth of [`fuse_ranks`] as a share of the units the budget holds. Measured on the dev
+/// data against a fixed depth of 20, 60, 150 and 300 and half the budget's units, a depth of
+/// the budget's units lost the least against words alone; measured again on LoCoMo at 2, 1,
+/// 0.5, 0.25 and 0.1 once sessions rose by meaning, a quarter kept more of every category than
+/// the whole (0.1 kept the same), most of all open-domain questions at 2,048.
+const FUSE_DEPTH: f64 = 0.25;
+
 /// Hybrid recall's order: the fused ranking (words and meaning) and the ranking by words alone,
 /// merged by reciprocal-rank fusion. A unit's value is the sum over the two rankings of
-/// `1 / (depth + place)`, each unit once, best first; `depth` is how many units the recall
-/// budget holds (its tokens over the ranked units' mean), so a place counts by how far into the
-/// budget it falls. Fused alone, units merely near the query's topic pushed out evidence that
-/// shares its words (a long history has many sessions about the same things). Taking turns
-/// between the two rankings kept both heads but pushed what words alone ranked just inside the
-/// budget out of it, behind what only meaning found; summing places lets a unit that both
-/// rankings hold inside the budget beat one that only meaning ranks there. Measured on the dev
-/// data against a fixed depth of 20, 60, 150 and 300 and half the budget's units: a depth of
-/// the budget's units lost the least against words alone. Ties go to the newer unit (the
-/// higher index), as in each ranking.
+/// `1 / (depth + place)`, each unit once, best first; `depth` is [`FUSE_DEPTH`] of `holds`, how
+/// many units the recall budget holds (its tokens over the ranked units' mean; for a search, the
+/// hits it returns), at least 1. Fused alone, units merely near the query's topic pushed out
+/// evidence that shares its words (a long history has many sessions about the same things).
+/// Summing places lets a unit that both rankings hold near their heads beat one that only
+/// meaning ranks there, and the small depth makes a place near the head count far more than
+/// one further down, so each ranking's best come first. Ties go to the newer unit (the higher
+/// index), as in each ranking.
 pub(crate) fn fuse_ranks(
     fused: &[(usize, f64)],
     words: &[(usize, f64)],
-    depth: f64,
+    holds: f64,
 ) -> Vec<(usize, f64)> {
-    let depth = depth.max(1.0);
+    let depth = (FUSE_DEPTH * holds).max(1.0);
     let mut value: HashMap<usize, f64> = HashMap::with_capacity(fused.len().max(words.len()));
     for ranking in [fused, words] {
         for (place, &(unit, _)) in ranking.iter().enumerate() {
@@ -680,23 +781,23 @@ mod tests {
 
     #[test]
     fn the_rankings_fuse_by_place_each_unit_once() {
-        let order = |fused: &[usize], words: &[usize], depth| -> Vec<usize> {
+        let order = |fused: &[usize], words: &[usize], holds| -> Vec<usize> {
             let ranking = |units: &[usize]| -> Vec<(usize, f64)> {
                 units.iter().map(|&u| (u, 1.0)).collect()
             };
-            fuse_ranks(&ranking(fused), &ranking(words), depth)
+            fuse_ranks(&ranking(fused), &ranking(words), holds)
                 .into_iter()
                 .map(|(u, _)| u)
                 .collect()
         };
         // 3 is second and first: it passes 7, first and third; 9 (second by words only) passes
         // 5 (third by the fused ranking only), as a later place counts a little less.
-        assert_eq!(order(&[7, 3, 5, 1], &[3, 9, 7], 40.0), [3, 7, 9, 5, 1]);
-        assert_eq!(order(&[], &[2, 4], 40.0), [2, 4]);
-        // 6 is third in both. When the budget holds one unit, a head counts more than two
-        // thirds; when it holds forty, being in both counts more.
-        assert_eq!(order(&[5, 8, 6], &[4, 9, 6], 1.0), [5, 4, 6, 9, 8]);
-        assert_eq!(order(&[5, 8, 6], &[4, 9, 6], 40.0), [6, 5, 4, 9, 8]);
+        assert_eq!(order(&[7, 3, 5, 1], &[3, 9, 7], 160.0), [3, 7, 9, 5, 1]);
+        assert_eq!(order(&[], &[2, 4], 160.0), [2, 4]);
+        // 6 is third in both. When the budget holds four units (a depth of one), a head counts
+        // more than two thirds; when it holds 160 (a depth of 40), being in both counts more.
+        assert_eq!(order(&[5, 8, 6], &[4, 9, 6], 4.0), [5, 4, 6, 9, 8]);
+        assert_eq!(order(&[5, 8, 6], &[4, 9, 6], 160.0), [6, 5, 4, 9, 8]);
     }
 
     #[test]
@@ -815,6 +916,94 @@ mod tests {
         assert_eq!(scores, [1.0, 1.0], "a name is matched as a whole word");
     }
 
+    /// Each text as a unit of one unnamed message.
+    fn meanings(texts: &[&str]) -> Vec<Meaning> {
+        texts
+            .iter()
+            .map(|t| {
+                let mut meaning = Meaning {
+                    text: format!("{t}\n"),
+                    ..Meaning::default()
+                };
+                meaning.push_sentences(t, "");
+                meaning
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_message_is_cut_into_sentences_led_by_its_speaker() {
+        let mut message = crate::Message::user(
+            "Had a long week at work. Wow! I'm off to do some taekwondo now!\n\
+             Yes!!! Done at last",
+        );
+        message.set_name(Some("John".to_owned()));
+        let mut meaning = Meaning::default();
+        meaning.push(&message);
+        assert!(
+            meaning.text.starts_with("John Had a long week"),
+            "{}",
+            meaning.text
+        );
+        // A run of `.`, `!` or `?` cuts, and so does a line's end; "John Wow!" and "John Yes!!!"
+        // are too short to stand alone.
+        assert_eq!(
+            meaning.sentences,
+            [
+                "John Had a long week at work.",
+                "John I'm off to do some taekwondo now!",
+                "John Done at last",
+            ]
+        );
+        // A tool's output of thousands of lines gives at most MAX_SENTENCES.
+        let mut long = Meaning::default();
+        long.push(&crate::Message::user("one more line here\n".repeat(1000)));
+        assert_eq!(long.sentences.len(), MAX_SENTENCES);
+    }
+
+    #[test]
+    fn a_unit_is_near_the_query_by_its_best_sentence() {
+        /// A model that sees a topic only where it stands out: a text of at most six words
+        /// that names a martial art is about martial arts, anything longer about the rest.
+        #[derive(Debug)]
+        struct Diluted;
+        impl Embedder for Diluted {
+            fn name(&self) -> &str {
+                "diluted"
+            }
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        let short = t.split_whitespace().count() <= 6;
+                        let art = ["martial", "taekwondo", "karate"]
+                            .iter()
+                            .any(|w| t.contains(w));
+                        if short && art {
+                            vec![0.9, 0.1]
+                        } else {
+                            vec![0.1, 0.9]
+                        }
+                    })
+                    .collect())
+            }
+        }
+        let units = meanings(&[
+            "What a weekend, the kids were wild and the dog ran off. Off to taekwondo now!",
+            "What a weekend, the kids were wild and the dog ran off again today",
+            "karate",
+        ]);
+        let similar = similarities(&Diluted, None, "what martial arts", &units).expect("embeds");
+        let far = 0.9f32 * 0.1 + 0.1 * 0.9;
+        // The first unit's whole text is far; its second sentence is near, and counts for
+        // its share. The second has no such sentence, the third a single one (its whole text).
+        let near = 0.9f32 * 0.9 + 0.1 * 0.1;
+        let expected = (1.0 - BEST_SENTENCE) * far + BEST_SENTENCE * near;
+        assert!((similar[0] - expected).abs() < 1e-6, "{similar:?}");
+        assert!((similar[1] - far).abs() < 1e-6, "{similar:?}");
+        assert!((similar[2] - near).abs() < 1e-6, "{similar:?}");
+    }
+
     #[test]
     fn fusion_recalls_by_meaning_and_keeps_the_words_weight() {
         let docs: Vec<String> = [
@@ -831,7 +1020,8 @@ mod tests {
             lexical.iter().all(|&s| s == 0.0),
             "no shared word: {lexical:?}"
         );
-        let similar = similarities(&Topics, None, query, &docs).expect("embeds");
+        let texts: Vec<&str> = docs.iter().map(String::as_str).collect();
+        let similar = similarities(&Topics, None, query, &meanings(&texts)).expect("embeds");
         let fused = fuse(&lexical, &similar, MEANING);
         assert!(fused[0] > 0.0, "{fused:?}");
         assert_eq!(fused[1], 0.0, "below the average similarity adds nothing");
@@ -840,7 +1030,7 @@ mod tests {
         let lexical = bm25.scores(&terms("meeting room"));
         let fused = fuse(
             &lexical,
-            &similarities(&Topics, None, "meeting room", &docs).expect("embeds"),
+            &similarities(&Topics, None, "meeting room", &meanings(&texts)).expect("embeds"),
             MEANING,
         );
         assert!(fused[1] > fused[0] && fused[2] > fused[0], "{fused:?}");
@@ -855,8 +1045,8 @@ mod tests {
             "my puppy naps all day",
             "room four again",
         ];
-        let similar =
-            similarities(&Topics, None, "where does my dog sleep", &docs).expect("embeds");
+        let similar = similarities(&Topics, None, "where does my dog sleep", &meanings(&docs))
+            .expect("embeds");
         let lexical = [1.0, 0.0, 0.7];
         // Standing alone (memory search, search_history), the words' match stays ahead...
         let alone = fuse(&lexical, &similar, MEANING);
@@ -883,7 +1073,7 @@ mod tests {
                 Ok(vec![vec![1.0]])
             }
         }
-        let err = similarities(&Short, None, "q", &["a", "b"]).expect_err("miscounted");
+        let err = similarities(&Short, None, "q", &meanings(&["a", "b"])).expect_err("miscounted");
         assert!(err.contains("1 vectors for 2 texts"), "{err}");
     }
 

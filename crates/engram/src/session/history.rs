@@ -603,30 +603,30 @@ impl Session<'_> {
 
     /// Each message's similarity of meaning to `query` (hybrid search, when the session's
     /// options carry an embedder), in the index's order; each message's vector is kept in the
-    /// session's store and embedded once, by the text compaction embeds it by
-    /// ([`recall::push_meaning_text`]), so either finds the other's. `None` when embedding
-    /// fails: the search is lexical.
+    /// session's store and embedded once, by the text and sentences compaction embeds it by
+    /// ([`recall::Meaning`]), so either finds the other's. `None` when embedding fails: the
+    /// search is lexical.
     fn similarities(
         &self,
         embedder: &dyn crate::embed::Embedder,
         query: &str,
         index: &HistoryIndex,
     ) -> Result<Option<Vec<f32>>, SessionError> {
-        let mut texts: HashMap<String, String> = self
+        let mut meanings: HashMap<String, recall::Meaning> = self
             .whole_log()?
             .into_iter()
             .map(|m| {
-                let mut text = String::new();
-                recall::push_meaning_text(&m.message, &mut text);
-                (m.id, text)
+                let mut meaning = recall::Meaning::default();
+                meaning.push(&m.message);
+                (m.id, meaning)
             })
             .collect();
-        let texts: Vec<String> = index
+        let meanings: Vec<recall::Meaning> = index
             .docs
             .iter()
-            .map(|d| texts.remove(&d.id).unwrap_or_default())
+            .map(|d| meanings.remove(&d.id).unwrap_or_default())
             .collect();
-        match recall::similarities(embedder, Some(&self.vectors()), query, &texts) {
+        match recall::similarities(embedder, Some(&self.vectors()), query, &meanings) {
             Ok(similar) => Ok(Some(similar)),
             Err(e) => {
                 tracing::warn!(error = %e, "embeddings failed; search_history is lexical");
