@@ -314,11 +314,20 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool], alike: bool) -> Vec
 /// turn) and `search_history` (one message) embed this same text, so a message's vector is
 /// computed once and found again in the store's cache by either.
 pub(crate) fn push_meaning_text(message: &crate::Message, text: &mut String) {
-    if let Some(name) = message.name() {
+    push_named_lines(
+        message.name(),
+        &super::salient::message_lines_text(message),
+        text,
+    );
+}
+
+/// [`push_meaning_text`] of a message whose speaker is `name` and searchable lines `lines`.
+fn push_named_lines(name: Option<&str>, lines: &str, text: &mut String) {
+    if let Some(name) = name {
         text.push_str(name);
         text.push(' ');
     }
-    text.push_str(&super::salient::message_lines_text(message));
+    text.push_str(lines);
     text.push('\n');
 }
 
@@ -346,20 +355,19 @@ impl Meaning {
     /// or `?` and at each line's end; a dot inside a word or a number ends one too (on LoCoMo,
     /// item for item the same as ending only before a space, measured without the name counted).
     pub(crate) fn push(&mut self, message: &crate::Message) {
-        push_meaning_text(message, &mut self.text);
-        self.push_sentences(
-            &super::salient::message_lines_text(message),
-            message.name().unwrap_or_default(),
-        );
+        let lines = super::salient::message_lines_text(message);
+        push_named_lines(message.name(), &lines, &mut self.text);
+        self.push_sentences(&lines, message.name().unwrap_or_default());
     }
 
     /// Adds the sentences of one message's `lines`, each led by `name` unless it is empty.
     fn push_sentences(&mut self, lines: &str, name: &str) {
+        let terminal = |c: char| matches!(c, '.' | '!' | '?');
+        let name_words = name.split_whitespace().count();
         let mut taken = 0;
         for line in lines.lines() {
             let mut rest = line;
             while !rest.is_empty() && taken < MAX_SENTENCES {
-                let terminal = |c: char| matches!(c, '.' | '!' | '?');
                 let end = rest.find(terminal).map_or(rest.len(), |i| {
                     i + rest[i..]
                         .find(|c: char| !terminal(c))
@@ -367,16 +375,15 @@ impl Meaning {
                 });
                 let sentence = rest[..end].trim();
                 rest = &rest[end..];
-                let sentence = if name.is_empty() {
-                    sentence.to_owned()
-                } else {
-                    format!("{name} {sentence}")
-                };
-                if sentence.split_whitespace().count() < SENTENCE_WORDS {
+                if name_words + sentence.split_whitespace().count() < SENTENCE_WORDS {
                     continue;
                 }
                 taken += 1;
-                self.sentences.push(sentence);
+                self.sentences.push(if name.is_empty() {
+                    sentence.to_owned()
+                } else {
+                    format!("{name} {sentence}")
+                });
             }
         }
     }
