@@ -351,9 +351,9 @@ const SENTENCE_WORDS: usize = 3;
 
 impl Meaning {
     /// Adds `message`: its text as [`push_meaning_text`] writes it, and its sentences, each led
-    /// by the speaker's name as the whole text is. A sentence ends after each run of `.`, `!`
-    /// or `?` and at each line's end; a dot inside a word or a number ends one too (on LoCoMo,
-    /// item for item the same as ending only before a space, measured without the name counted).
+    /// by the speaker's name as the whole text is. A sentence ends at each line's end and after
+    /// each run of `.`, `!` or `?` (and the quotes or brackets that close it) followed by a
+    /// space: a dot inside a path, a name or a number (`main.py`, `3.5`, `e.g.,`) ends none.
     pub(crate) fn push(&mut self, message: &crate::Message) {
         let lines = super::salient::message_lines_text(message);
         push_named_lines(message.name(), &lines, &mut self.text);
@@ -362,17 +362,12 @@ impl Meaning {
 
     /// Adds the sentences of one message's `lines`, each led by `name` unless it is empty.
     fn push_sentences(&mut self, lines: &str, name: &str) {
-        let terminal = |c: char| matches!(c, '.' | '!' | '?');
         let name_words = name.split_whitespace().count();
         let mut taken = 0;
         for line in lines.lines() {
             let mut rest = line;
             while !rest.is_empty() && taken < MAX_SENTENCES {
-                let end = rest.find(terminal).map_or(rest.len(), |i| {
-                    i + rest[i..]
-                        .find(|c: char| !terminal(c))
-                        .unwrap_or(rest.len() - i)
-                });
+                let end = sentence_end(rest);
                 let sentence = rest[..end].trim();
                 rest = &rest[end..];
                 if name_words + sentence.split_whitespace().count() < SENTENCE_WORDS {
@@ -387,6 +382,27 @@ impl Meaning {
             }
         }
     }
+}
+
+/// Where the first sentence of `line` ends: after the first run of `.`, `!` or `?` (with the
+/// quotes and brackets that close it) that a space or the line's end follows, else at the
+/// line's end.
+fn sentence_end(line: &str) -> usize {
+    let terminal = |c: char| matches!(c, '.' | '!' | '?');
+    let closing =
+        |c: char| terminal(c) || matches!(c, '"' | '\'' | ')' | ']' | '\u{201d}' | '\u{2019}');
+    let mut from = 0;
+    while let Some(i) = line[from..].find(terminal) {
+        let run = from + i;
+        let end = line[run..]
+            .find(|c: char| !closing(c))
+            .map_or(line.len(), |j| run + j);
+        if line[end..].chars().next().is_none_or(char::is_whitespace) {
+            return end;
+        }
+        from = end;
+    }
+    line.len()
 }
 
 /// The share of a unit's best sentence in its similarity of meaning ([`similarities`]); the
@@ -960,6 +976,19 @@ mod tests {
                 "John Had a long week at work.",
                 "John I'm off to do some taekwondo now!",
                 "John Done at last",
+            ]
+        );
+        // A dot inside a path or a number ends no sentence; one before a closing quote does.
+        let mut code = Meaning::default();
+        code.push(&crate::Message::user(
+            "Fixed main.py for v3.5 today. She said \"it works now.\" Then we shipped it",
+        ));
+        assert_eq!(
+            code.sentences,
+            [
+                "Fixed main.py for v3.5 today.",
+                "She said \"it works now.\"",
+                "Then we shipped it",
             ]
         );
         // A tool's output of thousands of lines gives at most MAX_SENTENCES.
