@@ -1117,15 +1117,18 @@ fn has_vectors(tx: &mut Transaction<'_>, tenant: &str) -> Result<bool, StoreErro
         .get(0))
 }
 
-/// Forgets the tenant's vectors of these texts (memory entries being deleted), under every
-/// model, in the caller's transaction. Another text with the same hash has its vector
+/// Forgets the tenant's vectors of these texts (memory entries being deleted, each whole and
+/// by sentence: [`engram::memory::hybrid::vector_hashes`]), under every model, in the caller's
+/// transaction. Another text with the same hash has its vector
 /// computed again when next needed.
 fn forget_vectors<'a>(
     tx: &mut Transaction<'_>,
     tenant: &str,
     texts: impl Iterator<Item = &'a str>,
 ) -> Result<(), StoreError> {
-    let hashes: Vec<TextHash> = texts.map(engram::embed::text_hash).collect();
+    let hashes: Vec<TextHash> = texts
+        .flat_map(engram::memory::hybrid::vector_hashes)
+        .collect();
     if hashes.is_empty() {
         return Ok(());
     }

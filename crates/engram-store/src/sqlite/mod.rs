@@ -1074,20 +1074,24 @@ pub(crate) fn forget_where(
     })
 }
 
-/// Forgets the vectors of the texts `select` reads (the memory entries about to be deleted),
-/// in the caller's transaction. A store that keeps no vectors reads nothing.
+/// Forgets the vectors of the texts `select` reads (the memory entries about to be deleted, each
+/// whole and by sentence: [`engram::memory::hybrid::vector_hashes`]), in the caller's
+/// transaction. A store that keeps no vectors reads nothing.
 fn forget_vectors_of(tx: &Connection, select: &str) -> Result<(), StoreError> {
     let models = vectors::models(tx).map_err(backend)?;
     if models.is_empty() {
         return Ok(());
     }
     let mut read = tx.prepare(select).map_err(backend)?;
-    let hashes = read
+    let mut hashes: Vec<TextHash> = Vec::new();
+    for content in read
         .query_map([], |r| r.get::<_, String>(0))
         .map_err(backend)?
-        .map(|content| content.map(|c| engram::embed::text_hash(&c)))
-        .collect::<Result<Vec<TextHash>, _>>()
-        .map_err(backend)?;
+    {
+        hashes.extend(engram::memory::hybrid::vector_hashes(
+            &content.map_err(backend)?,
+        ));
+    }
     vectors::forget(tx, &models, &hashes).map_err(backend)?;
     Ok(())
 }

@@ -360,6 +360,28 @@ impl Meaning {
         self.push_sentences(&lines, message.name().unwrap_or_default());
     }
 
+    /// A memory entry's: its `content` whole (embedded as written, so that a vector kept before
+    /// sentences were embedded is found again), and its sentences.
+    pub(crate) fn of_entry(content: &str) -> Self {
+        let mut meaning = Meaning {
+            text: content.to_owned(),
+            ..Meaning::default()
+        };
+        meaning.push_sentences(content, "");
+        meaning
+    }
+
+    /// The texts this unit is embedded by ([`similarities`]): its whole text, then its sentences
+    /// when it has more than one (a single sentence says what the whole text says).
+    pub(crate) fn texts(&self) -> impl Iterator<Item = &str> {
+        let split = if self.sentences.len() > 1 {
+            &self.sentences[..]
+        } else {
+            &[]
+        };
+        std::iter::once(self.text.as_str()).chain(split.iter().map(String::as_str))
+    }
+
     /// Adds the sentences of one message's `lines`, each led by `name` unless it is empty.
     fn push_sentences(&mut self, lines: &str, name: &str) {
         let name_words = name.split_whitespace().count();
@@ -425,29 +447,32 @@ pub(crate) fn similarities(
     units: &[Meaning],
 ) -> Result<Vec<f32>, String> {
     let q = query_vector(embedder, query)?;
-    let texts: Vec<&str> = units.iter().map(|u| u.text.as_str()).collect();
-    let whole = similarities_to(embedder, vectors, &q, &texts)?;
-    let split: Vec<usize> = (0..units.len())
-        .filter(|&u| units[u].sentences.len() > 1)
-        .collect();
-    let sentences: Vec<&str> = split
+    meaning_similarities(embedder, vectors, &q, units)
+}
+
+/// [`similarities`] against a query already embedded by [`query_vector`] (memory search reads
+/// its entries page by page and embeds the query once).
+pub(crate) fn meaning_similarities(
+    embedder: &dyn Embedder,
+    vectors: Option<&dyn VectorStore>,
+    query: &[f32],
+    units: &[Meaning],
+) -> Result<Vec<f32>, String> {
+    let texts: Vec<&str> = units.iter().flat_map(Meaning::texts).collect();
+    let mut each = similarities_to(embedder, vectors, query, &texts)?.into_iter();
+    Ok(units
         .iter()
-        .flat_map(|&u| units[u].sentences.iter().map(String::as_str))
-        .collect();
-    if sentences.is_empty() {
-        return Ok(whole);
-    }
-    let by_sentence = similarities_to(embedder, vectors, &q, &sentences)?;
-    let mut similar = whole;
-    let mut next = by_sentence.into_iter();
-    for u in split {
-        let best = next
-            .by_ref()
-            .take(units[u].sentences.len())
-            .fold(f32::MIN, f32::max);
-        similar[u] = (1.0 - BEST_SENTENCE) * similar[u] + BEST_SENTENCE * best;
-    }
-    Ok(similar)
+        .map(|u| {
+            let whole = each.next().unwrap_or_default();
+            match u.texts().count() - 1 {
+                0 => whole,
+                n => {
+                    let best = each.by_ref().take(n).fold(f32::MIN, f32::max);
+                    (1.0 - BEST_SENTENCE) * whole + BEST_SENTENCE * best
+                }
+            }
+        })
+        .collect())
 }
 
 /// The query's vector (never kept: a query is asked once).

@@ -56,10 +56,9 @@ impl State {
         true
     }
 
-    /// Removes the entries `doomed` selects, drops their ids from the remaining summaries'
-    /// `summary_of`, and returns (entries removed, summaries updated).
-    /// Removes the entries `doomed` selects: how many, how many summaries lost a source, and
-    /// the hashes of the removed texts (whose vectors go too).
+    /// Removes the entries `doomed` selects and drops their ids from the remaining summaries'
+    /// `summary_of`: how many, how many summaries lost a source, and the hashes under which the
+    /// removed entries' vectors are kept ([`crate::memory::hybrid::vector_hashes`]), which go too.
     pub(crate) fn remove_entries(
         &mut self,
         doomed: impl Fn(&MemoryEntry) -> bool,
@@ -70,7 +69,7 @@ impl State {
         self.entries.retain(|e| {
             if doomed(e) {
                 gone.insert(e.id.clone());
-                texts.push(crate::embed::text_hash(&e.content));
+                texts.extend(crate::memory::hybrid::vector_hashes(&e.content));
                 false
             } else {
                 true

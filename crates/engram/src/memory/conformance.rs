@@ -148,6 +148,30 @@ fn forgetting_entries_forgets_their_vectors(store: &dyn MemoryStore) {
         [false, false, false, true],
         "vectors: forget_all leaves texts that are no entry's"
     );
+
+    // An entry of several sentences has a vector for each, and they go with it.
+    let long = "I adopted a dog named Rex. He loves the park by the river!";
+    let by_sentence = super::hybrid::vector_hashes(long);
+    assert_eq!(by_sentence.len(), 3, "the whole text and two sentences");
+    store
+        .insert(&[entry("v4", long, "a", None, now)])
+        .expect("insert");
+    let kept: Vec<_> = by_sentence
+        .iter()
+        .map(|h| (*h, &[1.0f32, 0.0][..]))
+        .collect();
+    store.put_vectors("m1", &kept).expect("keeps");
+    store
+        .forget(&Forget {
+            id: Some("v4".into()),
+            ..Forget::default()
+        })
+        .expect("forget it");
+    assert_eq!(
+        store.vectors("m1", &by_sentence).expect("reads"),
+        [None, None, None],
+        "vectors: each sentence's too"
+    );
 }
 
 fn retention_and_sleep_claims(store: &dyn MemoryStore) {

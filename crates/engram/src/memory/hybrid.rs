@@ -2,8 +2,9 @@
 //!
 //! BM25 (the store's own search) finds the entries that share the query's words; an
 //! [`Embedder`] finds those that say the same in other words. Every entry the filters admit is
-//! compared with the query, page by page; each entry's vector is kept in the store beside it
-//! (a [`VectorStore`]), so it is embedded once, and forgotten with
+//! compared with the query, page by page, by its whole text and its best sentence, as a turn is
+//! in compaction's recall; each entry's vectors are kept in the store beside it (a
+//! [`VectorStore`], under [`vector_hashes`]), so it is embedded once, and forgotten with
 //! the entry (the memory conformance suite checks every store). The
 //! two scores are fused by compaction recall's rule, so that one question ranks the same way
 //! in a session's history, in a compaction and in memory. That rule counts a similarity above
@@ -15,7 +16,7 @@ use std::collections::HashMap;
 
 use super::{MemoryEntry, MemoryStore, SearchHit, SearchQuery, StoreError};
 use crate::compact::recall;
-use crate::embed::{Embedder, VectorStore};
+use crate::embed::{Embedder, TextHash, VectorStore, text_hash};
 use crate::store::Timestamp;
 
 /// The lexical hits fused with the similarities: the best this many by BM25 (an entry below
@@ -24,6 +25,16 @@ pub const LEXICAL_POOL: usize = 1_000;
 
 /// Entries read (and embedded) at a time.
 const PAGE: usize = 512;
+
+/// The hashes under which a memory entry of `content` has its vectors kept: its whole text's
+/// and, when it has more than one sentence, each sentence's. A store that forgets an entry
+/// forgets the vectors under these.
+pub fn vector_hashes(content: &str) -> Vec<TextHash> {
+    recall::Meaning::of_entry(content)
+        .texts()
+        .map(text_hash)
+        .collect()
+}
 
 /// The hits for `query` by BM25 and by similarity of meaning, best first; each hit's score is
 /// the fused one (comparable within one query only).
@@ -66,8 +77,11 @@ pub fn search_hybrid(
         let read = page.len();
         let page: Vec<MemoryEntry> = page.into_iter().filter(|e| query.admits(e)).collect();
         if !page.is_empty() {
-            let texts: Vec<&str> = page.iter().map(|e| e.content.as_str()).collect();
-            match recall::similarities_to(embedder, Some(vectors), &q, &texts) {
+            let meanings: Vec<recall::Meaning> = page
+                .iter()
+                .map(|e| recall::Meaning::of_entry(&e.content))
+                .collect();
+            match recall::meaning_similarities(embedder, Some(vectors), &q, &meanings) {
                 Ok(s) => similar.extend(s),
                 Err(e) => return Ok(lexical_only(lexical.into_iter().flatten(), limit, &e)),
             }
