@@ -487,18 +487,17 @@ pub(crate) fn query_vector(embedder: &dyn Embedder, query: &str) -> Result<Vec<f
     }
 }
 
-/// [`similarities`] against a query already embedded by [`query_vector`] (a search that reads
-/// its documents page by page embeds the query once).
-pub(crate) fn similarities_to<S: AsRef<str>>(
+/// The cosine similarity of `query` (a vector) with each of `texts`, whose vectors are kept in
+/// `vectors` when given (and read from there when kept).
+fn similarities_to(
     embedder: &dyn Embedder,
     vectors: Option<&dyn VectorStore>,
     query: &[f32],
-    documents: &[S],
+    texts: &[&str],
 ) -> Result<Vec<f32>, String> {
-    let texts: Vec<&str> = documents.iter().map(AsRef::as_ref).collect();
     let docs = match vectors {
-        Some(vectors) => Stored::new(embedder, vectors).embed(&texts)?,
-        None => embedder.embed(&texts)?,
+        Some(vectors) => Stored::new(embedder, vectors).embed(texts)?,
+        None => embedder.embed(texts)?,
     };
     if docs.len() != texts.len() {
         return Err(format!(
@@ -964,19 +963,9 @@ mod tests {
         assert_eq!(scores, [1.0, 1.0], "a name is matched as a whole word");
     }
 
-    /// Each text as a unit of one unnamed message.
+    /// Each text as a unit of its own, cut into sentences as a memory entry is.
     fn meanings(texts: &[&str]) -> Vec<Meaning> {
-        texts
-            .iter()
-            .map(|t| {
-                let mut meaning = Meaning {
-                    text: format!("{t}\n"),
-                    ..Meaning::default()
-                };
-                meaning.push_sentences(t, "");
-                meaning
-            })
-            .collect()
+        texts.iter().map(|t| Meaning::of_entry(t)).collect()
     }
 
     #[test]
