@@ -1347,6 +1347,7 @@ impl Planner<'_> {
         // otherwise only its terms are kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
         let mut meanings: Vec<recall::Meaning> = Vec::new();
+        let mut speakers = recall::Speakers::default();
         let query_terms = recall::terms(&crate::words::without_asides(query));
         let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
         let mut lengths = Vec::with_capacity(dropped.len());
@@ -1357,6 +1358,7 @@ impl Planner<'_> {
                 for item in &self.items[u.start..u.end] {
                     if keep_texts {
                         meaning.push(&item.message);
+                        speakers.add(&item.message);
                     } else {
                         recall::push_meaning_text(&item.message, &mut meaning.text);
                     }
@@ -1374,7 +1376,13 @@ impl Planner<'_> {
             .collect();
         let similar =
             self.options.embedder.as_ref().and_then(|embedder| {
-                match recall::similarities(embedder.as_ref(), self.vectors, query, &meanings) {
+                match recall::similarities(
+                    embedder.as_ref(),
+                    self.vectors,
+                    query,
+                    &speakers,
+                    &meanings,
+                ) {
                     Ok(similar) => {
                         self.report.recall_embedder = Some(embedder.name().to_owned());
                         Some(similar)

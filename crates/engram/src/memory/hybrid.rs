@@ -63,7 +63,7 @@ pub fn search_hybrid(
     let mut lexical: Vec<Option<SearchHit>> = lexical.into_iter().map(Some).collect();
 
     // Every admitted entry's similarity to the query (embedded once, for every page).
-    let q = match recall::query_vector(embedder, &query.text) {
+    let q = match recall::query_vectors(embedder, &query.text, &recall::Speakers::default()) {
         Ok(q) => q,
         Err(e) => return Ok(lexical_only(lexical.into_iter().flatten(), limit, &e)),
     };

@@ -612,12 +612,14 @@ impl Session<'_> {
         query: &str,
         index: &HistoryIndex,
     ) -> Result<Option<Vec<f32>>, SessionError> {
+        let mut speakers = recall::Speakers::default();
         let mut meanings: HashMap<String, recall::Meaning> = self
             .whole_log()?
             .into_iter()
             .map(|m| {
                 let mut meaning = recall::Meaning::default();
                 meaning.push(&m.message);
+                speakers.add(&m.message);
                 (m.id, meaning)
             })
             .collect();
@@ -626,7 +628,7 @@ impl Session<'_> {
             .iter()
             .map(|d| meanings.remove(&d.id).unwrap_or_default())
             .collect();
-        match recall::similarities(embedder, Some(&self.vectors()), query, &meanings) {
+        match recall::similarities(embedder, Some(&self.vectors()), query, &speakers, &meanings) {
             Ok(similar) => Ok(Some(similar)),
             Err(e) => {
                 tracing::warn!(error = %e, "embeddings failed; search_history is lexical");
