@@ -23,6 +23,23 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
 }
 
+/// `embedder`'s vectors for `texts`, an error unless it returned one per text.
+pub(crate) fn embed_each<E: Embedder + ?Sized>(
+    embedder: &E,
+    texts: &[&str],
+) -> Result<Vec<Vec<f32>>, String> {
+    let vectors = embedder.embed(texts)?;
+    if vectors.len() != texts.len() {
+        return Err(format!(
+            "{} returned {} vectors for {} texts",
+            embedder.name(),
+            vectors.len(),
+            texts.len()
+        ));
+    }
+    Ok(vectors)
+}
+
 /// The dot product of two vectors (the cosine similarity of unit vectors).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -155,16 +172,10 @@ impl<E: Embedder, V: VectorStore> Embedder for Stored<E, V> {
         if missing.is_empty() {
             return Ok(out.into_iter().map(Option::unwrap_or_default).collect());
         }
-        let fresh = self
-            .inner
-            .embed(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
-        if fresh.len() != missing.len() {
-            return Err(format!(
-                "{model} returned {} vectors for {} texts",
-                fresh.len(),
-                missing.len()
-            ));
-        }
+        let fresh = embed_each(
+            &self.inner,
+            &missing.iter().map(|&i| texts[i]).collect::<Vec<_>>(),
+        )?;
         let keep: Vec<(TextHash, &[f32])> = missing
             .iter()
             .zip(&fresh)

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::embed::{Embedder, Stored, VectorStore, dot};
+use crate::embed::{Embedder, Stored, VectorStore, dot, embed_each};
 use crate::message::Role;
 use crate::words::{ASKED, ASKER, is_stopword, stem};
 
@@ -508,16 +508,7 @@ pub(crate) fn query_vectors(
 ) -> Result<Vec<Vec<f32>>, String> {
     let unnamed = speakers.left_out_of(query);
     let texts: Vec<&str> = std::iter::once(query).chain(unnamed.as_deref()).collect();
-    let readings = embedder.embed(&texts)?;
-    if readings.len() != texts.len() {
-        return Err(format!(
-            "{} returned {} vectors for {} texts",
-            embedder.name(),
-            readings.len(),
-            texts.len()
-        ));
-    }
-    Ok(readings)
+    embed_each(embedder, &texts)
 }
 
 /// [`similarities`] against a query already embedded: its `readings` ([`query_vectors`]), each
@@ -531,30 +522,19 @@ pub(crate) fn meaning_similarities(
 ) -> Result<Vec<f32>, String> {
     let texts: Vec<&str> = units.iter().flat_map(Meaning::texts).collect();
     let docs = match vectors {
-        Some(vectors) => Stored::new(embedder, vectors).embed(&texts)?,
-        None => embedder.embed(&texts)?,
+        Some(vectors) => embed_each(&Stored::new(embedder, vectors), &texts)?,
+        None => embed_each(embedder, &texts)?,
     };
-    if docs.len() != texts.len() {
-        return Err(format!(
-            "{} returned {} vectors for {} texts",
-            embedder.name(),
-            docs.len(),
-            texts.len()
-        ));
-    }
-    let mut each = docs.iter();
+    let mut rest = &docs[..];
     Ok(units
         .iter()
         .map(|u| {
-            let whole = each.next().map(Vec::as_slice).unwrap_or_default();
-            let sentences: Vec<&[f32]> = each
-                .by_ref()
-                .take(u.texts().count() - 1)
-                .map(Vec::as_slice)
-                .collect();
+            // The unit's whole text, then its sentences (`Meaning::texts`).
+            let (own, after) = rest.split_at(u.texts().count());
+            rest = after;
             let of = |q: &[f32]| {
-                let whole = dot(q, whole);
-                match sentences.iter().map(|s| dot(q, s)).reduce(f32::max) {
+                let whole = dot(q, &own[0]);
+                match own[1..].iter().map(|s| dot(q, s)).reduce(f32::max) {
                     None => whole,
                     Some(best) => (1.0 - BEST_SENTENCE) * whole + BEST_SENTENCE * best,
                 }
