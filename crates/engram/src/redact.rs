@@ -1,83 +1,552 @@
-//! Secrets out of text that leaves for an LLM or enters memory: API keys, bearer tokens,
-//! private keys and passwords in common formats become placeholders like `[REDACTED:api_key]`.
+//! Secrets out of text that leaves for an LLM or enters memory: API keys, tokens, private keys,
+//! passwords and connection strings become placeholders like `[REDACTED:api_key]`.
+//!
+//! The rules follow the families secret scanners know (provider key prefixes, JWTs, PEM blocks,
+//! URLs with a password, `key = value` assignments, a password said in prose), each written so
+//! that code and paths stay readable: an assignment whose value is code (`password = None`,
+//! `secret = self.secret`, `key = get_key()`) is left alone, and only the secret itself is
+//! replaced where a key name or a URL around it still reads. Redacting twice changes nothing.
+//! What these rules replace on the dev data (36,350 messages of coding agents, support agents
+//! and long chats) is measured by `cargo run --example redaction_scan`.
 
+use std::ops::Range;
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Captures, Regex};
 
-/// What each pattern catches, with the placeholder's name.
-static PATTERNS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
-    [
+/// A secret found in a text: what kind, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The placeholder's name: `private_key`, `api_key`, `jwt`, `bearer_token`, `basic_auth`,
+    /// `aws_secret_key`, `connection_string`, `password`.
+    pub kind: &'static str,
+    /// The secret's bytes in the text (the value only, not the key name before it).
+    pub range: Range<usize>,
+}
+
+/// One rule: a pattern, the group that holds the secret (0: the whole match) and, for the rules
+/// that also match code, a check that says whether this match is a secret.
+struct Rule {
+    kind: &'static str,
+    pattern: Regex,
+    group: usize,
+    accept: fn(&Captures<'_>, &str) -> bool,
+}
+
+fn always(_: &Captures<'_>, _: &str) -> bool {
+    true
+}
+
+/// The rules, most specific first: a span one rule replaced is not looked at by later ones.
+static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
+    let rules: [(&str, &str, usize, fn(&Captures<'_>, &str) -> bool); 9] = [
         (
             "private_key",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+            0,
+            always,
         ),
-        // Provider keys: OpenAI / Anthropic (sk-...), GitHub, Slack, AWS access keys, Google.
+        // Keys whose prefix names their provider: OpenAI and Anthropic (sk-), Stripe, GitHub,
+        // GitLab, Slack (tokens and webhooks), AWS access key ids, Google (API keys, OAuth
+        // client secrets and tokens), Hugging Face, npm, PyPI, SendGrid, Twilio, Shopify,
+        // DigitalOcean, Azure AD client secrets.
         (
             "api_key",
-            r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{35})",
+            concat!(
+                r"\b(?:sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+                r"|[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,}",
+                r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}",
+                r"|glpat-[A-Za-z0-9_\-]{20,}",
+                r"|xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[0-9]-[A-Za-z0-9\-]{10,}",
+                r"|hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}",
+                r"|(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}",
+                r"|AIza[0-9A-Za-z_\-]{35}|GOCSPX-[A-Za-z0-9_\-]{28}|ya29\.[0-9A-Za-z_\-]{20,}",
+                r"|hf_[A-Za-z]{30,}|npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{40,}",
+                r"|SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}|SK[0-9a-f]{32}",
+                r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|do[por]_v1_[a-f0-9]{64}",
+                r"|[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34})\b",
+            ),
+            0,
+            always,
         ),
-        ("bearer_token", r"(?i)\bbearer\s+[A-Za-z0-9_\-\.=:+/]{16,}"),
+        // A JSON Web Token: a header and a payload (both JSON, so both start `eyJ`), signed.
+        (
+            "jwt",
+            r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+            0,
+            always,
+        ),
+        (
+            "bearer_token",
+            r"(?i)\bbearer\s+[A-Za-z0-9_\-.=:+/~]{16,}",
+            0,
+            always,
+        ),
+        (
+            "basic_auth",
+            r"(?i)\bauthorization\b[\x22']?[ \t]*[:=][ \t]*[\x22']?basic[ \t]+([A-Za-z0-9+/]{8,}={0,2})",
+            1,
+            always,
+        ),
+        // A password in a URL (`postgres://app:s3cret@db/prod`), an Azure storage key or a
+        // shared access signature: the secret goes, the rest of the address stays.
+        (
+            "connection_string",
+            r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@\x22'<>]+:([^\s@/\x22'<>]{3,})@|\bAccountKey=([A-Za-z0-9+/=]{20,})|\b(?:SharedAccessSignature|sig)=([A-Za-z0-9%+/=]{20,})",
+            0,
+            url_password,
+        ),
+        // An AWS secret access key: 40 characters of base64 that mix upper case, lower case and
+        // digits and hold a `/` or `+` (what a path or a hash does not), or any 40 after a key
+        // name that says what it is.
+        (
+            "aws_secret_key",
+            r"(?i:aws_?secret_?(?:access_?)?key|secret_?access_?key)[\x22']?[ \t]*[:=][ \t]*[\x22']?([A-Za-z0-9/+]{40})\b|(?:^|[^A-Za-z0-9/+=_.\-])([A-Za-z0-9/+]{40})\.?(?:$|[^A-Za-z0-9/+=_.\-])",
+            0,
+            aws_secret,
+        ),
+        // `password = value`, `"api_key": "value"`: the value, unless it is code.
         (
             "password",
-            r#"(?i)\b(password|passwd|pwd|secret|api[_-]?key|access[_-]?token)(["']?\s*[:=]\s*["']?)[^\s"',;]{4,}"#,
+            r#"(?i)\b(?:password|passwd|passphrase|secret|secret_?key|client_?secret|api[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?key)\b["']?[ \t]*(?::=|[:=])[ \t]*(["'`]?)([^\s"'`,;]{4,})"#,
+            2,
+            assigned_secret,
         ),
-    ]
-    .into_iter()
-    .filter_map(|(name, pattern)| Regex::new(pattern).ok().map(|r| (name, r)))
-    .collect()
+        // A password in prose: "my password is swordfish", "the wifi password was hunter22".
+        (
+            "password",
+            r#"(?i)\b(?:(my|our|your|his|her|their|the)\s+(?:[a-z-]+\s+){0,2}?)?(?:password|passphrase|passcode|pin code)\s+(?:is|was|will be)\s*:?\s+["'“]?([^\s"'”]{3,})"#,
+            2,
+            said_password,
+        ),
+    ];
+    rules
+        .into_iter()
+        .map(|(kind, pattern, group, accept)| Rule {
+            kind,
+            pattern: Regex::new(pattern).expect("the redaction patterns are valid"),
+            group,
+            accept,
+        })
+        .collect()
 });
+
+/// The span of `caps`' secret: group `group`, else the first group that matched, else the whole
+/// match; trailing sentence punctuation is not part of it.
+fn secret_span(caps: &Captures<'_>, group: usize, text: &str) -> Range<usize> {
+    let m = caps
+        .get(group)
+        .filter(|_| group > 0)
+        .or_else(|| (1..caps.len()).find_map(|i| caps.get(i)))
+        .or_else(|| caps.get(0))
+        .expect("a match has group 0");
+    let mut value = &text[m.range()];
+    if group > 0 {
+        // A value in text that quotes code ends at an escape (`None:\n`).
+        value = value.split('\\').next().unwrap_or_default();
+    }
+    let value = value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '}']);
+    m.start()..m.start() + value.len()
+}
+
+fn url_password(caps: &Captures<'_>, text: &str) -> bool {
+    let span = secret_span(caps, 0, text);
+    let value = &text[span];
+    !is_placeholder(value) && !names_itself(value)
+}
+
+fn aws_secret(caps: &Captures<'_>, _: &str) -> bool {
+    if caps.get(1).is_some() {
+        return true;
+    }
+    let Some(m) = caps.get(2) else { return false };
+    let key = m.as_str();
+    key.contains(['/', '+'])
+        && key.bytes().any(|b| b.is_ascii_uppercase())
+        && key.bytes().any(|b| b.is_ascii_lowercase())
+        && key.bytes().any(|b| b.is_ascii_digit())
+        // A path's or a name's letters change case once a word; a random key's, every other.
+        && case_changes(key) >= 6
+}
+
+/// How often the case changes between two adjacent letters.
+fn case_changes(text: &str) -> usize {
+    text.as_bytes()
+        .windows(2)
+        .filter(|w| {
+            w[0].is_ascii_alphabetic()
+                && w[1].is_ascii_alphabetic()
+                && w[0].is_ascii_uppercase() != w[1].is_ascii_uppercase()
+        })
+        .count()
+}
+
+/// A value assigned to a secret's key is a secret unless it is code: a call or an index
+/// (`get_key()`, `settings['PASSWORD']`), an attribute (`self.secret`), a keyword (`None`), a
+/// variable named like the key (`password = raw_password`), or a placeholder (`$SECRET`).
+fn assigned_secret(caps: &Captures<'_>, _: &str) -> bool {
+    let quoted = caps.get(1).is_some_and(|q| !q.as_str().is_empty());
+    let Some(value) = caps.get(2) else {
+        return false;
+    };
+    // In text that quotes code, `\n` ends the value.
+    let value = value.as_str().split('\\').next().unwrap_or_default();
+    if value.is_empty() || is_placeholder(value) || names_itself(value) {
+        return false;
+    }
+    if quoted {
+        return true;
+    }
+    let key = caps
+        .get(0)
+        .map(|m| m.as_str().to_ascii_lowercase())
+        .unwrap_or_default();
+    let lower = value.to_ascii_lowercase();
+    let identifier = value
+        .trim_end_matches(['.', ',', ';', ':', ')'])
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    let code = value.contains(['(', '[', '{', '<', '>'])
+        || KEYWORDS.contains(&lower.trim_end_matches(['.', ',', ';', ':', ')']))
+        || (identifier
+            && value.contains('.')
+            && value.chars().next().is_some_and(char::is_alphabetic))
+        || (identifier
+            && ["pass", "secret", "key", "token"]
+                .iter()
+                .any(|w| lower.contains(w) && key.contains(w)));
+    !code
+}
+
+/// "My password is X": X is a secret unless it is a word that describes a password ("correct",
+/// "required", "None" in code). Without a possessive ("the password is X"), only a value with a
+/// digit or a symbol counts, which a word of prose does not have.
+fn said_password(caps: &Captures<'_>, text: &str) -> bool {
+    let span = secret_span(caps, 2, text);
+    let value = &text[span];
+    let lower = value.to_ascii_lowercase();
+    if value.len() < 4
+        || is_placeholder(value)
+        || names_itself(value)
+        || KEYWORDS.contains(&lower.as_str())
+    {
+        return false;
+    }
+    if DESCRIPTIONS.contains(&lower.as_str())
+        || ["ed", "ing", "ly", "ble"]
+            .iter()
+            .any(|end| lower.ends_with(end))
+    {
+        return false;
+    }
+    let possessive = caps
+        .get(1)
+        .is_some_and(|p| !p.as_str().eq_ignore_ascii_case("the"));
+    possessive || value.bytes().any(|b| !b.is_ascii_alphabetic())
+}
+
+/// Values that say they stand for a secret rather than being one: `password`, `mypassword`,
+/// `secret`, `your-api-key`, `changeme`, `fake-key`.
+fn names_itself(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    [
+        "password",
+        "passwd",
+        "secret",
+        "changeme",
+        "example",
+        "placeholder",
+        "dummy",
+        "fake",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+        || lower.starts_with("your")
+}
+
+/// Values that are not secrets but names for one: variables, templates, masks.
+fn is_placeholder(value: &str) -> bool {
+    value.starts_with(['$', '{', '<', '%', '*', '[', '('])
+        || value
+            .bytes()
+            .all(|b| b == b'x' || b == b'X' || b == b'*' || b == b'.')
+}
+
+/// Code's words for "no value".
+const KEYWORDS: [&str; 10] = [
+    "none",
+    "null",
+    "nil",
+    "true",
+    "false",
+    "undefined",
+    "self",
+    "this",
+    "os.environ",
+    "env",
+];
+
+/// Words that say something about a password rather than being one.
+const DESCRIPTIONS: [&str; 34] = [
+    "incorrect",
+    "correct",
+    "wrong",
+    "invalid",
+    "valid",
+    "required",
+    "missing",
+    "empty",
+    "blank",
+    "same",
+    "different",
+    "strong",
+    "weak",
+    "secure",
+    "insecure",
+    "long",
+    "short",
+    "unique",
+    "optional",
+    "mandatory",
+    "sensitive",
+    "case-sensitive",
+    "secret",
+    "private",
+    "public",
+    "fine",
+    "okay",
+    "good",
+    "here",
+    "there",
+    "below",
+    "above",
+    "still",
+    "also",
+];
+
+/// The secrets in `text`, in order, none overlapping.
+pub fn findings(text: &str) -> Vec<Finding> {
+    let mut found: Vec<Finding> = Vec::new();
+    for rule in RULES.iter() {
+        if !rule.pattern.is_match(text) {
+            continue;
+        }
+        for caps in rule.pattern.captures_iter(text) {
+            if !(rule.accept)(&caps, text) {
+                continue;
+            }
+            let range = secret_span(&caps, rule.group, text);
+            if range.is_empty()
+                || found
+                    .iter()
+                    .any(|f| f.range.start < range.end && range.start < f.range.end)
+            {
+                continue;
+            }
+            found.push(Finding {
+                kind: rule.kind,
+                range,
+            });
+        }
+    }
+    found.sort_by_key(|f| f.range.start);
+    found
+}
 
 /// Replaces the secrets in `text`; returns the new text and how many were replaced.
 pub fn redact(text: &str) -> (String, usize) {
-    let mut out = text.to_owned();
-    let mut count = 0;
-    for (name, pattern) in PATTERNS.iter() {
-        if !pattern.is_match(&out) {
-            continue;
-        }
-        let replaced = pattern.replace_all(&out, |caps: &regex::Captures<'_>| {
-            count += 1;
-            if *name == "password" {
-                // Keep the key name, so the text still reads.
-                format!("{}{}[REDACTED:{name}]", &caps[1], &caps[2])
-            } else {
-                format!("[REDACTED:{name}]")
-            }
-        });
-        out = replaced.into_owned();
+    let found = findings(text);
+    if found.is_empty() {
+        return (text.to_owned(), 0);
     }
-    (out, count)
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in &found {
+        out.push_str(&text[at..f.range.start]);
+        out.push_str("[REDACTED:");
+        out.push_str(f.kind);
+        out.push(']');
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    (out, found.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn common_secrets_become_placeholders() {
-        let text = "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123\n\
-                    curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig' https://x\n\
-                    db password: hunter22 and token ghp_abcdefghijklmnopqrstuvwxyz0123456789\n\
-                    -----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n\
-                    aws AKIAIOSFODNN7EXAMPLE; the file src/lib.rs has 47 lines";
-        let (out, n) = redact(text);
-        assert_eq!(n, 6, "{out}");
-        for secret in [
+    /// The secret of each family, in the context it is usually met in.
+    const SECRETS: [(&str, &str, &str); 24] = [
+        (
+            "api_key",
+            "export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz0123",
             "sk-proj-abc",
+        ),
+        (
+            "api_key",
+            "key sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+            "sk-ant-api03",
+        ),
+        (
+            "bearer_token",
+            "curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig' https://x",
             "eyJhbGci",
-            "hunter22",
+        ),
+        (
+            "api_key",
+            "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 here",
             "ghp_abc",
+        ),
+        (
+            "private_key",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
             "MIIEpAIB",
-            "AKIAIOSF",
-        ] {
-            assert!(!out.contains(secret), "{secret} leaked: {out}");
+        ),
+        ("api_key", "aws AKIAIOSFODNN7EXAMPLE; ok", "AKIAIOSF"),
+        (
+            "aws_secret_key",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtn",
+        ),
+        (
+            "aws_secret_key",
+            "the secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY, keep it",
+            "wJalrXUtn",
+        ),
+        ("password", "my password is hunter2", "hunter2"),
+        ("password", "My email password is swordfish.", "swordfish"),
+        ("password", "db password: hunter22 and more", "hunter22"),
+        (
+            "password",
+            r#"{"client_secret": "d8f7a6s5d4f3g2h1"}"#,
+            "d8f7a6s5",
+        ),
+        (
+            "api_key",
+            "GOOGLE_API_KEY=AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+            "AIzaSyA1",
+        ),
+        (
+            "api_key",
+            "client secret GOCSPX-AbCdEfGhIjKlMnOpQrStUvWxYz12",
+            "GOCSPX-",
+        ),
+        (
+            "private_key",
+            r#"{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq\n-----END PRIVATE KEY-----\n"}"#,
+            "MIIEvQ",
+        ),
+        (
+            "connection_string",
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5d2FsZG8=;EndpointSuffix=core.windows.net",
+            "Zm9vYmFy",
+        ),
+        (
+            "api_key",
+            "azure client secret abc8Q~AbCdEfGhIjKlMnOpQrStUvWxYz0123456",
+            "8Q~AbCd",
+        ),
+        (
+            "api_key",
+            "SLACK_BOT_TOKEN=xoxb-123456789012-1234567890123-AbCdEfGhIjKl",
+            "xoxb-",
+        ),
+        (
+            "api_key",
+            "post to https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX now",
+            "T00000000/B0",
+        ),
+        (
+            "api_key",
+            "stripe sk_live_51Habcdefghijklmnopqrstuv",
+            "sk_live_51H",
+        ),
+        (
+            "jwt",
+            "id_token=eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dGhpcyBpcyBhIHNpZ25hdHVyZQ",
+            "eyJzdWIi",
+        ),
+        (
+            "connection_string",
+            "DATABASE_URL=postgres://app:s3cr3t-pw@db.internal:5432/prod",
+            "s3cr3t-pw",
+        ),
+        (
+            "connection_string",
+            "mysql://root:hunter2@localhost/test",
+            "hunter2",
+        ),
+        (
+            "basic_auth",
+            "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+            "dXNlcjpw",
+        ),
+    ];
+
+    #[test]
+    fn every_family_becomes_a_placeholder() {
+        for (kind, text, secret) in SECRETS {
+            let (out, n) = redact(text);
+            assert!(n >= 1, "{kind}: nothing found in {text:?}");
+            assert!(!out.contains(secret), "{kind}: {secret} leaked: {out}");
+            assert!(
+                out.contains(&format!("[REDACTED:{kind}]")),
+                "{kind}: {text:?} -> {out}"
+            );
+            assert_eq!(
+                redact(&out),
+                (out.clone(), 0),
+                "redacting twice changes nothing"
+            );
         }
-        assert!(out.contains("password: [REDACTED:password]"), "{out}");
-        assert!(
-            out.contains("src/lib.rs has 47 lines"),
-            "ordinary text stays"
+    }
+
+    #[test]
+    fn the_words_around_a_secret_stay() {
+        let (out, _) = redact("db password: hunter22 and postgres://app:pw12345@db/prod");
+        assert_eq!(
+            out,
+            "db password: [REDACTED:password] and postgres://app:[REDACTED:connection_string]@db/prod"
         );
-        assert_eq!(redact("nothing secret in src/main.rs").1, 0);
+        assert_eq!(
+            redact("my password is hunter2.").0,
+            "my password is [REDACTED:password]."
+        );
+    }
+
+    #[test]
+    fn code_paths_and_hashes_are_not_secrets() {
+        for text in [
+            "def login(self, username, password=None):",
+            "password = settings_dict['PASSWORD']",
+            "secret = self.secret",
+            "password = make_password(raw_password)",
+            "secret = new_secret",
+            "password = password\n",
+            "accessToken = responseData['token']",
+            "if password is None:\n    return",
+            "if password is not None:",
+            "Make sure that your password is correct.",
+            "the password is required",
+            "password:\n            try:",
+            "pwd: Shows the current directory",
+            "api_key = os.environ['OPENAI_API_KEY']",
+            "password = \"$DB_PASSWORD\"",
+            "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 fixed it",
+            "see astropy/io/fits/tests/data/test0.fits and sympy/physics/quantum/tests",
+            "django/contrib/auth/migrations/0011Update/proxy",
+            "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "the file src/lib.rs has 47 lines",
+            "http://localhost:8000/api/v1/items",
+            "git@github.com:user/repo.git",
+            "aws s3 cp s3://bucket/key ./out",
+        ] {
+            assert_eq!(
+                redact(text),
+                (text.to_owned(), 0),
+                "{text:?} is not a secret"
+            );
+        }
     }
 }
