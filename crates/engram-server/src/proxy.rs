@@ -431,13 +431,11 @@ fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<Strin
         )
     })?;
     let base = base.trim_end_matches('/');
-    // Every path stays under the base: a `.` or `..` segment (raw or percent-encoded, which
-    // URL parsers decode) would climb out of it.
+    // Every path stays under the base: a `.` or `..` segment would climb out of it, raw or in
+    // any encoding a server on the way may decode (`%2e`, `%2f` for the slash, `%5c` for a
+    // backslash, and the same encoded twice, `%252e`).
     let path = path_and_query.split('?').next().unwrap_or_default();
-    if path.split('/').any(|segment| {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        decoded == "." || decoded == ".."
-    }) {
+    if leaves_base(path) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "the path has a `.` or `..` segment; the proxy forwards only paths under its upstream",
@@ -450,6 +448,44 @@ fn upstream_url(app: &App, format: Format, path_and_query: &str) -> Result<Strin
     } else {
         format!("{base}/v1{rest}")
     })
+}
+
+/// True when `path`, decoded as often as it decodes, has a `.` or `..` segment (separated by
+/// `/` or `\\`).
+fn leaves_base(path: &str) -> bool {
+    let mut decoded = path.as_bytes().to_vec();
+    for _ in 0..4 {
+        let once = percent_decode(&decoded);
+        if once == decoded {
+            break;
+        }
+        decoded = once;
+    }
+    decoded
+        .split(|b| *b == b'/' || *b == b'\\')
+        .any(|segment| segment == b"." || segment == b"..")
+}
+
+/// `%XX` sequences as the bytes they stand for; anything else as it is.
+fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        if input[i] == b'%'
+            && let (Some(hi), Some(lo)) = (
+                input.get(i + 1).copied().and_then(hex),
+                input.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+        } else {
+            out.push(input[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// Checks the engram key (`X-Engram-Key`) when the server has keys; the tenant it names (the

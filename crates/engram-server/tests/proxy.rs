@@ -971,6 +971,12 @@ async fn dot_segments_never_reach_the_upstream() {
         "/v1/models/%2e%2e/%2e%2e/admin",
         "/v1/.%2e/admin",
         "/v1/./models",
+        // An encoded slash makes `..%2f..%2f` two dot segments to a server that decodes it.
+        "/v1/models/..%2f..%2fadmin",
+        "/v1/models/..%2F..%2Fadmin",
+        "/v1/models/..%5c..%5cadmin",
+        "/v1/models/%252e%252e/admin",
+        "/v1/models/%2e%2e%2fadmin",
     ] {
         let request = Request::builder()
             .method("GET")
