@@ -69,17 +69,22 @@ pub(crate) fn run_count(args: &BenchCountArgs) -> anyhow::Result<()> {
         });
     }
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"results": rows}))?
-        );
+        )?;
     } else {
-        println!(
+        crate::outln!(
             "{:<10} {:>8} {:>10} {:>14} {:>14} {:>18}",
-            "tokenizer", "MB", "tokens", "1 thread cold", "1 thread warm", "N threads (cold)"
-        );
+            "tokenizer",
+            "MB",
+            "tokens",
+            "1 thread cold",
+            "1 thread warm",
+            "N threads (cold)"
+        )?;
         for r in &rows {
-            println!(
+            crate::outln!(
                 "{:<10} {:>8.2} {:>10} {:>9.1} MB/s {:>9.1} MB/s {:>9.1} MB/s ({})",
                 r.tokenizer,
                 r.bytes as f64 / 1e6,
@@ -88,7 +93,7 @@ pub(crate) fn run_count(args: &BenchCountArgs) -> anyhow::Result<()> {
                 r.single_warm_mb_s,
                 r.parallel_mb_s,
                 r.threads
-            );
+            )?;
         }
     }
     Ok(())
@@ -147,9 +152,9 @@ pub(crate) fn run_compact(args: &BenchCompactArgs) -> anyhow::Result<()> {
         "budget": args.budget,
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        crate::outln!(
             "{} messages ({:.1} MB): parse {:.1} ms; compact to {} tokens: first {:.1} ms, best {:.1} ms; one turn appended and rebuilt: {:.2} ms",
             conversation.messages.len(),
             bytes.len() as f64 / 1e6,
@@ -158,7 +163,7 @@ pub(crate) fn run_compact(args: &BenchCompactArgs) -> anyhow::Result<()> {
             ms(first.unwrap_or(best)),
             ms(best),
             ms(append)
-        );
+        )?;
     }
     Ok(())
 }
@@ -232,9 +237,9 @@ pub(crate) fn run_search(
         "peak_rss_mib": peak_rss_mib(),
     });
     if args.json {
-        println!("{doc}");
+        crate::outln!("{doc}")?;
     } else {
-        println!(
+        crate::outln!(
             "{} queries over {} entries: median {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; peak memory {:.0} MiB",
             queries.len(),
             entries.working
@@ -247,7 +252,7 @@ pub(crate) fn run_search(
             at(0.99),
             at(1.0),
             peak_rss_mib().unwrap_or(0.0)
-        );
+        )?;
     }
     Ok(())
 }
@@ -333,9 +338,9 @@ pub(crate) fn run_history(args: &BenchHistoryArgs) -> anyhow::Result<()> {
             "max_ms": ms(times[times.len() - 1]),
         });
         if args.json {
-            println!("{row}");
+            crate::outln!("{row}")?;
         } else {
-            println!(
+            crate::outln!(
                 "search_history over {} messages: the first search (building the index) {:.0} ms; then {} rare-word queries ({} found first): median {:.2} ms, p90 {:.2} ms, max {:.2} ms; common words at most {:.2} ms",
                 args.messages,
                 ms(first),
@@ -345,7 +350,7 @@ pub(crate) fn run_history(args: &BenchHistoryArgs) -> anyhow::Result<()> {
                 ms(at(0.9)),
                 ms(times[times.len() - 1]),
                 ms(common_times[common_times.len() - 1])
-            );
+            )?;
         }
         Ok(())
     })();

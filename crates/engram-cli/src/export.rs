@@ -135,12 +135,12 @@ pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
         store.import_session(dump)?;
     }
     let inserted = store.insert(&entries)?;
-    println!(
+    crate::outln!(
         "imported {} and {} ({} skipped: already stored) into {}",
         engram::plural(fresh.len(), "session", "sessions"),
         engram::plural(inserted.inserted, "memory entry", "memory entries"),
         already + inserted.skipped,
         path.display()
-    );
+    )?;
     Ok(())
 }

@@ -2,7 +2,9 @@
 //!
 //! Arguments are parsed by clap into raw structs ([`cli`]), validated into what each command
 //! needs, and run. Errors carry an exit code: 2 for bad input or arguments (the message names
-//! the place), 1 for internal errors.
+//! the place), 1 for internal errors. Output goes through `writeln!` (never `println!`, which
+//! panics when a reader such as `head` closes the pipe).
+#![deny(clippy::print_stdout)]
 
 mod bench;
 mod cli;
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if output_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
             let code = exit_code(&err);
             eprintln!("engram: {}{}", error_chain(&err), hint(&err));
@@ -93,6 +96,26 @@ macro_rules! user_error {
     };
 }
 pub(crate) use user_error;
+
+/// `println!` that returns the error instead of panicking: output into a closed pipe
+/// (`engram … | head`) ends the command quietly (see [`output_closed`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+pub(crate) use outln;
+
+/// True when the command failed because whoever read its output stopped reading (`| head`):
+/// that ends it quietly, as it ends `cat` and `grep`.
+fn output_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
 /// A request the core refused, its field shown as the flag that set it.
 pub(crate) fn flag_error(e: engram::request::RequestError) -> anyhow::Error {

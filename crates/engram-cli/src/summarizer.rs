@@ -157,14 +157,14 @@ pub(crate) fn run(
             "fallback": fallback,
             "usage": model.as_ref().map(|s| usage_report(&registry, s)),
         });
-        println!("{doc}");
+        crate::outln!("{doc}")?;
     } else {
         if let Some(why) = &fallback {
             eprintln!(
                 "engram: the model's summary was not used ({why}); this is the model-free one"
             );
         }
-        println!("{summary}");
+        crate::outln!("{summary}")?;
     }
     Ok(())
 }

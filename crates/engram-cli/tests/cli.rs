@@ -2408,3 +2408,53 @@ fn compact_recall_hybrid_finds_the_answer_by_meaning() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// `engram … | head`: a command whose reader closes the pipe ends quietly (no panic, no stack
+/// trace, exit 0), however much it still had to write.
+#[test]
+fn every_command_exits_quietly_when_its_output_is_closed() {
+    let (dir, db) = temp_db("pipe");
+    let conversation = std::fs::read(example()).expect("example");
+    let cases: Vec<Vec<String>> = vec![
+        vec!["summarize".into(), "-".into()],
+        vec!["summarize".into(), "--json".into(), "-".into()],
+        vec!["compact".into(), "--budget".into(), "900".into()],
+        vec!["count".into()],
+        vec!["count".into(), "--json".into()],
+        vec!["models".into()],
+        vec![
+            "--db".into(),
+            db.clone(),
+            "memory".into(),
+            "stats".into(),
+            "--json".into(),
+        ],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_engram"))
+            .args(&args)
+            .env("XDG_CONFIG_HOME", dir.join("no-config"))
+            .env_remove("ENGRAM_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("engram runs");
+        // The reader goes away before engram writes a byte.
+        drop(child.stdout.take());
+        let mut stdin = child.stdin.take().expect("stdin");
+        if let Err(e) = stdin.write_all(&conversation)
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            panic!("write stdin: {e}");
+        }
+        drop(stdin);
+        let out = child.wait_with_output().expect("engram finishes");
+        let err = stderr(&out);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.trim().is_empty(), "{args:?} exits quietly: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
