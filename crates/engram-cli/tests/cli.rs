@@ -2458,3 +2458,28 @@ fn every_command_exits_quietly_when_its_output_is_closed() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A message whose text is under another key than `content` is refused by `compact` and
+/// `session append`, naming the message and the key it has; nothing is stored.
+#[test]
+fn a_message_with_its_text_under_the_wrong_key_is_refused() {
+    let input = br#"[{"role": "system", "content": "s"}, {"role": "user", "text": "hi"}]"#;
+    let out = engram(&["compact", "--budget", "500"], Some(input));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("message 1, field `content`") && err.contains("`text`"),
+        "{err}"
+    );
+    let (dir, db) = temp_db("no-content");
+    ok(engram(&["--db", &db, "session", "new", "--id", "s1"], None));
+    let out = engram(&["--db", &db, "session", "append", "s1", "-"], Some(input));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`text`"), "{}", stderr(&out));
+    let shown = json(&engram(
+        &["--db", &db, "session", "show", "s1", "--json"],
+        None,
+    ));
+    assert_eq!(shown["session"]["messages"], 0, "nothing stored: {shown}");
+    std::fs::remove_dir_all(&dir).ok();
+}

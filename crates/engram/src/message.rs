@@ -386,10 +386,22 @@ impl Message {
         self.tool_calls().unwrap_or(&[])
     }
 
-    /// Parses one message from a JSON value, validating every field it knows.
+    /// Parses one message from a JSON value, validating every field it knows. A message other
+    /// than an assistant's needs its content: `{"role": "user", "text": "hi"}` is refused with
+    /// the key it has, not stored as a message that says nothing.
     ///
     /// The error names the field; the caller adds the message index and line.
     pub fn from_value(value: Value) -> Result<Message, InputError> {
+        Self::parse(value, true)
+    }
+
+    /// Parses a message a store kept: as [`Message::from_value`], but a message without
+    /// content that an earlier version accepted still reads back.
+    pub fn from_stored(value: Value) -> Result<Message, InputError> {
+        Self::parse(value, false)
+    }
+
+    fn parse(value: Value, strict: bool) -> Result<Message, InputError> {
         let Value::Object(mut map) = value else {
             return Err(InputError::new(format!(
                 "expected a message object like {{\"role\": \"user\", \"content\": \"...\"}}, found {}",
@@ -422,6 +434,7 @@ impl Message {
                 .at_field("role"));
             }
         };
+        let had_content = map.contains_key("content");
         let content = match map.remove("content") {
             None | Some(Value::Null) => None,
             Some(value) => Some(parse_content(value).map_err(|e| e.under_field("content"))?),
@@ -472,6 +485,9 @@ impl Message {
                 "only assistant messages may carry tool calls; this one has role {role}"
             ))
             .at_field("tool_calls"));
+        }
+        if strict && content.is_none() && role != Role::Assistant {
+            return Err(no_content(role, had_content, &map));
         }
         let rest = Rest {
             name,
@@ -605,6 +621,32 @@ fn optional_string(map: &mut Map<String, Value>, key: &str) -> Result<Option<Str
     }
 }
 
+/// The error for a message of `role` without content: it names the keys the message has
+/// instead (`text`, `message`), which is where a client put the text.
+fn no_content(role: Role, null: bool, rest: &serde_json::Map<String, Value>) -> InputError {
+    let what = if role == Role::Tool {
+        "the tool's output"
+    } else {
+        "its text"
+    };
+    let keys: Vec<String> = rest
+        .keys()
+        .filter(|k| !matches!(k.as_str(), "name" | "id" | "tool_call_id" | "pinned"))
+        .map(|k| format!("`{k}`"))
+        .collect();
+    let message = if null {
+        format!("`content` is null; a {role} message needs `content`: {what}")
+    } else if keys.is_empty() {
+        format!("a {role} message needs `content`: {what}")
+    } else {
+        format!(
+            "a {role} message needs `content`: {what}; this one has {} instead (put the text under `content`)",
+            keys.join(", ")
+        )
+    };
+    InputError::new(message).at_field("content")
+}
+
 /// Parses `content`: a string or a list of typed parts.
 pub(crate) fn parse_content(value: Value) -> Result<Content, InputError> {
     match value {
@@ -728,6 +770,23 @@ fn parse_tool_call(value: Value) -> Result<ToolCall, InputError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_message_without_content_is_refused_naming_the_key_it_has() {
+        let e = Message::from_value(json!({"role": "user", "text": "hi"})).expect_err("no content");
+        assert_eq!(e.field.as_deref(), Some("content"));
+        assert!(e.message.contains("`text`"), "{e}");
+        let e = Message::from_value(json!({"role": "system", "content": null})).expect_err("null");
+        assert!(e.message.contains("is null"), "{e}");
+        let e = Message::from_value(json!({"role": "tool", "tool_call_id": "c1"}))
+            .expect_err("a tool result says nothing");
+        assert!(e.message.contains("the tool's output"), "{e}");
+        // An assistant's turn may be only tool calls, or nothing; empty text is text.
+        assert!(Message::from_value(json!({"role": "assistant", "content": null})).is_ok());
+        assert!(Message::from_value(json!({"role": "user", "content": ""})).is_ok());
+        // What a store kept before the rule still reads back.
+        assert!(Message::from_stored(json!({"role": "user", "text": "hi"})).is_ok());
+    }
 
     #[test]
     fn a_plain_message_is_small_and_its_rare_fields_round_trip() {

@@ -237,7 +237,8 @@ fn json_value(depth: u32) -> impl Strategy<Value = serde_json::Value> {
 /// Found by the fuzzer (kept as `fuzz/seeds/float-roundtrip.json`): a 46-digit number in an
 /// unknown field of an Anthropic request came back one unit in the last place off after a
 /// serialize and parse (serde_json's fast float parsing). Unknown fields are kept verbatim, so
-/// numbers must round-trip exactly (serde_json's `float_roundtrip`).
+/// numbers must round-trip exactly (serde_json's `float_roundtrip`). (The seed's message gained
+/// a `content`: a user message without one is refused since.)
 #[test]
 fn a_large_number_in_an_unknown_field_round_trips_exactly() {
     let input = include_bytes!("../../../fuzz/seeds/float-roundtrip.json");

@@ -83,7 +83,7 @@ fn rows_to_logged(
                     "session {session_id:?}, message {id}: stored JSON is damaged: {e}"
                 ))
             })?;
-            let message = Message::from_value(value).map_err(|e| {
+            let message = Message::from_stored(value).map_err(|e| {
                 StoreError::Backend(format!(
                     "session {session_id:?}, message {id}: stored message is damaged: {e}"
                 ))

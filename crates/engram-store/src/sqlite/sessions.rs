@@ -87,7 +87,7 @@ fn parse_logged(
                     m.id
                 ))
             })?;
-            m.message = Message::from_value(value).map_err(|e| {
+            m.message = Message::from_stored(value).map_err(|e| {
                 backend(format!(
                     "session {session_id:?}, message {}: stored message is damaged: {e}",
                     m.id

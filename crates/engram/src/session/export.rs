@@ -203,7 +203,7 @@ impl SessionReader {
             })?;
         match kind {
             "message" => {
-                let message = Message::from_value(f.get("message")?.clone())
+                let message = Message::from_stored(f.get("message")?.clone())
                     .map_err(|e| format!("field `message`: {e}"))?;
                 dump.messages.push(LoggedMessage {
                     seq: f.u64("seq")?,

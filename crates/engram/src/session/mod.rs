@@ -1287,7 +1287,7 @@ impl<'s> Session<'s> {
                 .get("message")
                 .cloned()
                 .ok_or_else(|| corrupt("no message"))
-                .and_then(|m| Message::from_value(m).map_err(|e| corrupt(&e.to_string())))?;
+                .and_then(|m| Message::from_stored(m).map_err(|e| corrupt(&e.to_string())))?;
             let source_ids = item
                 .get("source_ids")
                 .and_then(Value::as_array)
