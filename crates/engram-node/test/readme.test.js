@@ -1,6 +1,6 @@
 'use strict'
 // The README's Node examples run as written: each `js` block of its "Node" section, with the
-// package installed as `engram`; the AI SDK one against a fake OpenAI server.
+// package installed as `engram-context`; the AI SDK one against a fake OpenAI server.
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -15,11 +15,11 @@ function nodeBlocks() {
   return [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1])
 }
 
-/** Runs `code` as a file with `engram` (and the package's dependencies) resolvable. */
+/** Runs `code` as a file with `engram-context` (and the package's dependencies) resolvable. */
 function run(code, env = {}) {
   const dir = tempDir()
   fs.mkdirSync(path.join(dir, 'node_modules'))
-  fs.symlinkSync(path.resolve(__dirname, '..'), path.join(dir, 'node_modules', 'engram'))
+  fs.symlinkSync(path.resolve(__dirname, '..'), path.join(dir, 'node_modules', 'engram-context'))
   const file = path.join(dir, 'example.js')
   fs.writeFileSync(file, code)
   return new Promise((resolve) => {
