@@ -601,8 +601,9 @@ pub fn compact_prompt_json(
 
 /// Seed 001's budgeted assembly. `parts_json`: system, new_message?, history, memory_results,
 /// learnings, tool_definitions, summaries (`{depth, messages, from, to, text}`). `budget_json`:
-/// the `TokenBudget` fields. With `seed` the fresh tail is kept regardless of the budget (the
-/// seed's rule) and counts are the seed's characters/4 unless a model or tokenizer is named.
+/// the `TokenBudget` fields. With `seed`, seed 001's own arithmetic
+/// ([`ContextBuilder::seed_rules`]): reserves kept, the fresh tail regardless of the budget, and
+/// the seed's characters/4 unless a model or tokenizer is named.
 pub fn build_context_json(
     parts_json: &str,
     budget_json: &str,
@@ -612,6 +613,7 @@ pub fn build_context_json(
 ) -> Res<String> {
     let p = parse_json(parts_json, "parts")?;
     let b = parse_json(budget_json, "budget")?;
+    let explicit_tokenizer = tokenizer;
     let tokenizer = match (tokenizer, seed && model.is_none()) {
         (Some(t), _) => Some(t),
         (None, true) => Some("chars/4"),
@@ -721,8 +723,13 @@ pub fn build_context_json(
             .collect::<Res<Vec<_>>>()?,
         Some(_) => return Err(err("summaries must be a list")),
     };
+    let seed_count = match (seed, model.is_none() && explicit_tokenizer.is_none()) {
+        (false, _) => None,
+        (true, true) => Some(engram::assembly::SeedCount::Characters),
+        (true, false) => Some(engram::assembly::SeedCount::Exact),
+    };
     let (out, report) = ContextBuilder::new(&counter.counter, budget)
-        .fresh_tail_regardless_of_budget(seed)
+        .seed_rules(seed_count)
         .build(&Parts {
             system,
             new_message: new_message.as_ref(),

@@ -1,10 +1,17 @@
-"""Seed 000's MemoryConsolidator, as the seed describes it."""
+"""The seeds' classic APIs (seed 000's MemoryConsolidator, seed 001's ContextManager), as the
+seeds describe them and as their reference implementation behaves."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from engram.compat import MemoryConsolidator
+from engram.compat import ContextManager, MemoryConsolidator, TokenBudget
 
 
 def test_defaults_and_the_trigger():
@@ -62,3 +69,59 @@ def test_consolidate_keeps_the_last_four_and_one_summary():
     assert "- decided: use blue-green deployment strategy" in summary
     short = msgs[:4]
     assert mc.consolidate(short, "") == (short, "")
+
+
+# Side by side with the seeds' reference implementation (Missy's ContextManager and
+# MemoryConsolidator): scripts/seed_reference.py ran it on the inputs it builds and recorded
+# what it returned; the same inputs must give the same contexts and facts here.
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "scripts"))
+import seed_reference  # noqa: E402
+
+REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "seed_reference.json").read_text())
+
+
+@pytest.mark.parametrize("i", range(len(REFERENCE["contexts"])))
+def test_context_manager_keeps_what_the_reference_keeps(i):
+    case = seed_reference.context_cases()[i]
+    expected = REFERENCE["contexts"][i]
+    assert case["budget"] == expected["budget"], "the fixture was made from these inputs"
+    manager = ContextManager(TokenBudget(**case["budget"]))
+    system, messages = manager.build_messages(
+        system=case["system"], new_message=case["new_message"], history=case["history"],
+        memory_results=case["memory_results"], learnings=case["learnings"],
+    )
+    assert system == expected["system"]
+    kept = [case["history"].index(m) for m in messages[:-1]]
+    assert kept == expected["kept"], f"budget {case['budget']}"
+    assert messages[-1] == {"role": "user", "content": case["new_message"]}
+
+
+def test_the_reserves_stay_reserved_when_the_system_prompt_is_small():
+    # 8,000 tokens: 4,000 reserved, 600 memory, 200 learnings leave the history 3,200 (the
+    # 16-message tail is kept whatever it costs, the rest only within that).
+    history = seed_reference.history(40, 1)
+    _, messages = ContextManager(TokenBudget(total=8_000)).build_messages("s", "next", history)
+    kept = messages[:-1]
+    older = kept[:-16]
+    tokens = sum(max(1, len(m["content"]) // 4) for m in kept) + 1
+    assert tokens <= 3_200 or not older, tokens
+
+
+def test_key_facts_match_the_reference_for_seed_shaped_tool_results():
+    for messages, expected in zip(seed_reference.fact_cases(), REFERENCE["facts"]):
+        assert MemoryConsolidator.extract_key_facts(messages) == expected
+    seed_tool = {"role": "tool", "name": "shell_exec", "content": "Exit code 0"}
+    assert MemoryConsolidator.extract_key_facts([seed_tool]) == ["[shell_exec] Exit code 0"]
+    out, summary = MemoryConsolidator().consolidate([seed_tool] * 2 + conversation()[1:], "")
+    assert "[shell_exec] Exit code 0" in summary
+
+
+def test_the_reference_fixture_is_what_the_reference_returns_today():
+    missy = os.environ.get("ENGRAM_MISSY")
+    if not missy:
+        pytest.skip("missy: set ENGRAM_MISSY to a checkout of MissyLabs/missy to check the fixture live")
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "seed_reference.py"), missy],
+                         capture_output=True, text=True, check=True).stdout
+    live = json.loads(out)
+    assert (live["contexts"], live["facts"]) == (REFERENCE["contexts"], REFERENCE["facts"])

@@ -207,7 +207,17 @@ pub fn memory_sections(
 pub struct ContextBuilder<'c> {
     counter: &'c TokenCounter,
     budget: TokenBudget,
-    tail_regardless: bool,
+    seed: Option<SeedCount>,
+}
+
+/// How seed 001's own rules ([`ContextBuilder::seed_rules`]) count a message: by its text
+/// alone, at least 1 token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedCount {
+    /// The seed's estimate: characters divided by 4, rounded down.
+    Characters,
+    /// The counter's exact count of the text.
+    Exact,
 }
 
 /// The parts of a request, as seed 001's `build_messages` takes them.
@@ -235,15 +245,19 @@ impl<'c> ContextBuilder<'c> {
         ContextBuilder {
             counter,
             budget,
-            tail_regardless: false,
+            seed: None,
         }
     }
 
-    /// Seed 001's own rule: the fresh tail is kept whole "regardless of budget", so the context
-    /// may exceed the budget (the report's `tokens` says by how much). Off by default: engram
-    /// never exceeds the budget. The seed-compatible Python layer turns it on.
-    pub fn fresh_tail_regardless_of_budget(mut self, on: bool) -> Self {
-        self.tail_regardless = on;
+    /// Seed 001's own rules, for code written against the seed (the seed-compatible Python
+    /// API), with messages counted as `count` says: the reserves stay reserved whatever the
+    /// system prompt and the tools use, so the history has `available - memory - learnings`
+    /// with the new message; the fresh tail is kept whole "regardless of budget", so the
+    /// context may exceed it (the report's `tokens` says by how much); memory is cut to its
+    /// share and the learnings come all or none. Tool calls still stay with their results.
+    /// `None` (the default): engram's rules, which never exceed the budget.
+    pub fn seed_rules(mut self, count: Option<SeedCount>) -> Self {
+        self.seed = count;
         self
     }
 
@@ -254,6 +268,9 @@ impl<'c> ContextBuilder<'c> {
         &self,
         parts: &Parts<'_>,
     ) -> Result<(Vec<Message>, AssemblyReport), AssemblyError> {
+        if let Some(count) = self.seed {
+            return Ok(self.build_by_the_seed(parts, count));
+        }
         let budget = self.budget.total.saturating_sub(self.budget.reply_reserve);
         let mut report = AssemblyReport {
             budget,
@@ -289,31 +306,19 @@ impl<'c> ContextBuilder<'c> {
         }
         let mut room = budget - fixed;
 
-        // The fresh tail: the last `fresh_tail_count` messages, widened to whole units (after
-        // orphan results and unanswered calls are repaired, as compaction does).
-        let repaired: Vec<Message> = units::repair_closed(parts.history)
-            .0
-            .into_iter()
-            .map(|(m, _)| m.into_owned())
-            .collect();
+        let (repaired, all_units, tail_start_unit) =
+            history_units(parts.history, self.budget.fresh_tail_count);
         let history = repaired.as_slice();
-        let all_units = units::units(history);
-        let mut tail_start_unit = all_units.len();
-        while tail_start_unit > 0
-            && history.len() - all_units[tail_start_unit - 1].start <= self.budget.fresh_tail_count
-        {
-            tail_start_unit -= 1;
-        }
         let unit_tokens =
             |u: &units::Unit| -> usize { history[u.start..u.end].iter().map(count).sum() };
         // The tail newest first; if it does not fit, its oldest units give way.
         let mut kept_tail = 0;
         for u in all_units[tail_start_unit..].iter().rev() {
             let t = unit_tokens(u);
-            if t > room && !self.tail_regardless {
+            if t > room {
                 break;
             }
-            room = room.saturating_sub(t);
+            room -= t;
             kept_tail += 1;
         }
         let tail_units = &all_units[all_units.len() - kept_tail..];
@@ -364,9 +369,122 @@ impl<'c> ContextBuilder<'c> {
         out.extend(parts.new_message.cloned());
         report.tokens = self.counter.count_messages(&out).total()
             + self.counter.count_tools(parts.tool_definitions);
-        debug_assert!(self.tail_regardless || report.tokens <= budget);
+        debug_assert!(report.tokens <= budget);
         Ok((out, report))
     }
+
+    /// [`ContextBuilder::build`] by seed 001's arithmetic ([`ContextBuilder::seed_rules`]).
+    fn build_by_the_seed(
+        &self,
+        parts: &Parts<'_>,
+        count: SeedCount,
+    ) -> (Vec<Message>, AssemblyReport) {
+        let b = &self.budget;
+        let tokens = |text: &str| -> usize {
+            match count {
+                SeedCount::Characters => text.chars().count() / 4,
+                SeedCount::Exact => self.counter.count_text(text),
+            }
+            .max(1)
+        };
+        let message_tokens = |m: &Message| tokens(&m.text());
+        let mut report = AssemblyReport {
+            budget: b.total,
+            ..AssemblyReport::default()
+        };
+
+        // Memory cut to its share; at most five learnings, all of them or none.
+        let mut system = parts.system.to_owned();
+        if !parts.memory_results.is_empty() {
+            let mut memory = parts.memory_results.join("\n");
+            if tokens(&memory) > b.memory_tokens() {
+                memory = memory.chars().take(b.memory_tokens() * 4).collect();
+            }
+            system.push_str("\n\n## Relevant Memory\n");
+            system.push_str(&memory);
+            report.memory_used = parts.memory_results.len();
+        }
+        let learnings: Vec<String> = parts
+            .learnings
+            .iter()
+            .take(5)
+            .map(|l| format!("- {l}"))
+            .collect();
+        let learnings = learnings.join("\n");
+        if !learnings.is_empty() && tokens(&learnings) <= b.learnings_tokens() {
+            system.push_str("\n\n## Past Learnings\n");
+            system.push_str(&learnings);
+            report.learnings_used = parts.learnings.len().min(5);
+        }
+        let history_budget = b
+            .available()
+            .saturating_sub(b.memory_tokens())
+            .saturating_sub(b.learnings_tokens());
+
+        // The fresh tail (whole units), kept whatever it costs, then the summaries that fit,
+        // then the evictable prefix newest first until one does not fit.
+        let (repaired, all_units, tail_start) = history_units(parts.history, b.fresh_tail_count);
+        let history = repaired.as_slice();
+        let unit_tokens =
+            |u: &units::Unit| -> usize { history[u.start..u.end].iter().map(message_tokens).sum() };
+        let mut used = parts.new_message.map_or(0, message_tokens)
+            + all_units[tail_start..]
+                .iter()
+                .map(unit_tokens)
+                .sum::<usize>();
+        let mut summaries = Vec::new();
+        for s in parts.summaries {
+            let m = s.to_message();
+            let t = message_tokens(&m);
+            if used + t <= history_budget {
+                used += t;
+                summaries.push(m);
+            }
+        }
+        report.summaries_used = summaries.len();
+        let mut remaining = history_budget.saturating_sub(used);
+        let mut prefix_start = tail_start;
+        while prefix_start > 0 {
+            let t = unit_tokens(&all_units[prefix_start - 1]);
+            if t > remaining {
+                break;
+            }
+            remaining -= t;
+            prefix_start -= 1;
+        }
+        let kept_from = all_units
+            .get(prefix_start)
+            .map_or(history.len(), |u| u.start);
+        let mut out: Vec<Message> = Vec::new();
+        if !system.is_empty() {
+            out.push(Message::system(system));
+        }
+        out.extend(summaries);
+        out.extend(history[kept_from..].iter().cloned());
+        out.extend(parts.new_message.cloned());
+        report.history_kept = history.len() - kept_from;
+        report.history_dropped = kept_from;
+        report.tokens = self.counter.count_messages(&out).total()
+            + self.counter.count_tools(parts.tool_definitions);
+        (out, report)
+    }
+}
+
+/// The history repaired as compaction repairs it (orphan results and unanswered calls), its
+/// tool-call units, and the first unit of its fresh tail: the last `fresh` messages, widened to
+/// whole units.
+fn history_units(history: &[Message], fresh: usize) -> (Vec<Message>, Vec<units::Unit>, usize) {
+    let repaired: Vec<Message> = units::repair_closed(history)
+        .0
+        .into_iter()
+        .map(|(m, _)| m.into_owned())
+        .collect();
+    let all_units = units::units(&repaired);
+    let mut tail_start = all_units.len();
+    while tail_start > 0 && repaired.len() - all_units[tail_start - 1].start <= fresh {
+        tail_start -= 1;
+    }
+    (repaired, all_units, tail_start)
 }
 
 /// The text of a system message built by [`ContextBuilder`], for callers that need it alone.
@@ -525,7 +643,7 @@ mod tests {
             .expect("fits");
         assert!(strict.tokens <= 700 && strict.fresh_tail_dropped > 0);
         let (out, seed) = ContextBuilder::new(&counter, budget)
-            .fresh_tail_regardless_of_budget(true)
+            .seed_rules(Some(SeedCount::Characters))
             .build(&parts)
             .expect("fits");
         assert_eq!(

@@ -97,6 +97,17 @@ class ContextManager:
         return enriched, messages
 
 
+def _seed_shaped(messages: Sequence[Any]) -> list:
+    """The messages with each seed-shaped tool result (``{"role": "tool", "name": ..., "content":
+    ...}``, which answers no call by id) given an id of its own, as OpenAI's format wants."""
+    out = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Mapping) and m.get("role") == "tool" and not m.get("tool_call_id"):
+            m = {**m, "tool_call_id": f"seed_result_{i}"}
+        out.append(m)
+    return out
+
+
 def _role(m: Any) -> str:
     if isinstance(m, Mapping):
         return m.get("role", "")
@@ -148,8 +159,9 @@ class MemoryConsolidator:
         """Tool results (200 characters, prefixed with the tool's name), lines with the fact
         keywords (``result:``, ``decided:``, ``found:``, ``error:``, ``success:``, ``created:``,
         ``updated:``, ``deleted:``, ``confirmed:``, ``output:``), user messages under 120
-        characters; long assistant prose is skipped; each fact once."""
-        return _extract_key_facts(list(messages))
+        characters; long assistant prose is skipped; each fact once. A tool result may be
+        seed-shaped, named by ``name`` without the ``tool_call_id`` of OpenAI's format."""
+        return _extract_key_facts(_seed_shaped(messages))
 
     def consolidate(self, messages: Sequence[Any], system_prompt: str = "") -> tuple[list, str]:
         """Returns ``(messages, summary)``: with more than 4 messages, one message
@@ -164,7 +176,7 @@ class MemoryConsolidator:
         if len(items) <= self.KEEP_RECENT:
             return list(messages), ""
         older, recent = items[: -self.KEEP_RECENT], items[-self.KEEP_RECENT:]
-        data, langchain = _as_openai(older)
+        data, langchain = _as_openai(_seed_shaped(older))
         facts = _extract_key_facts(data)
         summary = self.HEADER + "\n\n" + "\n".join(f"- {f}" for f in facts)
         message: Any = {"role": "system", "content": summary}
