@@ -16,9 +16,9 @@ use engram::compact::summarize::{
     DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
 };
 use engram::config::Config;
-use engram::memory::{ConsolidationRecord, MemoryStore, NewEntry, SearchHit, now};
+use engram::memory::{ConsolidationRecord, MemoryStore, SearchHit, now};
 use engram::request::{
-    CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
+    AddMemory, CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
     SessionCompactRequest, SleepRequest, compaction_document, from_json,
 };
 use engram::session::{LoggedMessage, Session, SessionStore, Trigger};
@@ -69,6 +69,15 @@ const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 /// [`count_arg`] of an optional count.
 pub fn opt_count_arg(value: Option<f64>, key: &str) -> Res<Option<usize>> {
     value.map(|v| count_arg(v, key)).transpose()
+}
+
+/// A request's error as the bindings raise it: ``"`field`: what is wrong"``.
+fn entry_error(e: engram::request::RequestError) -> Error {
+    if e.field.is_empty() {
+        err(e.message)
+    } else {
+        err(e)
+    }
 }
 
 fn parse_json(text: &str, what: &str) -> Res<Value> {
@@ -953,24 +962,10 @@ impl Store {
     /// importance?, metadata?, created_at? (RFC 3339), id?.
     pub fn add(&self, entry_json: &str) -> Res<String> {
         let value = parse_json(entry_json, "entry")?;
-        let mut entry = NewEntry::from_json(&value, now()).map_err(|(field, m)| {
-            if field.is_empty() {
-                err(m)
-            } else {
-                err(format!("field `{field}`: {m}"))
-            }
-        })?;
-        if entry.content.trim().is_empty() {
-            return Err(err("field `content`: the text is empty"));
-        }
-        if config()?.memory.redact {
-            entry.content = engram::redact::redact(&entry.content).0;
-        }
-        let id = entry
-            .id
-            .clone()
-            .unwrap_or_else(|| engram::memory::new_id("mem"));
-        entry.id = Some(id.clone());
+        let entry = AddMemory::new(config()?.memory.redact)
+            .entry(&value)
+            .map_err(entry_error)?;
+        let id = entry.id.clone().unwrap_or_default();
         self.store
             .insert(&[entry])
             .and_then(|_| self.store.sync_index())
@@ -981,28 +976,10 @@ impl Store {
     /// Adds many entries (a list of entry objects) in one transaction; returns
     /// `{"inserted", "skipped"}`. An invalid entry is reported by its index and nothing is stored.
     pub fn add_many(&self, entries_json: &str) -> Res<String> {
-        let Value::Array(items) = parse_json(entries_json, "entries")? else {
-            return Err(err("entries must be a list"));
-        };
-        let at = now();
-        let redact = config()?.memory.redact;
-        let entries = items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let mut e = NewEntry::from_json(v, at).map_err(|(field, m)| {
-                    if field.is_empty() {
-                        err(format!("entries[{i}]: {m}"))
-                    } else {
-                        err(format!("entries[{i}], field `{field}`: {m}"))
-                    }
-                })?;
-                if redact {
-                    e.content = engram::redact::redact(&e.content).0;
-                }
-                Ok(e)
-            })
-            .collect::<Res<Vec<_>>>()?;
+        let value = parse_json(entries_json, "entries")?;
+        let entries = AddMemory::new(config()?.memory.redact)
+            .list(&value)
+            .map_err(entry_error)?;
         let inserted = (|| {
             let mut it = entries.into_iter().map(Ok);
             let r = self.store.insert_stream(&mut it)?;

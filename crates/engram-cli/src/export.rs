@@ -3,7 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use engram::memory::{MemoryStore, NewEntry, now};
+use engram::memory::MemoryStore;
+use engram::request::AddMemory;
 use engram::session::export::{SessionReader, memory_line, session_lines};
 use engram::session::{SessionStore, export_session};
 use engram_store::SqliteStore;
@@ -77,7 +78,8 @@ pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
         )
     })?;
     // Every line is read and checked before anything is stored.
-    let default_time = now();
+    let config = crate::config::load(global)?;
+    let mut add = AddMemory::new(config.memory.redact);
     let mut reader = SessionReader::default();
     let mut entries = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -92,15 +94,13 @@ pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
         };
         match map.get("type").and_then(Value::as_str) {
             None | Some("memory") => {
-                entries.push(NewEntry::from_json(&value, default_time).map_err(
-                    |(field, message)| {
-                        if field.is_empty() {
-                            at(message)
-                        } else {
-                            at(format!("field `{field}`: {message}"))
-                        }
-                    },
-                )?);
+                entries.push(add.entry(&value).map_err(|e| {
+                    if e.field.is_empty() {
+                        at(e.message)
+                    } else {
+                        at(format!("field `{}`: {}", e.field, e.message))
+                    }
+                })?);
             }
             Some(kind) => reader.push(kind, map).map_err(at)?,
         }

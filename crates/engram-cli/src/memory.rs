@@ -5,8 +5,8 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use engram::memory::{Forget, MemoryStore, NewEntry, StoreError, Tier, format_time, now};
-use engram::request::{Names, SearchRequest, SleepRequest};
+use engram::memory::{Forget, MemoryStore, NewEntry, StoreError, format_time};
+use engram::request::{AddMemory, Names, SearchRequest, SleepRequest};
 use engram::sleep::sleep_tick;
 use engram_store::SqliteStore;
 use serde_json::{Value, json};
@@ -32,11 +32,9 @@ const PARSED_BATCH: usize = 256;
 fn parse_entries(
     reader: Box<dyn BufRead + Send>,
     name: &str,
-    default_time: engram::memory::Timestamp,
-    redact: bool,
+    mut add: AddMemory,
     sender: &std::sync::mpsc::SyncSender<Vec<Result<NewEntry, StoreError>>>,
 ) -> usize {
-    let mut redacted = 0;
     let mut batch = Vec::with_capacity(PARSED_BATCH);
     for (i, line) in reader.lines().enumerate() {
         let reject = |m: String| StoreError::Rejected(format!("{name}: line {}{m}", i + 1));
@@ -48,33 +46,26 @@ fn parse_entries(
                     ", column {}: invalid JSON: {e}",
                     e.column()
                 ))),
-                Ok(value) => NewEntry::from_json(&value, default_time).map_err(|(field, m)| {
-                    if field.is_empty() {
-                        reject(format!(": {m}"))
+                Ok(value) => add.entry(&value).map_err(|e| {
+                    if e.field.is_empty() {
+                        reject(format!(": {}", e.message))
                     } else {
-                        reject(format!(", field `{field}`: {m}"))
+                        reject(format!(", field `{}`: {}", e.field, e.message))
                     }
                 }),
             },
         };
         let failed = entry.is_err();
-        batch.push(entry.map(|mut e| {
-            if redact {
-                let (text, n) = engram::redact::redact(&e.content);
-                e.content = text;
-                redacted += n;
-            }
-            e
-        }));
+        batch.push(entry);
         if failed || batch.len() == PARSED_BATCH {
             let full = std::mem::replace(&mut batch, Vec::with_capacity(PARSED_BATCH));
             if sender.send(full).is_err() || failed {
-                return redacted;
+                return add.redacted();
             }
         }
     }
     let _ = sender.send(batch);
-    redacted
+    add.redacted()
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Result<()> {
@@ -88,7 +79,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             let started = Instant::now();
             let reader = crate::input::open_lines(file)?;
             let name = file.display().to_string();
-            let redact = config.memory.redact;
+            let add = AddMemory::new(config.memory.redact);
             // One transaction, streamed: a bad line rolls back everything before it, so
             // nothing is stored unless every line is good. The lines are read, parsed and
             // redacted on a thread of their own while this one stores them.
@@ -96,9 +87,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             let (result, redacted) = std::thread::scope(|scope| {
                 let parser = std::thread::Builder::new()
                     .name("engram-import-parse".into())
-                    .spawn_scoped(scope, move || {
-                        parse_entries(reader, &name, now(), redact, &sender)
-                    })?;
+                    .spawn_scoped(scope, move || parse_entries(reader, &name, add, &sender))?;
                 let mut entries = receiver.into_iter().flatten();
                 let result = store.insert_stream(&mut entries);
                 // Stops the parser when the store gave up early (it finds no receiver).
@@ -131,33 +120,29 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             importance,
             text,
         } => {
-            if !(0.0..=1.0).contains(importance) {
-                return Err(user_error!("--importance must be between 0 and 1"));
+            // The flags are an entry's fields, checked and redacted as every front's are.
+            let mut add = AddMemory::new(config.memory.redact);
+            let entry = add
+                .entry(&json!({
+                    "content": text,
+                    "source": source,
+                    "tier": tier,
+                    "session_id": session,
+                    "importance": importance,
+                }))
+                .map_err(|e| match e.field.as_str() {
+                    "content" => user_error!("the text {}", e.message),
+                    "session_id" => user_error!("--session {}", e.message),
+                    _ => user_error!("{} {}", e.flag(), e.message),
+                })?;
+            if add.redacted() > 0 {
+                eprintln!(
+                    "engram: {} secrets replaced by placeholders before storing",
+                    add.redacted()
+                );
             }
-            if text.trim().is_empty() {
-                return Err(user_error!("the text is empty"));
-            }
-            if source.trim().is_empty() {
-                return Err(user_error!(
-                    "--source is empty; say where the entry came from (a tool, a channel, an agent)"
-                ));
-            }
-            let id = engram::memory::new_id("mem");
-            let (text, redacted) = if config.memory.redact {
-                engram::redact::redact(text)
-            } else {
-                (text.clone(), 0)
-            };
-            if redacted > 0 {
-                eprintln!("engram: {redacted} secrets replaced by placeholders before storing");
-            }
-            store.insert(&[NewEntry {
-                id: Some(id.clone()),
-                session_id: session.clone(),
-                importance: *importance,
-                tier: Tier::parse(tier).unwrap_or(Tier::Working),
-                ..NewEntry::working(text, source.clone())
-            }])?;
+            let id = entry.id.clone().unwrap_or_default();
+            store.insert(&[entry])?;
             writeln!(out, "{id}")?;
             crate::config::auto_sleep(&store, &config)?;
         }

@@ -2483,3 +2483,23 @@ fn a_message_with_its_text_under_the_wrong_key_is_refused() {
     assert_eq!(shown["session"]["messages"], 0, "nothing stored: {shown}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `session new --id` takes 1 to 128 characters without spaces or control characters.
+#[test]
+fn a_session_id_with_a_newline_or_too_long_is_refused() {
+    let (dir, db) = temp_db("ids");
+    // As long as one argument may be (Linux takes 128 KiB).
+    let long = "x".repeat(100_000);
+    for id in ["two\nlines", long.as_str()] {
+        let out = engram(&["--db", &db, "session", "new", "--id", id], None);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("1 to 128 characters"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = engram(&["--db", &db, "session", "list", "--json"], None);
+    assert_eq!(json(&out)["sessions"].as_array().map(Vec::len), Some(0));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -43,7 +43,7 @@ def test_memory_add_search_sleep_log(store):
 
 
 def test_bad_memory_input_is_refused_and_stores_nothing(store):
-    with pytest.raises(engram.EngramError, match=r"entries\[1\], field `content`"):
+    with pytest.raises(engram.EngramError, match=r"`entries\[1\]\.content`"):
         store.add_many([{"content": "ok", "source": "a"}, {"source": "a"}])
     assert store.stats()["working"] == 0
     with pytest.raises(engram.EngramError, match="unknown tier"):

@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engram::Message;
 use engram::compact::CompactOptions;
-use engram::memory::{NewEntry, SearchHit, StoreError, format_time, now};
+use engram::memory::{SearchHit, StoreError, format_time, now};
 use engram::request::{
-    CheckpointRequest, ContextRequest, ForgetRequest, NewSessionRequest, RequestError,
+    AddMemory, CheckpointRequest, ContextRequest, ForgetRequest, NewSessionRequest, RequestError,
     SearchRequest, SessionCompactRequest, SleepRequest, from_json,
 };
 use engram::session::{Session, SessionError, Trigger};
@@ -819,54 +819,7 @@ async fn add_memory(
     axum::Extension(tenant): axum::Extension<Tenant>,
     bytes: Bytes,
 ) -> ApiResult {
-    let b = body(&bytes)?;
-    let at = now();
-    // A field beside a list of entries reads as if it were each entry's: refused, not dropped.
-    let beside = b
-        .as_object()
-        .and_then(|o| o.keys().find(|k| *k != "entries"));
-    if let (Some(Value::Array(_)), Some(field)) = (b.get("entries"), beside) {
-        return Err(ApiError::field(
-            field,
-            "a body with `entries` takes no other field; give it to each entry",
-        ));
-    }
-    let items: Vec<(String, Value)> = match b.get("entries") {
-        Some(Value::Array(list)) => list
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (format!("entries[{i}]"), v.clone()))
-            .collect(),
-        Some(_) => return Err(ApiError::field("entries", "must be a list of entries")),
-        None => vec![(String::new(), b.clone())],
-    };
-    let mut entries = Vec::with_capacity(items.len());
-    for (place, v) in items {
-        let mut e = NewEntry::from_json(&v, at).map_err(|(field, m)| {
-            let field = match (place.is_empty(), field.is_empty()) {
-                (true, _) => field,
-                (false, true) => place.clone(),
-                (false, false) => format!("{place}.{field}"),
-            };
-            ApiError {
-                status: StatusCode::BAD_REQUEST,
-                message: if field.is_empty() {
-                    m
-                } else {
-                    format!("`{field}`: {m}")
-                },
-                field: (!field.is_empty()).then_some(field),
-            }
-        })?;
-        if e.content.trim().is_empty() {
-            return Err(ApiError::field("content", "is empty"));
-        }
-        let id =
-            e.id.clone()
-                .unwrap_or_else(|| engram::memory::new_id("mem"));
-        e.id = Some(id);
-        entries.push(e);
-    }
+    let entries = AddMemory::new(app.config.policy().redact_memory).body(&body(&bytes)?)?;
     let ids: Vec<String> = entries.iter().filter_map(|e| e.id.clone()).collect();
     with_store(&app, &tenant, move |_, store| {
         let inserted = store.store.insert(&entries)?;

@@ -194,6 +194,7 @@ impl EngramMcp {
                     store.as_ref(),
                     embedder,
                     None,
+                    self.policy.redact_memory,
                     name,
                     &arguments,
                 ) {

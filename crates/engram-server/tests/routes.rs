@@ -1697,3 +1697,86 @@ async fn a_server_with_an_embedder_recalls_by_meaning() {
         assert_eq!(found, hybrid, "session context ({name}): {ctx}");
     }
 }
+
+/// `POST /v1/memory` replaces secrets by placeholders as every other way of adding memory does
+/// (`[memory] redact`, on by default): they never come back from search or export.
+#[tokio::test]
+async fn memory_added_over_rest_is_redacted() {
+    let app = app_on(Backend::Sqlite, "redact", false)
+        .await
+        .expect("sqlite");
+    let secrets = [
+        "sk-proj-abcdefghijklmnopqrstuvwxyz0123",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXZhbHVl",
+        "MIIEpAIBAAKCAQEAtopsecret",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ];
+    let (s, body) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        None,
+        Some(json!({"content": format!(
+            "deploy key {} with Authorization: Bearer {} and\n-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----\naws secret {}",
+            secrets[0], secrets[1], secrets[2], secrets[3]
+        ), "source": "chat"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, body) = call(
+        &app,
+        "POST",
+        "/v1/memory",
+        None,
+        Some(json!({"entries": [{"content": format!("deploy key {}", secrets[0]), "source": "chat"}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (_, found) = call(&app, "GET", "/v1/memory/search?q=deploy", None, None).await;
+    let text = found.to_string();
+    assert_eq!(
+        found["results"].as_array().map(Vec::len),
+        Some(2),
+        "{found}"
+    );
+    for secret in secrets {
+        assert!(!text.contains(secret), "{secret} came back: {text}");
+    }
+    assert!(text.contains("[REDACTED:api_key]"), "{text}");
+}
+
+/// A session id is 1 to 128 characters without spaces or control characters; the error says
+/// the rule, and nothing is created.
+#[tokio::test]
+async fn session_ids_are_bounded_and_printable() {
+    let app = app_on(Backend::Sqlite, "ids", false).await.expect("sqlite");
+    for id in [
+        "x".repeat(200_000),
+        "two\nlines".to_owned(),
+        "a b".to_owned(),
+    ] {
+        let (s, body) = call(
+            &app,
+            "POST",
+            "/v1/sessions",
+            None,
+            Some(json!({ "id": id })),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"]["field"], "id", "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("1 to 128 characters"), "{body}");
+    }
+    let (_, list) = call(&app, "GET", "/v1/sessions", None, None).await;
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(0), "{list}");
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"id": "run-7/agent"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+}

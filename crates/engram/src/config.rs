@@ -297,6 +297,7 @@ impl Config {
             },
             sleep_threshold: self.session.sleep_threshold,
             sleep_target: self.session.sleep_target,
+            redact_memory: self.memory.redact,
         }
     }
 

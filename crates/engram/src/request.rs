@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactOptions, Compacted, Strategy};
 use crate::input::Conversation;
-use crate::memory::{Forget, SearchQuery, Tier};
+use crate::memory::{Forget, NewEntry, SearchQuery, Tier};
 use crate::registry::{ModelRegistry, ResolvedModel};
 use crate::session::{NewSession, Session, SessionError, new_session};
 use crate::sleep::SleepSettings;
@@ -230,8 +230,8 @@ impl NewSessionRequest {
         now: Timestamp,
     ) -> Result<NewSession, RequestError> {
         let window = positive("window", self.window)?;
-        if self.id.as_deref().is_some_and(|i| i.trim().is_empty()) {
-            return Err(RequestError::new("id", "is empty"));
+        if let Some(id) = &self.id {
+            crate::session::check_session_id(id).map_err(|e| RequestError::new("id", e))?;
         }
         let mut new = new_session(
             registry,
@@ -660,6 +660,235 @@ impl SearchRequest {
     }
 }
 
+/// Adding memory (`engram memory add` and `import`, `engram import`, `POST /v1/memory`,
+/// `Store.add` and `add_many`, the `memory_add` tool): every front reads its entries here, so
+/// each is checked by one rule, given an id, and stripped of its secrets as the `[memory] redact`
+/// setting says ([`crate::redact`]): no front can store a key in clear by forgetting to.
+///
+/// An entry is `{"content","source","session_id"?,"created_at"? (RFC 3339),"importance"?,
+/// "metadata"?,"id"?}`, plus `"tier"?` and `"summary_of"?` as `memory export` writes them, so
+/// that an export reads back as it was (and `"type": "memory"`, as `engram export` marks its
+/// memory lines). A key of another name is an error, so that a misspelt `importance` is not
+/// left out quietly.
+#[derive(Debug, Clone)]
+pub struct AddMemory {
+    at: Timestamp,
+    redact: bool,
+    redacted: usize,
+}
+
+impl AddMemory {
+    /// Entries written now; `redact` is the `[memory] redact` setting.
+    pub fn new(redact: bool) -> Self {
+        AddMemory {
+            at: now(),
+            redact,
+            redacted: 0,
+        }
+    }
+
+    /// Entries that give no `created_at` were written at `at`.
+    pub fn dated(mut self, at: Timestamp) -> Self {
+        self.at = at;
+        self
+    }
+
+    /// How many secrets the entries read so far had (each replaced by a placeholder).
+    pub fn redacted(&self) -> usize {
+        self.redacted
+    }
+
+    /// One entry, as an import line or a binding's dict gives it.
+    pub fn entry(&mut self, value: &Value) -> Result<NewEntry, RequestError> {
+        self.entry_at(value, "")
+    }
+
+    /// A list of entries (`entries[2].content` names a field of the third).
+    pub fn list(&mut self, value: &Value) -> Result<Vec<NewEntry>, RequestError> {
+        let Value::Array(items) = value else {
+            return Err(RequestError::new(
+                "entries",
+                format!("expected a list of entries, not {}", kind(value)),
+            ));
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| self.entry_at(v, &format!("entries[{i}]")))
+            .collect()
+    }
+
+    /// A request body: one entry, or `{"entries": [...]}` for several.
+    pub fn body(&mut self, value: &Value) -> Result<Vec<NewEntry>, RequestError> {
+        let Some(entries) = value.get("entries") else {
+            return Ok(vec![self.entry(value)?]);
+        };
+        // A field beside a list of entries reads as if it were each entry's: refused, not dropped.
+        if let Some(field) = value
+            .as_object()
+            .and_then(|o| o.keys().find(|k| *k != "entries"))
+        {
+            return Err(RequestError::new(
+                field.as_str(),
+                "a body with `entries` takes no other field; give it to each entry",
+            ));
+        }
+        self.list(entries)
+    }
+
+    /// The `memory_add` tool's arguments: the fact (`content`), where it came from (`source`,
+    /// default `agent`) and the session it belongs to.
+    pub fn tool_call(
+        &mut self,
+        content: Option<String>,
+        source: Option<String>,
+        session: Option<&str>,
+    ) -> Result<NewEntry, RequestError> {
+        let content = text(content)
+            .ok_or_else(|| RequestError::new("content", "is required: the fact to save"))?;
+        self.entry(&serde_json::json!({
+            "content": content,
+            "source": text(source).unwrap_or_else(|| "agent".into()),
+            "session_id": session,
+        }))
+    }
+
+    fn entry_at(&mut self, value: &Value, place: &str) -> Result<NewEntry, RequestError> {
+        let mut entry = read_entry(value, self.at).map_err(|(field, message)| {
+            let field = match (place.is_empty(), field.is_empty()) {
+                (true, _) => field,
+                (false, true) => place.to_owned(),
+                (false, false) => format!("{place}.{field}"),
+            };
+            RequestError::new(field, message)
+        })?;
+        if entry.id.is_none() {
+            entry.id = Some(crate::store::new_id("mem"));
+        }
+        if self.redact {
+            let (content, n) = crate::redact::redact(&entry.content);
+            entry.content = content;
+            self.redacted += n;
+        }
+        Ok(entry)
+    }
+}
+
+/// One entry; an error is `(field, what is wrong)`.
+fn read_entry(value: &Value, default_time: Timestamp) -> Result<NewEntry, (String, String)> {
+    const FIELDS: [&str; 9] = [
+        "content",
+        "source",
+        "session_id",
+        "created_at",
+        "importance",
+        "metadata",
+        "id",
+        "tier",
+        "summary_of",
+    ];
+    let Value::Object(map) = value else {
+        return Err((
+            "".into(),
+            format!(
+                "expected an entry (an object with `content` and `source`), not {}",
+                kind(value)
+            ),
+        ));
+    };
+    for (key, value) in map {
+        if key == "type" {
+            if value.as_str() != Some("memory") {
+                return Err((key.clone(), "must be \"memory\" when given".into()));
+            }
+        } else if !FIELDS.contains(&key.as_str()) {
+            return Err((
+                key.clone(),
+                format!(
+                    "is not a field of an entry; its fields: {}",
+                    FIELDS.join(", ")
+                ),
+            ));
+        }
+    }
+    let string = |key: &str, required: bool| -> Result<Option<String>, (String, String)> {
+        match map.get(key) {
+            None | Some(Value::Null) if required => Err((key.into(), "is required".to_owned())),
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err((key.into(), format!("must be a string, not {}", kind(other)))),
+        }
+    };
+    let content = string("content", true)?.unwrap_or_default();
+    if content.trim().is_empty() {
+        return Err(("content".into(), "is empty".into()));
+    }
+    let source = string("source", true)?.unwrap_or_default();
+    if source.trim().is_empty() {
+        return Err((
+            "source".into(),
+            "is empty; say where the entry came from (a tool, a channel, an agent)".into(),
+        ));
+    }
+    let created_at = match string("created_at", false)? {
+        Some(s) => parse_time(&s).map_err(|e| ("created_at".into(), e))?,
+        None => default_time,
+    };
+    let importance = match map.get("importance") {
+        None | Some(Value::Null) => crate::memory::DEFAULT_IMPORTANCE,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(x) if (0.0..=1.0).contains(&x) => x,
+            _ => return Err(("importance".into(), "must be between 0 and 1".into())),
+        },
+        Some(_) => return Err(("importance".into(), "must be a number".into())),
+    };
+    let tier = match string("tier", false)? {
+        None => Tier::Working,
+        Some(name) => Tier::parse(&name).ok_or_else(|| {
+            (
+                "tier".to_owned(),
+                format!(
+                    "unknown tier {name:?}; expected one of working, episodic, archive, learning, journal"
+                ),
+            )
+        })?,
+    };
+    let summary_of = match map.get("summary_of") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|id| id.as_str().map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| {
+                (
+                    "summary_of".to_owned(),
+                    "must be an array of ids (strings)".to_owned(),
+                )
+            })?,
+        Some(_) => {
+            return Err((
+                "summary_of".into(),
+                "must be an array of ids (strings)".into(),
+            ));
+        }
+    };
+    let id = string("id", false)?;
+    if id.as_deref().is_some_and(|i| i.trim().is_empty()) {
+        return Err(("id".into(), "is empty".into()));
+    }
+    Ok(NewEntry {
+        id,
+        tier,
+        summary_of,
+        content,
+        source,
+        session_id: string("session_id", false)?,
+        created_at,
+        importance,
+        metadata: map.get("metadata").cloned().unwrap_or(Value::Null),
+    })
+}
+
 /// Forgetting memory entries (`POST /v1/memory/forget`, `Store.forget`): every entry that
 /// matches all the filters given, in every tier.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -731,6 +960,118 @@ impl SleepRequest {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_entry_with_a_key_it_does_not_have_is_refused() {
+        let read = |value: Value| AddMemory::new(false).dated(0).entry(&value);
+        let entry =
+            read(json!({"content": "x", "source": "s", "importance": 0.9})).expect("an entry");
+        assert_eq!(entry.importance, 0.9);
+        assert!(entry.id.is_some(), "every entry gets an id");
+        let e = read(json!({"content": "x", "source": "s", "importanse": 0.9}))
+            .expect_err("a misspelt key");
+        assert_eq!(e.field, "importanse");
+        assert!(e.message.contains("importance"), "{e}");
+        // An export's line reads back, with or without the mark `engram export` gives it.
+        let line = crate::session::export::memory_line(&crate::memory::MemoryEntry {
+            id: "mem_1".into(),
+            tier: Tier::Archive,
+            content: "x".into(),
+            source: "s".into(),
+            session_id: None,
+            created_at: 0,
+            importance: 0.5,
+            metadata: Value::Null,
+            summary_of: vec!["mem_0".into()],
+        });
+        let back = read(line.clone()).expect("reads back");
+        assert_eq!(
+            (back.id.as_deref(), back.summary_of),
+            (Some("mem_1"), vec!["mem_0".into()])
+        );
+        let mut other = line;
+        other["type"] = "session".into();
+        assert_eq!(read(other).expect_err("not a memory line").field, "type");
+    }
+
+    #[test]
+    fn added_memory_is_redacted_as_configured_on_every_path() {
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123";
+        let entry = json!({"content": format!("the key is {key}"), "source": "chat"});
+        let mut add = AddMemory::new(true);
+        assert!(!add.entry(&entry).expect("one").content.contains(key));
+        let body = json!({"entries": [entry.clone(), entry.clone()]});
+        for e in add.body(&body).expect("a list") {
+            assert!(!e.content.contains(key), "{}", e.content);
+        }
+        let tool = add
+            .tool_call(Some(format!("save {key}")), None, Some("s1"))
+            .expect("tool");
+        assert!(!tool.content.contains(key));
+        assert_eq!(
+            (tool.source.as_str(), tool.session_id.as_deref()),
+            ("agent", Some("s1"))
+        );
+        assert_eq!(add.redacted(), 4);
+        // Off when the setting says so.
+        let mut raw = AddMemory::new(false);
+        assert!(raw.entry(&entry).expect("one").content.contains(key));
+        assert_eq!(raw.redacted(), 0);
+    }
+
+    #[test]
+    fn a_bad_entry_in_a_list_is_named_by_its_place() {
+        let mut add = AddMemory::new(true);
+        let e = add
+            .body(&json!({"entries": [{"content": "a", "source": "s"}, {"content": "b"}]}))
+            .expect_err("the second has no source");
+        assert_eq!(e.field, "entries[1].source");
+        let e = add
+            .body(&json!({"entries": [], "source": "s"}))
+            .expect_err("a field beside the list");
+        assert_eq!(e.field, "source");
+        let e = add.list(&json!([1])).expect_err("not an object");
+        assert_eq!(e.field, "entries[0]");
+        assert!(e.message.contains("not a number"), "{e}");
+        let e = add
+            .tool_call(Some(" ".into()), None, None)
+            .expect_err("blank");
+        assert_eq!(e.to_string(), "`content`: is required: the fact to save");
+    }
+
+    #[test]
+    fn a_session_id_is_bounded_and_printable() {
+        let registry = ModelRegistry::builtin();
+        let new = |id: &str| {
+            NewSessionRequest {
+                id: Some(id.to_owned()),
+                ..NewSessionRequest::default()
+            }
+            .into_new_session(&registry, None, 0)
+        };
+        assert!(new("run-42/agent:x").is_ok());
+        assert!(new(&"a".repeat(128)).is_ok());
+        for (id, says) in [
+            ("a".repeat(200_000), "has 200000 characters"),
+            ("a\nb".to_owned(), "holds '\\n'"),
+            ("a b".to_owned(), "holds ' '"),
+            ("\u{7}".to_owned(), "holds '\\u{7}'"),
+        ] {
+            let e = new(&id).expect_err("refused");
+            assert_eq!(e.field, "id");
+            assert!(e.message.starts_with(says), "{e}");
+            assert!(
+                e.message.contains("1 to 128 characters"),
+                "the rule is said: {e}"
+            );
+        }
+        assert_eq!(new("").expect_err("empty").message, "is empty");
+        // The core refuses it too, whichever front made the session.
+        let store = crate::in_memory::InMemoryStore::new();
+        let mut session = crate::session::new_session(&registry, "gpt-4o", None, 0);
+        session.id = Some("two\nlines".into());
+        assert!(Session::create(&store, &session).is_err());
+    }
 
     #[test]
     fn a_field_of_the_wrong_type_is_named() {

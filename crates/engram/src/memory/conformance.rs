@@ -923,7 +923,9 @@ fn export_pages_and_reads_back(store: &dyn MemoryStore, other: &dyn MemoryStore)
             let value = serde_json::to_value(e).expect("json");
             let mut value = value;
             value["created_at"] = json!(super::format_time(e.created_at));
-            NewEntry::from_json(&value, 0).expect("reads back")
+            crate::request::AddMemory::new(false)
+                .entry(&value)
+                .expect("reads back")
         })
         .collect();
     other.insert(&back).expect("import");

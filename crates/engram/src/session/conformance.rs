@@ -294,7 +294,11 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
             .entries(Some(&id), None, 10_000)
             .expect("the session's memory")
             .iter()
-            .map(|e| NewEntry::from_json(&super::export::memory_line(e), 0).expect("reads back"))
+            .map(|e| {
+                crate::request::AddMemory::new(false)
+                    .entry(&super::export::memory_line(e))
+                    .expect("reads back")
+            })
             .collect();
         crate::memory::MemoryStore::insert(&imported, &memory).expect("import the memory");
         let mut c = Session::open(&imported, &id).expect("open the imported session");

@@ -18,9 +18,8 @@ use serde_json::{Value, json};
 
 use super::{LoggedMessage, Session, SessionError};
 use crate::compact::{Kind, recall};
-use crate::memory::NewEntry;
 use crate::message::{Message, Role};
-use crate::request::{Names, RequestError, SearchRequest, from_json};
+use crate::request::{AddMemory, Names, RequestError, SearchRequest, from_json};
 use crate::store::format_time;
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
 
@@ -812,7 +811,12 @@ impl Session<'_> {
             tools::MEMORY_SEARCH => {
                 memory_search_tool(self.store, self.options.embedder.as_deref(), args)
             }
-            tools::MEMORY_ADD => memory_add_tool(self.store, Some(&self.info.id), args),
+            tools::MEMORY_ADD => memory_add_tool(
+                self.store,
+                Some(&self.info.id),
+                self.policy.redact_memory,
+                args,
+            ),
             _ => Err(Failure::Arguments(tools::unknown_tool(name))),
         };
         tool_reply(name, reply)
@@ -905,12 +909,14 @@ impl Session<'_> {
 /// several sessions (MCP without `--session`) calls this when the call names none, and a
 /// session's own calls come here too. `memory_search` ranks as memory search does everywhere
 /// (fused with meaning when `embedder` is given); `memory_add`'s entry belongs to `session`,
-/// or to none. `None` for every other tool (they need a session). Bad arguments are tool
+/// or to none, and loses its secrets when `redact` (the `[memory] redact` setting) says so.
+/// `None` for every other tool (they need a session). Bad arguments are tool
 /// errors; only a failing store is an `Err`.
 pub fn run_memory_tool(
     store: &dyn crate::memory::MemoryStore,
     embedder: Option<&dyn crate::embed::Embedder>,
     session: Option<&str>,
+    redact: bool,
     name: &str,
     arguments: &Value,
 ) -> Option<Result<ToolReply, SessionError>> {
@@ -924,7 +930,7 @@ pub fn run_memory_tool(
     let reply = if name == tools::MEMORY_SEARCH {
         memory_search_tool(store, embedder, args)
     } else {
-        memory_add_tool(store, session, args)
+        memory_add_tool(store, session, redact, args)
     };
     Some(tool_reply(name, reply))
 }
@@ -973,6 +979,7 @@ fn memory_search_tool(
 fn memory_add_tool(
     store: &dyn crate::memory::MemoryStore,
     session: Option<&str>,
+    redact: bool,
     args: Value,
 ) -> Result<ToolReply, Failure> {
     #[derive(Deserialize)]
@@ -984,20 +991,10 @@ fn memory_add_tool(
         session: Option<String>,
     }
     let a: Args = parse(args)?;
-    let content = a
-        .content
-        .filter(|c| !c.trim().is_empty())
-        .ok_or_else(|| args_error("`content` is required: the fact to save"))?;
-    let source = a.source.filter(|s| !s.trim().is_empty());
-    let id = crate::store::new_id("mem");
-    let entry = NewEntry {
-        id: Some(id.clone()),
-        session_id: session.map(str::to_owned),
-        ..NewEntry::working(
-            crate::redact::redact(&content).0,
-            source.unwrap_or_else(|| "agent".into()),
-        )
-    };
+    let entry = AddMemory::new(redact)
+        .tool_call(a.content, a.source, session)
+        .map_err(|e| Failure::Arguments(request_error(&e)))?;
+    let id = entry.id.clone();
     store.insert(&[entry])?;
     Ok(ToolReply::data(
         &json!({ "id": id, "tier": "working", "session_id": session }),

@@ -69,6 +69,10 @@ pub struct SessionPolicy {
     pub sleep_threshold: f64,
     /// ... are compacted down to this share (0.3).
     pub sleep_target: f64,
+    /// What a session writes to memory (its agent's `memory_add`, the key facts of a sleep,
+    /// the journal of its compactions) has its secrets replaced by placeholders: the
+    /// `[memory] redact` setting, on by default.
+    pub redact_memory: bool,
 }
 
 impl Default for SessionPolicy {
@@ -77,6 +81,7 @@ impl Default for SessionPolicy {
             trigger: TriggerPolicy::default(),
             sleep_threshold: 0.5,
             sleep_target: 0.3,
+            redact_memory: true,
         }
     }
 }
@@ -327,6 +332,54 @@ impl std::fmt::Debug for Session<'_> {
     }
 }
 
+/// The most characters an append's idempotency key may have.
+pub const MAX_APPEND_KEY_CHARS: usize = 255;
+
+/// Checks an append's idempotency key: 1 to [`MAX_APPEND_KEY_CHARS`] characters, no control
+/// characters.
+fn check_append_key(key: &str) -> Result<(), SessionError> {
+    let chars = key.chars().count();
+    if chars == 0 || chars > MAX_APPEND_KEY_CHARS || key.chars().any(char::is_control) {
+        return Err(SessionError::Invalid(format!(
+            "Idempotency-Key: an idempotency key is 1 to {MAX_APPEND_KEY_CHARS} characters with no control characters (a UUID, say); this one has {chars}"
+        )));
+    }
+    Ok(())
+}
+
+/// A hash of what an append stores, so that a key used again with other messages is noticed.
+fn fingerprint(rows: &[NewLogMessage]) -> String {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    for row in rows {
+        hasher.update(row.message.to_value().to_string().as_bytes());
+        hasher.update(b"\n");
+    }
+    format!("{:032x}", hasher.digest128())
+}
+
+/// The most characters a session id may have.
+pub const MAX_SESSION_ID_CHARS: usize = 128;
+
+/// Checks a new session's id: 1 to [`MAX_SESSION_ID_CHARS`] characters, none of them a space,
+/// a line break or another control character (an id goes into URLs, file names and log lines).
+/// The error states the rule.
+pub fn check_session_id(id: &str) -> Result<(), String> {
+    let rule = format!(
+        "a session id is 1 to {MAX_SESSION_ID_CHARS} characters, with no spaces, line breaks or other control characters"
+    );
+    let chars = id.chars().count();
+    if id.trim().is_empty() {
+        return Err("is empty".into());
+    }
+    if chars > MAX_SESSION_ID_CHARS {
+        return Err(format!("has {chars} characters; {rule}"));
+    }
+    if let Some(c) = id.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("holds {c:?}; {rule}"));
+    }
+    Ok(())
+}
+
 /// A new session for `model` as the registry knows it (window and tokenizer); `window`
 /// overrides the registry's.
 pub fn new_session(
@@ -351,6 +404,9 @@ pub fn new_session(
 impl<'s> Session<'s> {
     /// Creates a session.
     pub fn create(store: &'s dyn EngramStore, new: &NewSession) -> Result<Self, SessionError> {
+        if let Some(id) = &new.id {
+            check_session_id(id).map_err(|e| SessionError::Invalid(format!("field `id`: {e}")))?;
+        }
         if new.window == 0 {
             return Err(SessionError::Invalid(
                 "the window must be at least 1 token".into(),
@@ -395,6 +451,16 @@ impl<'s> Session<'s> {
             price: crate::registry::Pricing::default(),
             schedule: crate::tools::StatusSchedule::default(),
         })
+    }
+
+    /// `text` as this session writes it to memory: without its secrets unless the policy says
+    /// otherwise.
+    fn for_memory(&self, text: String) -> String {
+        if self.policy.redact_memory {
+            crate::redact::redact(&text).0
+        } else {
+            text
+        }
     }
 
     /// The same session with another policy.
@@ -989,7 +1055,7 @@ impl<'s> Session<'s> {
                 .map(|(message_id, n, fact)| NewEntry {
                     id: Some(format!("fact_{}_{message_id}_{n}", self.info.id)),
                     tier: Tier::Working,
-                    content: fact,
+                    content: self.for_memory(fact),
                     source: format!("session:{}", self.info.id),
                     session_id: Some(self.info.id.clone()),
                     created_at: now,
@@ -1010,7 +1076,7 @@ impl<'s> Session<'s> {
             .map(|s| NewEntry {
                 id: Some(format!("journal_{}", s.id)),
                 tier: Tier::Journal,
-                content: s.text.clone(),
+                content: self.for_memory(s.text.clone()),
                 source: "context_synthesis".into(),
                 session_id: Some(self.info.id.clone()),
                 created_at: now,
@@ -1728,7 +1794,14 @@ mod tests {
 
         // Words alone do not connect "puppy" to Rex; the session's embedder does.
         let query = json!({"query": "my puppy"});
-        let (words, _) = reply(run_memory_tool(&store, None, None, MEMORY_SEARCH, &query));
+        let (words, _) = reply(run_memory_tool(
+            &store,
+            None,
+            None,
+            true,
+            MEMORY_SEARCH,
+            &query,
+        ));
         assert!(!words.to_string().contains("Rex"), "{words}");
         let (_, r) = session
             .handle_tool_call(MEMORY_SEARCH, &query)
@@ -1742,11 +1815,12 @@ mod tests {
         );
 
         // The other tools need a session; bad arguments are tool errors.
-        assert!(run_memory_tool(&store, None, None, SEARCH_HISTORY, &json!({})).is_none());
+        assert!(run_memory_tool(&store, None, None, true, SEARCH_HISTORY, &json!({})).is_none());
         let (_, r) = reply(run_memory_tool(
             &store,
             None,
             None,
+            true,
             MEMORY_SEARCH,
             &json!({"query": "x", "limit": 0}),
         ));
