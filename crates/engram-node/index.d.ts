@@ -187,6 +187,7 @@ export interface Appended {
   window: number
   compaction?: Record<string, unknown>
   status?: Message
+  replayed?: boolean
   [key: string]: unknown
 }
 
@@ -202,7 +203,8 @@ export declare class Session {
   readonly info: Record<string, unknown>
   show(): Record<string, unknown>
   log(): Message[]
-  append(messages: Message | Message[]): Promise<Appended>
+  /** With `idempotencyKey`, a retry with the same key stores nothing and resolves to the first answer (`replayed: true`). */
+  append(messages: Message | Message[], options?: { idempotencyKey?: string }): Promise<Appended>
   /**
    * The messages to send now; with `format: 'anthropic'`, `request` holds `{system, messages}`
    * for the Messages API.

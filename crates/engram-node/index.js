@@ -393,11 +393,22 @@ class Session {
   /**
    * Appends messages (one message or a list, OpenAI's or Anthropic's: `tool_use` and `tool_result`
    * blocks are read as the calls and results they are); resolves to `{ids, view_tokens,
-   * compaction?, status?, ...}`.
+   * compaction?, status?, ...}`. With `{idempotencyKey}`, a retry with the same key (after a
+   * timeout or a crash) stores nothing and resolves to the first answer with `replayed: true`.
    */
-  async append(messages) {
+  async append(messages, options = {}) {
     const list = Array.isArray(messages) ? messages : [messages]
-    return JSON.parse(await wait(this._n.sessionAppend(this.id, dumps(list, 'messages'))))
+    const { idempotencyKey, ...rest } = options || {}
+    const unknown = Object.keys(rest)
+    if (unknown.length) {
+      throw new EngramError(`\`${unknown[0]}\`: unknown option; expected \`idempotencyKey\``)
+    }
+    if (idempotencyKey !== undefined && idempotencyKey !== null && typeof idempotencyKey !== 'string') {
+      throw new EngramError('`idempotencyKey` must be a string')
+    }
+    return JSON.parse(
+      await wait(this._n.sessionAppend(this.id, dumps(list, 'messages'), idempotencyKey ?? null)),
+    )
   }
 
   /**

@@ -89,7 +89,7 @@ export declare class NativeStore {
   /** A session's whole log, as JSON. */
   sessionLog(id: string): string
   /** Appends messages (compacting when the view passes the threshold). */
-  sessionAppend(id: string, messagesJson: string): Promise<string>
+  sessionAppend(id: string, messagesJson: string, idempotencyKey?: string | undefined | null): Promise<string>
   /** The context to send now. */
   sessionContext(id: string, budget?: number | undefined | null, query?: string | undefined | null, memory?: boolean | undefined | null, format?: string | undefined | null): Promise<string>
   /** Compacts the session now (recorded). */

@@ -1142,13 +1142,20 @@ impl Store {
     }
 
     /// Appends messages; returns `{"ids", "view_tokens", "window", "compaction"?, "status"?, ...}`.
-    pub fn session_append(&self, id: &str, messages_json: &str) -> Res<String> {
+    pub fn session_append(
+        &self,
+        id: &str,
+        messages_json: &str,
+        idempotency_key: Option<&str>,
+    ) -> Res<String> {
         let messages = messages(messages_json)?;
         if messages.is_empty() {
             return Err(err("no messages to append"));
         }
         let mut session = self.open_session(id)?;
-        let appended = session.append(messages).map_err(err)?;
+        let appended = session
+            .append_once(messages, idempotency_key)
+            .map_err(err)?;
         to_json(&appended)
     }
 
@@ -1385,7 +1392,7 @@ mod tests {
                 .expect("json");
         let id = info["id"].as_str().expect("id");
         store
-            .session_append(id, &Value::Array(pets.messages.clone()).to_string())
+            .session_append(id, &Value::Array(pets.messages.clone()).to_string(), None)
             .expect("appends");
         let context: Value = serde_json::from_str(
             &store

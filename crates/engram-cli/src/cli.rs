@@ -502,6 +502,10 @@ pub(crate) enum SessionCommand {
         /// Append one system message with this text.
         #[arg(long, conflicts_with = "file", allow_hyphen_values = true)]
         system: Option<String>,
+        /// Append once per key: run again with the same key (a retry after a timeout or a
+        /// crash), the append stores nothing and prints the first one's answer. Kept a day.
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -72,6 +72,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             user,
             assistant,
             system,
+            idempotency_key,
             json,
         } => {
             let messages = match (user, assistant, system) {
@@ -93,7 +94,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 return Err(user_error!("no messages to append"));
             }
             let mut session = open(id)?;
-            let appended = session.append(messages)?;
+            let appended = session.append_once(messages, idempotency_key.as_deref())?;
+            if appended.replayed && !*json {
+                eprintln!(
+                    "engram: this key's append was stored before; nothing was appended again"
+                );
+            }
             if *json {
                 serde_json::to_writer(&mut out, &appended)?;
                 writeln!(out)?;

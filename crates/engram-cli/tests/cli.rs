@@ -2503,3 +2503,39 @@ fn a_session_id_with_a_newline_or_too_long_is_refused() {
     assert_eq!(json(&out)["sessions"].as_array().map(Vec::len), Some(0));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `session append --idempotency-key`: run twice, the messages are stored once and the second
+/// run prints the first one's answer.
+#[test]
+fn an_append_retried_with_its_key_is_stored_once() {
+    let (dir, db) = temp_db("idempotent");
+    ok(engram(&["--db", &db, "session", "new", "--id", "s1"], None));
+    let append = |key: &str| {
+        json(&ok(engram(
+            &[
+                "--db",
+                &db,
+                "session",
+                "append",
+                "s1",
+                "--user",
+                "deploy",
+                "--idempotency-key",
+                key,
+                "--json",
+            ],
+            None,
+        )))
+    };
+    let first = append("retry-1");
+    let again = append("retry-1");
+    assert_eq!(again["ids"], first["ids"]);
+    assert_eq!(again["replayed"], true, "{again}");
+    append("retry-2");
+    let shown = json(&engram(
+        &["--db", &db, "session", "show", "s1", "--json"],
+        None,
+    ));
+    assert_eq!(shown["session"]["messages"], 2, "{shown}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -401,8 +401,13 @@ impl NativeStore {
 
     /// Appends messages (compacting when the view passes the threshold).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn session_append(&self, id: String, messages_json: String) -> AsyncTask<Job> {
-        self.job(move |s| s.session_append(&id, &messages_json))
+    pub fn session_append(
+        &self,
+        id: String,
+        messages_json: String,
+        idempotency_key: Option<String>,
+    ) -> AsyncTask<Job> {
+        self.job(move |s| s.session_append(&id, &messages_json, idempotency_key.as_deref()))
     }
 
     /// The context to send now.

@@ -404,8 +404,15 @@ impl NativeStore {
         self.0.session_log(id).map_err(err)
     }
 
-    fn session_append(&self, py: Python<'_>, id: &str, messages_json: &str) -> Res<String> {
-        py.detach(|| self.0.session_append(id, messages_json))
+    #[pyo3(signature = (id, messages_json, idempotency_key=None))]
+    fn session_append(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        messages_json: &str,
+        idempotency_key: Option<&str>,
+    ) -> Res<String> {
+        py.detach(|| self.0.session_append(id, messages_json, idempotency_key))
             .map_err(err)
     }
 

@@ -510,12 +510,27 @@ fn append_body(bytes: &[u8], limit: usize) -> Result<Vec<Message>, ApiError> {
     Ok(messages)
 }
 
+/// `POST .../messages`. With an `Idempotency-Key` header, a retry of an append the session
+/// stored already (the answer was lost: a timeout, a killed server) stores nothing and gets the
+/// first answer again, with `Idempotent-Replayed: true`; the same key with other messages is a
+/// 409.
 async fn append(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
     bytes: Bytes,
 ) -> ApiResult {
+    let idempotency_key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| {
+                    ApiError::field("Idempotency-Key", "must be printable ASCII (a UUID, say)")
+                })?
+                .to_owned(),
+        ),
+    };
     // A large body waits for its turn as bytes, not as parsed messages.
     let _turn = if bytes.len() > LARGE_APPEND {
         Some(
@@ -532,11 +547,18 @@ async fn append(
         let messages = append_body(&bytes, app.config.max_message_bytes)?;
         drop(bytes);
         let mut session = open(app, store, &id)?;
-        let appended = session.append(messages)?;
-        if let Some(c) = &appended.compaction {
+        let appended = session.append_once(messages, idempotency_key.as_deref())?;
+        if let Some(c) = appended.compaction.as_ref().filter(|_| !appended.replayed) {
             app.metrics.compaction(c.tokens_before, c.tokens_after);
         }
-        ok(serde_json::to_value(&appended).map_err(ApiError::internal)?)
+        let mut r = ok(serde_json::to_value(&appended).map_err(ApiError::internal)?)?;
+        if appended.replayed {
+            r.headers_mut().insert(
+                "idempotent-replayed",
+                axum::http::HeaderValue::from_static("true"),
+            );
+        }
+        Ok(r)
     })
     .await
 }

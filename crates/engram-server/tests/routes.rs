@@ -1780,3 +1780,72 @@ async fn session_ids_are_bounded_and_printable() {
     .await;
     assert_eq!(s, StatusCode::CREATED);
 }
+
+/// An append with an `Idempotency-Key` is stored once: the retry gets the first answer, marked
+/// replayed, and the same key with other messages is refused.
+#[tokio::test]
+async fn a_retried_append_with_its_key_is_stored_once() {
+    run_a_retried_append_with_its_key_is_stored_once(
+        app_on(Backend::Sqlite, "idempotent", false)
+            .await
+            .expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_retried_append_with_its_key_is_stored_once_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "idempotent", false).await {
+        run_a_retried_append_with_its_key_is_stored_once(app).await;
+    }
+}
+
+async fn run_a_retried_append_with_its_key_is_stored_once(app: TestApp) {
+    call(&app, "POST", "/v1/sessions", None, Some(json!({"id": "s"}))).await;
+    let append = |key: Option<&'static str>, text: &'static str| {
+        let app = app.router.clone();
+        async move {
+            let mut req = Request::builder()
+                .method("POST")
+                .uri("/v1/sessions/s/messages")
+                .header(header::CONTENT_TYPE, "application/json");
+            if let Some(k) = key {
+                req = req.header("idempotency-key", k);
+            }
+            let body = json!({"messages": [{"role": "user", "content": text}]}).to_string();
+            let response = app
+                .oneshot(req.body(Body::from(body)).expect("request"))
+                .await
+                .expect("response");
+            let status = response.status();
+            let replayed = response.headers().get("idempotent-replayed").is_some();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .expect("body");
+            let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            (status, replayed, value)
+        }
+    };
+    let (s, replayed, first) = append(Some("k-1"), "deploy the service").await;
+    assert_eq!((s, replayed), (StatusCode::OK, false), "{first}");
+    let (s, replayed, again) = append(Some("k-1"), "deploy the service").await;
+    assert_eq!((s, replayed), (StatusCode::OK, true), "{again}");
+    assert_eq!(again["ids"], first["ids"]);
+    assert_eq!(again["replayed"], true);
+    let (s, _, conflict) = append(Some("k-1"), "something else").await;
+    assert_eq!(s, StatusCode::CONFLICT, "{conflict}");
+    assert!(
+        conflict.to_string().contains("Idempotency-Key"),
+        "{conflict}"
+    );
+    let (s, replayed, _) = append(Some("k-2"), "deploy the service").await;
+    assert_eq!(
+        (s, replayed),
+        (StatusCode::OK, false),
+        "a new key is a new append"
+    );
+    let (s, replayed, _) = append(None, "deploy the service").await;
+    assert_eq!((s, replayed), (StatusCode::OK, false));
+    let (_, page) = call(&app, "GET", "/v1/sessions/s/messages", None, None).await;
+    assert_eq!(page["messages"].as_array().map(Vec::len), Some(3), "{page}");
+}

@@ -554,17 +554,20 @@ class Session:
         """Every active message, verbatim, oldest first."""
         return json.loads(self._n.session_log(self.id))
 
-    def append(self, *messages: Any) -> dict:
+    def append(self, *messages: Any, idempotency_key: Optional[str] = None) -> dict:
         """Appends messages (OpenAI or Anthropic dicts, LangChain messages, or one list of them;
         Anthropic ``tool_use`` and ``tool_result`` blocks are read as the calls and results they
         are, so compaction keeps each call with its result). Returns ``ids``,
         ``view_tokens``, ``compaction`` (when the append triggered one) and ``status`` (the
-        status update when one is due, to insert before the next model call)."""
+        status update when one is due, to insert before the next model call).
+
+        With ``idempotency_key``, a retry with the same key (after a timeout or a crash) stores
+        nothing and returns the first append's answer with ``replayed: True``."""
         if len(messages) == 1 and not isinstance(messages[0], Mapping) and not _is_langchain(messages[0]):
             messages = tuple(messages[0])
         data, langchain = _as_openai(list(messages))
         self.langchain |= langchain
-        return json.loads(self._n.session_append(self.id, _dumps(data)))
+        return json.loads(self._n.session_append(self.id, _dumps(data), idempotency_key))
 
     def context(self, budget: Optional[int] = None, query: Optional[str] = None,
                 memory: bool = False, *, format: Optional[str] = None) -> Compacted:

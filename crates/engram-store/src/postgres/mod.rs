@@ -42,7 +42,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -218,6 +218,22 @@ ALTER TEXT SEARCH CONFIGURATION engram_english
 ALTER TABLE engram_memory ADD COLUMN tsv TSVECTOR
     GENERATED ALWAYS AS (to_tsvector('engram_english'::regconfig, content)) STORED;
 CREATE INDEX engram_memory_text ON engram_memory USING GIN (tsv);
+"#;
+
+/// Version 6: the keys of appends that may be retried, with what each stored and answered
+/// (`Idempotency-Key`), kept a day and a thousand per session.
+const SCHEMA_V6: &str = r#"
+CREATE TABLE IF NOT EXISTS engram_session_append_key (
+    tenant TEXT NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    fingerprint TEXT NOT NULL,
+    positions TEXT NOT NULL,
+    answer TEXT,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (tenant, session_id, key),
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
 "#;
 
 /// One tenant's view of a PostgreSQL database.
@@ -419,6 +435,7 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         (3, Migration::Sql(SCHEMA_V3)),
         (4, Migration::Code(schema_v4)),
         (5, Migration::Sql(SCHEMA_V5)),
+        (6, Migration::Sql(SCHEMA_V6)),
     ] {
         if current < to {
             match step {

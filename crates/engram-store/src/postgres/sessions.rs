@@ -5,7 +5,8 @@ use engram::embed::TextHash;
 use engram::memory::{NewEntry, StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
-    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
+    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend, abandoned_checkpoint,
+    check_compaction, duplicate, key_reused, logged_message, no_checkpoint, no_session,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -219,6 +220,67 @@ impl PostgresStore {
     }
 }
 
+/// Appends `messages` to `info`'s session (its row locked) in `tx`; a taken id fails the whole
+/// append.
+fn append_in(
+    tx: &mut Transaction<'_>,
+    tenant: &str,
+    info: &SessionInfo,
+    messages: &[NewLogMessage],
+) -> Result<Vec<(u64, String)>, StoreError> {
+    let session_id = info.id.as_str();
+    let insert = tx
+        .prepare(
+            "INSERT INTO engram_session_message (tenant, session_id, seq, id, created_at, tokens, role, message)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .map_err(pg)?;
+    let mut seq = info.next_seq;
+    let mut updated = info.updated_at;
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let message = logged_message(&m.message, seq);
+        let id = message.id.clone().unwrap_or_default();
+        let result = tx.execute(
+            &insert,
+            &[
+                &tenant,
+                &session_id,
+                &(seq as i64),
+                &id,
+                &m.created_at,
+                &(m.tokens as i64),
+                &message.role.as_str(),
+                &message.to_value().to_string(),
+            ],
+        );
+        match result {
+            Ok(_) => {}
+            // The transaction is dropped: nothing of this append stays.
+            Err(e) if is_unique_violation(&e) => {
+                return Err(duplicate(i, &id, session_id));
+            }
+            Err(e) => return Err(pg(e)),
+        }
+        updated = updated.max(m.created_at);
+        out.push((seq, id));
+        seq += 1;
+    }
+    tx.execute(
+        "UPDATE engram_session SET next_seq = $3, messages = messages + $4, updated_at = $5
+         WHERE tenant = $1 AND id = $2",
+        &[
+            &tenant,
+            &session_id,
+            &(seq as i64),
+            &(messages.len() as i64),
+            &updated,
+        ],
+    )
+    .map_err(pg)?;
+    Ok(out)
+}
+
 impl SessionStore for PostgresStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
@@ -278,56 +340,87 @@ impl SessionStore for PostgresStore {
     ) -> Result<Vec<(u64, String)>, StoreError> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, session_id, true)?;
-            let insert = tx
-                .prepare(
-                    "INSERT INTO engram_session_message (tenant, session_id, seq, id, created_at, tokens, role, message)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            append_in(tx, &self.tenant, &info, messages)
+        })
+    }
+
+    fn append_keyed(
+        &self,
+        session_id: &str,
+        messages: &[NewLogMessage],
+        key: &AppendKey,
+    ) -> Result<KeyedAppend, StoreError> {
+        self.tx(|tx| {
+            // The session's row is locked first: a retry racing its first try waits for it.
+            let info = session_in(tx, &self.tenant, session_id, true)?;
+            tx.execute(
+                "DELETE FROM engram_session_append_key
+                 WHERE tenant = $1 AND session_id = $2 AND created_at <= $3",
+                &[&self.tenant, &session_id, &(key.at - APPEND_KEY_TTL_MS)],
+            )
+            .map_err(pg)?;
+            let kept = tx
+                .query_opt(
+                    "SELECT fingerprint, positions, answer FROM engram_session_append_key
+                     WHERE tenant = $1 AND session_id = $2 AND key = $3",
+                    &[&self.tenant, &session_id, &key.key],
                 )
                 .map_err(pg)?;
-            let mut seq = info.next_seq;
-            let mut updated = info.updated_at;
-            let mut out = Vec::with_capacity(messages.len());
-            for (i, m) in messages.iter().enumerate() {
-                let message = logged_message(&m.message, seq);
-                let id = message.id.clone().unwrap_or_default();
-                let result = tx.execute(
-                    &insert,
-                    &[
-                        &self.tenant,
-                        &session_id,
-                        &(seq as i64),
-                        &id,
-                        &m.created_at,
-                        &(m.tokens as i64),
-                        &message.role.as_str(),
-                        &message.to_value().to_string(),
-                    ],
-                );
-                match result {
-                    Ok(_) => {}
-                    // The transaction is dropped: nothing of this append stays.
-                    Err(e) if is_unique_violation(&e) => {
-                        return Err(duplicate(i, &id, session_id));
-                    }
-                    Err(e) => return Err(pg(e)),
+            if let Some(row) = kept {
+                let (fingerprint, positions, answer): (String, String, Option<String>) =
+                    (row.get(0), row.get(1), row.get(2));
+                if fingerprint != key.fingerprint {
+                    return Err(key_reused(&key.key, session_id));
                 }
-                updated = updated.max(m.created_at);
-                out.push((seq, id));
-                seq += 1;
+                return Ok(KeyedAppend::Replayed {
+                    positions: serde_json::from_str(&positions)
+                        .map_err(|e| StoreError::Backend(e.to_string()))?,
+                    answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
+                });
             }
+            let out = append_in(tx, &self.tenant, &info, messages)?;
+            let positions =
+                serde_json::to_string(&out).map_err(|e| StoreError::Backend(e.to_string()))?;
             tx.execute(
-                "UPDATE engram_session SET next_seq = $3, messages = messages + $4, updated_at = $5
-                 WHERE tenant = $1 AND id = $2",
+                "INSERT INTO engram_session_append_key
+                     (tenant, session_id, key, fingerprint, positions, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
                 &[
                     &self.tenant,
                     &session_id,
-                    &(seq as i64),
-                    &(messages.len() as i64),
-                    &updated,
+                    &key.key,
+                    &key.fingerprint,
+                    &positions,
+                    &key.at,
                 ],
             )
             .map_err(pg)?;
-            Ok(out)
+            tx.execute(
+                "DELETE FROM engram_session_append_key WHERE tenant = $1 AND session_id = $2
+                 AND key NOT IN (SELECT key FROM engram_session_append_key
+                                 WHERE tenant = $1 AND session_id = $2
+                                 ORDER BY created_at DESC, key DESC LIMIT $3)",
+                &[&self.tenant, &session_id, &(APPEND_KEYS_KEPT as i64)],
+            )
+            .map_err(pg)?;
+            Ok(KeyedAppend::Stored(out))
+        })
+    }
+
+    fn keep_append_answer(
+        &self,
+        session_id: &str,
+        key: &str,
+        answer: &Value,
+    ) -> Result<(), StoreError> {
+        self.tx(|tx| {
+            tx.execute(
+                "UPDATE engram_session_append_key SET answer = $4
+                 WHERE tenant = $1 AND session_id = $2 AND key = $3",
+                &[&self.tenant, &session_id, &key, &answer.to_string()],
+            )
+            .map_err(pg)?;
+            Ok(())
         })
     }
 

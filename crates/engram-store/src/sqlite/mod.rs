@@ -38,7 +38,7 @@ const MAPPED_READ: i64 = 32 << 20;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -239,6 +239,20 @@ const SCHEMA_V6: &str = vectors::TABLE;
 /// forgets the vectors no other session uses ([`vectors::SESSION_TABLE`]).
 const SCHEMA_V7: &str = vectors::SESSION_TABLE;
 
+/// Version 9: the keys of appends that may be retried, with what each stored and answered
+/// (`Idempotency-Key`), kept a day and a thousand per session.
+const SCHEMA_V9: &str = "
+CREATE TABLE IF NOT EXISTS session_append_key (
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    positions TEXT NOT NULL,
+    answer TEXT,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+";
+
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
@@ -425,6 +439,7 @@ impl SqliteStore {
                 (7, Migration::Sql(SCHEMA_V7)),
                 // The vectors kept before version 7 that belong to nothing are forgotten.
                 (8, Migration::Code(vectors::forget_unowned)),
+                (9, Migration::Sql(SCHEMA_V9)),
             ] {
                 if current < to {
                     match step {

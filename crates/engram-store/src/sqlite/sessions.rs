@@ -4,7 +4,8 @@ use engram::embed::TextHash;
 use engram::memory::{StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
-    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
+    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend, abandoned_checkpoint,
+    check_compaction, duplicate, key_reused, logged_message, no_checkpoint, no_session,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -199,6 +200,57 @@ impl SqliteStore {
     }
 }
 
+/// Appends `messages` in `tx`; a taken id fails the whole append.
+fn append_in(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    messages: &[NewLogMessage],
+) -> Result<Vec<(u64, String)>, StoreError> {
+    let info = session_in(tx, session_id)?;
+    let mut seq = info.next_seq;
+    let mut out = Vec::with_capacity(messages.len());
+    let mut updated = info.updated_at;
+    {
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO session_message (session_id, seq, id, created_at, tokens, message)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(backend)?;
+        for (i, m) in messages.iter().enumerate() {
+            let message = logged_message(&m.message, seq);
+            let id = message.id.clone().unwrap_or_default();
+            let result = insert.execute(params![
+                session_id,
+                seq as i64,
+                id,
+                m.created_at,
+                m.tokens as i64,
+                message.to_value().to_string(),
+            ]);
+            match result {
+                Ok(_) => {}
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    // The transaction is dropped: nothing of this append stays.
+                    return Err(duplicate(i, &id, session_id));
+                }
+                Err(e) => return Err(backend(e)),
+            }
+            updated = updated.max(m.created_at);
+            out.push((seq, id));
+            seq += 1;
+        }
+    }
+    tx.execute(
+        "UPDATE session SET next_seq = ?2, messages = messages + ?3, updated_at = ?4 WHERE id = ?1",
+        params![session_id, seq as i64, messages.len() as i64, updated],
+    )
+    .map_err(backend)?;
+    Ok(out)
+}
+
 impl SessionStore for SqliteStore {
     fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
         let mut conn = self.conn();
@@ -256,50 +308,80 @@ impl SessionStore for SqliteStore {
     ) -> Result<Vec<(u64, String)>, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let info = session_in(&tx, session_id)?;
-        let mut seq = info.next_seq;
-        let mut out = Vec::with_capacity(messages.len());
-        let mut updated = info.updated_at;
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO session_message (session_id, seq, id, created_at, tokens, message)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(backend)?;
-            for (i, m) in messages.iter().enumerate() {
-                let message = logged_message(&m.message, seq);
-                let id = message.id.clone().unwrap_or_default();
-                let result = insert.execute(params![
-                    session_id,
-                    seq as i64,
-                    id,
-                    m.created_at,
-                    m.tokens as i64,
-                    message.to_value().to_string(),
-                ]);
-                match result {
-                    Ok(_) => {}
-                    Err(rusqlite::Error::SqliteFailure(e, _))
-                        if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                    {
-                        // The transaction is dropped: nothing of this append stays.
-                        return Err(duplicate(i, &id, session_id));
-                    }
-                    Err(e) => return Err(backend(e)),
-                }
-                updated = updated.max(m.created_at);
-                out.push((seq, id));
-                seq += 1;
-            }
-        }
+        let out = append_in(&tx, session_id, messages)?;
+        tx.commit().map_err(backend)?;
+        Ok(out)
+    }
+
+    fn append_keyed(
+        &self,
+        session_id: &str,
+        messages: &[NewLogMessage],
+        key: &AppendKey,
+    ) -> Result<KeyedAppend, StoreError> {
+        let mut conn = self.conn();
+        let tx = write_tx(&mut conn)?;
+        session_in(&tx, session_id)?;
         tx.execute(
-            "UPDATE session SET next_seq = ?2, messages = messages + ?3, updated_at = ?4 WHERE id = ?1",
-            params![session_id, seq as i64, messages.len() as i64, updated],
+            "DELETE FROM session_append_key WHERE session_id = ?1 AND created_at <= ?2",
+            params![session_id, key.at - APPEND_KEY_TTL_MS],
+        )
+        .map_err(backend)?;
+        let kept: Option<(String, String, Option<String>)> = tx
+            .query_row(
+                "SELECT fingerprint, positions, answer FROM session_append_key
+                 WHERE session_id = ?1 AND key = ?2",
+                params![session_id, key.key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(backend)?;
+        if let Some((fingerprint, positions, answer)) = kept {
+            if fingerprint != key.fingerprint {
+                return Err(key_reused(&key.key, session_id));
+            }
+            return Ok(KeyedAppend::Replayed {
+                positions: serde_json::from_str(&positions).map_err(backend)?,
+                answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
+            });
+        }
+        let out = append_in(&tx, session_id, messages)?;
+        tx.execute(
+            "INSERT INTO session_append_key (session_id, key, fingerprint, positions, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                session_id,
+                key.key,
+                key.fingerprint,
+                serde_json::to_string(&out).map_err(backend)?,
+                key.at
+            ],
+        )
+        .map_err(backend)?;
+        tx.execute(
+            "DELETE FROM session_append_key WHERE session_id = ?1 AND key NOT IN (
+                 SELECT key FROM session_append_key WHERE session_id = ?1
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
+            params![session_id, APPEND_KEYS_KEPT as i64],
         )
         .map_err(backend)?;
         tx.commit().map_err(backend)?;
-        Ok(out)
+        Ok(KeyedAppend::Stored(out))
+    }
+
+    fn keep_append_answer(
+        &self,
+        session_id: &str,
+        key: &str,
+        answer: &Value,
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        conn.execute(
+            "UPDATE session_append_key SET answer = ?3 WHERE session_id = ?1 AND key = ?2",
+            params![session_id, key, answer.to_string()],
+        )
+        .map_err(backend)?;
+        Ok(())
     }
 
     fn session_log(

@@ -3,11 +3,13 @@
 use super::InMemoryStore;
 use crate::message::Message;
 use crate::session::store::{
-    Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
-    Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
-    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
+    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Checkpoint, CompactionRecord, KeyedAppend,
+    LoggedMessage, NewCompaction, NewLogMessage, NewSession, Restored, SessionDeleted, SessionDump,
+    SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint, check_compaction, duplicate,
+    key_reused, logged_message, no_checkpoint, no_session,
 };
 use crate::store::{StoreError, Timestamp, new_id};
+use serde_json::Value;
 
 #[derive(Debug)]
 pub(crate) struct SessionState {
@@ -18,6 +20,15 @@ pub(crate) struct SessionState {
     checkpoints: Vec<Checkpoint>,
     /// The vectors (model, text hash) kept for this session's texts.
     vectors: std::collections::HashSet<(String, crate::embed::TextHash)>,
+    /// The keys of appends that may be retried, oldest first.
+    keys: Vec<KeptKey>,
+}
+
+#[derive(Debug)]
+struct KeptKey {
+    key: AppendKey,
+    positions: Vec<(u64, String)>,
+    answer: Option<Value>,
 }
 
 impl SessionState {
@@ -34,6 +45,44 @@ fn session_of<'s>(
         .sessions
         .get(session_id)
         .ok_or_else(|| no_session(session_id))
+}
+
+/// Appends `messages` to `s`, or nothing when an id is taken.
+fn append_to(
+    s: &mut SessionState,
+    session_id: &str,
+    messages: &[NewLogMessage],
+) -> Result<Vec<(u64, String)>, StoreError> {
+    let named: Vec<Message> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| logged_message(&m.message, s.info.next_seq + i as u64))
+        .collect();
+    for (i, m) in named.iter().enumerate() {
+        let id = m.id.as_deref().unwrap_or_default();
+        if s.log.iter().any(|l| !l.abandoned && l.id == id)
+            || named[..i].iter().any(|o| o.id.as_deref() == Some(id))
+        {
+            return Err(duplicate(i, id, session_id));
+        }
+    }
+    let mut out = Vec::with_capacity(messages.len());
+    for (m, message) in messages.iter().zip(named) {
+        let logged = LoggedMessage {
+            seq: s.info.next_seq,
+            id: message.id.clone().unwrap_or_default(),
+            created_at: m.created_at,
+            tokens: m.tokens,
+            message,
+            abandoned: false,
+        };
+        s.info.next_seq += 1;
+        s.info.updated_at = s.info.updated_at.max(m.created_at);
+        out.push((logged.seq, logged.id.clone()));
+        s.log.push(logged);
+    }
+    s.info.messages = s.active_count();
+    Ok(out)
 }
 
 impl SessionStore for InMemoryStore {
@@ -68,6 +117,7 @@ impl SessionStore for InMemoryStore {
                 summaries: Vec::new(),
                 checkpoints: Vec::new(),
                 vectors: Default::default(),
+                keys: Vec::new(),
             },
         );
         Ok(info)
@@ -98,36 +148,56 @@ impl SessionStore for InMemoryStore {
             .sessions
             .get_mut(session_id)
             .ok_or_else(|| no_session(session_id))?;
-        let named: Vec<Message> = messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| logged_message(&m.message, s.info.next_seq + i as u64))
-            .collect();
-        for (i, m) in named.iter().enumerate() {
-            let id = m.id.as_deref().unwrap_or_default();
-            if s.log.iter().any(|l| !l.abandoned && l.id == id)
-                || named[..i].iter().any(|o| o.id.as_deref() == Some(id))
-            {
-                return Err(duplicate(i, id, session_id));
+        append_to(s, session_id, messages)
+    }
+
+    fn append_keyed(
+        &self,
+        session_id: &str,
+        messages: &[NewLogMessage],
+        key: &AppendKey,
+    ) -> Result<KeyedAppend, StoreError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        s.keys.retain(|k| k.key.at > key.at - APPEND_KEY_TTL_MS);
+        if let Some(kept) = s.keys.iter().find(|k| k.key.key == key.key) {
+            if kept.key.fingerprint != key.fingerprint {
+                return Err(key_reused(&key.key, session_id));
             }
+            return Ok(KeyedAppend::Replayed {
+                positions: kept.positions.clone(),
+                answer: kept.answer.clone(),
+            });
         }
-        let mut out = Vec::with_capacity(messages.len());
-        for (m, message) in messages.iter().zip(named) {
-            let logged = LoggedMessage {
-                seq: s.info.next_seq,
-                id: message.id.clone().unwrap_or_default(),
-                created_at: m.created_at,
-                tokens: m.tokens,
-                message,
-                abandoned: false,
-            };
-            s.info.next_seq += 1;
-            s.info.updated_at = s.info.updated_at.max(m.created_at);
-            out.push((logged.seq, logged.id.clone()));
-            s.log.push(logged);
+        let positions = append_to(s, session_id, messages)?;
+        s.keys.push(KeptKey {
+            key: key.clone(),
+            positions: positions.clone(),
+            answer: None,
+        });
+        let over = s.keys.len().saturating_sub(APPEND_KEYS_KEPT);
+        s.keys.drain(..over);
+        Ok(KeyedAppend::Stored(positions))
+    }
+
+    fn keep_append_answer(
+        &self,
+        session_id: &str,
+        key: &str,
+        answer: &Value,
+    ) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        if let Some(kept) = s.keys.iter_mut().find(|k| k.key.key == key) {
+            kept.answer = Some(answer.clone());
         }
-        s.info.messages = s.active_count();
-        Ok(out)
+        Ok(())
     }
 
     fn session_log(
@@ -369,6 +439,7 @@ impl SessionStore for InMemoryStore {
                     })
                     .collect(),
                 vectors: Default::default(),
+                keys: Vec::new(),
             },
         );
         Ok(())

@@ -55,6 +55,7 @@ fn turn(i: usize) -> Vec<Message> {
 pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     create_get_list(make().as_ref());
     append_is_atomic_and_ids_are_unique(make().as_ref());
+    keyed_appends_are_stored_once(make().as_ref());
     threshold_compaction_keeps_the_log_and_the_invariants(make().as_ref());
     checkpoints_restore_without_deleting(make().as_ref());
     a_compaction_from_before_a_restore_is_refused(make().as_ref());
@@ -628,6 +629,121 @@ fn append_is_atomic_and_ids_are_unique(store: &dyn EngramStore) {
         "stored counts add up to the view's count"
     );
     assert_eq!(store.session("s").expect("get").expect("s").messages, 2);
+}
+
+/// An append with a key is stored once: a retry (its answer lost between the store and the
+/// caller, as when the server is killed there) gets what the first stored; the same key with
+/// other messages is refused; keys are kept a day and a thousand per session, and go with the
+/// session.
+fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
+    use super::store::{APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend};
+    store
+        .create_session(&new_session("k", 100_000))
+        .expect("create");
+    let rows = |text: &str| {
+        vec![super::NewLogMessage {
+            message: Message::user(text),
+            tokens: 3,
+            created_at: 2_000,
+        }]
+    };
+    let key = |k: &str, fingerprint: &str, at: i64| AppendKey {
+        key: k.into(),
+        fingerprint: fingerprint.into(),
+        at,
+    };
+    // The store part of an append whose answer never reached the caller.
+    let now = crate::store::now();
+    let first = store
+        .append_keyed(
+            "k",
+            &rows("deploy"),
+            &key("a", &super::fingerprint(&rows("deploy")), now),
+        )
+        .expect("stored");
+    let KeyedAppend::Stored(positions) = first else {
+        panic!("a new key stores: {first:?}")
+    };
+    // The caller retries through a session: nothing is stored again.
+    let mut s = Session::open(store, "k").expect("open");
+    let again = s
+        .append_once(vec![Message::user("deploy")], Some("a"))
+        .expect("retry");
+    assert!(again.replayed, "{again:?}");
+    assert_eq!(again.ids, vec![positions[0].1.clone()]);
+    assert_eq!(s.log().expect("log").len(), 1, "stored once");
+    // A whole append keeps its answer, and its retry gets it back.
+    let answered = s
+        .append_once(vec![Message::user("restart")], Some("b"))
+        .expect("append");
+    assert!(!answered.replayed);
+    let replay = s
+        .append_once(vec![Message::user("restart")], Some("b"))
+        .expect("retry");
+    assert_eq!(
+        (replay.ids.clone(), replay.view_tokens, replay.replayed),
+        (answered.ids.clone(), answered.view_tokens, true)
+    );
+    assert_eq!(s.log().expect("log").len(), 2);
+    // The same key with other messages.
+    let e = s
+        .append_once(vec![Message::user("something else")], Some("b"))
+        .expect_err("another body");
+    assert!(
+        matches!(&e, super::SessionError::Store(StoreError::Conflict(m)) if m.contains("Idempotency-Key")),
+        "{e}"
+    );
+    assert_eq!(s.log().expect("log").len(), 2, "nothing stored");
+    // A day later the key is forgotten: the same append is a new one.
+    let later = store
+        .append_keyed(
+            "k",
+            &rows("deploy"),
+            &key(
+                "a",
+                &super::fingerprint(&rows("deploy")),
+                now + APPEND_KEY_TTL_MS,
+            ),
+        )
+        .expect("stored");
+    assert!(matches!(later, KeyedAppend::Stored(_)), "{later:?}");
+    // At most APPEND_KEYS_KEPT keys: the oldest go first.
+    store
+        .create_session(&new_session("many", 100_000))
+        .expect("create");
+    for i in 0..=APPEND_KEYS_KEPT {
+        store
+            .append_keyed(
+                "many",
+                &rows("x"),
+                &key(&format!("n{i}"), "fx", 20_000 + i as i64),
+            )
+            .expect("stored");
+    }
+    let oldest = store
+        .append_keyed("many", &rows("x"), &key("n0", "fx", 30_000))
+        .expect("stored");
+    assert!(
+        matches!(oldest, KeyedAppend::Stored(_)),
+        "the oldest key was let go"
+    );
+    let newest = store
+        .append_keyed(
+            "many",
+            &rows("x"),
+            &key(&format!("n{APPEND_KEYS_KEPT}"), "fx", 30_001),
+        )
+        .expect("replayed");
+    assert!(matches!(newest, KeyedAppend::Replayed { .. }), "{newest:?}");
+    // The keys go with their session.
+    store.delete_session("k").expect("delete");
+    store
+        .create_session(&new_session("k", 100_000))
+        .expect("create again");
+    let fresh = store
+        .append_keyed("k", &rows("restart"), &key("b", "f2", 40_000))
+        .expect("stored");
+    assert!(matches!(fresh, KeyedAppend::Stored(_)), "{fresh:?}");
 }
 
 fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn EngramStore) {

@@ -121,7 +121,7 @@ impl Trigger {
 }
 
 /// What an append did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Appended {
     /// The appended messages' ids, in order.
     pub ids: Vec<String>,
@@ -140,13 +140,17 @@ pub struct Appended {
     /// could not bring it down (what must be kept is larger than the window, say). The
     /// messages are stored all the same: the append succeeded, and the caller decides what to
     /// send.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over_threshold: Option<String>,
     /// Seed 004's status update, when one is due (every few user turns, or the view crossed
     /// one of the schedule's shares of the window): a system message for the caller to insert
     /// before the next model call.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Message>,
+    /// True when this is the answer of an earlier append with the same idempotency key,
+    /// returned again for a retry: nothing was stored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 /// What a session's model calls have used and cost so far. Each assistant message in the log
@@ -171,7 +175,7 @@ pub struct SessionUsage {
 }
 
 /// A compaction in brief.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct CompactionSummary {
     /// The record's id.
     pub id: i64,
@@ -530,6 +534,22 @@ impl<'s> Session<'s> {
     /// Appends messages (ids are kept; the store names a message without one `m<seq>`), then
     /// compacts when the view passes the threshold.
     pub fn append(&mut self, messages: Vec<Message>) -> Result<Appended, SessionError> {
+        self.append_once(messages, None)
+    }
+
+    /// Appends as [`Session::append`] does, once per `key` (REST's `Idempotency-Key`): a
+    /// retry with a key the session keeps (the same messages, within a day, among its newest
+    /// thousand keys) stores nothing and returns the first append's answer, marked `replayed`;
+    /// the same key with other messages is refused. The key is stored with the messages, so a
+    /// client that lost the answer (the server was killed between the two) can retry safely.
+    pub fn append_once(
+        &mut self,
+        messages: Vec<Message>,
+        key: Option<&str>,
+    ) -> Result<Appended, SessionError> {
+        if let Some(key) = key {
+            check_append_key(key)?;
+        }
         self.refresh()?;
         let now = crate::store::now();
         let mut seen = HashSet::new();
@@ -557,7 +577,22 @@ impl<'s> Session<'s> {
         }
         let user_turns = rows.iter().filter(|r| r.message.role == Role::User).count();
         let added: usize = rows.iter().map(|r| r.tokens).sum();
-        let logged = self.store.append(&self.info.id, &rows)?;
+        let logged = match key {
+            None => self.store.append(&self.info.id, &rows)?,
+            Some(key) => {
+                let key = store::AppendKey {
+                    key: key.to_owned(),
+                    fingerprint: fingerprint(&rows),
+                    at: now,
+                };
+                match self.store.append_keyed(&self.info.id, &rows, &key)? {
+                    store::KeyedAppend::Stored(logged) => logged,
+                    store::KeyedAppend::Replayed { positions, answer } => {
+                        return self.replayed(positions, answer);
+                    }
+                }
+            }
+        };
         // Only the ids and positions are reported: let the messages go before a compaction
         // reads the log again (a long append would otherwise be held three times over).
         drop(rows);
@@ -605,7 +640,7 @@ impl<'s> Session<'s> {
         } else {
             None
         };
-        Ok(Appended {
+        let appended = Appended {
             ids,
             seqs,
             view_tokens,
@@ -614,7 +649,16 @@ impl<'s> Session<'s> {
             breaker_open,
             over_threshold,
             status,
-        })
+            replayed: false,
+        };
+        if let Some(key) = key {
+            // Kept for a retry whose first answer was lost. When this fails the messages are
+            // stored all the same, and a retry rebuilds the answer from their positions.
+            if let Ok(answer) = serde_json::to_value(&appended) {
+                let _ = self.store.keep_append_answer(&self.info.id, key, &answer);
+            }
+        }
+        Ok(appended)
     }
 
     /// True when the last `max_failed_compactions` threshold compactions all left the view
@@ -1265,6 +1309,32 @@ impl<'s> Session<'s> {
         Ok(usage)
     }
 
+    /// The answer to a retried append: the first one's when it was kept, else one rebuilt from
+    /// what the first stored (the view as it is now, no compaction: it already ran or not).
+    fn replayed(
+        &mut self,
+        positions: Vec<(u64, String)>,
+        answer: Option<Value>,
+    ) -> Result<Appended, SessionError> {
+        if let Some(mut first) = answer.and_then(|a| serde_json::from_value::<Appended>(a).ok()) {
+            first.replayed = true;
+            return Ok(first);
+        }
+        self.refresh()?;
+        let (seqs, ids) = positions.into_iter().unzip();
+        Ok(Appended {
+            ids,
+            seqs,
+            view_tokens: self.view_tokens()?,
+            window: self.info.window,
+            compaction: None,
+            breaker_open: false,
+            over_threshold: None,
+            status: None,
+            replayed: true,
+        })
+    }
+
     /// Sleep-time compaction (seed 002 phase 1): when the view is above the sleep threshold
     /// (0.5 of the window), the key facts of what leaves the view are written to working
     /// memory, then the log is compacted down to the sleep target (0.3).
@@ -1774,6 +1844,7 @@ mod tests {
             &store,
             None,
             None,
+            true,
             MEMORY_ADD,
             &json!({"content": "Rex is our family dog", "source": "notes"}),
         ));
@@ -1783,6 +1854,7 @@ mod tests {
                 &store,
                 None,
                 Some("elsewhere"),
+                true,
                 MEMORY_ADD,
                 &json!({"content": format!("the meeting moved to room {i}")}),
             ));

@@ -77,7 +77,48 @@ pub struct NewLogMessage {
     pub created_at: Timestamp,
 }
 
-/// A message of a session's log.
+/// The key of an append that may be retried (REST's `Idempotency-Key`): an append whose key the
+/// session keeps stores nothing and answers as the first did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendKey {
+    /// The caller's key.
+    pub key: String,
+    /// A hash of the messages first appended with it: the same key with other messages is
+    /// refused, not replayed.
+    pub fingerprint: String,
+    /// When it was first used.
+    pub at: Timestamp,
+}
+
+/// How long a session keeps an append's key (24 hours).
+pub const APPEND_KEY_TTL_MS: i64 = 24 * 3600 * 1000;
+
+/// How many append keys a session keeps at most (the newest).
+pub const APPEND_KEYS_KEPT: usize = 1_000;
+
+/// What an append with a key did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyedAppend {
+    /// The messages were stored: each one's position and id.
+    Stored(Vec<(u64, String)>),
+    /// The key was used before: nothing was stored. What the first append stored, and the
+    /// answer it gave when that was kept.
+    Replayed {
+        /// The first append's positions and ids.
+        positions: Vec<(u64, String)>,
+        /// Its answer, when the first append got as far as keeping it.
+        answer: Option<Value>,
+    },
+}
+
+/// The error for a key used again with other messages.
+pub fn key_reused(key: &str, session_id: &str) -> StoreError {
+    StoreError::Conflict(format!(
+        "Idempotency-Key {key:?} was used for another append to session {session_id:?}; nothing was appended (give new messages a new key)"
+    ))
+}
+
+/// A message of a session's log./// A message of a session's log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoggedMessage {
     /// Its position in the log (abandoned messages keep theirs).
@@ -269,6 +310,25 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         session_id: &str,
         messages: &[NewLogMessage],
     ) -> Result<Vec<(u64, String)>, StoreError>;
+    /// Appends as [`SessionStore::append`] does, once per key: when the session keeps `key`
+    /// (used within [`APPEND_KEY_TTL_MS`], among its newest [`APPEND_KEYS_KEPT`]), nothing is
+    /// stored and what the first append stored is returned; the same key with other messages
+    /// is a conflict ([`key_reused`]). The key is kept in the transaction that stores the
+    /// messages, so a crash between the store and the answer leaves both or neither.
+    fn append_keyed(
+        &self,
+        session_id: &str,
+        messages: &[NewLogMessage],
+        key: &AppendKey,
+    ) -> Result<KeyedAppend, StoreError>;
+    /// Keeps the answer an append with `key` gave, for its retries (nothing when the key is not
+    /// kept).
+    fn keep_append_answer(
+        &self,
+        session_id: &str,
+        key: &str,
+        answer: &Value,
+    ) -> Result<(), StoreError>;
     /// The log from `from_seq` on, in order; abandoned messages only when asked.
     fn session_log(
         &self,
