@@ -30,8 +30,11 @@ struct Rule {
     kind: &'static str,
     pattern: Regex,
     group: usize,
-    accept: fn(&Captures<'_>, &str) -> bool,
+    accept: Accept,
 }
+
+/// Whether a match of a rule is a secret (given the match and the whole text).
+type Accept = fn(&Captures<'_>, &str) -> bool;
 
 fn always(_: &Captures<'_>, _: &str) -> bool {
     true
@@ -39,7 +42,7 @@ fn always(_: &Captures<'_>, _: &str) -> bool {
 
 /// The rules, most specific first: a span one rule replaced is not looked at by later ones.
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
-    let rules: [(&str, &str, usize, fn(&Captures<'_>, &str) -> bool); 9] = [
+    let rules: [(&str, &str, usize, Accept); 9] = [
         (
             "private_key",
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
