@@ -115,3 +115,20 @@ test("mycoder's compactHistory tool compacts the agent's messages in place", asy
   assert.ok(context.messages.length < messages.length)
   assert.deepEqual(context.messages.slice(-5).map((m) => m.content), messages.slice(-5).map((m) => m.content))
 })
+
+test('an append retried with its idempotency key is stored once', async () => {
+  const store = new Store(':memory:')
+  const session = store.newSession('gpt-4o-mini', { id: 'retry' })
+  const first = await session.append({ role: 'user', content: 'deploy' }, { idempotencyKey: 'k1' })
+  const again = await session.append({ role: 'user', content: 'deploy' }, { idempotencyKey: 'k1' })
+  assert.deepEqual(again.ids, first.ids)
+  assert.equal(again.replayed, true)
+  await assert.rejects(
+    session.append({ role: 'user', content: 'other' }, { idempotencyKey: 'k1' }),
+    /Idempotency-Key/,
+  )
+  await assert.rejects(session.append({ role: 'user', content: 'x' }, { idempotencyKey: 7 }), EngramError)
+  await assert.rejects(session.append({ role: 'user', content: 'x' }, { idemptencyKey: 'k' }), /unknown option/)
+  await session.append({ role: 'user', content: 'deploy' })
+  assert.equal(session.log().length, 2)
+})

@@ -200,3 +200,14 @@ def test_the_log_without_a_limit_takes_the_cores_default(store):
     store.sleep(now="2026-01-03T00:00:00Z")
     assert len(store.log()) == 20
     assert len(store.log(25)) == 25
+
+
+def test_an_append_retried_with_its_idempotency_key_is_stored_once(store):
+    session = store.new_session("gpt-4o", id="retry")
+    first = session.append({"role": "user", "content": "deploy"}, idempotency_key="k1")
+    again = session.append({"role": "user", "content": "deploy"}, idempotency_key="k1")
+    assert again["ids"] == first["ids"] and again["replayed"] is True
+    with pytest.raises(engram.EngramError, match="Idempotency-Key"):
+        session.append({"role": "user", "content": "other"}, idempotency_key="k1")
+    session.append({"role": "user", "content": "deploy"})
+    assert len(session.log()) == 2
