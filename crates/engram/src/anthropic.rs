@@ -339,11 +339,8 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
             };
         match messages.last_mut() {
             Some(last) if last.role == role => {
-                if let Some(Value::String(s)) = last.plain.take()
-                    && !s.is_empty()
-                {
-                    last.blocks.insert(0, json!({"type": "text", "text": s}));
-                }
+                // The blocks already hold the text a plain string stood for.
+                last.plain = None;
                 last.blocks.extend(blocks);
             }
             _ => {
@@ -603,6 +600,23 @@ pub fn rewrite_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two turns of one role in a row become one Anthropic message holding each text once.
+    #[test]
+    fn consecutive_turns_of_a_role_merge_without_repeating_a_text() {
+        let conversation = Conversation {
+            messages: vec![Message::user("first"), Message::user("second")],
+            ..Conversation::default()
+        };
+        let out = to_anthropic(&conversation).expect("converts");
+        assert_eq!(
+            out["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "first"},
+                {"type": "text", "text": "second"}
+            ]}])
+        );
+    }
 
     fn request() -> Value {
         json!({
