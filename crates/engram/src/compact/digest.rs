@@ -121,12 +121,15 @@ impl<'t> Offered<'t> {
 }
 
 /// Builds the digest of `sources` (chronological) for at most `budget` tokens, given what stays
-/// `visible`. `None` when nothing worth keeping fits.
+/// `visible`. With `has_task`, the first user message among the sources is the task statement
+/// (kept first); without, they are a later stretch of the history whose task is visible.
+/// `None` when nothing worth keeping fits.
 pub(crate) fn build(
     sources: &[&Item<'_>],
     visible: &[&Message],
     counter: &TokenCounter,
     budget: usize,
+    has_task: bool,
 ) -> Option<Built> {
     // The header names the tool and the range that brings the originals back (one id per
     // line would cost more of a small budget than the lines are worth).
@@ -179,7 +182,10 @@ pub(crate) fn build(
     // and first when it costs at most 40% of the budget. Otherwise its head (where the ask
     // usually is) is kept, up to [`TASK_HEAD_SHARE`] of the budget, and the rest of its lines
     // compete, boosted.
-    let task = sources.iter().position(|i| i.message.role == Role::User);
+    let task = sources
+        .iter()
+        .position(|i| i.message.role == Role::User)
+        .filter(|_| has_task);
     let mut task_kept = None;
     let mut head_end = 0;
     if let Some(t) = task {

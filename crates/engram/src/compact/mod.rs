@@ -21,6 +21,7 @@
 pub mod live;
 pub mod policy;
 pub mod salient;
+pub mod stable;
 pub mod summarize;
 pub mod units;
 
@@ -323,6 +324,12 @@ pub struct CompactOptions {
     /// Sentence embeddings for hybrid recall (BM25 fused with similarity of meaning); `None`:
     /// lexical recall.
     pub embedder: Option<std::sync::Arc<dyn crate::embed::Embedder>>,
+    /// The first `head` input messages are a head that earlier requests sent and a provider's
+    /// prompt cache holds (the system prompt, the task, earlier summaries): they stand first,
+    /// byte for byte, as the system prompt does, and what the compaction writes comes after
+    /// them; the task statement is among them, not in what is summarised. 0 (the default):
+    /// only the leading system messages.
+    pub head: usize,
 }
 
 impl CompactOptions {
@@ -343,6 +350,7 @@ impl CompactOptions {
             previous_summary: None,
             pinned_ids: Vec::new(),
             embedder: None,
+            head: 0,
         }
     }
 
@@ -518,10 +526,17 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
             input: index,
         })
         .collect();
-    let pinned_end = items
+    let instructions_end = items
         .iter()
         .take_while(|i| i.message.role.is_instruction())
         .count();
+    // A head the caller fixed stands first as the instructions do; never the newest message.
+    let head_end = items
+        .iter()
+        .take_while(|i| i.input.is_some_and(|at| at < options.head))
+        .count()
+        .min(items.len().saturating_sub(1));
+    let pinned_end = instructions_end.max(head_end);
     let mut older: Vec<units::Unit> = units::units(&items[pinned_end..]);
     for u in &mut older {
         u.start += pinned_end;
@@ -1009,6 +1024,13 @@ impl Planner<'_> {
                         .take(1)
                         .map(|i| i.message.as_ref()),
                 )
+                // A fixed head stays in view: what it says need not be said again.
+                .chain(
+                    self.items
+                        .iter()
+                        .take_while(|i| i.input.is_some_and(|at| at < self.options.head))
+                        .map(|i| i.message.as_ref()),
+                )
                 .collect();
             // The digest holds at most part of the budget, so it reads only the most recent
             // dropped material (16 times what it can hold), plus the task statement: on a
@@ -1032,8 +1054,10 @@ impl Planner<'_> {
                     }
                 }
             }
-            // The task statement, when it was dropped and not recalled whole.
-            if let Some(task) = self.items.iter().find(|i| i.message.role == Role::User)
+            // The task statement, when it was dropped and not recalled whole (a fixed head
+            // holds it, when there is one).
+            if self.options.head == 0
+                && let Some(task) = self.items.iter().find(|i| i.message.role == Role::User)
                 && !sources.iter().any(|s| std::ptr::eq(*s, task))
                 && dropped.iter().enumerate().any(|(ui, u)| {
                     !recalled_units.contains(&ui)
@@ -1048,8 +1072,14 @@ impl Planner<'_> {
             let budget = free.saturating_sub(used);
             let built = match self.summary(&sources, budget, dropped) {
                 Some(built) => Some(("summarize", built)),
-                None => digest::build(&sources, &visible, self.counter, budget)
-                    .map(|built| ("extractive", built)),
+                None => digest::build(
+                    &sources,
+                    &visible,
+                    self.counter,
+                    budget,
+                    self.options.head == 0,
+                )
+                .map(|built| ("extractive", built)),
             };
             if let Some((step, built)) = built {
                 self.report.steps.push(step);
