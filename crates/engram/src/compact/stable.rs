@@ -1,0 +1,391 @@
+//! Compaction that keeps a provider's prompt cache warm.
+//!
+//! Providers bill a repeated prompt prefix at a fraction of the price, and any change at a
+//! place of the prompt makes everything after it new again. An agent resends its growing
+//! history; between two compactions, what goes upstream must therefore be the previous request
+//! plus what is new, byte for byte, and a compaction must keep as long a prefix as it can.
+//!
+//! A view sent upstream ([`SentView`]) has a **head** that later requests keep byte for byte:
+//! the system prompt, the task statement (the first user message, whole while it fits its
+//! share of the limit) and the summaries, in that order; then a **tail** of the caller's
+//! messages. A request whose view stays under the threshold is the previous view with the new
+//! messages after it ([`Next::Extended`]). Over the threshold, the tail is compacted behind the
+//! head: what leaves it is summarised in a new block appended after the earlier ones, which
+//! stay as they were ([`Next::Compacted`]). Only when the summaries outgrow their share are they
+//! merged, by compacting the whole history again.
+//!
+//! The proxy keeps each view it sent by the caller messages it stands for; a session keeps its
+//! view in its store.
+
+use super::policy::TriggerPolicy;
+use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact};
+use crate::count::TokenCounter;
+use crate::input::Conversation;
+use crate::message::{Message, Role};
+use crate::responses::Origin;
+
+/// The share of the limit the task statement may take and still go up whole in every request;
+/// a larger one is cut to its ask by the digest.
+pub const TASK_SHARE: f64 = 0.25;
+
+/// The share of the target the summary blocks may take before they are merged into one.
+pub const SUMMARIES_SHARE: f64 = 0.3;
+
+/// The share of the free budget one summary block behind the head may take: small blocks, so
+/// that several fit before they are merged.
+pub const BLOCK_SHARE: f64 = 0.15;
+
+/// A view sent upstream, as the next request builds on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentView {
+    /// What was sent, in the core's message form.
+    pub messages: Vec<Message>,
+    /// Where each message comes from among the caller's messages (`Same(i)`: the caller's
+    /// message `i` as it was sent; `Edited(i)`: it, masked; `New`: a summary).
+    pub origins: Vec<Origin>,
+    /// How many of the caller's messages the view stands for: a request that starts with them
+    /// builds on it.
+    pub covers: usize,
+    /// How many leading messages are the head: the instructions, the task and the summaries,
+    /// which every later request keeps byte for byte until the summaries are merged.
+    pub head: usize,
+}
+
+impl SentView {
+    /// The caller's request whole: what goes upstream while nothing was compacted.
+    pub fn whole(conversation: &Conversation) -> SentView {
+        let n = conversation.messages.len();
+        SentView {
+            messages: conversation.messages.clone(),
+            origins: (0..n).map(Origin::Same).collect(),
+            covers: n,
+            head: 0,
+        }
+    }
+
+    /// The tokens of the view with `tools`, as `counter` counts what is sent.
+    pub fn tokens(&self, counter: &TokenCounter, tools: &[serde_json::Value]) -> usize {
+        counter.accounting().per_conversation
+            + counter.count_tools(tools)
+            + self
+                .messages
+                .iter()
+                .map(|m| counter.count_message(m).total())
+                .sum::<usize>()
+    }
+}
+
+/// What to send for a request.
+#[derive(Debug, Clone)]
+pub enum Next {
+    /// Under the threshold with nothing compacted before: the request as the caller sent it.
+    AsSent,
+    /// The previous view and the new messages after it: nothing rewritten.
+    Extended(SentView),
+    /// Compacted: the head kept (or, when the summaries were merged, rebuilt) and the tail
+    /// compacted behind it.
+    Compacted(SentView, Box<CompactReport>),
+}
+
+/// How a request is compacted: the policy, the limit it is measured against, and the options
+/// (summarizer, strategy) of each compaction; `target` overrides the policy's target.
+#[derive(Debug, Clone)]
+pub struct Stable<'a> {
+    /// When to compact and to how much.
+    pub trigger: TriggerPolicy,
+    /// The tokens the request may hold (the window less the reply's room).
+    pub limit: usize,
+    /// The options each compaction runs with (its budget and head are set here).
+    pub options: &'a CompactOptions,
+}
+
+impl Stable<'_> {
+    /// What to send for `conversation`, whose first `previous.covers` messages are the ones
+    /// `previous` (the view sent for this conversation's last request) stood for.
+    pub fn next(
+        &self,
+        previous: Option<&SentView>,
+        conversation: &Conversation,
+        counter: &TokenCounter,
+    ) -> Result<Next, CompactError> {
+        let tools = &conversation.tools;
+        let messages = &conversation.messages;
+        let previous = previous.filter(|p| p.covers <= messages.len());
+        if let Some(p) = previous {
+            let extended = extend(p, messages);
+            let tokens = extended.tokens(counter, tools);
+            let (_, repairs) = super::units::repair(&extended.messages);
+            if !self.trigger.is_over(tokens, self.limit) && repairs == Default::default() {
+                return Ok(Next::Extended(extended));
+            }
+        } else if !self
+            .trigger
+            .is_over(counter.count_conversation(conversation).total(), self.limit)
+        {
+            return Ok(Next::AsSent);
+        }
+        let target = self.trigger.target_tokens(self.limit);
+        // Behind the head while the summaries fit their share; else the whole history again.
+        if let Some(p) = previous.filter(|p| p.head > 0)
+            && summaries_tokens(p, counter) <= (SUMMARIES_SHARE * target as f64) as usize
+        {
+            return self.behind_head(p, conversation, counter, target);
+        }
+        let (view, report) = self.rebuild(conversation, counter, target)?;
+        Ok(Next::Compacted(view, report))
+    }
+
+    /// The whole history compacted to `target`, the instructions and the task (when it fits
+    /// its share) first as the head: a compaction that starts the cached prefix anew (the
+    /// summaries merged, or a retry harder after the upstream refused a request as too long).
+    pub fn rebuild(
+        &self,
+        conversation: &Conversation,
+        counter: &TokenCounter,
+        target: usize,
+    ) -> Result<(SentView, Box<CompactReport>), CompactError> {
+        let messages = &conversation.messages;
+        let instructions = crate::message::leading_instructions(messages);
+        let task_whole = messages.get(instructions).is_some_and(|m| {
+            m.role == Role::User
+                && instructions + 1 < messages.len()
+                && counter.count_message(m).total() <= (TASK_SHARE * self.limit as f64) as usize
+        });
+        let head = if task_whole { instructions + 1 } else { 0 };
+        let compacted = self.compact(conversation, head, false, counter, target)?;
+        let origins = Origin::of_view(messages, &compacted.messages);
+        let fixed = if task_whole {
+            instructions + 1
+        } else {
+            instructions
+        };
+        Ok((
+            view_of(compacted.messages, origins, fixed, messages.len()),
+            Box::new(compacted.report),
+        ))
+    }
+
+    /// The tail of `previous` and the new messages compacted behind its head.
+    fn behind_head(
+        &self,
+        previous: &SentView,
+        conversation: &Conversation,
+        counter: &TokenCounter,
+        target: usize,
+    ) -> Result<Next, CompactError> {
+        let messages = &conversation.messages;
+        // Where the previous view's tail starts among the caller's messages.
+        let start = previous.origins[previous.head..]
+            .iter()
+            .find_map(|o| match o {
+                Origin::Same(i) | Origin::Edited(i) => Some(*i),
+                Origin::New => None,
+            })
+            .unwrap_or(previous.covers);
+        let head = &previous.messages[..previous.head];
+        let input = Conversation {
+            messages: head.iter().chain(&messages[start..]).cloned().collect(),
+            tools: conversation.tools.clone(),
+            extra: conversation.extra.clone(),
+        };
+        let compacted = self.compact(&input, previous.head, true, counter, target)?;
+        // Origins among the input, then among the caller's messages.
+        let origins = Origin::of_view(&input.messages, &compacted.messages)
+            .into_iter()
+            .map(|o| match o {
+                Origin::Same(i) if i < previous.head => previous.origins[i],
+                Origin::Edited(i) if i < previous.head => previous.origins[i],
+                Origin::Same(i) => Origin::Same(start + i - previous.head),
+                Origin::Edited(i) => Origin::Edited(start + i - previous.head),
+                Origin::New => Origin::New,
+            })
+            .collect();
+        Ok(Next::Compacted(
+            view_of(compacted.messages, origins, previous.head, messages.len()),
+            Box::new(compacted.report),
+        ))
+    }
+
+    /// One compaction of `input` with its first `head` messages fixed, within the target (or,
+    /// when what must stay is larger, within what must stay and room for a summary); a `block`
+    /// behind a head of summaries takes at most [`BLOCK_SHARE`].
+    fn compact(
+        &self,
+        input: &Conversation,
+        head: usize,
+        block: bool,
+        counter: &TokenCounter,
+        target: usize,
+    ) -> Result<super::Compacted, CompactError> {
+        super::policy::within_target(target, self.limit, 0, |budget| {
+            let mut options = self.options.clone();
+            options.budget = budget;
+            options.head = head;
+            if block {
+                options.digest_share = options.digest_share.min(BLOCK_SHARE);
+            }
+            compact(input, counter, &options)
+        })
+        .result
+    }
+}
+
+/// `previous` with the caller's messages after those it stands for.
+fn extend(previous: &SentView, messages: &[Message]) -> SentView {
+    let mut out = previous.clone();
+    out.messages
+        .extend(messages[previous.covers..].iter().cloned());
+    out.origins
+        .extend((previous.covers..messages.len()).map(Origin::Same));
+    out.covers = messages.len();
+    out
+}
+
+/// The tokens of the summaries in a view's head (what follows the instructions and the task).
+fn summaries_tokens(view: &SentView, counter: &TokenCounter) -> usize {
+    view.messages[..view.head]
+        .iter()
+        .zip(&view.origins)
+        .filter(|(_, o)| **o == Origin::New)
+        .map(|(m, _)| counter.count_message(m).total())
+        .sum()
+}
+
+/// A compacted view with its origins: its head is the `fixed` messages kept first and the
+/// summary the compaction wrote right after them, if it wrote one.
+fn view_of(
+    messages: Vec<ViewMessage>,
+    origins: Vec<Origin>,
+    fixed: usize,
+    covers: usize,
+) -> SentView {
+    let fixed = fixed.min(messages.len());
+    let summary = messages.get(fixed).is_some_and(|v| v.kind == Kind::Summary);
+    SentView {
+        head: fixed + usize::from(summary),
+        messages: messages.into_iter().map(|v| v.message).collect(),
+        origins,
+        covers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokenize::Tokenizer;
+
+    fn counter() -> TokenCounter {
+        TokenCounter::new(Tokenizer::chars_per_token(4))
+    }
+
+    /// An agent's history: a system prompt, a task, then turns of a command and its long output.
+    fn history(turns: usize) -> Vec<Message> {
+        let mut out = vec![
+            Message::system("You are a coding agent."),
+            Message::user(
+                "Fix the failing test in src/parser/lexer.rs: tokens after a comment are lost.",
+            ),
+        ];
+        for i in 0..turns {
+            out.push(Message::assistant(format!(
+                "run step {i}: cat src/mod_{i}.rs"
+            )));
+            out.push(Message::user(format!(
+                "output of step {i} for src/mod_{i}.rs\n{}",
+                "line of output ".repeat(40)
+            )));
+        }
+        out
+    }
+
+    fn conversation(messages: &[Message]) -> Conversation {
+        Conversation {
+            messages: messages.to_vec(),
+            ..Conversation::default()
+        }
+    }
+
+    /// Turn by turn, every request that does not compact extends the previous one, a
+    /// compaction keeps the head it had (the system prompt, the task, the earlier summaries),
+    /// and the task goes up whole in every request.
+    #[test]
+    fn requests_extend_the_previous_one_and_compactions_keep_the_head() {
+        let counter = counter();
+        let options = CompactOptions::new(1);
+        let stable = Stable {
+            trigger: TriggerPolicy::default(),
+            limit: 4_000,
+            options: &options,
+        };
+        let all = history(120);
+        let mut previous: Option<SentView> = None;
+        let (mut compactions, mut extended) = (0, 0);
+        for t in 4..all.len() {
+            let conversation = conversation(&all[..t]);
+            let next = stable
+                .next(previous.as_ref(), &conversation, &counter)
+                .expect("fits");
+            let view = match next {
+                Next::AsSent => {
+                    assert!(previous.is_none());
+                    continue;
+                }
+                Next::Extended(view) => {
+                    let p = previous.as_ref().expect("a previous view");
+                    assert_eq!(view.messages[..p.messages.len()], p.messages[..]);
+                    extended += 1;
+                    view
+                }
+                Next::Compacted(view, _) => {
+                    if let Some(p) = &previous
+                        && p.head > 0
+                    {
+                        let kept = view.messages.starts_with(&p.messages[..p.head]);
+                        assert!(kept || view.head <= 3, "the head stays, or was merged");
+                    }
+                    compactions += 1;
+                    view
+                }
+            };
+            assert!(view.tokens(&counter, &[]) <= 4_000, "under the limit");
+            assert_eq!(view.messages[0], all[0]);
+            assert_eq!(view.messages[1], all[1], "the task whole, second");
+            assert_eq!(view.messages.last(), all[..t].last());
+            previous = Some(view);
+        }
+        assert!(compactions >= 3, "{compactions}");
+        assert!(
+            extended > compactions * 3,
+            "{extended} extended, {compactions} compacted"
+        );
+    }
+
+    /// A task larger than its share of the limit is not kept whole: the digest keeps its ask.
+    #[test]
+    fn a_task_too_large_for_its_share_is_cut_by_the_digest() {
+        let counter = counter();
+        let options = CompactOptions::new(1);
+        let stable = Stable {
+            trigger: TriggerPolicy::default(),
+            limit: 2_000,
+            options: &options,
+        };
+        let mut all = history(40);
+        all[1] = Message::user(format!(
+            "Fix the parser.\n{}",
+            "detail of the task ".repeat(150)
+        ));
+        let next = stable
+            .next(None, &conversation(&all), &counter)
+            .expect("fits");
+        let Next::Compacted(view, _) = next else {
+            panic!("over the threshold: compacted")
+        };
+        assert_ne!(view.messages[1], all[1]);
+        assert!(
+            view.messages
+                .iter()
+                .any(|m| m.text().contains("Fix the parser."))
+        );
+    }
+}
