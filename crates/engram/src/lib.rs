@@ -36,10 +36,12 @@
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
 //! - [`count`]: message-level accounting with a per-message cache.
 //! - [`compact`](mod@compact): the compaction pipeline (units, masking, digest, recall, summaries, live
-//!   contexts), and [`compact::policy`]: when and how much to compact, for every caller.
+//!   contexts), [`compact::policy`]: when and how much to compact, for every caller, and
+//!   [`compact::stable`]: views that keep a provider's prompt cache warm.
 //! - [`assembly`]: budgeted context assembly (seed 001).
 //! - [`redact`]: secrets out of text that leaves for an LLM or enters memory.
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
+//! - [`usage`]: what a model call used (cached tokens too), from a reply whole or streamed.
 //! - [`memory`]: memory tiers, the [`memory::MemoryStore`] trait and sleep consolidation.
 //! - [`session`]: append-only session logs, views, compaction records, checkpoints.
 //! - [`sleep`]: one sleep tick for memory and sessions, and the worker that runs them.
@@ -73,6 +75,7 @@ pub mod sleep;
 pub mod store;
 pub mod tokenize;
 pub mod tools;
+pub mod usage;
 pub mod words;
 
 pub use compact::{CompactOptions, CompactReport, Compacted, Strategy, compact};

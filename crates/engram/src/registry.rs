@@ -42,62 +42,7 @@ impl Pricing {
     }
 }
 
-/// Tokens one model call used, as its reply's `usage` object reported them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CallUsage {
-    /// Input tokens, cached ones included.
-    pub input_tokens: usize,
-    /// Input tokens read from the provider's prompt cache.
-    pub cached_tokens: usize,
-    /// Output tokens.
-    pub output_tokens: usize,
-}
-
-impl CallUsage {
-    /// OpenAI's shape (`prompt_tokens`, `completion_tokens`,
-    /// `prompt_tokens_details.cached_tokens`); a missing number is 0.
-    pub fn openai(usage: &serde_json::Value) -> Self {
-        let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as usize;
-        CallUsage {
-            input_tokens: n(&usage["prompt_tokens"]),
-            cached_tokens: n(&usage["prompt_tokens_details"]["cached_tokens"]),
-            output_tokens: n(&usage["completion_tokens"]),
-        }
-    }
-
-    /// Anthropic's shape: `input_tokens` leaves out cache reads and writes, which are added.
-    pub fn anthropic(usage: &serde_json::Value) -> Self {
-        let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as usize;
-        CallUsage {
-            input_tokens: n(&usage["input_tokens"])
-                + n(&usage["cache_read_input_tokens"])
-                + n(&usage["cache_creation_input_tokens"]),
-            cached_tokens: n(&usage["cache_read_input_tokens"]),
-            output_tokens: n(&usage["output_tokens"]),
-        }
-    }
-
-    /// Either shape, told apart by its keys; `None` when it has neither `prompt_tokens` nor
-    /// `input_tokens`.
-    pub fn detect(usage: &serde_json::Value) -> Option<Self> {
-        if usage.get("prompt_tokens").is_some() {
-            Some(Self::openai(usage))
-        } else if usage.get("input_tokens").is_some() {
-            Some(Self::anthropic(usage))
-        } else {
-            None
-        }
-    }
-
-    /// The cost in USD at `price` (cached tokens at the cached price).
-    pub fn cost(&self, price: &Pricing) -> f64 {
-        price.cost(
-            self.input_tokens.saturating_sub(self.cached_tokens),
-            self.cached_tokens,
-            self.output_tokens,
-        )
-    }
-}
+pub use crate::usage::CallUsage;
 
 /// One model's entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

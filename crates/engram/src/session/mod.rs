@@ -1295,6 +1295,7 @@ impl<'s> Session<'s> {
                             // bulk is over it until the compaction that follows).
                             input_tokens: (view.max(0) as usize).min(self.info.window),
                             cached_tokens: 0,
+                            cache_write_tokens: 0,
                             output_tokens: m.tokens,
                         }
                     });
