@@ -6,8 +6,8 @@ through `engram serve --upstream`, side by side in one run; p50 and p99 of each 
 Cases: a short request that needs no compaction (forwarded byte for byte); a long real
 trajectory prefix (SWE-agent, the dev data) over the threshold of a 16,000-token window, which
 engram compacts (masking and extractive steps) before forwarding, each time as a new agent's
-(so no cached summary applies); and that same long request resent, which the summary cache
-serves. Then the same on `/v1/responses`: a short Responses request, and the mini-SWE-agent run
+(so no earlier view applies); and that same long request resent, which goes up as the view the
+first one got (`x-engram-prefix: extended`). Then the same on `/v1/responses`: a short Responses request, and the mini-SWE-agent run
 of testdata/responses (reasoning items, calls and outputs) over the threshold, compacted afresh.
 """
 
@@ -107,7 +107,7 @@ def main() -> None:
             with urllib.request.urlopen(req) as r:
                 h = r.headers
                 return (f"{h.get('x-engram-tokens-before')} -> {h.get('x-engram-tokens-after')} tokens, "
-                        f"steps {h.get('x-engram-steps')}, summary cache {h.get('x-engram-summary-cache')}")
+                        f"steps {h.get('x-engram-steps')}, prefix {h.get('x-engram-prefix')}")
 
         resent = long_body(None)
         print(f"long request: {len(resent)} bytes; first time: {probe(resent)}; resent: {probe(resent)}")
@@ -130,7 +130,7 @@ def main() -> None:
         cases = [
             ("no compaction (byte for byte)", lambda i: small, "/v1/chat/completions"),
             ("compacted afresh (a new history each time)", lambda i: long_body(i), "/v1/chat/completions"),
-            ("the same history resent (summary cache hit)", lambda i: resent, "/v1/chat/completions"),
+            ("the same history resent (the view extended)", lambda i: resent, "/v1/chat/completions"),
             ("Responses, no compaction (byte for byte)", lambda i: small_items, "/v1/responses"),
             ("Responses, compacted afresh", long_items, "/v1/responses"),
         ]

@@ -458,8 +458,8 @@ def test_a_real_model_behind_the_proxy(llama, trajectory):  # noqa: F811
 def test_a_real_model_writes_the_proxys_summary_once(llama, trajectory):  # noqa: F811
     """engram serve --summarizer openai with SmolLM2 itself writing the summaries, in front of
     SmolLM2: a request over the window is compacted (the model's summary, or the extractive
-    digest when its reply is unusable); the same request sent again is served from the summary
-    cache without summarising again, and still fits the 4,096-token context."""
+    digest when its reply is unusable); the same request sent again goes up as the view the first
+    got, without summarising again, and still fits the 4,096-token context."""
     import openai
 
     proc, base = start_engram("--upstream", llama, "--model-window", "smollm2=4096",
@@ -470,12 +470,12 @@ def test_a_real_model_writes_the_proxys_summary_once(llama, trajectory):  # noqa
         end = [e for e in turn_ends(trajectory) if e > 4][1]
         first = client.chat.completions.with_raw_response.create(model="smollm2", messages=trajectory[:end],
                                                                  max_tokens=8)
-        assert first.headers["x-engram-summary-cache"] == "miss", dict(first.headers)
+        assert first.headers["x-engram-prefix"] == "rebuilt", dict(first.headers)
         assert first.parse().usage.prompt_tokens < 4096
         again = client.chat.completions.with_raw_response.create(model="smollm2", messages=trajectory[:end],
                                                                  max_tokens=8)
-        assert again.headers["x-engram-summary-cache"] == "hit", dict(again.headers)
-        assert again.headers["x-engram-steps"] == "summary-cache"
+        assert again.headers["x-engram-prefix"] == "extended", dict(again.headers)
+        assert again.headers["x-engram-steps"] == "extend"
         assert again.parse().usage.prompt_tokens < 4096
     finally:
         proc.terminate()

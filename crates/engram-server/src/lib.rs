@@ -20,6 +20,8 @@ pub mod mcp;
 mod metrics;
 mod proxy;
 mod ui;
+mod usage_tap;
+mod views;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -1,6 +1,7 @@
 //! Prometheus text metrics: requests and latencies per route and status, compactions and the
-//! tokens they saved, and the proxy's requests (by route, model, upstream status and summary
-//! cache), their tokens before and after, and the upstream's latency.
+//! tokens they saved, and the proxy's requests (by route, model, upstream status and what became
+//! of the cached prefix), their tokens before and after, the input tokens the upstream reported
+//! (read from its prompt cache, written to it) and the upstream's latency.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -32,6 +33,16 @@ pub(crate) struct Metrics {
     proxied_tokens: Mutex<BTreeMap<(String, String), (u64, u64)>>,
     /// route -> time until the answer (compaction and the upstream, to the headers).
     upstream_latency: Mutex<BTreeMap<String, Histogram>>,
+    /// (route, model) -> the upstream's usage.
+    usage: Mutex<BTreeMap<(String, String), InputTokens>>,
+}
+
+/// Input tokens an upstream reported: all of them, read from its cache, written to it.
+#[derive(Default)]
+struct InputTokens {
+    all: u64,
+    cached: u64,
+    written: u64,
 }
 
 /// Upstream latency buckets, in seconds (model calls take seconds to minutes).
@@ -119,6 +130,15 @@ impl Metrics {
             .observe(&UPSTREAM_BUCKETS, p.seconds);
     }
 
+    /// What the upstream said a proxied call used.
+    pub(crate) fn usage(&self, route: &str, model: &str, usage: &engram::usage::CallUsage) {
+        let mut all = lock(&self.usage);
+        let u = all.entry((route.to_owned(), model.to_owned())).or_default();
+        u.all += usage.input_tokens as u64;
+        u.cached += usage.cached_tokens as u64;
+        u.written += usage.cache_write_tokens as u64;
+    }
+
     pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         out.push_str(
@@ -178,6 +198,21 @@ impl Metrics {
                 out,
                 "engram_proxy_tokens_total{{route=\"{route}\",model=\"{model}\",when=\"after\"}} {after}"
             );
+        }
+        out.push_str("# HELP engram_proxy_upstream_input_tokens_total Input tokens the upstream reported for proxied calls: all of them, those read from its prompt cache, and those written to it.\n");
+        out.push_str("# TYPE engram_proxy_upstream_input_tokens_total counter\n");
+        for ((route, model), u) in lock(&self.usage).iter() {
+            let model = label(model);
+            for (kind, n) in [
+                ("all", u.all),
+                ("cached", u.cached),
+                ("cache_write", u.written),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "engram_proxy_upstream_input_tokens_total{{route=\"{route}\",model=\"{model}\",kind=\"{kind}\"}} {n}"
+                );
+            }
         }
         out.push_str("# HELP engram_proxy_duration_seconds Time until a proxied request has its answer (compaction and the upstream, to the headers), by route.\n");
         out.push_str("# TYPE engram_proxy_duration_seconds histogram\n");

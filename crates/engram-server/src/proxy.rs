@@ -15,15 +15,14 @@
 //! content, so an agent resending its growing history pays only for the new turn. Where the
 //! count is an estimate (Claude), a safety margin is kept.
 //!
-//! Compaction runs the configured pipeline (the summarizer of `[summarizer]` / `--summarizer`
-//! when there is one, else the extractive digest). Each summary is kept by the hash of the
-//! messages it replaces (the request's first messages up to where the kept history starts):
-//! the next request of the same agent starts with the same messages, so it is sent as the
-//! system prompt, the same summary and the history after it, untouched, for as long as that
-//! stays under the threshold; only then is it compacted again, the summarizer merging the new
-//! history into its previous summary. So an agent resending its growing history pays for each
-//! summary once, and the upstream sees a stable prefix (which its own prompt cache rewards).
-//! Nothing else is kept between requests.
+//! Compaction keeps the provider's prompt cache warm ([`engram::compact::stable`]): the proxy
+//! keeps the view it sent for each request ([`crate::views`]), so an agent's next request goes
+//! upstream as that view plus what is new, byte for byte, until it passes the threshold; a
+//! compaction then keeps the head (the system prompt, the task whole, the earlier summaries)
+//! and appends a summary of what leaves after it. Summaries are written by the configured
+//! pipeline (the summarizer of `[summarizer]` / `--summarizer`, else the extractive digest),
+//! once each. When the reply has ended, what the upstream said the call used (its prompt cache
+//! too) goes to the metrics, the inspector and the log line ([`crate::usage_tap`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -33,10 +32,9 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use engram::compact::summarize::PreviousSummary;
-use engram::compact::{CompactOptions, Kind, Strategy, compact};
-use engram::responses::Origin;
-use engram::{Conversation, Message, TokenCounter};
+use engram::compact::stable::{Next, SentView, Stable};
+use engram::compact::{CompactOptions, Strategy};
+use engram::{Conversation, TokenCounter};
 use serde_json::Value;
 
 use crate::App;
@@ -109,13 +107,16 @@ pub fn parse_model_window(text: &str) -> Result<(String, usize), String> {
 pub(crate) struct Proxy {
     http: reqwest::Client,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
-    summaries: Mutex<SummaryCache>,
+    views: Mutex<crate::views::ViewCache>,
     recent: Mutex<VecDeque<Recent>>,
+    next_id: std::sync::atomic::AtomicU64,
 }
 
 /// A proxied request as the inspector lists it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Recent {
+    #[serde(skip)]
+    id: u64,
     #[serde(skip)]
     tenant: String,
     #[serde(serialize_with = "engram::store::serialize_time")]
@@ -130,6 +131,9 @@ pub(crate) struct Recent {
     retried: bool,
     ms: f64,
     note: String,
+    /// What the upstream said the call used (its prompt cache too), once the reply has ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Billed>,
     /// What went upstream, redacted (only with `keep_bodies`).
     #[serde(skip_serializing_if = "Option::is_none")]
     sent: Option<Value>,
@@ -153,12 +157,21 @@ impl Proxy {
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             counters: Mutex::new(HashMap::new()),
-            summaries: Mutex::new(SummaryCache::default()),
+            views: Mutex::new(crate::views::ViewCache::default()),
             recent: Mutex::new(VecDeque::new()),
+            next_id: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    fn remember(&self, recent: Recent, keep_bodies: usize) {
+    /// Lists a proxied request for the inspector; its id, for [`Proxy::billed`].
+    fn remember(&self, mut recent: Recent, keep_bodies: usize) -> u64 {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        recent.id = id;
+        if recent.tenant.is_empty() {
+            return id;
+        }
         let mut list = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         list.push_front(recent);
         list.truncate(RECENT_REQUESTS);
@@ -166,10 +179,19 @@ impl Proxy {
         if let Some(r) = list.get_mut(keep_bodies) {
             r.sent = None;
         }
+        id
     }
 
-    fn summaries(&self) -> std::sync::MutexGuard<'_, SummaryCache> {
-        self.summaries.lock().unwrap_or_else(|p| p.into_inner())
+    /// What the request listed as `id` used, once its reply has ended.
+    fn billed(&self, id: u64, billed: Billed) {
+        let mut list = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = list.iter_mut().find(|r| r.id == id) {
+            r.usage = Some(billed);
+        }
+    }
+
+    fn views(&self) -> std::sync::MutexGuard<'_, crate::views::ViewCache> {
+        self.views.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn counter(&self, tokenizer: engram::Tokenizer) -> Arc<TokenCounter> {
@@ -181,140 +203,6 @@ impl Proxy {
                 .or_insert_with(|| Arc::new(TokenCounter::new(tokenizer))),
         )
     }
-}
-
-/// Most summaries kept, and most bytes of summary text; the oldest go first.
-const CACHE_ENTRIES: usize = 4_096;
-const CACHE_BYTES: usize = 32 << 20;
-
-/// A summary the proxy wrote, for the requests that start with the messages it replaces.
-#[derive(Debug, Clone)]
-struct CachedSummary {
-    /// The summary message as it was sent.
-    message: Message,
-    /// What the summarizer is given to merge the history that follows into (a model-written
-    /// summary; `None` for the extractive digest, which is rebuilt instead).
-    previous: Option<PreviousSummary>,
-}
-
-impl CachedSummary {
-    fn bytes(&self) -> usize {
-        let text = self.message.text().len();
-        text + self.previous.as_ref().map_or(0, |p| {
-            p.text.len() + p.covers.iter().map(String::len).sum::<usize>()
-        })
-    }
-}
-
-/// Summaries by the hash of the prefix of messages they replace (see the module's notes).
-#[derive(Debug, Default)]
-struct SummaryCache {
-    entries: HashMap<u128, CachedSummary>,
-    order: VecDeque<u128>,
-    bytes: usize,
-}
-
-impl SummaryCache {
-    /// The summary replacing the longest prefix of the request (`prefixes[k]` is the hash of
-    /// its first `k` messages), with that `k`; prefixes of the pinned messages alone do not
-    /// count.
-    fn longest(&self, prefixes: &[u128], pinned: usize) -> Option<(usize, CachedSummary)> {
-        (pinned + 1..prefixes.len())
-            .rev()
-            .find_map(|k| self.entries.get(&prefixes[k]).map(|s| (k, s.clone())))
-    }
-
-    fn insert(&mut self, key: u128, summary: CachedSummary) {
-        let size = summary.bytes();
-        if let Some(old) = self.entries.insert(key, summary) {
-            self.bytes -= old.bytes();
-        } else {
-            self.order.push_back(key);
-        }
-        self.bytes += size;
-        while self.entries.len() > CACHE_ENTRIES || self.bytes > CACHE_BYTES {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(old) = self.entries.remove(&oldest) {
-                self.bytes -= old.bytes();
-            }
-        }
-    }
-}
-
-/// Feeds what serde writes into a hash.
-struct HashWriter(xxhash_rust::xxh3::Xxh3);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The hashes of every prefix of `messages` within `scope` (the tenant and the format):
-/// `out[k]` stands for the first `k` messages.
-fn prefix_hashes(scope: &str, messages: &[Message]) -> Vec<u128> {
-    let mut out = Vec::with_capacity(messages.len() + 1);
-    let mut hash = xxhash_rust::xxh3::xxh3_128(scope.as_bytes());
-    out.push(hash);
-    for m in messages {
-        let mut w = HashWriter(xxhash_rust::xxh3::Xxh3::new());
-        w.0.update(&hash.to_le_bytes());
-        // A message that serialises is hashed by its JSON; one that does not cannot match.
-        if serde_json::to_writer(&mut w, m).is_err() {
-            w.0.update(b"\0unserialisable");
-        }
-        hash = w.0.digest128();
-        out.push(hash);
-    }
-    out
-}
-
-/// True for a message the caller pinned (`"pinned": true`), kept wherever it stands.
-fn pinned_mid(m: &Message) -> bool {
-    m.extra().get("pinned") == Some(&Value::Bool(true))
-}
-
-/// The request with its first `k` messages (after the pinned ones) replaced by `summary`:
-/// the pinned messages, the summary, the messages the caller pinned among those replaced,
-/// then the rest as sent.
-fn with_summary(
-    conversation: &Conversation,
-    pinned: usize,
-    k: usize,
-    summary: &CachedSummary,
-) -> (Conversation, Vec<Origin>) {
-    let messages = &conversation.messages;
-    let kept: Vec<Origin> = (0..pinned)
-        .map(Origin::Same)
-        .chain([Origin::New])
-        .chain(
-            (pinned..k)
-                .filter(|&i| pinned_mid(&messages[i]))
-                .map(Origin::Same),
-        )
-        .chain((k..messages.len()).map(Origin::Same))
-        .collect();
-    let out = kept
-        .iter()
-        .map(|o| {
-            o.same()
-                .map_or_else(|| summary.message.clone(), |i| messages[i].clone())
-        })
-        .collect();
-    (
-        Conversation {
-            messages: out,
-            tools: conversation.tools.clone(),
-            extra: conversation.extra.clone(),
-        },
-        kept,
-    )
 }
 
 /// The three wire formats.
@@ -346,11 +234,12 @@ struct Outcome {
     estimated: bool,
     steps: Vec<&'static str>,
     retried: bool,
-    /// How the summary cache served a compacted request: `hit` (a summary written for an
-    /// earlier request replaced the same prefix; nothing else was done), `merged` (compacted
-    /// again, the summarizer merging the new history into the earlier summary), `reused`
-    /// (compacted again, the earlier summary kept as it was) or `miss`.
-    cache: Option<&'static str>,
+    /// What became of the prefix the provider caches, for a request engram rewrote: `extended`
+    /// (the view this agent's previous request got, and the new messages after it),
+    /// `appended` (compacted behind the head that view kept: a summary block added after the
+    /// earlier ones) or `rebuilt` (the whole history compacted: the first compaction, the
+    /// summaries merged, or a retry).
+    prefix: Option<&'static str>,
     note: Option<String>,
     /// The body sent upstream (for the inspector's list of recent requests).
     sent: Option<Bytes>,
@@ -384,8 +273,8 @@ impl Outcome {
         );
         put("x-engram-estimated", self.estimated.to_string());
         put("x-engram-retried", self.retried.to_string());
-        if let Some(cache) = self.cache {
-            put("x-engram-summary-cache", cache.to_owned());
+        if let Some(prefix) = self.prefix {
+            put("x-engram-prefix", prefix.to_owned());
         }
         if let Some(note) = &self.note {
             put(
@@ -526,9 +415,12 @@ pub(crate) async fn responses(State(app): State<Arc<App>>, request: Request) -> 
     observed(app, Format::Responses, "/v1/responses", request).await
 }
 
-/// A model request forwarded, then counted in the metrics and (with `log_requests`) logged as
-/// one JSON line on standard error: route, model, tokens before and after, steps, summary cache,
-/// the status the caller got (the upstream's, or engram's own 4xx/502/504) and the time to it.
+/// A model request forwarded, then counted in the metrics and listed for the inspector; when
+/// the reply has ended, what the upstream said it used (input tokens, those read from and
+/// written to its prompt cache, output) joins both and (with `log_requests`) one JSON line on
+/// standard error: route, model, tokens before and after, steps, what became of the cached
+/// prefix, the status the caller got (the upstream's, or engram's own 4xx/502/504), the time to
+/// it, the usage and its cost.
 async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) -> Response {
     let started = Instant::now();
     let tenant = authorize(&app, request.headers()).ok();
@@ -543,12 +435,13 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
             .get(name)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
+            .to_owned()
     };
     let number = |name: &str| header(name).parse::<u64>().unwrap_or(0);
     let model = header("x-engram-model");
-    let cache = match header("x-engram-summary-cache") {
-        "" => "none",
-        cache => cache,
+    let cache = match header("x-engram-prefix").as_str() {
+        "" => "none".to_owned(),
+        cache => cache.to_owned(),
     };
     let status = response.status().as_u16();
     let (before, after) = (
@@ -557,57 +450,114 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
     );
     app.metrics.proxied(&crate::metrics::Proxied {
         route,
-        model,
+        model: &model,
         status,
-        cache,
+        cache: &cache,
         tokens_before: before,
         tokens_after: after,
         seconds,
     });
-    if let Some(tenant) = tenant {
-        let keep = app.config.proxy.keep_bodies;
-        let sent = sent.filter(|_| keep > 0).map(|Sent(bytes)| {
+    let keep = app.config.proxy.keep_bodies;
+    let recent = Recent {
+        id: 0,
+        tenant: tenant.unwrap_or_default(),
+        at: engram::store::now(),
+        route: route.to_owned(),
+        model: model.clone(),
+        status,
+        tokens_before: before,
+        tokens_after: after,
+        steps: header("x-engram-steps"),
+        cache,
+        retried: header("x-engram-retried") == "true",
+        ms: (seconds * 1e4).round() / 10.0,
+        note: header("x-engram-note"),
+        usage: None,
+        sent: sent.filter(|_| keep > 0).map(|Sent(bytes)| {
             let (text, _) = engram::redact::redact(&String::from_utf8_lossy(&bytes));
             serde_json::from_str(&text).unwrap_or(Value::String(text))
-        });
-        app.proxy.remember(
-            Recent {
-                tenant,
-                at: engram::store::now(),
-                route: route.to_owned(),
-                model: model.to_owned(),
-                status,
-                tokens_before: before,
-                tokens_after: after,
-                steps: header("x-engram-steps").to_owned(),
-                cache: cache.to_owned(),
-                retried: header("x-engram-retried") == "true",
-                ms: (seconds * 1e4).round() / 10.0,
-                note: header("x-engram-note").to_owned(),
-                sent,
+        }),
+    };
+    let id = app.proxy.remember(recent.clone(), keep);
+    let app2 = Arc::clone(&app);
+    crate::usage_tap::tap(
+        response,
+        Box::new(move |usage| {
+            let usage = usage.map(|u| Billed::of(&app2, &recent, u));
+            if let Some(u) = &usage {
+                app2.metrics.usage(&recent.route, &recent.model, &u.usage);
+                app2.proxy.billed(id, u.clone());
+            }
+            if app2.config.proxy.log_requests {
+                let mut line = serde_json::json!({
+                    "event": "proxy",
+                    "route": recent.route,
+                    "model": recent.model,
+                    "status": recent.status,
+                    "tokens_before": recent.tokens_before,
+                    "tokens_after": recent.tokens_after,
+                    "steps": recent.steps,
+                    "cache": recent.cache,
+                    "retried": recent.retried,
+                    "ms": recent.ms,
+                });
+                if let Some(u) = usage
+                    && let Ok(Value::Object(fields)) = serde_json::to_value(u)
+                    && let Some(line) = line.as_object_mut()
+                {
+                    line.extend(fields);
+                }
+                eprintln!("{line}");
+            }
+        }),
+    )
+}
+
+/// What a proxied call used, as the upstream reported it, and what it cost.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Billed {
+    #[serde(skip)]
+    usage: engram::usage::CallUsage,
+    /// Input tokens, cached ones included.
+    input_tokens: usize,
+    /// Input tokens read from the provider's prompt cache.
+    cached_tokens: usize,
+    /// Input tokens written to it.
+    cache_write_tokens: usize,
+    /// Output tokens.
+    output_tokens: usize,
+    /// The share of the input read from the cache.
+    cached_share: f64,
+    /// What the call cost at the registry's prices.
+    cost_usd: f64,
+    /// What it would have cost sent uncompacted (engram's count of the caller's request), with
+    /// the same tokens read from the cache.
+    uncompacted_usd: f64,
+}
+
+impl Billed {
+    fn of(app: &App, recent: &Recent, usage: engram::usage::CallUsage) -> Billed {
+        let price = app.config.registry.resolve(&recent.model).spec.price;
+        let sent_whole = (recent.tokens_before as usize).max(usage.input_tokens);
+        Billed {
+            usage,
+            input_tokens: usage.input_tokens,
+            cached_tokens: usage.cached_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+            output_tokens: usage.output_tokens,
+            cached_share: if usage.input_tokens == 0 {
+                0.0
+            } else {
+                (usage.cached_tokens as f64 / usage.input_tokens as f64 * 1e3).round() / 1e3
             },
-            keep,
-        );
+            cost_usd: usage.cost(&price),
+            uncompacted_usd: price.cost(
+                sent_whole.saturating_sub(usage.cached_tokens),
+                usage.cached_tokens,
+                usage.output_tokens,
+            ),
+        }
     }
-    if !app.config.proxy.log_requests {
-        return response;
-    }
-    eprintln!(
-        "{}",
-        serde_json::json!({
-            "event": "proxy",
-            "route": route,
-            "model": model,
-            "status": status,
-            "tokens_before": before,
-            "tokens_after": after,
-            "steps": header("x-engram-steps"),
-            "cache": cache,
-            "retried": header("x-engram-retried") == "true",
-            "ms": (seconds * 1e4).round() / 10.0,
-        })
-    );
-    response
 }
 
 /// `GET /v1/proxy/requests`: the tenant's latest proxied requests, newest first (with what was
@@ -872,27 +822,13 @@ fn plan(app: &App, parsed: &Parsed) -> Plan {
     }
 }
 
-/// A request body engram wrote.
-struct Rewritten {
-    bytes: Vec<u8>,
-    tokens: usize,
-    steps: Vec<&'static str>,
-    /// How the summarizer used the previous summary (`merged`, `reused`), if it did.
-    previous: Option<&'static str>,
-    /// The summary the compaction wrote and the number of leading request messages it (with
-    /// the pinned ones) replaces, for the cache.
-    summary: Option<(usize, CachedSummary)>,
-}
-
-/// The request body with `messages` in place of the caller's, in the caller's format; every
-/// other key as the caller sent it. `kept[i]` says where `messages[i]` comes from: a caller's
-/// message unchanged goes upstream as the caller sent it, every field in the caller's order.
-fn render(
-    format: Format,
-    parsed: &Parsed,
-    messages: Vec<Message>,
-    kept: &[Origin],
-) -> Result<Vec<u8>, String> {
+/// The request body with `view`'s messages in place of the caller's, in the caller's format;
+/// every other key as the caller sent it. A caller's message unchanged goes upstream as the
+/// caller sent it, every field in the caller's order; the same view renders to the same bytes,
+/// so that a request that extends it repeats them.
+fn render(format: Format, parsed: &Parsed, view: &SentView) -> Result<Vec<u8>, String> {
+    let kept = &view.origins;
+    let messages = view.messages.clone();
     let body = match format {
         Format::Responses => {
             let items = parsed
@@ -928,97 +864,23 @@ fn render(
     serde_json::to_vec(&body).map_err(|e| e.to_string())
 }
 
-/// Compacts `parsed` to `budget` with the configured pipeline (`previous`: an earlier summary
-/// of this conversation for the summarizer to merge into).
-fn compact_body(
-    app: &App,
-    format: Format,
-    parsed: &Parsed,
-    counter: &TokenCounter,
-    budget: usize,
-    previous: Option<PreviousSummary>,
-) -> Result<Rewritten, String> {
-    let compacted =
-        compact_request(app, parsed, counter, budget, previous).map_err(|e| e.to_string())?;
-    rewrite(format, parsed, compacted)
-}
-
-/// The request's conversation compacted within `budget`.
-fn compact_request(
-    app: &App,
-    parsed: &Parsed,
-    counter: &TokenCounter,
-    budget: usize,
-    previous: Option<PreviousSummary>,
-) -> Result<engram::compact::Compacted, engram::compact::CompactError> {
-    let mut options = CompactOptions::new(budget);
+/// The options every compaction of the proxy runs with: the configured pipeline (the
+/// summarizer of `[summarizer]` / `--summarizer` when there is one).
+fn options(app: &App) -> CompactOptions {
+    let mut options = CompactOptions::new(1);
     options.strategy = Strategy::Auto;
     options.summarizer = app.config.summarizer().cloned();
-    options.previous_summary = previous;
-    compact(&parsed.conversation, counter, &options)
+    options
 }
 
-/// The request body with the compacted messages, and what the compaction did.
-fn rewrite(
-    format: Format,
-    parsed: &Parsed,
-    compacted: engram::compact::Compacted,
-) -> Result<Rewritten, String> {
-    let summary = cacheable_summary(&parsed.conversation, &compacted);
-    let kept = Origin::of_view(&parsed.conversation.messages, &compacted.messages);
-    let bytes = render(
-        format,
-        parsed,
-        compacted.messages.into_iter().map(|m| m.message).collect(),
-        &kept,
-    )?;
-    Ok(Rewritten {
-        bytes,
-        tokens: compacted.report.tokens_after,
-        steps: compacted.report.steps,
-        previous: compacted.report.summary_previous,
-        summary,
-    })
-}
-
-/// The compaction's summary and where the history it kept starts (`k`: the request's first
-/// `k` messages are the pinned ones and those the summary replaces), when it wrote one.
-fn cacheable_summary(
-    conversation: &Conversation,
-    compacted: &engram::compact::Compacted,
-) -> Option<(usize, CachedSummary)> {
-    let messages = &conversation.messages;
-    let view = &compacted.messages;
-    let at = view.iter().position(|v| v.kind == Kind::Summary)?;
-    let index: HashMap<String, usize> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.id.clone().unwrap_or_else(|| i.to_string()), i))
-        .collect();
-    // The first message of the kept history (not one recalled from before it) that the caller
-    // did not pin.
-    let k = view[at + 1..].iter().find_map(|v| {
-        if !matches!(v.kind, Kind::Original | Kind::Masked) {
-            return None;
-        }
-        let i = *index.get(v.source_ids.first()?)?;
-        (!pinned_mid(&messages[i])).then_some(i)
-    })?;
-    let pinned = engram::message::leading_instructions(messages);
-    if k <= pinned {
-        return None;
+/// How the proxy compacts a request of `plan`: the sessions' policy, against the room the
+/// request leaves for its reply.
+fn stable<'o>(app: &App, plan: &Plan, options: &'o CompactOptions) -> Stable<'o> {
+    Stable {
+        trigger: app.config.policy().trigger,
+        limit: plan.room,
+        options,
     }
-    let summary = &view[at];
-    let previous = compacted.report.summarizer.as_ref().and_then(|_| {
-        PreviousSummary::from_message_text(&summary.message.text(), summary.source_ids.clone())
-    });
-    Some((
-        k,
-        CachedSummary {
-            message: summary.message.clone(),
-            previous,
-        },
-    ))
 }
 
 /// True for an upstream's "the prompt is too long" answer.
@@ -1064,7 +926,7 @@ async fn forward_compacted(
     let decided = tokio::task::spawn_blocking(move || decide(&app2, &tenant, format, &original))
         .await
         .map_err(ApiError::internal)?;
-    let (mut outcome, parsed, plan, forwarded) = match decided {
+    let (mut outcome, parsed, plan, forwarded, key) = match decided {
         Ok(d) => d,
         // Not a request engram compacts (one it cannot read, or one whose conversation the
         // provider holds): the upstream answers it as it would, and a header says why.
@@ -1116,19 +978,27 @@ async fn forward_compacted(
             &outcome,
         ));
     }
-    // Our count was too low for this upstream: half the target, or failing that, what was sent
-    // less a quarter.
-    let budget = app.config.policy().trigger.target_tokens(plan.room) / 2;
-    let fallback = outcome.tokens_after * 3 / 4;
-    let counter = Arc::clone(&plan.counter);
+    // Our count was too low for this upstream: half the target, at most three quarters of
+    // what was sent, and the view that went out is replaced by this one.
+    let target = (app.config.policy().trigger.target_tokens(plan.room) / 2)
+        .min(outcome.tokens_after * 3 / 4)
+        .max(1);
     let app2 = Arc::clone(&app);
     let retried = tokio::task::spawn_blocking(move || {
-        compact_body(&app2, format, &parsed, &counter, budget.max(1), None)
-            .or_else(|_| compact_body(&app2, format, &parsed, &counter, fallback.max(1), None))
+        let options = options(&app2);
+        let (view, report) = stable(&app2, &plan, &options)
+            .rebuild(&parsed.conversation, &plan.counter, target)
+            .map_err(|e| e.to_string())?;
+        let bytes = render(format, &parsed, &view)?;
+        let tokens = report.tokens_after;
+        if let Some(key) = key {
+            app2.proxy.views().insert(key, view, None);
+        }
+        Ok::<_, String>((bytes, tokens, report.steps))
     })
     .await
     .map_err(ApiError::internal)?;
-    let Ok(rewritten) = retried else {
+    let Ok((bytes, tokens, steps)) = retried else {
         return Ok(replay(
             status,
             &response_headers,
@@ -1137,11 +1007,12 @@ async fn forward_compacted(
         ));
     };
     outcome.retried = true;
-    outcome.tokens_after = rewritten.tokens;
-    outcome.steps = rewritten.steps;
+    outcome.tokens_after = tokens;
+    outcome.steps = steps;
+    outcome.prefix = Some("rebuilt");
     app.metrics
         .compaction(outcome.tokens_before, outcome.tokens_after);
-    let bytes = Bytes::from(rewritten.bytes);
+    let bytes = Bytes::from(bytes);
     outcome.sent = Some(bytes.clone());
     let response = send(&app, method, &url, &headers, bytes).await?;
     Ok(relay(response, Some(&outcome)))
@@ -1170,10 +1041,14 @@ fn replay(
     out
 }
 
-type Decision = (Outcome, Parsed, Plan, Bytes);
+/// What goes upstream: what engram did, the request, its budget, the body, and the key the
+/// view sent is kept under (when engram rewrote the request).
+type Decision = (Outcome, Parsed, Plan, Bytes, Option<u128>);
 
-/// Counts the request and compacts it when it passes the threshold; the reason when it is not
-/// a request engram compacts (forwarded unchanged).
+/// Counts the request and decides what goes upstream: as sent while nothing needs compacting;
+/// else the view this agent's previous request got plus what is new, while that stays under the
+/// threshold; else a compaction behind the head that view kept (or of the whole history). The
+/// reason when it is not a request engram compacts (forwarded unchanged).
 fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decision, String> {
     let parsed = parse(format, body)?;
     let plan = plan(app, &parsed);
@@ -1189,64 +1064,44 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
         estimated: plan.estimated,
         ..Outcome::default()
     };
-    // The sessions' policy, measured against the room the request leaves for its reply.
-    let trigger = app.config.policy().trigger;
-    let threshold = trigger.threshold_tokens(plan.room);
-    if !trigger.is_over(tokens, plan.room) {
-        return Ok((outcome, parsed, plan, body.clone()));
-    }
-    // A summary written for an earlier request of this agent, replacing the longest prefix
-    // this request shares with it: while the summary and what follows it stay under the
-    // threshold, that is what goes upstream, and nothing is summarised again.
     let messages = &parsed.conversation.messages;
-    let pinned = engram::message::leading_instructions(messages);
     let scope = format!("{tenant}\0{}", format.name());
-    let prefixes = prefix_hashes(&scope, messages);
-    let cached = app.proxy.summaries().longest(&prefixes, pinned);
-    if let Some((k, summary)) = &cached {
-        let (reduced, kept) = with_summary(&parsed.conversation, pinned, *k, summary);
-        let n = plan.counter.count_conversation(&reduced).total();
-        // Only a history that needs no repair (a call left unanswered before the newest turn,
-        // say) goes out this way; one that does is compacted, which repairs it.
-        let (_, repairs) = engram::compact::units::repair(&reduced.messages);
-        if n <= threshold
-            && repairs == Default::default()
-            && let Ok(bytes) = render(format, &parsed, reduced.messages, &kept)
-        {
-            outcome.tokens_after = n;
-            outcome.steps = vec!["summary-cache"];
-            outcome.cache = Some("hit");
-            app.metrics.compaction(tokens, n);
-            return Ok((outcome, parsed, plan, Bytes::from(bytes)));
-        }
-    }
-    // The target, or when what must stay (the system prompt, the newest turn) is larger than
-    // that, what must stay and room for a summary, at most all the room there is.
-    let target = trigger.target_tokens(plan.room);
-    let previous = cached.as_ref().and_then(|(_, s)| s.previous.clone());
-    let compacted = engram::compact::policy::within_target(target, plan.room, 0, |budget| {
-        compact_request(app, &parsed, &plan.counter, budget, previous.clone())
-    })
-    .result
-    .map_err(|e| e.to_string())
-    .and_then(|compacted| rewrite(format, &parsed, compacted));
-    match compacted {
-        Ok(rewritten) => {
-            outcome.tokens_after = rewritten.tokens;
-            outcome.steps = rewritten.steps;
-            outcome.cache = Some(rewritten.previous.unwrap_or("miss"));
-            if let Some((k, summary)) = rewritten.summary {
-                app.proxy.summaries().insert(prefixes[k], summary);
-            }
-            app.metrics.compaction(tokens, rewritten.tokens);
-            Ok((outcome, parsed, plan, Bytes::from(rewritten.bytes)))
+    let prefixes = crate::views::prefix_hashes(&scope, messages);
+    let previous = app.proxy.views().longest(&prefixes);
+    let options = options(app);
+    let next =
+        stable(app, &plan, &options).next(previous.as_deref(), &parsed.conversation, &plan.counter);
+    let (view, prefix, steps) = match next {
+        Ok(Next::AsSent) => return Ok((outcome, parsed, plan, body.clone(), None)),
+        Ok(Next::Extended(view)) => (view, "extended", vec!["extend"]),
+        Ok(Next::Compacted(view, report)) => {
+            let prefix = if previous
+                .as_ref()
+                .is_some_and(|p| p.head > 0 && view.messages.starts_with(&p.messages[..p.head]))
+            {
+                "appended"
+            } else {
+                "rebuilt"
+            };
+            (view, prefix, report.steps)
         }
         Err(e) => {
             // What must be kept does not fit: the upstream gets the request as sent.
             outcome.note = Some(format!("not compacted: {e}"));
-            Ok((outcome, parsed, plan, body.clone()))
+            return Ok((outcome, parsed, plan, body.clone(), None));
         }
+    };
+    let bytes = render(format, &parsed, &view)?;
+    outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools);
+    outcome.steps = steps;
+    outcome.prefix = Some(prefix);
+    if prefix != "extended" {
+        app.metrics.compaction(tokens, outcome.tokens_after);
     }
+    let key = prefixes[messages.len()];
+    let replaces = previous.map(|p| prefixes[p.covers]);
+    app.proxy.views().insert(key, view, replaces);
+    Ok((outcome, parsed, plan, Bytes::from(bytes), Some(key)))
 }
 
 /// The window each model of the registry (and of `--model-window`) gets, for the start-up log.

@@ -389,13 +389,14 @@ async fn the_proxy_takes_its_threshold_and_target_from_the_session_policy() {
 /// Sends `messages` turn by turn as an agent resends its growing history (a request after each
 /// user or tool message) and checks what the upstream got each time: within the window, the
 /// system prompt and the newest message there, every tool result after the call it answers,
-/// the reported count what was sent. The response headers of each turn.
+/// the reported count what was sent. The response headers of each turn, and the body the
+/// upstream got.
 async fn drive(
     app: &axum::Router,
     up: &Shared,
     key: Option<&str>,
     messages: &[Value],
-) -> Vec<HeaderMap> {
+) -> Vec<(HeaderMap, Value)> {
     let counter = engram::TokenCounter::new(engram::Tokenizer::o200k().expect("o200k"));
     let mut out = Vec::new();
     for end in 2..=messages.len() {
@@ -450,7 +451,7 @@ async fn drive(
             assert!(after < before);
             assert_eq!(after, tokens, "the reported count is what the upstream got");
         }
-        out.push(headers);
+        out.push((headers, got));
     }
     out
 }
@@ -462,7 +463,11 @@ async fn drive(
 async fn a_long_trajectory_arrives_within_the_window_with_tool_pairs_intact() {
     let (base, up) = upstream().await;
     let app = engram(&base, false);
-    let turns = drive(&app, &up, None, &trajectory()).await;
+    let turns: Vec<HeaderMap> = drive(&app, &up, None, &trajectory())
+        .await
+        .into_iter()
+        .map(|(h, _)| h)
+        .collect();
     let compacted = turns
         .iter()
         .filter(|h| header_str(h, "x-engram-steps") != "none")
@@ -579,12 +584,14 @@ impl Summarizer for Counting {
     }
 }
 
-/// With a summarizer configured, the proxy pays for each summary once: a turn whose history
-/// still starts with what an earlier summary replaced reuses it (`hit`, no call), and when the
-/// history outgrows it, the summarizer merges the new history into it (`merged`). A resent
-/// request costs nothing; another tenant never gets this tenant's summary.
+/// The proxy keeps the provider's prompt cache warm: every request it does not compact goes
+/// upstream as the previous one plus what is new, byte for byte; a compaction keeps the head
+/// (the system prompt, the task, the earlier summaries) and appends a summary block after it;
+/// the task goes up whole in every request. With a summarizer, each compaction calls it once and
+/// an extended request never; a resent request costs nothing and repeats the same bytes; another
+/// tenant never builds on this tenant's view.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn summaries_are_cached_by_the_prefix_they_replace() {
+async fn requests_extend_the_previous_one_and_compactions_keep_the_head() {
     let (base, up) = upstream().await;
     let counting = Arc::new(Counting::default());
     let app = engram_with(
@@ -594,55 +601,75 @@ async fn summaries_are_cached_by_the_prefix_they_replace() {
     );
     // A long mini-SWE-agent run (286 messages, about 76,000 tokens) in a 16,000-token window.
     let messages = longest_in("minisweagent_swebv_gemini3pro.jsonl");
+    let task = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .expect("a task")
+        .clone();
     let turns = drive(&app, &up, Some(KEY), &messages).await;
-    let cache: Vec<&str> = turns
+    let prefix: Vec<&str> = turns
         .iter()
-        .map(|h| header_str(h, "x-engram-summary-cache"))
+        .map(|(h, _)| header_str(h, "x-engram-prefix"))
         .collect();
-    let count = |what: &str| cache.iter().filter(|c| **c == what).count();
-    let (hits, merged, misses) = (count("hit"), count("merged"), count("miss"));
-    let calls = counting.calls.lock().expect("lock").clone();
-    let compacted = turns
-        .iter()
-        .filter(|h| header_str(h, "x-engram-steps") != "none")
-        .count();
-    assert!(
-        turns
-            .iter()
-            .filter(|h| header_str(h, "x-engram-steps") != "none")
-            .all(|h| !header_str(h, "x-engram-summary-cache").is_empty()),
-        "every compacted turn says how the cache served it: {cache:?}"
-    );
+    let count = |what: &str| prefix.iter().filter(|c| **c == what).count();
+    let (extended, appended, rebuilt) = (count("extended"), count("appended"), count("rebuilt"));
     eprintln!(
-        "{} turns, {compacted} compacted: {hits} hits, {merged} merged, {misses} misses, {} reused",
+        "{} turns: {} as sent, {extended} extended, {appended} appended, {rebuilt} rebuilt",
         turns.len(),
-        count("reused")
-    );
-    assert!(misses >= 1, "the first compaction is a miss: {cache:?}");
-    assert!(hits > 0 && merged > 0, "hits and merges: {cache:?}");
-    assert_eq!(
-        calls.len(),
-        misses + merged,
-        "a hit costs no summarizer call: {cache:?}"
+        count("")
     );
     assert!(
-        calls.len() * 2 <= compacted,
-        "{} summarizer calls for {compacted} compacted turns",
-        calls.len()
+        rebuilt >= 1 && appended >= 1 && extended > 2 * (appended + rebuilt),
+        "{prefix:?}"
     );
-    assert_eq!(
-        calls.iter().filter(|merged| **merged).count(),
-        merged,
-        "each merge hands the summarizer its previous summary"
-    );
-    for h in turns
-        .iter()
-        .filter(|h| header_str(h, "x-engram-summary-cache") == "hit")
-    {
-        assert_eq!(header_str(h, "x-engram-steps"), "summary-cache");
+    // A summary is a system message the caller never sent.
+    let summaries = |sent: &Value| -> Vec<Value> {
+        sent["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|m| m["role"] == "system" && !messages.contains(m))
+            .cloned()
+            .collect()
+    };
+    for (i, pair) in turns.windows(2).enumerate() {
+        let ((_, before), (h, after)) = (&pair[0], &pair[1]);
+        let (b, a) = (
+            before["messages"].as_array().expect("messages"),
+            after["messages"].as_array().expect("messages"),
+        );
+        match header_str(h, "x-engram-prefix") {
+            "" | "extended" => assert_eq!(&a[..b.len()], &b[..], "turn {i}: extends the previous"),
+            "appended" => {
+                let kept = summaries(before);
+                assert!(!kept.is_empty());
+                assert_eq!(
+                    &a[..2],
+                    &b[..2],
+                    "turn {i}: the system prompt and the task stay"
+                );
+                assert_eq!(
+                    summaries(after)[..kept.len()],
+                    kept[..],
+                    "turn {i}: earlier blocks stay"
+                );
+                assert_eq!(
+                    summaries(after).len(),
+                    kept.len() + 1,
+                    "turn {i}: one block more"
+                );
+            }
+            other => assert_eq!(other, "rebuilt"),
+        }
+        assert_eq!(a[1], task, "turn {i}: the task goes up whole");
     }
+    assert_eq!(
+        counting.calls.lock().expect("lock").len(),
+        appended + rebuilt,
+        "one summarizer call per compaction, none for an extended request"
+    );
 
-    // The same request again: the summary is served from the cache, byte for byte as before.
+    // The same request again: the same bytes, no call.
     let body = json!({"model": "gpt-4o", "messages": &messages, "max_tokens": 1000});
     let request = || {
         with_key(
@@ -650,30 +677,27 @@ async fn summaries_are_cached_by_the_prefix_they_replace() {
             KEY,
         )
     };
-    let before = counting.calls.lock().expect("lock").len();
-    let (status, first, _) = send(&app, request()).await;
+    let (status, _, _) = send(&app, request()).await;
     assert_eq!(status, StatusCode::OK);
+    let before = counting.calls.lock().expect("lock").len();
     let sent_first = last_sent(&up);
     let (_, again, _) = send(&app, request()).await;
-    let sent_again = last_sent(&up);
-    assert_eq!(header_str(&again, "x-engram-summary-cache"), "hit");
+    assert_eq!(header_str(&again, "x-engram-prefix"), "extended");
     assert_eq!(
-        counting.calls.lock().expect("lock").len(),
-        before + usize::from(header_str(&first, "x-engram-summary-cache") != "hit"),
-        "a resent request costs no summarizer call"
+        last_sent(&up),
+        sent_first,
+        "a resent request repeats the bytes"
     );
-    if header_str(&first, "x-engram-summary-cache") == "hit" {
-        assert_eq!(sent_first, sent_again, "a hit sends the same bytes");
-    }
+    assert_eq!(counting.calls.lock().expect("lock").len(), before);
 
-    // Another tenant sending the same history: its own summary, never this tenant's.
+    // Another tenant sending the same history: compacted for it, never this tenant's view.
     let other = with_key(
         post_json("/v1/chat/completions", body.to_string().as_bytes()),
         OTHER_KEY,
     );
     let (status, headers, _) = send(&app, other).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(header_str(&headers, "x-engram-summary-cache"), "miss");
+    assert_eq!(header_str(&headers, "x-engram-prefix"), "rebuilt");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -754,19 +778,12 @@ async fn anthropic_requests_are_compacted_in_their_own_format() {
     assert_eq!(path, "/v1/messages");
     assert_eq!(header_str(&got_headers, "x-api-key"), "sk-ant-caller");
     let got: Value = serde_json::from_slice(&got).expect("json");
-    // The system prompt stays first; the digest of the dropped turns joins it (Anthropic has
-    // no system role inside `messages`).
-    let system = &got["system"];
-    let first = system
-        .as_str()
-        .or_else(|| system[0]["text"].as_str())
-        .expect("a system prompt");
-    assert_eq!(first, "You are a careful engineer.");
-    assert!(
-        system
-            .to_string()
-            .contains("[Session context consolidated]"),
-        "the digest is there: {system}"
+    // The system prompt goes up as sent and the task (the first turn) whole after it: the head
+    // of the prompt cache. (What was dropped repeats the kept turns: no digest is worth it.)
+    assert_eq!(got["system"], "You are a careful engineer.");
+    assert_eq!(
+        got["messages"][0]["content"][0]["text"], body["messages"][0]["content"],
+        "the task first, whole"
     );
     assert_eq!(got["max_tokens"], 1024);
     assert_eq!(
@@ -1174,7 +1191,8 @@ fn as_items(messages: &[Value]) -> Vec<Value> {
 /// a turn) and checks every request the upstream got: within the window with `instructions`
 /// untouched and the client's newest item at the end, byte for byte; every call with its output
 /// and every output with its call; every reasoning item still followed by the item it preceded;
-/// every item engram kept the caller's bytes. Returns (turns, compacted, summary-cache hits).
+/// every item engram kept the caller's bytes; a request engram did not compact again extends the
+/// previous one. Returns (turns, rewritten, extended).
 async fn drive_responses(
     app: &axum::Router,
     up: &Shared,
@@ -1183,6 +1201,7 @@ async fn drive_responses(
 ) -> (usize, usize, usize) {
     let counter = engram::TokenCounter::new(engram::Tokenizer::o200k().expect("o200k"));
     let (mut compacted, mut hits, mut turns) = (0, 0, 0);
+    let mut previous: Option<Vec<Value>> = None;
     let caller_side =
         |item: &Value| item["type"] == "function_call_output" || item["role"] == "user";
     for end in 2..=items.len() {
@@ -1234,7 +1253,16 @@ async fn drive_responses(
             continue;
         }
         compacted += 1;
-        hits += usize::from(header_str(&headers, "x-engram-summary-cache") == "hit");
+        if header_str(&headers, "x-engram-prefix") == "extended" {
+            hits += 1;
+            let before = previous.as_ref().expect("a request before");
+            assert_eq!(
+                &input[..before.len()],
+                &before[..],
+                "turn {end}: extends the previous"
+            );
+        }
+        previous = Some(input.clone());
         let after: usize = header_str(&headers, "x-engram-tokens-after")
             .parse()
             .expect("n");
@@ -1295,7 +1323,7 @@ async fn drive_responses(
 }
 
 /// The SWE-agent trajectory, converted to Responses items, sent turn by turn: compacted once it
-/// outgrows the window, and later turns reuse the summary.
+/// outgrows the window, and later turns extend the view the first compacted turn got.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_requests_are_compacted_item_by_item() {
     let (base, up) = upstream().await;
@@ -1308,7 +1336,7 @@ async fn responses_requests_are_compacted_item_by_item() {
         compacted > 0 && compacted < turns,
         "{compacted} of {turns} turns compacted"
     );
-    assert!(hits > 0, "later turns reuse the summary");
+    assert!(hits > 0, "later turns extend the compacted view");
 }
 
 /// A real mini-SWE-agent trajectory as Codex and the Agents SDK send it (the fixture in
@@ -1391,4 +1419,167 @@ async fn responses_state_held_by_the_provider_streams_and_retries() {
         before + 4,
         "one retry, no loop"
     );
+}
+
+/// Replies in the providers' own shapes with a prompt-cache usage, as the OpenAI and Anthropic
+/// SDKs receive them (streamed when asked): Chat Completions' `prompt_tokens_details`, the
+/// Responses API's `input_tokens_details`, Anthropic's cache reads and writes.
+async fn cached_usage_upstream() -> String {
+    async fn chat(body: Bytes) -> Response {
+        let request: Value = serde_json::from_slice(&body).expect("json");
+        let usage = json!({"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+            "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}});
+        if request["stream"] == json!(true) {
+            let text = format!(
+                "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}], "usage": null}),
+                json!({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+            );
+            return ([(header::CONTENT_TYPE, "text/event-stream")], text).into_response();
+        }
+        let reply = json!({"id": "c", "object": "chat.completion", "created": 0, "model": request["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": usage});
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            reply.to_string(),
+        )
+            .into_response()
+    }
+    async fn responses(body: Bytes) -> Response {
+        let request: Value = serde_json::from_slice(&body).expect("json");
+        let usage = json!({"input_tokens": 2006, "input_tokens_details": {"cached_tokens": 1920},
+            "output_tokens": 300, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2306});
+        let response = json!({"id": "resp_1", "object": "response", "created_at": 0, "status": "completed",
+            "model": request["model"], "output": [{"type": "message", "id": "m", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok", "annotations": []}]}], "usage": usage});
+        if request["stream"] == json!(true) {
+            let text = format!(
+                "event: response.created\ndata: {}\n\nevent: response.completed\ndata: {}\n\n",
+                json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1", "status": "in_progress", "usage": null}}),
+                json!({"type": "response.completed", "sequence_number": 1, "response": response})
+            );
+            return ([(header::CONTENT_TYPE, "text/event-stream")], text).into_response();
+        }
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            response.to_string(),
+        )
+            .into_response()
+    }
+    async fn anthropic(body: Bytes) -> Response {
+        let request: Value = serde_json::from_slice(&body).expect("json");
+        if request["stream"] == json!(true) {
+            let text = format!(
+                "event: message_start\ndata: {}\n\nevent: content_block_delta\ndata: {}\n\nevent: message_delta\ndata: {}\n\nevent: message_stop\ndata: {}\n\n",
+                json!({"type": "message_start", "message": {"id": "msg", "type": "message", "role": "assistant", "model": request["model"], "content": [],
+                    "stop_reason": null, "usage": {"input_tokens": 6, "cache_creation_input_tokens": 80, "cache_read_input_tokens": 1920, "output_tokens": 1}}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 300}}),
+                json!({"type": "message_stop"})
+            );
+            return ([(header::CONTENT_TYPE, "text/event-stream")], text).into_response();
+        }
+        let reply = json!({"id": "msg", "type": "message", "role": "assistant", "model": request["model"],
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 6, "cache_creation_input_tokens": 80, "cache_read_input_tokens": 1920, "output_tokens": 300}});
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            reply.to_string(),
+        )
+            .into_response()
+    }
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(anthropic));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.ok();
+    });
+    format!("http://{addr}/v1")
+}
+
+/// The tokens the upstream reports reading from its prompt cache reach `/metrics` and the
+/// inspector's list of requests (with the cached share and the cost), on every route, streamed
+/// or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_tokens_the_upstream_reports_reach_the_metrics_and_the_inspector() {
+    let base = cached_usage_upstream().await;
+    let app = engram(&base, false);
+    for stream in [false, true] {
+        for (path, body) in [
+            (
+                "/v1/chat/completions",
+                json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream, "stream_options": if stream { json!({"include_usage": true}) } else { Value::Null }}),
+            ),
+            (
+                "/v1/responses",
+                json!({"model": "gpt-4o", "input": "hi", "stream": stream, "store": false}),
+            ),
+            (
+                "/v1/messages",
+                json!({"model": "claude-sonnet-4", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], "stream": stream}),
+            ),
+        ] {
+            let mut request = post_json(path, body.to_string().as_bytes());
+            if path == "/v1/messages" {
+                request
+                    .headers_mut()
+                    .insert("anthropic-version", "2023-06-01".parse().expect("header"));
+            }
+            let (status, _, reply) = send(&app, request).await;
+            assert_eq!(
+                status,
+                StatusCode::OK,
+                "{path}: {}",
+                String::from_utf8_lossy(&reply)
+            );
+        }
+    }
+    let get = |uri: &str| {
+        Request::builder()
+            .uri(uri)
+            .body(Body::empty())
+            .expect("request")
+    };
+    let (_, _, metrics) = send(&app, get("/metrics")).await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    for (route, model) in [
+        ("/v1/chat/completions", "gpt-4o"),
+        ("/v1/responses", "gpt-4o"),
+        ("/v1/messages", "claude-sonnet-4"),
+    ] {
+        let line = format!(
+            "engram_proxy_upstream_input_tokens_total{{route=\"{route}\",model=\"{model}\",kind=\"cached\"}} 3840"
+        );
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+        let all = format!(
+            "engram_proxy_upstream_input_tokens_total{{route=\"{route}\",model=\"{model}\",kind=\"all\"}} 4012"
+        );
+        assert!(metrics.contains(&all), "{all}");
+    }
+    assert!(metrics.contains(
+        "engram_proxy_upstream_input_tokens_total{route=\"/v1/messages\",model=\"claude-sonnet-4\",kind=\"cache_write\"} 160"
+    ));
+    let (_, _, listed) = send(&app, get("/v1/proxy/requests")).await;
+    let listed: Value = serde_json::from_slice(&listed).expect("json");
+    let requests = listed["requests"].as_array().expect("requests");
+    assert_eq!(requests.len(), 6);
+    for r in requests {
+        let usage = &r["usage"];
+        assert_eq!(usage["cached_tokens"], 1920, "{r}");
+        assert_eq!(usage["input_tokens"], 2006, "{r}");
+        assert_eq!(usage["output_tokens"], 300, "{r}");
+        assert!(
+            usage["cached_share"].as_f64().is_some_and(|s| s > 0.95),
+            "{r}"
+        );
+        assert!(usage["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{r}");
+    }
 }

@@ -317,10 +317,14 @@ async function proxyPage() {
   const rows = requests.map((r, i) => {
     const cells = [el("td", {}, time(r.at)), el("td", {}, r.route), el("td", {}, r.model), el("td", { class: "num" }, r.status),
       el("td", { class: "num" }, `${fmt(r.tokens_before)} → ${fmt(r.tokens_after)}`), el("td", {}, r.steps), el("td", {}, r.cache),
+      el("td", { class: "num", title: "input tokens read from the upstream's prompt cache" },
+        r.usage ? `${Math.round(r.usage.cached_share * 100)}% of ${fmt(r.usage.input_tokens)}` : ""),
+      el("td", { class: "num", title: "what the call cost, and what it would have cost sent whole" },
+        r.usage ? `$${r.usage.cost_usd.toFixed(4)} (whole: $${r.usage.uncompacted_usd.toFixed(4)})` : ""),
       el("td", { class: "num" }, r.ms + " ms")];
     const row = el("tr", { "data-request": i }, cells);
     if (r.sent !== undefined) {
-      const out = el("tr", { hidden: true }, el("td", { colspan: 9 }, el("pre", {}, JSON.stringify(r.sent, null, 2))));
+      const out = el("tr", { hidden: true }, el("td", { colspan: 11 }, el("pre", {}, JSON.stringify(r.sent, null, 2))));
       const button = el("button", { type: "button", "aria-expanded": "false", onclick: () => {
         out.hidden = !out.hidden;
         button.setAttribute("aria-expanded", String(!out.hidden));
@@ -335,7 +339,7 @@ async function proxyPage() {
     el("p", { class: "muted" }, keep > 0 ? `What was sent upstream is kept (redacted) for the latest ${keep} requests.` :
       "Start engram serve with --inspect-proxy-bodies N to see what was sent upstream."),
     requests.length === 0 ? el("p", { class: "muted" }, "No proxied requests yet.") :
-      el("table", { id: "requests" }, el("thead", {}, el("tr", {}, ["when", "route", "model", "status", "tokens", "steps", "cache", "took", ""].map((h) => el("th", {}, h)))),
+      el("table", { id: "requests" }, el("thead", {}, el("tr", {}, ["when", "route", "model", "status", "tokens", "steps", "prefix", "cached", "cost", "took", ""].map((h) => el("th", {}, h)))),
         el("tbody", {}, rows.flat())));
 }
 
