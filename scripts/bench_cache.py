@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""What an agent pays through the proxy when its provider caches prompt prefixes.
+
+Real agent trajectories are replayed turn by turn through `engram serve` as a proxy, in front of a
+local fake upstream that keeps every body it receives: request t is the trajectory up to its t-th
+assistant message, as the agent would send it. Each upstream body is compared with the previous
+one of the same trajectory, and with what the agent sent (the uncompacted request), and the script
+reports:
+
+- requests, and how many engram compacted (it rewrote the request instead of extending the last
+  one it sent);
+- extends: the share of requests whose messages start with the previous request's, byte for byte
+  (what a prompt cache can reuse whole), of all requests and of those engram did not compact;
+- prefix reuse: the tokens of each request that repeat the previous request's prefix, over all its
+  tokens (for the uncompacted requests too);
+- bytes: what went upstream, over what the agent sent;
+- cost: the input bill at a cache price of 0.1x and 0.5x for a repeated prefix (and 0.1x with a
+  1.25x price for writing the rest to the cache, as Anthropic bills it), over the same for the
+  uncompacted requests. A request pays `reused * price + (tokens - reused) * write`;
+- task whole: the share of requests that hold the first user message (the task) verbatim;
+- next-step identifiers: of the identifiers the agent's next message uses (6+ characters with
+  `_`, `.` or `/`) that the history holds, the share the upstream request still holds.
+
+    cargo build --release -p engram-cli
+    python3 scripts/bench_cache.py --engram-bin target/release/engram --data ../shared/data/dev \\
+        --dataset minisweagent_swebv_gemini3pro --runs 10 --window 16000
+    python3 scripts/bench_cache.py ... --dataset taubench_gpt4o_airline --runs 30 --window 4096
+
+`--route chat|responses|anthropic` picks the API (the trajectory is converted to it); tokens are
+counted as the evaluation harness counts them (cl100k, from --eval-dir's offline cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional
+
+CHAT_REPLY = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+              "choices": [{"index": 0, "finish_reason": "stop",
+                           "message": {"role": "assistant", "content": "ok"}}],
+              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+RESPONSES_REPLY = {"id": "r", "object": "response", "created_at": 0, "status": "completed", "model": "m",
+                   "output": [{"type": "message", "id": "o", "status": "completed", "role": "assistant",
+                               "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
+                   "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+ANTHROPIC_REPLY = {"id": "msg", "type": "message", "role": "assistant", "model": "m",
+                   "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                   "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+_SPLIT = re.compile(r"[\s()\[\]{}<>\"'`,;=|]+")
+
+
+def identifiers(text: str) -> set[str]:
+    """Paths and names: 6+ characters holding `_`, `.` or `/`."""
+    out = set()
+    for tok in _SPLIT.split(text):
+        tok = tok.strip(".,:;!?")
+        if len(tok) >= 6 and any(c in "_./" for c in tok):
+            out.add(tok)
+    return out
+
+
+def load_harness(path: str):
+    spec = importlib.util.spec_from_file_location("engram_eval", os.path.join(path, "engram_eval.py"))
+    if spec is None or spec.loader is None:
+        sys.exit(f"cannot load the harness from {path}: pass --eval-dir")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["engram_eval"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# The trajectories in each API's shape
+# ---------------------------------------------------------------------------------------------
+
+def text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def to_anthropic(messages: list[dict]) -> dict:
+    system = "\n\n".join(text_of(m["content"]) for m in messages if m["role"] in ("system", "developer"))
+    out: list[dict] = []
+    for m in messages:
+        role = m["role"]
+        if role in ("system", "developer"):
+            continue
+        if role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": text_of(m["content"])}
+            blocks, who = [block], "user"
+        elif role == "assistant":
+            blocks = [{"type": "text", "text": text_of(m["content"])}] if text_of(m.get("content")) else []
+            for call in m.get("tool_calls") or []:
+                try:
+                    args = json.loads(call["function"]["arguments"] or "{}")
+                except json.JSONDecodeError:
+                    args = {"raw": call["function"]["arguments"]}
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": args})
+            who = "assistant"
+        else:
+            blocks, who = [{"type": "text", "text": text_of(m["content"])}], "user"
+        if out and out[-1]["role"] == who:
+            out[-1]["content"].extend(blocks)
+        elif blocks:
+            out.append({"role": who, "content": blocks})
+    body: dict = {"model": "", "max_tokens": 1024, "messages": out}
+    if system:
+        body["system"] = system
+    return body
+
+
+def to_responses(messages: list[dict]) -> dict:
+    items: list[dict] = []
+    for m in messages:
+        role = m["role"]
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": text_of(m["content"])})
+        elif role == "assistant":
+            if text_of(m.get("content")):
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": text_of(m["content"])}]})
+            for call in m.get("tool_calls") or []:
+                items.append({"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                              "arguments": call["function"]["arguments"]})
+        else:
+            items.append({"role": role, "content": text_of(m["content"])})
+    return {"model": "", "input": items, "store": False}
+
+
+def request_body(route: str, messages: list[dict], model: str) -> dict:
+    if route == "anthropic":
+        body = to_anthropic(messages)
+    elif route == "responses":
+        body = to_responses(messages)
+    else:
+        body = {"model": "", "messages": messages}
+    body["model"] = model
+    return body
+
+
+def turns(body: dict, route: str) -> list:
+    """The part of a body that grows turn by turn, as a list whose prefix is compared."""
+    if route == "anthropic":
+        system = body.get("system")
+        return ([json.dumps(system, sort_keys=True)] if system is not None else []) + \
+            [json.dumps(m, sort_keys=True) for m in body.get("messages", [])]
+    if route == "responses":
+        return [json.dumps(i, sort_keys=True) for i in body.get("input", [])]
+    return [json.dumps(m, sort_keys=True) for m in body.get("messages", [])]
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake upstream and the proxy
+# ---------------------------------------------------------------------------------------------
+
+class Upstream(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        self.bodies: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.server.lock:  # type: ignore[attr-defined]
+            self.server.bodies[self.headers.get("x-bench-key", "")] = body  # type: ignore[attr-defined]
+        reply = ANTHROPIC_REPLY if self.path.endswith("/messages") else \
+            RESPONSES_REPLY if self.path.endswith("/responses") else CHAT_REPLY
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_engram(binary: str, upstream: int, model: str, window: int, work: str, extra: list[str],
+                 session: dict[str, float]):
+    port = free_port()
+    config = os.path.join(work, "config.toml")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write("[session]\n" + "".join(f"{k} = {v}\n" for k, v in session.items()))
+    cmd = [binary, "--db", os.path.join(work, "engram.db"), "--config", config, "serve", "--listen", f"127.0.0.1:{port}",
+           "--upstream", f"http://127.0.0.1:{upstream}/v1",
+           "--anthropic-upstream", f"http://127.0.0.1:{upstream}",
+           "--model-window", f"{model}={window}", *extra]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env["XDG_CONFIG_HOME"] = os.path.join(work, "config")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
+            return proc, port
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit(f"engram serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+            time.sleep(0.1)
+    proc.kill()
+    sys.exit("engram serve did not start")
+
+
+def post(port: int, route: str, body: dict, key: str) -> dict:
+    path = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}[route]
+    headers = {"Content-Type": "application/json", "x-bench-key": key}
+    if route == "anthropic":
+        headers["anthropic-version"] = "2023-06-01"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers=headers, method="POST")
+    with urllib.request.urlopen(req, timeout=600) as r:
+        r.read()
+        return {k.lower(): v for k, v in r.headers.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------
+
+class Tally:
+    """Sums over one sequence of requests (engram's upstream bodies, or the agent's own)."""
+
+    def __init__(self):
+        self.requests = self.extends = 0
+        self.tokens = self.reused = 0
+        self.bytes = 0
+        self.cost = {"0.1": 0.0, "0.5": 0.0, "0.1+write": 0.0}
+
+    def add(self, tokens: list[int], previous: Optional[list[str]], current: list[str], size: int) -> None:
+        self.requests += 1
+        total = sum(tokens)
+        shared = 0
+        if previous is not None:
+            for a, b in zip(previous, current):
+                if a != b:
+                    break
+                shared += 1
+            self.extends += shared == len(previous)
+        reused = sum(tokens[:shared])
+        self.tokens += total
+        self.reused += reused
+        self.bytes += size
+        new = total - reused
+        self.cost["0.1"] += reused * 0.1 + new
+        self.cost["0.5"] += reused * 0.5 + new
+        self.cost["0.1+write"] += reused * 0.1 + new * 1.25
+
+
+def part_tokens(harness, body: dict, route: str) -> list[int]:
+    """Tokens of each element `turns` lists (as the harness counts text)."""
+    return [harness.count_text(t) for t in turns(body, route)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engram-bin", default="target/release/engram")
+    ap.add_argument("--data", required=True, help="the dev data directory")
+    ap.add_argument("--eval-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval"))
+    ap.add_argument("--dataset", default="minisweagent_swebv_gemini3pro")
+    ap.add_argument("--runs", type=int, default=10, help="trajectories (the first N)")
+    ap.add_argument("--window", type=int, default=16_000, help="the model's window through the proxy")
+    ap.add_argument("--route", choices=["chat", "responses", "anthropic"], default="chat")
+    ap.add_argument("--model", help="the model named in the requests (default: gpt-4o, or claude-sonnet-4-5 on anthropic)")
+    ap.add_argument("--serve-arg", action="append", default=[], help="an extra argument for engram serve")
+    ap.add_argument("--target", type=float, help="the compaction target, as a share of the limit ([session] target)")
+    ap.add_argument("--threshold", type=float, help="the compaction threshold ([session] threshold)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--dump", help="write each request's lost identifiers to this JSONL file (with how many "
+                    "messages before the request each was last seen)")
+    args = ap.parse_args()
+    harness = load_harness(os.path.abspath(args.eval_dir))
+    model = args.model or ("claude-sonnet-4-5" if args.route == "anthropic" else "gpt-4o")
+
+    records = [json.loads(l) for l in open(os.path.join(args.data, f"{args.dataset}.jsonl"), encoding="utf-8")
+               if l.strip()][: args.runs]
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    work = tempfile.mkdtemp(prefix="engram-bench-cache-")
+    session = {k: v for k, v in (("target", args.target), ("threshold", args.threshold)) if v is not None}
+    proc, port = start_engram(args.engram_bin, upstream.server_address[1], model, args.window, work, args.serve_arg,
+                              session)
+    engram, plain = Tally(), Tally()
+    compactions = task_whole = quiet = quiet_extends = 0
+    dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
+    ids_held = ids_kept = 0
+    started = time.time()
+    try:
+        for r, record in enumerate(records):
+            messages = [{k: v for k, v in m.items() if k not in ("id", "meta")} for m in record["messages"]]
+            task = next((text_of(m["content"]) for m in messages if m["role"] == "user"), "")
+            previous_sent: Optional[list[str]] = None
+            previous_plain: Optional[list[str]] = None
+            for t, m in enumerate(messages):
+                if m["role"] != "assistant" or t < 2:
+                    continue
+                body = request_body(args.route, messages[:t], model)
+                key = f"{r}:{t}"
+                headers = post(port, args.route, body, key)
+                sent = upstream.bodies.pop(key)
+                # A compaction rewrote the request (older engram: any step but the summary cache's).
+                prefix = headers.get("x-engram-prefix")
+                compacted = prefix in ("appended", "rebuilt") if prefix is not None else \
+                    headers.get("x-engram-steps", "none") not in ("none", "summary-cache")
+                compactions += compacted
+                sent_turns, plain_turns = turns(sent, args.route), turns(body, args.route)
+                extended_before = engram.extends
+                engram.add(part_tokens(harness, sent, args.route), previous_sent, sent_turns, len(json.dumps(sent)))
+                if previous_sent is not None and not compacted:
+                    quiet += 1
+                    quiet_extends += engram.extends - extended_before
+                plain.add(part_tokens(harness, body, args.route), previous_plain, plain_turns, len(json.dumps(body)))
+                previous_sent, previous_plain = sent_turns, plain_turns
+                sent_text = json.dumps(sent, ensure_ascii=False)
+                if task and json.dumps(task, ensure_ascii=False)[1:-1] in sent_text:
+                    task_whole += 1
+                history = "\n".join(text_of(x.get("content")) + " " + " ".join(
+                    c["function"]["arguments"] for c in x.get("tool_calls") or []) for x in messages[:t])
+                nxt = identifiers(text_of(m.get("content")) + " " + " ".join(
+                    c["function"]["arguments"] for c in m.get("tool_calls") or []))
+                held = {i for i in nxt if i in history}
+                ids_held += len(held)
+                lost = [i for i in held if json.dumps(i, ensure_ascii=False)[1:-1] not in sent_text]
+                ids_kept += len(held) - len(lost)
+                if dump and lost:
+                    ago = {i: next(t - j for j in range(t - 1, -1, -1) if i in text_of(messages[j].get("content")) + " ".join(
+                        c["function"]["arguments"] for c in messages[j].get("tool_calls") or [])) for i in lost}
+                    dump.write(json.dumps({"key": key, "lost": ago, "held": len(held),
+                                           "prefix": headers.get("x-engram-prefix")}) + "\n")
+            print(f"  trajectory {r + 1}/{len(records)}: {engram.requests} requests so far "
+                  f"({time.time() - started:.0f} s)", file=sys.stderr)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        upstream.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+
+    figures = {
+        "dataset": args.dataset, "route": args.route, "model": model, "window": args.window, **session,
+        "trajectories": len(records), "requests": engram.requests, "compactions": compactions,
+        "extends": round(engram.extends / max(1, engram.requests - len(records)), 3),
+        "extends_uncompacted": round(plain.extends / max(1, plain.requests - len(records)), 3),
+        "extends_when_not_compacting": round(quiet_extends / max(1, quiet), 3),
+        "prefix_reuse": round(engram.reused / max(1, engram.tokens), 3),
+        "prefix_reuse_uncompacted": round(plain.reused / max(1, plain.tokens), 3),
+        "bytes": round(engram.bytes / max(1, plain.bytes), 3),
+        "tokens": round(engram.tokens / max(1, plain.tokens), 3),
+        "cost_0.1": round(engram.cost["0.1"] / plain.cost["0.1"], 3),
+        "cost_0.5": round(engram.cost["0.5"] / plain.cost["0.5"], 3),
+        "cost_0.1_write_1.25": round(engram.cost["0.1+write"] / plain.cost["0.1+write"], 3),
+        "task_whole": round(task_whole / max(1, engram.requests), 3),
+        "next_step_identifiers": round(ids_kept / max(1, ids_held), 3),
+    }
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        for k, v in figures.items():
+            print(f"{k:>28}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
