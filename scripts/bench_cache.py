@@ -158,9 +158,14 @@ def request_body(route: str, messages: list[dict], model: str) -> dict:
 def turns(body: dict, route: str) -> list:
     """The part of a body that grows turn by turn, as a list whose prefix is compared."""
     if route == "anthropic":
+        # By content block, with its role: the prompt a cache sees is the blocks in order, so a
+        # block appended to a message keeps the prefix before it.
         system = body.get("system")
-        return ([json.dumps(system, sort_keys=True)] if system is not None else []) + \
-            [json.dumps(m, sort_keys=True) for m in body.get("messages", [])]
+        out = [json.dumps(system, sort_keys=True)] if system is not None else []
+        for m in body.get("messages", []):
+            blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            out.extend(json.dumps([m["role"], b], sort_keys=True) for b in blocks)
+        return out
     if route == "responses":
         return [json.dumps(i, sort_keys=True) for i in body.get("input", [])]
     return [json.dumps(m, sort_keys=True) for m in body.get("messages", [])]
