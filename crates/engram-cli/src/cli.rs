@@ -51,7 +51,8 @@ pub(crate) struct GlobalArgs {
     /// auto_sleep_interval_minutes, archive_retention_days, redact; [session] model, threshold,
     /// target, sleep_threshold, sleep_target; [summarizer] api, model, base_url, api_key_env;
     /// [server] listen, store, api_keys, upstream, anthropic_upstream, model_windows,
-    /// max_body_mb, max_proxy_body_mb, upstream_timeout_secs, log_proxy_requests). Default:
+    /// max_body_mb, max_proxy_body_mb, upstream_timeout_secs, log_proxy_requests,
+    /// cache_breakpoints). Default:
     /// ENGRAM_CONFIG, else config.toml in engram's config directory (on Linux
     /// ~/.config/engram/config.toml) when it exists. Environment variables (ENGRAM_TTL_HOURS,
     /// ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) and flags override it.
@@ -832,6 +833,12 @@ pub(crate) struct ServeArgs {
     /// requests' figures only.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=200))]
     pub(crate) inspect_proxy_bodies: u64,
+    /// On /v1/messages, mark where Anthropic's prompt cache keeps the prefix (the system prompt,
+    /// the end of the kept head, the newest message) when the request marks none: Anthropic
+    /// caches nothing without a breakpoint. auto (the default) or off; also the config's
+    /// [server] cache_breakpoints.
+    #[arg(long, value_name = "auto|off", value_parser = ["auto", "off"])]
+    pub(crate) cache_breakpoints: Option<String>,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

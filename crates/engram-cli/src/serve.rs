@@ -91,6 +91,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     serve.proxy.log_requests =
         args.log_proxy_requests || config.server.log_proxy_requests.unwrap_or(false);
     serve.proxy.keep_bodies = args.inspect_proxy_bodies as usize;
+    serve.proxy.cache_breakpoints = match args
+        .cache_breakpoints
+        .as_deref()
+        .or(config.server.cache_breakpoints.as_deref())
+    {
+        None | Some("auto") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(user_error!(
+                "[server] cache_breakpoints = {other:?}: expected \"auto\" or \"off\""
+            ));
+        }
+    };
     serve.max_connections = args.max_connections as usize;
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {

@@ -278,7 +278,10 @@ def test_the_anthropic_sdk_gets_compacted_requests_and_parses_replies(proxy):
                                 messages=turns) as stream:
         text = "".join(stream.text_stream)
     assert text == f"saw {len(upstream.requests[-1]['body']['messages'])} messages"
-    assert upstream.requests[-1]["body"]["messages"][-1]["content"] == "Now fix the failing test in tests/api.rs"
+    # The newest message, with the prompt cache's last breakpoint (the caller marked none).
+    assert upstream.requests[-1]["body"]["messages"][-1]["content"] == [
+        {"type": "text", "text": "Now fix the failing test in tests/api.rs", "cache_control": {"type": "ephemeral"}}]
+    assert upstream.requests[-1]["body"]["system"][0]["cache_control"] == {"type": "ephemeral"}
 
 
 def as_items(messages: list[dict]) -> list[dict]:

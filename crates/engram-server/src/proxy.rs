@@ -62,6 +62,10 @@ pub struct ProxyConfig {
     /// requests, for the inspector; 0 (the default) keeps none. The requests' figures are
     /// always kept, for the latest 200.
     pub keep_bodies: usize,
+    /// On `/v1/messages`, mark where Anthropic's prompt cache keeps the prefix (the system
+    /// prompt, the end of a view's head, the newest message) when the caller marks none: without
+    /// a breakpoint Anthropic caches nothing. On by default (`--cache-breakpoints auto`).
+    pub cache_breakpoints: bool,
 }
 
 /// How many proxied requests the inspector lists (per server, newest first).
@@ -81,6 +85,7 @@ impl Default for ProxyConfig {
             upstream_timeout: DEFAULT_UPSTREAM_TIMEOUT,
             log_requests: false,
             keep_bodies: 0,
+            cache_breakpoints: true,
         }
     }
 }
@@ -826,7 +831,12 @@ fn plan(app: &App, parsed: &Parsed) -> Plan {
 /// every other key as the caller sent it. A caller's message unchanged goes upstream as the
 /// caller sent it, every field in the caller's order; the same view renders to the same bytes,
 /// so that a request that extends it repeats them.
-fn render(format: Format, parsed: &Parsed, view: &SentView) -> Result<Vec<u8>, String> {
+fn render(
+    format: Format,
+    parsed: &Parsed,
+    view: &SentView,
+    breakpoints: bool,
+) -> Result<Vec<u8>, String> {
     let kept = &view.origins;
     let messages = view.messages.clone();
     let body = match format {
@@ -857,11 +867,34 @@ fn render(format: Format, parsed: &Parsed, view: &SentView) -> Result<Vec<u8>, S
             value
         }
         Format::Anthropic => {
-            engram::anthropic::rewrite_request(&parsed.value, &parsed.conversation, messages)
-                .map_err(|e| e.to_string())?
+            let mut value =
+                engram::anthropic::rewrite_request(&parsed.value, &parsed.conversation, messages)
+                    .map_err(|e| e.to_string())?;
+            if breakpoints && !engram::anthropic::has_cache_breakpoints(&parsed.value) {
+                let lead = engram::message::leading_instructions(&view.messages);
+                let head = (view.head > lead)
+                    .then(|| engram::anthropic::block_count(&view.messages[lead..view.head]));
+                engram::anthropic::mark_cache_breakpoints(&mut value, head);
+            }
+            value
         }
     };
     serde_json::to_vec(&body).map_err(|e| e.to_string())
+}
+
+/// An Anthropic request sent as the caller sent it, with the breakpoints of its cache marked
+/// when the caller marked none ([`ProxyConfig::cache_breakpoints`]); `None`: as it is.
+fn with_breakpoints(app: &App, format: Format, parsed: &Parsed) -> Option<Bytes> {
+    if format != Format::Anthropic
+        || !app.config.proxy.cache_breakpoints
+        || engram::anthropic::has_cache_breakpoints(&parsed.value)
+    {
+        return None;
+    }
+    let mut value = parsed.value.clone();
+    (engram::anthropic::mark_cache_breakpoints(&mut value, None) > 0)
+        .then(|| serde_json::to_vec(&value).ok().map(Bytes::from))
+        .flatten()
 }
 
 /// The options every compaction of the proxy runs with: the configured pipeline (the
@@ -989,7 +1022,7 @@ async fn forward_compacted(
         let (view, report) = stable(&app2, &plan, &options)
             .rebuild(&parsed.conversation, &plan.counter, target)
             .map_err(|e| e.to_string())?;
-        let bytes = render(format, &parsed, &view)?;
+        let bytes = render(format, &parsed, &view, app2.config.proxy.cache_breakpoints)?;
         let tokens = report.tokens_after;
         if let Some(key) = key {
             app2.proxy.views().insert(key, view, None);
@@ -1072,7 +1105,10 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     let next =
         stable(app, &plan, &options).next(previous.as_deref(), &parsed.conversation, &plan.counter);
     let (view, prefix, steps) = match next {
-        Ok(Next::AsSent) => return Ok((outcome, parsed, plan, body.clone(), None)),
+        Ok(Next::AsSent) => {
+            let sent = with_breakpoints(app, format, &parsed).unwrap_or_else(|| body.clone());
+            return Ok((outcome, parsed, plan, sent, None));
+        }
         Ok(Next::Extended(view)) => (view, "extended", vec!["extend"]),
         Ok(Next::Compacted(view, report)) => {
             let prefix = if previous
@@ -1088,10 +1124,11 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
         Err(e) => {
             // What must be kept does not fit: the upstream gets the request as sent.
             outcome.note = Some(format!("not compacted: {e}"));
-            return Ok((outcome, parsed, plan, body.clone(), None));
+            let sent = with_breakpoints(app, format, &parsed).unwrap_or_else(|| body.clone());
+            return Ok((outcome, parsed, plan, sent, None));
         }
     };
-    let bytes = render(format, &parsed, &view)?;
+    let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)?;
     outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools);
     outcome.steps = steps;
     outcome.prefix = Some(prefix);

@@ -778,9 +778,13 @@ async fn anthropic_requests_are_compacted_in_their_own_format() {
     assert_eq!(path, "/v1/messages");
     assert_eq!(header_str(&got_headers, "x-api-key"), "sk-ant-caller");
     let got: Value = serde_json::from_slice(&got).expect("json");
-    // The system prompt goes up as sent and the task (the first turn) whole after it: the head
-    // of the prompt cache. (What was dropped repeats the kept turns: no digest is worth it.)
-    assert_eq!(got["system"], "You are a careful engineer.");
+    // The system prompt goes up with a cache breakpoint (the caller marked none) and the task
+    // (the first turn) whole after it: the head of the prompt cache. (What was dropped repeats
+    // the kept turns: no digest is worth it.)
+    assert_eq!(
+        got["system"],
+        json!([{"type": "text", "text": "You are a careful engineer.", "cache_control": {"type": "ephemeral"}}])
+    );
     assert_eq!(
         got["messages"][0]["content"][0]["text"], body["messages"][0]["content"],
         "the task first, whole"
@@ -795,8 +799,47 @@ async fn anthropic_requests_are_compacted_in_their_own_format() {
     assert!(list.len() < 61, "compacted: {} messages", list.len());
     assert_eq!(
         list.last().expect("last")["content"],
-        json!("Now fix the failing test in tests/api.rs")
+        json!([{"type": "text", "text": "Now fix the failing test in tests/api.rs", "cache_control": {"type": "ephemeral"}}]),
+        "the newest message, with the last breakpoint"
     );
+}
+
+/// On `/v1/messages` a request whose caller marked no cache breakpoint gets them (the system
+/// prompt, the newest message; the end of the head when engram compacted), within Anthropic's
+/// four; one with the caller's own goes as sent; `--cache-breakpoints off` leaves every request
+/// as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_requests_get_cache_breakpoints_unless_the_caller_set_some() {
+    let (base, up) = upstream().await;
+    let body = br#"{"model":"claude-sonnet-4","max_tokens":100,"system":"Be brief.","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"go on"}]}"#;
+    let eph = json!({"type": "ephemeral"});
+    let app = engram(&base, false);
+    let (status, _, _) = send(&app, post_json("/v1/messages", body)).await;
+    assert_eq!(status, StatusCode::OK);
+    let got: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
+    assert_eq!(got["system"][0]["cache_control"], eph);
+    assert_eq!(got["messages"][2]["content"][0]["cache_control"], eph);
+    let marks = got.to_string().matches("cache_control").count();
+    assert_eq!(marks, 2, "{got}");
+    // A long history compacted: the end of the kept head is marked too, at most four in all.
+    let mut turns = vec![json!({"role": "user", "content": "Fix the failing build in src/lib.rs"})];
+    for i in 0..60 {
+        let role = if i % 2 == 0 { "assistant" } else { "user" };
+        turns.push(json!({"role": role, "content": format!("turn {i}: error E{i} in src/module_{i}.rs {}", "trace line ".repeat(150))}));
+    }
+    turns.push(json!({"role": "user", "content": "Now fix tests/api.rs"}));
+    let long = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "system": "You are careful.", "messages": turns});
+    let (status, headers, _) =
+        send(&app, post_json("/v1/messages", long.to_string().as_bytes())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header_str(&headers, "x-engram-prefix"), "rebuilt");
+    let got: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
+    let marks = got.to_string().matches("cache_control").count();
+    assert!((3..=4).contains(&marks), "{marks} breakpoints: {got}");
+    // Off: as sent.
+    let off = engram_tuned(&base, false, |c| c.proxy.cache_breakpoints = false);
+    send(&off, post_json("/v1/messages", body)).await;
+    assert_eq!(&last_sent(&up)[..], &body[..]);
 }
 
 /// On the Anthropic route too, a message engram keeps goes upstream as the caller sent it: its

@@ -75,6 +75,9 @@ pub struct ServerConfig {
     pub upstream_timeout_secs: Option<u64>,
     /// Log one JSON line per proxied model request on standard error (default false).
     pub log_proxy_requests: Option<bool>,
+    /// Whether the proxy marks Anthropic's cache breakpoints when a request marks none: `auto`
+    /// (the default) or `off`.
+    pub cache_breakpoints: Option<String>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.
