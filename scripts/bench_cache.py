@@ -33,7 +33,6 @@ counted as the evaluation harness counts them (cl100k, from --eval-dir's offline
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -47,6 +46,8 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
+
+from bench_recover import load_harness  # the evaluation harness's token counting
 
 CHAT_REPLY = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
               "choices": [{"index": 0, "finish_reason": "stop",
@@ -71,16 +72,6 @@ def identifiers(text: str) -> set[str]:
         if len(tok) >= 6 and any(c in "_./" for c in tok):
             out.add(tok)
     return out
-
-
-def load_harness(path: str):
-    spec = importlib.util.spec_from_file_location("engram_eval", os.path.join(path, "engram_eval.py"))
-    if spec is None or spec.loader is None:
-        sys.exit(f"cannot load the harness from {path}: pass --eval-dir")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["engram_eval"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---------------------------------------------------------------------------------------------

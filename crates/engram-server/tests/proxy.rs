@@ -165,6 +165,11 @@ async fn upstream() -> (String, Shared) {
         .route("/v1/responses", post(responses))
         .route("/v1/models", get(models))
         .with_state(Arc::clone(&shared));
+    (format!("http://{}/v1", on_loopback(app).await), shared)
+}
+
+/// Serves `app` on a free loopback port; its address.
+async fn on_loopback(app: axum::Router) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -172,7 +177,7 @@ async fn upstream() -> (String, Shared) {
     tokio::spawn(async move {
         axum::serve(listener, app).await.ok();
     });
-    (format!("http://{addr}/v1"), shared)
+    addr
 }
 
 const KEY: &str = "acme-0123456789abcdef";
@@ -1152,13 +1157,7 @@ async fn a_down_or_slow_upstream_gets_a_502_or_504_naming_it() {
             "late"
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let slow_addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        axum::serve(listener, slow).await.ok();
-    });
+    let slow_addr = on_loopback(slow).await;
     // Down: a port nothing listens on.
     let down_addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -1538,14 +1537,7 @@ async fn cached_usage_upstream() -> String {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(responses))
         .route("/v1/messages", post(anthropic));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.ok();
-    });
-    format!("http://{addr}/v1")
+    format!("http://{}/v1", on_loopback(app).await)
 }
 
 /// The tokens the upstream reports reading from its prompt cache reach `/metrics` and the
