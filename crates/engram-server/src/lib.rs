@@ -317,6 +317,24 @@ impl App {
         }
     }
 
+    /// Where the proxy keeps the views it sent for `tenant`: the PostgreSQL database when the
+    /// server stores there (every server on it builds on them), else this server's memory.
+    pub(crate) fn view_store(
+        &self,
+        tenant: &str,
+    ) -> Box<dyn engram::compact::stable::ViewStore + '_> {
+        #[cfg(feature = "postgres")]
+        if let Some(store) = self
+            .postgres
+            .as_ref()
+            .and_then(|p| p.for_tenant(tenant).ok())
+        {
+            return Box::new(store);
+        }
+        let _ = tenant;
+        Box::new(&self.proxy.views)
+    }
+
     pub(crate) fn tenant_store(&self, tenant: &str) -> Result<Arc<TenantStore>, String> {
         let mut stores = lock(&self.stores);
         if let Some(s) = stores.get(tenant) {

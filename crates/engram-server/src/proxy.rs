@@ -112,7 +112,7 @@ pub fn parse_model_window(text: &str) -> Result<(String, usize), String> {
 pub(crate) struct Proxy {
     http: reqwest::Client,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
-    views: Mutex<crate::views::ViewCache>,
+    pub(crate) views: crate::views::MemoryViews,
     recent: Mutex<VecDeque<Recent>>,
     next_id: std::sync::atomic::AtomicU64,
 }
@@ -162,7 +162,7 @@ impl Proxy {
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new()),
             counters: Mutex::new(HashMap::new()),
-            views: Mutex::new(crate::views::ViewCache::default()),
+            views: crate::views::MemoryViews::default(),
             recent: Mutex::new(VecDeque::new()),
             next_id: std::sync::atomic::AtomicU64::new(0),
         }
@@ -193,10 +193,6 @@ impl Proxy {
         if let Some(r) = list.iter_mut().find(|r| r.id == id) {
             r.usage = Some(billed);
         }
-    }
-
-    fn views(&self) -> std::sync::MutexGuard<'_, crate::views::ViewCache> {
-        self.views.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn counter(&self, tokenizer: engram::Tokenizer) -> Arc<TokenCounter> {
@@ -956,7 +952,8 @@ async fn forward_compacted(
     let started = Instant::now();
     let app2 = Arc::clone(&app);
     let original = body.clone();
-    let decided = tokio::task::spawn_blocking(move || decide(&app2, &tenant, format, &original))
+    let tenant2 = tenant.clone();
+    let decided = tokio::task::spawn_blocking(move || decide(&app2, &tenant2, format, &original))
         .await
         .map_err(ApiError::internal)?;
     let (mut outcome, parsed, plan, forwarded, key) = match decided {
@@ -1025,7 +1022,7 @@ async fn forward_compacted(
         let bytes = render(format, &parsed, &view, app2.config.proxy.cache_breakpoints)?;
         let tokens = report.tokens_after;
         if let Some(key) = key {
-            app2.proxy.views().insert(key, view, None);
+            let _ = app2.view_store(&tenant).keep_view(key, &view, None);
         }
         Ok::<_, String>((bytes, tokens, report.steps))
     })
@@ -1100,10 +1097,13 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     let messages = &parsed.conversation.messages;
     let scope = format!("{tenant}\0{}", format.name());
     let prefixes = crate::views::prefix_hashes(&scope, messages);
-    let previous = app.proxy.views().longest(&prefixes);
+    let views = app.view_store(tenant);
+    let previous = views
+        .longest_view(&prefixes)
+        .map_err(|e| format!("the views kept: {e}"))?;
     let options = options(app);
     let next =
-        stable(app, &plan, &options).next(previous.as_deref(), &parsed.conversation, &plan.counter);
+        stable(app, &plan, &options).next(previous.as_ref(), &parsed.conversation, &plan.counter);
     let (view, prefix, steps) = match next {
         Ok(Next::AsSent) => {
             let sent = with_breakpoints(app, format, &parsed).unwrap_or_else(|| body.clone());
@@ -1137,7 +1137,10 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     }
     let key = prefixes[messages.len()];
     let replaces = previous.map(|p| prefixes[p.covers]);
-    app.proxy.views().insert(key, view, replaces);
+    if let Err(e) = views.keep_view(key, &view, replaces) {
+        // The request goes all the same; the next one compacts again.
+        tracing::warn!(error = %e, "proxy: the view sent could not be kept");
+    }
     Ok((outcome, parsed, plan, Bytes::from(bytes), Some(key)))
 }
 

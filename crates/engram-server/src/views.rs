@@ -6,13 +6,15 @@
 //! view plus what is new, byte for byte ([`engram::compact::stable`]): the provider's prompt
 //! cache then bills the repeated prefix at its cached price. Only the newest view of a
 //! conversation is kept (a view replaces the one it extends), and the cache is bounded by views
-//! and by bytes, the oldest going first.
+//! and by bytes, the oldest going first. With `--store postgres://...` the views are kept in the
+//! database instead, shared by every server on it ([`App::view_store`](crate::App)).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use engram::Message;
-use engram::compact::stable::SentView;
+use engram::compact::stable::{SentView, ViewStore};
+use engram::memory::StoreError;
 
 /// Most views kept, and most bytes of their messages' text.
 const MAX_VIEWS: usize = 4_096;
@@ -67,6 +69,28 @@ impl ViewCache {
             let live = &self.entries;
             self.order.retain(|k| live.contains_key(k));
         }
+    }
+}
+
+/// The views of one server, in its memory.
+#[derive(Debug, Default)]
+pub(crate) struct MemoryViews(Mutex<ViewCache>);
+
+impl ViewStore for MemoryViews {
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, StoreError> {
+        let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(cache.longest(prefixes).map(|v| (*v).clone()))
+    }
+
+    fn keep_view(
+        &self,
+        key: u128,
+        view: &SentView,
+        replaces: Option<u128>,
+    ) -> Result<(), StoreError> {
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        cache.insert(key, view.clone(), replaces);
+        Ok(())
     }
 }
 

@@ -14,9 +14,11 @@ use axum::routing::{get, post};
 use engram::compact::summarize::{
     DeterministicSummarizer, SummarizeError, Summarizer, SummaryRequest,
 };
-use engram_server::{ApiKeys, App, ServeConfig, router};
+use engram_server::{ApiKeys, App, ServeConfig, StoreLocation, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
+
+mod support;
 
 /// What the fake upstream saw, and how it answers.
 #[derive(Default)]
@@ -1617,4 +1619,106 @@ async fn cached_tokens_the_upstream_reports_reach_the_metrics_and_the_inspector(
         );
         assert!(usage["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{r}");
     }
+}
+
+/// Two servers on one PostgreSQL behind a load balancer serve one agent's growing conversation
+/// alternately: a request that lands on the other server extends the view the first one sent,
+/// byte for byte, and each summary is written once between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_postgres_share_the_views_they_sent() {
+    if !cfg!(feature = "postgres") {
+        engram_testkit::skip("feature", "built without the `postgres` feature");
+        return;
+    }
+    let Some((url, schema)) = support::pg_schema("views") else {
+        return;
+    };
+    let (base, up) = upstream().await;
+    let counting = Arc::new(Counting::default());
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        let (url, base, counting) = (url.clone(), base.clone(), Arc::clone(&counting));
+        // PostgreSQL's client blocks: the app is made off the async threads.
+        let app = tokio::task::spawn_blocking(move || {
+            let mut config = ServeConfig::with_store(StoreLocation::Postgres(url));
+            config.proxy.openai_upstream = Some(base);
+            config.proxy.model_windows.insert("gpt-4o".into(), 16_000);
+            config.sleep.compact.summarizer = Some(counting as Arc<dyn Summarizer>);
+            App::new(config).expect("app")
+        })
+        .await
+        .expect("task");
+        servers.push(router(app));
+    }
+    let messages = longest_in("minisweagent_swebv_gemini3pro.jsonl");
+    let (mut previous, mut prefixes): (Option<Value>, Vec<String>) = (None, Vec::new());
+    for end in 2..=messages.len() {
+        if messages[end - 1]["role"] == "assistant" {
+            continue;
+        }
+        let body = json!({"model": "gpt-4o", "messages": &messages[..end], "max_tokens": 1000});
+        let server = &servers[prefixes.len() % 2];
+        let (status, headers, _) = send(
+            server,
+            post_json("/v1/chat/completions", body.to_string().as_bytes()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let prefix = header_str(&headers, "x-engram-prefix").to_owned();
+        let sent: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
+        if let (Some(before), "" | "extended") = (&previous, prefix.as_str()) {
+            let (b, a) = (
+                before["messages"].as_array().expect("messages"),
+                sent["messages"].as_array().expect("messages"),
+            );
+            assert_eq!(
+                &a[..b.len()],
+                &b[..],
+                "turn {end}: extends the other server's request"
+            );
+        }
+        previous = Some(sent);
+        prefixes.push(prefix);
+    }
+    let count = |what: &str| prefixes.iter().filter(|p| *p == what).count();
+    eprintln!(
+        "{} turns: {} extended, {} appended, {} rebuilt",
+        prefixes.len(),
+        count("extended"),
+        count("appended"),
+        count("rebuilt")
+    );
+    // What one server alone does with the same conversation: the two together did the same.
+    let alone = engram_with(&base, false, Some(Arc::new(Counting::default())));
+    let mut one = Vec::new();
+    for end in 2..=messages.len() {
+        if messages[end - 1]["role"] == "assistant" {
+            continue;
+        }
+        let body = json!({"model": "gpt-4o", "messages": &messages[..end], "max_tokens": 1000});
+        let (_, headers, _) = send(
+            &alone,
+            post_json("/v1/chat/completions", body.to_string().as_bytes()),
+        )
+        .await;
+        one.push(header_str(&headers, "x-engram-prefix").to_owned());
+    }
+    assert_eq!(
+        prefixes, one,
+        "two servers build on each other's views as one does on its own"
+    );
+    assert!(count("appended") > 0 && count("extended") > 4 * count("appended"));
+    assert_eq!(
+        counting.calls.lock().expect("lock").len(),
+        count("appended") + count("rebuilt"),
+        "each summary written once, by whichever server compacted"
+    );
+    std::thread::spawn(move || {
+        if let Ok(mut c) = postgres::Client::connect(&support::pg_url(), postgres::NoTls) {
+            c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .ok();
+        }
+    })
+    .join()
+    .ok();
 }

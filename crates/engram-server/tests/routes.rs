@@ -8,6 +8,9 @@ use engram_server::{ApiKeys, App, ServeConfig, StoreLocation, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod support;
+use support::{pg_schema, pg_url};
+
 const ACME: &str = "acme-0123456789abcdef";
 const BETA: &str = "beta-0123456789abcdef";
 
@@ -55,48 +58,6 @@ impl Drop for TestApp {
             .ok();
         }
     }
-}
-
-fn pg_url() -> String {
-    std::env::var("ENGRAM_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// A new schema on the test server and the URL that uses it; `None` (SKIPPED) when no server
-/// answers outside CI.
-fn pg_schema(name: &str) -> Option<(String, String)> {
-    let schema = format!(
-        "engram_test_{name}_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_nanos()
-    );
-    let created = std::thread::spawn({
-        let schema = schema.clone();
-        move || {
-            postgres::Client::connect(&pg_url(), postgres::NoTls)
-                .and_then(|mut c| c.batch_execute(&format!("CREATE SCHEMA {schema}")))
-        }
-    })
-    .join()
-    .expect("thread");
-    match created {
-        Ok(()) => {}
-        Err(e) => {
-            engram_testkit::skip_or_fail_in_ci(
-                "postgres",
-                &format!("no PostgreSQL at {} ({e})", pg_url()),
-            );
-            return None;
-        }
-    }
-    let sep = if pg_url().contains('?') { '&' } else { '?' };
-    Some((
-        format!("{}{sep}options=-c%20search_path%3D{schema}", pg_url()),
-        schema,
-    ))
 }
 
 fn config_on(backend: &Backend, name: &str, keys: bool) -> Option<(ServeConfig, Option<String>)> {

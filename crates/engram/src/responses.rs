@@ -48,7 +48,7 @@ pub struct Items {
 /// Where a message of a compacted view comes from, for a front that writes the caller's own
 /// format back: the input message exactly as it came, an input message engram changed (a
 /// masked tool output), or a message engram wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Origin {
     /// The input message at this index, unchanged.
     Same(usize),

@@ -25,6 +25,7 @@
 
 mod pool;
 mod sessions;
+mod views;
 
 use std::sync::Arc;
 
@@ -42,7 +43,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -234,6 +235,20 @@ CREATE TABLE IF NOT EXISTS engram_session_append_key (
     PRIMARY KEY (tenant, session_id, key),
     FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
 );
+"#;
+
+/// Version 7: the views the proxy sent upstream, by the caller messages each stands for, so
+/// that every server on the database builds on them (`views.rs`).
+const SCHEMA_V7: &str = r#"
+CREATE TABLE IF NOT EXISTS engram_proxy_view (
+    tenant TEXT NOT NULL,
+    key BYTEA NOT NULL,
+    covers BIGINT NOT NULL,
+    view TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (tenant, key)
+);
+CREATE INDEX IF NOT EXISTS engram_proxy_view_age ON engram_proxy_view (tenant, created_at);
 "#;
 
 /// One tenant's view of a PostgreSQL database.
@@ -436,6 +451,7 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         (4, Migration::Code(schema_v4)),
         (5, Migration::Sql(SCHEMA_V5)),
         (6, Migration::Sql(SCHEMA_V6)),
+        (7, Migration::Sql(SCHEMA_V7)),
     ] {
         if current < to {
             match step {

@@ -36,7 +36,7 @@ pub const SUMMARIES_SHARE: f64 = 0.3;
 pub const BLOCK_SHARE: f64 = 0.15;
 
 /// A view sent upstream, as the next request builds on it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SentView {
     /// What was sent, in the core's message form.
     pub messages: Vec<Message>,
@@ -72,6 +72,41 @@ impl SentView {
                 .iter()
                 .map(|m| counter.count_message(m).total())
                 .sum::<usize>()
+    }
+}
+
+/// Where the views sent upstream are kept, by the hash of the caller messages each stands for
+/// (see the proxy): a process's memory, or a store several servers share, so that a request
+/// that lands on another server builds on the same view and the same summaries.
+pub trait ViewStore: Send + Sync {
+    /// The view standing for the longest prefix of a request: `prefixes[k]` is the key of its
+    /// first `k` messages, and a view found under it must stand for `k` messages.
+    fn longest_view(&self, prefixes: &[u128])
+    -> Result<Option<SentView>, crate::store::StoreError>;
+    /// Keeps `view` under `key`, forgetting the view kept under `replaces` (the one it extends).
+    fn keep_view(
+        &self,
+        key: u128,
+        view: &SentView,
+        replaces: Option<u128>,
+    ) -> Result<(), crate::store::StoreError>;
+}
+
+impl<T: ViewStore + ?Sized> ViewStore for &T {
+    fn longest_view(
+        &self,
+        prefixes: &[u128],
+    ) -> Result<Option<SentView>, crate::store::StoreError> {
+        (**self).longest_view(prefixes)
+    }
+
+    fn keep_view(
+        &self,
+        key: u128,
+        view: &SentView,
+        replaces: Option<u128>,
+    ) -> Result<(), crate::store::StoreError> {
+        (**self).keep_view(key, view, replaces)
     }
 }
 
