@@ -6,7 +6,7 @@ use engram::memory::{NewEntry, StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
     APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend, abandoned_checkpoint,
-    check_compaction, duplicate, key_reused, logged_message, no_checkpoint, no_session,
+    check_compaction, duplicate, logged_message, no_checkpoint, no_session, replayed,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -369,14 +369,7 @@ impl SessionStore for PostgresStore {
             if let Some(row) = kept {
                 let (fingerprint, positions, answer): (String, String, Option<String>) =
                     (row.get(0), row.get(1), row.get(2));
-                if fingerprint != key.fingerprint {
-                    return Err(key_reused(&key.key, session_id));
-                }
-                return Ok(KeyedAppend::Replayed {
-                    positions: serde_json::from_str(&positions)
-                        .map_err(|e| StoreError::Backend(e.to_string()))?,
-                    answer: answer.and_then(|a| serde_json::from_str(&a).ok()),
-                });
+                return replayed(key, session_id, &fingerprint, &positions, answer.as_deref());
             }
             let out = append_in(tx, &self.tenant, &info, messages)?;
             let positions =

@@ -6,7 +6,7 @@ use crate::session::store::{
     APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Checkpoint, CompactionRecord, KeyedAppend,
     LoggedMessage, NewCompaction, NewLogMessage, NewSession, Restored, SessionDeleted, SessionDump,
     SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint, check_compaction, duplicate,
-    key_reused, logged_message, no_checkpoint, no_session,
+    logged_message, no_checkpoint, no_session, replayed,
 };
 use crate::store::{StoreError, Timestamp, new_id};
 use serde_json::Value;
@@ -24,11 +24,12 @@ pub(crate) struct SessionState {
     keys: Vec<KeptKey>,
 }
 
+/// An append's key as the other stores keep it: its positions and answer as JSON.
 #[derive(Debug)]
 struct KeptKey {
     key: AppendKey,
-    positions: Vec<(u64, String)>,
-    answer: Option<Value>,
+    positions: String,
+    answer: Option<String>,
 }
 
 impl SessionState {
@@ -164,18 +165,19 @@ impl SessionStore for InMemoryStore {
             .ok_or_else(|| no_session(session_id))?;
         s.keys.retain(|k| k.key.at > key.at - APPEND_KEY_TTL_MS);
         if let Some(kept) = s.keys.iter().find(|k| k.key.key == key.key) {
-            if kept.key.fingerprint != key.fingerprint {
-                return Err(key_reused(&key.key, session_id));
-            }
-            return Ok(KeyedAppend::Replayed {
-                positions: kept.positions.clone(),
-                answer: kept.answer.clone(),
-            });
+            return replayed(
+                key,
+                session_id,
+                &kept.key.fingerprint,
+                &kept.positions,
+                kept.answer.as_deref(),
+            );
         }
         let positions = append_to(s, session_id, messages)?;
         s.keys.push(KeptKey {
             key: key.clone(),
-            positions: positions.clone(),
+            positions: serde_json::to_string(&positions)
+                .map_err(|e| StoreError::Backend(e.to_string()))?,
             answer: None,
         });
         let over = s.keys.len().saturating_sub(APPEND_KEYS_KEPT);
@@ -195,7 +197,7 @@ impl SessionStore for InMemoryStore {
             .get_mut(session_id)
             .ok_or_else(|| no_session(session_id))?;
         if let Some(kept) = s.keys.iter_mut().find(|k| k.key.key == key) {
-            kept.answer = Some(answer.clone());
+            kept.answer = Some(answer.to_string());
         }
         Ok(())
     }

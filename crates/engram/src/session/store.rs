@@ -111,6 +111,27 @@ pub enum KeyedAppend {
     },
 }
 
+/// What a retry with `key` gets from what a store kept of the key's first append: that
+/// append's positions and answer (each as the JSON the store keeps), or, when the key came with
+/// other messages (`fingerprint`), a conflict ([`key_reused`]).
+pub fn replayed(
+    key: &AppendKey,
+    session_id: &str,
+    fingerprint: &str,
+    positions: &str,
+    answer: Option<&str>,
+) -> Result<KeyedAppend, StoreError> {
+    if fingerprint != key.fingerprint {
+        return Err(key_reused(&key.key, session_id));
+    }
+    Ok(KeyedAppend::Replayed {
+        positions: serde_json::from_str(positions).map_err(|e| {
+            StoreError::Backend(format!("an append key's positions do not read back: {e}"))
+        })?,
+        answer: answer.and_then(|a| serde_json::from_str(a).ok()),
+    })
+}
+
 /// The error for a key used again with other messages.
 pub fn key_reused(key: &str, session_id: &str) -> StoreError {
     StoreError::Conflict(format!(
