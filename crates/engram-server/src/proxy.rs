@@ -834,7 +834,7 @@ fn render(
     breakpoints: bool,
 ) -> Result<Vec<u8>, String> {
     let kept = &view.origins;
-    let messages = view.messages.clone();
+    let messages = &view.messages;
     let body = match format {
         Format::Responses => {
             let items = parsed
@@ -842,7 +842,7 @@ fn render(
                 .as_ref()
                 .ok_or("a Responses request without items")?;
             let mut value = parsed.value.clone();
-            value["input"] = Value::Array(engram::responses::to_items(items, &messages, kept));
+            value["input"] = Value::Array(engram::responses::to_items(items, messages, kept));
             value
         }
         Format::OpenAi => {
@@ -863,9 +863,12 @@ fn render(
             value
         }
         Format::Anthropic => {
-            let mut value =
-                engram::anthropic::rewrite_request(&parsed.value, &parsed.conversation, messages)
-                    .map_err(|e| e.to_string())?;
+            let mut value = engram::anthropic::rewrite_request(
+                &parsed.value,
+                &parsed.conversation,
+                messages.clone(),
+            )
+            .map_err(|e| e.to_string())?;
             if breakpoints && !engram::anthropic::has_cache_breakpoints(&parsed.value) {
                 let lead = engram::message::leading_instructions(&view.messages);
                 let head = (view.head > lead)
@@ -1022,7 +1025,7 @@ async fn forward_compacted(
         let bytes = render(format, &parsed, &view, app2.config.proxy.cache_breakpoints)?;
         let tokens = report.tokens_after;
         if let Some(key) = key {
-            let _ = app2.view_store(&tenant).keep_view(key, &view, None);
+            let _ = app2.view_store(&tenant).keep_view(key, view, None);
         }
         Ok::<_, String>((bytes, tokens, report.steps))
     })
@@ -1137,7 +1140,7 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     }
     let key = prefixes[messages.len()];
     let replaces = previous.map(|p| prefixes[p.covers]);
-    if let Err(e) = views.keep_view(key, &view, replaces) {
+    if let Err(e) = views.keep_view(key, view, replaces) {
         // The request goes all the same; the next one compacts again.
         tracing::warn!(error = %e, "proxy: the view sent could not be kept");
     }

@@ -85,11 +85,11 @@ impl ViewStore for MemoryViews {
     fn keep_view(
         &self,
         key: u128,
-        view: &SentView,
+        view: SentView,
         replaces: Option<u128>,
     ) -> Result<(), StoreError> {
         let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        cache.insert(key, view.clone(), replaces);
+        cache.insert(key, view, replaces);
         Ok(())
     }
 }

@@ -51,10 +51,10 @@ impl ViewStore for PostgresStore {
     fn keep_view(
         &self,
         key: u128,
-        view: &SentView,
+        view: SentView,
         replaces: Option<u128>,
     ) -> Result<(), StoreError> {
-        let text = serde_json::to_string(view).map_err(decode)?;
+        let text = serde_json::to_string(&view).map_err(decode)?;
         let now = engram::store::now();
         self.tx(|tx| {
             if let Some(old) = replaces.filter(|r| *r != key) {

@@ -87,7 +87,7 @@ pub trait ViewStore: Send + Sync {
     fn keep_view(
         &self,
         key: u128,
-        view: &SentView,
+        view: SentView,
         replaces: Option<u128>,
     ) -> Result<(), crate::store::StoreError>;
 }
@@ -103,7 +103,7 @@ impl<T: ViewStore + ?Sized> ViewStore for &T {
     fn keep_view(
         &self,
         key: u128,
-        view: &SentView,
+        view: SentView,
         replaces: Option<u128>,
     ) -> Result<(), crate::store::StoreError> {
         (**self).keep_view(key, view, replaces)
