@@ -150,12 +150,19 @@ def turns(body: dict, route: str) -> list:
     """The part of a body that grows turn by turn, as a list whose prefix is compared."""
     if route == "anthropic":
         # By content block, with its role: the prompt a cache sees is the blocks in order, so a
-        # block appended to a message keeps the prefix before it.
+        # block appended to a message keeps the prefix before it. A cache_control mark says where
+        # a cached prefix ends, and is not part of it: it is left out of the comparison.
+        def block(b: Any) -> dict:
+            b = {"type": "text", "text": b} if isinstance(b, str) else b
+            return {k: v for k, v in b.items() if k != "cache_control"}
+
         system = body.get("system")
-        out = [json.dumps(system, sort_keys=True)] if system is not None else []
+        out = []
+        if system is not None:
+            out.extend(json.dumps(block(b), sort_keys=True) for b in (system if isinstance(system, list) else [system]))
         for m in body.get("messages", []):
-            blocks = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
-            out.extend(json.dumps([m["role"], b], sort_keys=True) for b in blocks)
+            blocks = m["content"] if isinstance(m["content"], list) else [m["content"]]
+            out.extend(json.dumps([m["role"], block(b)], sort_keys=True) for b in blocks)
         return out
     if route == "responses":
         return [json.dumps(i, sort_keys=True) for i in body.get("input", [])]
