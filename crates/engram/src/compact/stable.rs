@@ -52,17 +52,6 @@ pub struct SentView {
 }
 
 impl SentView {
-    /// The caller's request whole: what goes upstream while nothing was compacted.
-    pub fn whole(conversation: &Conversation) -> SentView {
-        let n = conversation.messages.len();
-        SentView {
-            messages: conversation.messages.clone(),
-            origins: (0..n).map(Origin::Same).collect(),
-            covers: n,
-            head: 0,
-        }
-    }
-
     /// The tokens of the view with `tools`, as `counter` counts what is sent.
     pub fn tokens(&self, counter: &TokenCounter, tools: &[serde_json::Value]) -> usize {
         counter.accounting().per_conversation
