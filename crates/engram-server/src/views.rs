@@ -10,7 +10,7 @@
 //! database instead, shared by every server on it ([`App::view_store`](crate::App)).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use engram::Message;
 use engram::compact::stable::{SentView, ViewStore};
@@ -23,7 +23,7 @@ const MAX_BYTES: usize = 256 << 20;
 /// Views by the hash of the caller messages they stand for.
 #[derive(Debug, Default)]
 pub(crate) struct ViewCache {
-    entries: HashMap<u128, (Arc<SentView>, usize)>,
+    entries: HashMap<u128, (SentView, usize)>,
     order: VecDeque<u128>,
     bytes: usize,
 }
@@ -31,12 +31,12 @@ pub(crate) struct ViewCache {
 impl ViewCache {
     /// The view standing for the longest prefix of a request (`prefixes[k]`: the hash of its
     /// first `k` messages, [`prefix_hashes`]).
-    pub(crate) fn longest(&self, prefixes: &[u128]) -> Option<Arc<SentView>> {
+    pub(crate) fn longest(&self, prefixes: &[u128]) -> Option<&SentView> {
         (1..prefixes.len()).rev().find_map(|k| {
             self.entries
                 .get(&prefixes[k])
-                .filter(|(view, _)| view.covers == k)
-                .map(|(view, _)| Arc::clone(view))
+                .map(|(view, _)| view)
+                .filter(|view| view.covers == k)
         })
     }
 
@@ -48,7 +48,7 @@ impl ViewCache {
             self.bytes -= size;
         }
         let size = view.messages.iter().map(|m| m.text().len() + 64).sum();
-        if let Some((_, old)) = self.entries.insert(key, (Arc::new(view), size)) {
+        if let Some((_, old)) = self.entries.insert(key, (view, size)) {
             self.bytes -= old;
         }
         self.order.push_back(key);
@@ -79,7 +79,7 @@ pub(crate) struct MemoryViews(Mutex<ViewCache>);
 impl ViewStore for MemoryViews {
     fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, StoreError> {
         let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(cache.longest(prefixes).map(|v| (*v).clone()))
+        Ok(cache.longest(prefixes).cloned())
     }
 
     fn keep_view(
