@@ -517,16 +517,10 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
 /// What a proxied call used, as the upstream reported it, and what it cost.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Billed {
-    #[serde(skip)]
+    /// What the upstream reported (input tokens, cached ones included; those read from and
+    /// written to its cache; output tokens).
+    #[serde(flatten)]
     usage: engram::usage::CallUsage,
-    /// Input tokens, cached ones included.
-    input_tokens: usize,
-    /// Input tokens read from the provider's prompt cache.
-    cached_tokens: usize,
-    /// Input tokens written to it.
-    cache_write_tokens: usize,
-    /// Output tokens.
-    output_tokens: usize,
     /// The share of the input read from the cache.
     cached_share: f64,
     /// What the call cost at the registry's prices.
@@ -542,10 +536,6 @@ impl Billed {
         let sent_whole = (recent.tokens_before as usize).max(usage.input_tokens);
         Billed {
             usage,
-            input_tokens: usage.input_tokens,
-            cached_tokens: usage.cached_tokens,
-            cache_write_tokens: usage.cache_write_tokens,
-            output_tokens: usage.output_tokens,
             cached_share: if usage.input_tokens == 0 {
                 0.0
             } else {

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 /// Tokens one model call used, as its reply's `usage` object reported them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct CallUsage {
     /// Input tokens, cached ones included.
     pub input_tokens: usize,
