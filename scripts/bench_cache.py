@@ -19,7 +19,9 @@ reports:
   uncompacted requests. A request pays `reused * price + (tokens - reused) * write`;
 - task whole: the share of requests that hold the first user message (the task) verbatim;
 - next-step identifiers: of the identifiers the agent's next message uses (6+ characters with
-  `_`, `.` or `/`) that the history holds, the share the upstream request still holds.
+  `_`, `.` or `/`; a tool call's arguments read as the JSON they encode, so that a name is not
+  glued to an escaped newline) that the history holds, the share the upstream request still
+  holds, its texts read the same way.
 
     cargo build --release -p engram-cli
     python3 scripts/bench_cache.py --engram-bin target/release/engram --data ../shared/data/dev \\
@@ -77,6 +79,30 @@ def identifiers(text: str) -> set[str]:
 # ---------------------------------------------------------------------------------------------
 # The trajectories in each API's shape
 # ---------------------------------------------------------------------------------------------
+
+def strings(value: Any) -> list[str]:
+    """Every string a JSON value holds, keys too, a string that is itself JSON (a tool call's
+    arguments) read as the value it encodes: the text as its writer wrote it, without JSON's
+    escapes."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    if isinstance(value, str):
+        if value[:1] in ("{", "["):
+            try:
+                return strings(json.loads(value))
+            except json.JSONDecodeError:
+                pass
+        return [value]
+    return []
+
+
+def message_text(m: dict) -> str:
+    """A message's words: its text and its tool calls' arguments, decoded."""
+    return "\n".join([text_of(m.get("content"))] + [s for c in m.get("tool_calls") or []
+                                                     for s in strings(c["function"]["arguments"])])
+
 
 def text_of(content: Any) -> str:
     if content is None:
@@ -157,7 +183,7 @@ def turns(body: dict, route: str) -> list:
             return {k: v for k, v in b.items() if k != "cache_control"}
 
         system = body.get("system")
-        out = []
+        out: list[str] = []
         if system is not None:
             out.extend(json.dumps(block(b), sort_keys=True) for b in (system if isinstance(system, list) else [system]))
         for m in body.get("messages", []):
@@ -313,7 +339,7 @@ def main() -> int:
     proc, port = start_engram(args.engram_bin, upstream.server_address[1], model, args.window, work, args.serve_arg,
                               session)
     engram, plain = Tally(), Tally()
-    compactions = task_whole = quiet = quiet_extends = 0
+    compactions = rebuilt = task_whole = quiet = quiet_extends = 0
     dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
     ids_held = ids_kept = 0
     started = time.time()
@@ -335,6 +361,7 @@ def main() -> int:
                 compacted = prefix in ("appended", "rebuilt") if prefix is not None else \
                     headers.get("x-engram-steps", "none") not in ("none", "summary-cache")
                 compactions += compacted
+                rebuilt += prefix == "rebuilt"
                 sent_turns, plain_turns = turns(sent, args.route), turns(body, args.route)
                 extended_before = engram.extends
                 engram.add(part_tokens(harness, sent, args.route), previous_sent, sent_turns, len(json.dumps(sent)))
@@ -346,17 +373,17 @@ def main() -> int:
                 sent_text = json.dumps(sent, ensure_ascii=False)
                 if task and json.dumps(task, ensure_ascii=False)[1:-1] in sent_text:
                     task_whole += 1
-                history = "\n".join(text_of(x.get("content")) + " " + " ".join(
-                    c["function"]["arguments"] for c in x.get("tool_calls") or []) for x in messages[:t])
-                nxt = identifiers(text_of(m.get("content")) + " " + " ".join(
-                    c["function"]["arguments"] for c in m.get("tool_calls") or []))
+                # Identifiers as the agent wrote them (arguments decoded), looked for in every
+                # text of the request, decoded the same way.
+                sent_words = "\n".join(strings(sent))
+                history = "\n".join(message_text(x) for x in messages[:t])
+                nxt = identifiers(message_text(m))
                 held = {i for i in nxt if i in history}
                 ids_held += len(held)
-                lost = [i for i in held if json.dumps(i, ensure_ascii=False)[1:-1] not in sent_text]
+                lost = [i for i in held if i not in sent_words]
                 ids_kept += len(held) - len(lost)
                 if dump and lost:
-                    ago = {i: next(t - j for j in range(t - 1, -1, -1) if i in text_of(messages[j].get("content")) + " ".join(
-                        c["function"]["arguments"] for c in messages[j].get("tool_calls") or [])) for i in lost}
+                    ago = {i: next(t - j for j in range(t - 1, -1, -1) if i in message_text(messages[j])) for i in lost}
                     dump.write(json.dumps({"key": key, "lost": ago, "held": len(held),
                                            "prefix": headers.get("x-engram-prefix")}) + "\n")
             print(f"  trajectory {r + 1}/{len(records)}: {engram.requests} requests so far "
@@ -370,6 +397,8 @@ def main() -> int:
     figures = {
         "dataset": args.dataset, "route": args.route, "model": model, "window": args.window, **session,
         "trajectories": len(records), "requests": engram.requests, "compactions": compactions,
+        # Of those, the ones that rewrote the summaries too (merged them, or started anew).
+        "rebuilt": rebuilt,
         "extends": round(engram.extends / max(1, engram.requests - len(records)), 3),
         "extends_uncompacted": round(plain.extends / max(1, plain.requests - len(records)), 3),
         "extends_when_not_compacting": round(quiet_extends / max(1, quiet), 3),
@@ -378,6 +407,10 @@ def main() -> int:
         "bytes": round(engram.bytes / max(1, plain.bytes), 3),
         "tokens": round(engram.tokens / max(1, plain.tokens), 3),
         "cost_0.1": round(engram.cost["0.1"] / plain.cost["0.1"], 3),
+        # The 0.1x bill in parts, over the uncompacted bill: cached reads, and tokens billed new.
+        "cost_0.1_reads": round(engram.reused * 0.1 / plain.cost["0.1"], 3),
+        "cost_0.1_new": round((engram.tokens - engram.reused) / plain.cost["0.1"], 3),
+        "uncompacted_0.1_new": round((plain.tokens - plain.reused) / plain.cost["0.1"], 3),
         "cost_0.5": round(engram.cost["0.5"] / plain.cost["0.5"], 3),
         "cost_0.1_write_1.25": round(engram.cost["0.1+write"] / plain.cost["0.1+write"], 3),
         "task_whole": round(task_whole / max(1, engram.requests), 3),
