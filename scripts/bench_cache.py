@@ -272,6 +272,32 @@ def post(port: int, route: str, body: dict, key: str) -> dict:
         return {k.lower(): v for k, v in r.headers.items()}
 
 
+def rest(port: int, method: str, path: str, body: Optional[dict] = None) -> Any:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
+class SessionReplay:
+    """The same trajectory kept as an engram session (REST): each turn's new messages appended,
+    then the session's context taken as what goes to the model (chat messages)."""
+
+    def __init__(self, port: int, sid: str, model: str, window: int):
+        self.port, self.sid, self.sent = port, sid, 0
+        rest(port, "POST", "/v1/sessions", {"id": sid, "model": model, "window": window})
+        self.compactions = 0
+
+    def request(self, messages: list[dict], model: str) -> tuple[dict, bool]:
+        """The body the model gets for `messages`, and whether engram compacted to make it."""
+        out = rest(self.port, "POST", f"/v1/sessions/{self.sid}/messages", {"messages": messages[self.sent:]})
+        self.sent = len(messages)
+        compacted = bool(out.get("compaction"))
+        context = rest(self.port, "GET", f"/v1/sessions/{self.sid}/context")
+        return {"model": model, "messages": context["messages"]}, compacted
+
+
 # ---------------------------------------------------------------------------------------------
 # Measuring
 # ---------------------------------------------------------------------------------------------
@@ -319,6 +345,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10, help="trajectories (the first N)")
     ap.add_argument("--window", type=int, default=16_000, help="the model's window through the proxy")
     ap.add_argument("--route", choices=["chat", "responses", "anthropic"], default="chat")
+    ap.add_argument("--via", choices=["proxy", "session"], default="proxy",
+                    help="the proxy (default), or an engram session the agent appends to and takes its "
+                    "context from (REST; chat messages; the window is the session's)")
     ap.add_argument("--model", help="the model named in the requests (default: gpt-4o, or claude-sonnet-4-5 on anthropic)")
     ap.add_argument("--serve-arg", action="append", default=[], help="an extra argument for engram serve")
     ap.add_argument("--target", type=float, help="the compaction target, as a share of the limit ([session] target)")
@@ -349,17 +378,23 @@ def main() -> int:
             task = next((text_of(m["content"]) for m in messages if m["role"] == "user"), "")
             previous_sent: Optional[list[str]] = None
             previous_plain: Optional[list[str]] = None
+            replay = SessionReplay(port, f"bench-{r}", model, args.window) if args.via == "session" else None
             for t, m in enumerate(messages):
                 if m["role"] != "assistant" or t < 2:
                     continue
                 body = request_body(args.route, messages[:t], model)
                 key = f"{r}:{t}"
-                headers = post(port, args.route, body, key)
-                sent = upstream.bodies.pop(key)
-                # A compaction rewrote the request (older engram: any step but the summary cache's).
-                prefix = headers.get("x-engram-prefix")
-                compacted = prefix in ("appended", "rebuilt") if prefix is not None else \
-                    headers.get("x-engram-steps", "none") not in ("none", "summary-cache")
+                if replay is not None:
+                    sent, compacted = replay.request(messages[:t], model)
+                    prefix = "rebuilt" if compacted else None
+                else:
+                    headers = post(port, args.route, body, key)
+                    sent = upstream.bodies.pop(key)
+                    # A compaction rewrote the request (older engram: any step but the summary
+                    # cache's).
+                    prefix = headers.get("x-engram-prefix")
+                    compacted = prefix in ("appended", "rebuilt") if prefix is not None else \
+                        headers.get("x-engram-steps", "none") not in ("none", "summary-cache")
                 compactions += compacted
                 rebuilt += prefix == "rebuilt"
                 sent_turns, plain_turns = turns(sent, args.route), turns(body, args.route)
@@ -385,7 +420,7 @@ def main() -> int:
                 if dump and lost:
                     ago = {i: next(t - j for j in range(t - 1, -1, -1) if i in message_text(messages[j])) for i in lost}
                     dump.write(json.dumps({"key": key, "lost": ago, "held": len(held),
-                                           "prefix": headers.get("x-engram-prefix")}) + "\n")
+                                           "prefix": prefix}) + "\n")
             print(f"  trajectory {r + 1}/{len(records)}: {engram.requests} requests so far "
                   f"({time.time() - started:.0f} s)", file=sys.stderr)
     finally:
@@ -395,7 +430,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     figures = {
-        "dataset": args.dataset, "route": args.route, "model": model, "window": args.window, **session,
+        "dataset": args.dataset, "route": args.route, "via": args.via, "model": model, "window": args.window, **session,
         "trajectories": len(records), "requests": engram.requests, "compactions": compactions,
         # Of those, the ones that rewrote the summaries too (merged them, or started anew).
         "rebuilt": rebuilt,
