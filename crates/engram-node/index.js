@@ -363,7 +363,8 @@ class Store {
 /**
  * An agent session: an append-only log (compaction never deletes from it), the view to send
  * with its compactions and summaries, and checkpoints. Appends compact automatically at 80% of
- * the window (down to 60%), and return a status update when one is due.
+ * the window (down to the policy's target: the instructions, the task and a quarter of the
+ * room they leave), and return a status update when one is due.
  */
 class Session {
   constructor(store, id) {
@@ -429,7 +430,7 @@ class Session {
     return (await this.context()).messages
   }
 
-  /** Compacts now (to `target` tokens, default 60% of the window). Options: target, focus, strategy, summaryPrompt. */
+  /** Compacts now (to `target` tokens, default the policy's target). Options: target, focus, strategy, summaryPrompt. */
   async compact(opts = {}) {
     return JSON.parse(await wait(this._n.sessionCompact(this.id, options(opts))))
   }
@@ -513,7 +514,7 @@ function applyPlan(prompt, plan) {
 
 /**
  * Middleware for the Vercel AI SDK's `wrapLanguageModel`: compacts the prompt before each call
- * when it passes 80% of the room it may hold (down to 60%), and never touches a prompt under
+ * when it passes 80% of the room it may hold (down to the policy's target), and never touches a prompt under
  * that threshold. The room is `budget` tokens when given, else the window (`window`, or the
  * model's from engram's registry) less the call's `maxOutputTokens` (or the model's usual reply
  * room). `model` names the model for counting (default: the wrapped model's id); the other

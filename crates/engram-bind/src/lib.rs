@@ -1204,7 +1204,11 @@ impl Store {
         let session = self.open_session(id)?;
         let policy = config()?.session_policy();
         let manual = request
-            .resolve(session.info().window, &policy.trigger)
+            .resolve(
+                session.info().window,
+                session.fixed_tokens().map_err(err)?,
+                &policy.trigger,
+            )
             .map_err(err)?;
         let mut options = manual.options();
         options.summarizer = summarizer;

@@ -558,7 +558,8 @@ pub(crate) enum SessionCommand {
         /// What the compacted view should keep in focus.
         #[arg(long, allow_hyphen_values = true)]
         focus: Option<String>,
-        /// The view's size after compaction, in tokens. Default: the target (0.6 of the window).
+        /// The view's size after compaction, in tokens. Default: the policy's target (the
+        /// instructions, the task and a quarter of the room they leave; `[session] target`).
         #[arg(long)]
         target: Option<usize>,
         /// The strategy.

@@ -275,7 +275,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 focus: focus.clone(),
                 summary_prompt: crate::summarizer::prompt(summarizer)?,
             }
-            .resolve(session.info().window, &policy.trigger)
+            .resolve(
+                session.info().window,
+                session.fixed_tokens()?,
+                &policy.trigger,
+            )
             .map_err(flag_error)?;
             let mut options = manual.options();
             if let Some(s) = crate::summarizer::from_args(&registry, summarizer, &config)? {

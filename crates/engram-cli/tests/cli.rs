@@ -362,8 +362,15 @@ fn assert_anthropic_turns(messages: &[Value]) {
 fn a_session_of_anthropic_messages_gives_its_context_as_an_anthropic_request() {
     let (dir, db) = temp_db("session-anthropic");
     let db = db.as_str();
+    // Compacted to 0.6 of the window, so that tool calls stay in view to be written back as
+    // Anthropic blocks (the default depth keeps fewer of them).
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "[session]\ntarget = 0.6\n").expect("config");
+    let config = config.to_str().expect("utf8");
     ok(engram(
         &[
+            "--config",
+            config,
             "--db",
             db,
             "session",
@@ -380,7 +387,7 @@ fn a_session_of_anthropic_messages_gives_its_context_as_an_anthropic_request() {
     let request = long_anthropic_request();
     let bytes = serde_json::to_vec(&request).expect("json");
     let out = ok(engram(
-        &["--db", db, "session", "append", "a"],
+        &["--config", config, "--db", db, "session", "append", "a"],
         Some(&bytes),
     ));
     assert!(stderr(&out).contains("compacted"), "{}", stderr(&out));
@@ -1127,10 +1134,11 @@ fn session_cli_drives_a_whole_agent_session() {
         stdout(&human)
     );
 
-    // A manual compaction with a focus, as the agent's compact_history tool does.
+    // A manual compaction with a focus, as the agent's compact_history tool does, below the
+    // view the automatic compactions left.
     let out = ok(engram(
         &[
-            "--db", db, "session", "compact", "s1", "--focus", "mod_5", "--target", "1200",
+            "--db", db, "session", "compact", "s1", "--focus", "mod_5", "--target", "650",
         ],
         None,
     ));

@@ -684,7 +684,11 @@ async fn compact(
     let key = id.clone();
     with_session_lock(&app, &tenant, &key, move |app, store| {
         let session = open(app, store, &id)?;
-        let manual = request.resolve(session.info().window, &app.config.policy().trigger)?;
+        let manual = request.resolve(
+            session.info().window,
+            session.fixed_tokens()?,
+            &app.config.policy().trigger,
+        )?;
         let mut options = manual.options();
         options.take_models(&app.config.sleep.compact);
         let mut session = session.with_options(options);

@@ -1001,13 +1001,21 @@ async fn forward_compacted(
             &outcome,
         ));
     }
-    // Our count was too low for this upstream: half the target, at most three quarters of
-    // what was sent, and the view that went out is replaced by this one.
-    let target = (app.config.policy().trigger.target_tokens(plan.room) / 2)
-        .min(outcome.tokens_after * 3 / 4)
-        .max(1);
+    // Our count was too low for this upstream: compacted harder, and the view that went out is
+    // replaced by this one.
+    let sent_tokens = outcome.tokens_after;
     let app2 = Arc::clone(&app);
     let retried = tokio::task::spawn_blocking(move || {
+        let fixed = engram::compact::policy::fixed_head(
+            &parsed.conversation.messages,
+            &plan.counter,
+            plan.room,
+        );
+        let target =
+            app2.config
+                .policy()
+                .trigger
+                .retry_target(plan.room, fixed.tokens, sent_tokens);
         let options = options(&app2);
         let (view, report) = stable(&app2, &plan, &options)
             .rebuild(&parsed.conversation, &plan.counter, target)

@@ -381,7 +381,7 @@ async fn the_proxy_takes_its_threshold_and_target_from_the_session_policy() {
     let (base, _up) = upstream().await;
     let app = engram_tuned(&base, false, |config| {
         config.sleep.sessions.trigger.threshold = 0.1;
-        config.sleep.sessions.trigger.target = 0.05;
+        config.sleep.sessions.trigger.target = Some(0.05);
     });
     let (status, headers, _) = send(&app, post_json("/v1/chat/completions", &body)).await;
     assert_eq!(status, StatusCode::OK);

@@ -22,7 +22,7 @@ use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
-use crate::compact::policy::{TriggerPolicy, within_target};
+use crate::compact::policy::{Decision, TriggerPolicy, fixed_head, within_target};
 use crate::compact::{CompactOptions, CompactReport, compact};
 use crate::count::TokenCounter;
 use crate::error::InputError;
@@ -336,10 +336,13 @@ pub fn compact_prompt(
 ) -> Result<Option<(Vec<Step>, CompactReport)>, String> {
     let mapped = from_prompt(prompt).map_err(|e| e.to_string())?;
     let tokens = counter.count_conversation(&mapped.conversation).total();
-    if !trigger.is_over(tokens, limit) {
+    let messages = &mapped.conversation.messages;
+    // A prompt holds no record of earlier compactions: its breaker never opens.
+    let Decision::Compact { target } = trigger.decide(tokens, limit, 0, || {
+        fixed_head(messages, counter, limit).tokens
+    }) else {
         return Ok(None);
-    }
-    let target = trigger.target_tokens(limit);
+    };
     let compacted = within_target(target, limit, 0, |budget| {
         let mut options = options.clone();
         options.budget = budget;

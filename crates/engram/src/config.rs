@@ -135,8 +135,9 @@ pub struct SessionConfig {
     pub model: Option<String>,
     /// Emergency compaction threshold, as a share of the window.
     pub threshold: f64,
-    /// What emergency compaction lands on.
-    pub target: f64,
+    /// What emergency compaction lands on, as a share of the window; unset: the depth the
+    /// bill asks for (the instructions, the task and a quarter of the room they leave).
+    pub target: Option<f64>,
     /// Sleep-time compaction threshold.
     pub sleep_threshold: f64,
     /// What sleep-time compaction lands on.
@@ -247,21 +248,25 @@ impl Config {
         }
         let s = &self.session;
         for (name, v) in [
-            ("session.threshold", s.threshold),
+            ("session.threshold", Some(s.threshold)),
             ("session.target", s.target),
-            ("session.sleep_threshold", s.sleep_threshold),
-            ("session.sleep_target", s.sleep_target),
-        ] {
+            ("session.sleep_threshold", Some(s.sleep_threshold)),
+            ("session.sleep_target", Some(s.sleep_target)),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| Some((name, v?)))
+        {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(ConfigError(format!(
                     "{origin}: {name} must be a share of the window, in (0, 1], not {v}"
                 )));
             }
         }
-        if s.target >= s.threshold || s.sleep_target >= s.sleep_threshold {
+        if s.target.is_some_and(|t| t >= s.threshold) || s.sleep_target >= s.sleep_threshold {
+            let target = s.target.map_or("unset".to_owned(), |t| t.to_string());
             return Err(ConfigError(format!(
-                "{origin}: a compaction's target must be below its threshold (target {} / threshold {}, sleep_target {} / sleep_threshold {})",
-                s.target, s.threshold, s.sleep_target, s.sleep_threshold
+                "{origin}: a compaction's target must be below its threshold (target {target} / threshold {}, sleep_target {} / sleep_threshold {})",
+                s.threshold, s.sleep_target, s.sleep_threshold
             )));
         }
         if let Some(sum) = &self.summarizer

@@ -363,7 +363,7 @@ impl CheckpointRequest {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct SessionCompactRequest {
-    /// The tokens to compact down to (default: the policy's target share of the window).
+    /// The tokens to compact down to (default: the policy's target).
     pub target: Option<usize>,
     /// The strategy's name (default `auto`).
     pub strategy: Option<String>,
@@ -397,14 +397,17 @@ impl ManualCompaction {
 }
 
 impl SessionCompactRequest {
-    /// Checks the request against a session of `window` tokens under `trigger`.
+    /// Checks the request against a session of `window` tokens under `trigger`, whose fixed
+    /// head (its instructions and task, [`Session::fixed_tokens`](crate::session::Session::fixed_tokens))
+    /// holds `fixed` tokens.
     pub fn resolve(
         self,
         window: usize,
+        fixed: usize,
         trigger: &TriggerPolicy,
     ) -> Result<ManualCompaction, RequestError> {
         let strategy = strategy(self.strategy.as_deref())?;
-        let target = policy::requested_target(self.target, window, trigger)
+        let target = policy::requested_target(self.target, window, fixed, trigger)
             .map_err(|e| RequestError::new("target", e))?;
         Ok(ManualCompaction {
             target,
@@ -1128,7 +1131,7 @@ mod tests {
             target: Some(0),
             ..Default::default()
         }
-        .resolve(1_000, &TriggerPolicy::default())
+        .resolve(1_000, 0, &TriggerPolicy::default())
         .unwrap_err();
         assert_eq!(e.field, "target");
         let e = NewSessionRequest {
@@ -1209,9 +1212,9 @@ mod tests {
             focus: Some("  ".into()),
             ..Default::default()
         }
-        .resolve(10_000, &TriggerPolicy::default())
+        .resolve(10_000, 2_000, &TriggerPolicy::default())
         .unwrap();
-        assert_eq!((m.target, m.focus), (6_000, None));
+        assert_eq!((m.target, m.focus), (4_000, None), "the policy's target");
         let args = ContextRequest {
             model: Some("gpt-4o".into()),
             query: Some("".into()),

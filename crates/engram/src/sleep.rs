@@ -247,7 +247,7 @@ mod tests {
         .expect("valid");
         let settings = SleepSettings::from_config(&config);
         assert_eq!(settings.sessions.trigger.threshold, 0.7);
-        assert_eq!(settings.sessions.trigger.target, 0.4);
+        assert_eq!(settings.sessions.trigger.target, Some(0.4));
         assert_eq!(settings.sessions.sleep_threshold, 0.5);
         assert_eq!(settings.policy.ttl_ms, 6 * 3600 * 1000);
     }

@@ -529,7 +529,8 @@ class Store:
 class Session:
     """An agent session: an append-only log (compaction never deletes from it), the view to send
     with its compactions and summaries, and checkpoints. Appends compact automatically at 80% of
-    the window (down to 60%), and return a status update when one is due."""
+    the window (down to the policy's target: the instructions, the task and a quarter of the room
+    they leave), and return a status update when one is due."""
 
     def __init__(self, store: Store, id: str) -> None:
         self.store = store
@@ -590,7 +591,7 @@ class Session:
     def compact(self, target: Optional[int] = None, *, focus: Optional[str] = None,
                 strategy: str = "auto", summarizer: Optional[LlmSummarizer] = None,
                 summary_prompt: Optional[str] = None) -> dict:
-        """Compacts now (to ``target`` tokens, default 60% of the window); recorded, reversible
+        """Compacts now (to ``target`` tokens, default the policy's target); recorded, reversible
         with :meth:`restore`, and the log keeps every message. Returns the record with
         ``"compacted": True``, or ``{"compacted": False, "tokens_before", "tokens_after",
         "reason"}`` when compacting would not make the view smaller (nothing is changed)."""

@@ -66,8 +66,10 @@ impl LiveContext {
         let mut live = LiveContext::new(counter, window);
         live.log = conversation;
         let all = live.compact_all_fitting();
-        if live.policy.is_over(all, window) {
-            live.compact_now(None)?;
+        if let policy::Decision::Compact { target } =
+            live.policy.decide(all, window, 0, || live.fixed_tokens())
+        {
+            live.compact_to(target, None)?;
         }
         Ok(live)
     }
@@ -116,22 +118,42 @@ impl LiveContext {
         });
         self.view_tokens += tokens;
         self.log.messages.push(message);
-        if !self.policy.is_over(self.view_tokens, self.window) {
-            self.failed_in_a_row = 0;
-            return Ok(Pushed::Fits);
+        let failed = self.failed_in_a_row as usize;
+        match self
+            .policy
+            .decide(self.view_tokens, self.window, failed, || {
+                self.fixed_tokens()
+            }) {
+            policy::Decision::Send => {
+                self.failed_in_a_row = 0;
+                Ok(Pushed::Fits)
+            }
+            policy::Decision::BreakerOpen => Ok(Pushed::BreakerOpen),
+            policy::Decision::Compact { target } => {
+                let report = self.compact_to(target, None)?;
+                Ok(Pushed::Compacted(Box::new(report)))
+            }
         }
-        if self.policy.breaker_open(self.failed_in_a_row as usize) {
-            return Ok(Pushed::BreakerOpen);
-        }
-        let report = self.compact_now(None)?;
-        Ok(Pushed::Compacted(Box::new(report)))
     }
 
-    /// Compacts the log to the target now, optionally serving a focus (a query).
+    /// The tokens of what every compaction keeps in front ([`policy::fixed_head`]).
+    fn fixed_tokens(&self) -> usize {
+        policy::fixed_head(&self.log.messages, &self.counter, self.window).tokens
+    }
+
+    /// Compacts the log to the policy's target now, optionally serving a focus (a query).
     pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, CompactError> {
+        let target = self.policy.target_tokens(self.window, self.fixed_tokens());
+        self.compact_to(target, focus)
+    }
+
+    fn compact_to(
+        &mut self,
+        target: usize,
+        focus: Option<&str>,
+    ) -> Result<CompactReport, CompactError> {
         let mut options = self.options.clone();
         options.query = focus.map(str::to_owned).or(options.query);
-        let target = self.policy.target_tokens(self.window);
         let attempt = policy::within_target(target, self.window, 0, |budget| {
             options.budget = budget;
             compact(&self.log, &self.counter, &options)

@@ -1,5 +1,5 @@
-//! When to compact and to how much: the one policy that sessions, the proxy, the CLI, Python and
-//! [`LiveContext`](super::live::LiveContext) call.
+//! When to compact and to how much: the one policy that sessions, the proxy, the CLI, Python,
+//! Node and [`LiveContext`](super::live::LiveContext) call.
 //!
 //! Every decision is measured against one quantity, the **limit**: the tokens a context may hold,
 //! which is the model's window less the room the caller keeps for the reply. A session keeps no
@@ -7,22 +7,50 @@
 //! the room its request asks for (`max_tokens`); a one-off compaction with no budget given keeps
 //! [`reply_room`].
 //!
-//! - [`TriggerPolicy::is_over`]: compact when the context passes `threshold` of the limit;
-//! - [`TriggerPolicy::target_tokens`]: compact down to `target` of it;
-//! - [`TriggerPolicy::breaker_open`]: stop compacting automatically after compactions in a row
-//!   that did not get under the threshold;
-//! - [`within_target`]: compact within the target, else within what must be kept plus room for a
-//!   summary, at most the limit.
+//! [`TriggerPolicy::decide`] is the one routine every caller asks before it sends a context:
+//! under the threshold it is sent as it is; over it, it is compacted to
+//! [`TriggerPolicy::target_tokens`], unless the circuit breaker is open (compactions in a row
+//! that did not get under the threshold); [`within_target`] falls back to what must be kept plus
+//! room for a summary when the target is too small for it.
+//!
+//! # How deep: the bill
+//!
+//! Providers bill a prompt's repeated prefix at a fraction `r` of the price (0.1 for Anthropic and
+//! OpenAI's newer models). A compaction keeps a fixed head `H` (the instructions, the task: see
+//! [`fixed_head`]) and rewrites what follows it, `S - H` tokens billed whole once; then each turn
+//! adds `g` tokens and rereads the view at `r` until it passes the threshold `T`, for
+//! `(T - S) / g` turns. Per turn the bill is
+//!
+//! ```text
+//! c(S) = g + r (S + T) / 2 + (1 - r) (S - H) g / (T - S)
+//! ```
+//!
+//! and both terms that depend on `S` grow with it: a deeper cut costs less to rewrite, is cheaper
+//! to reread and buys more turns of pure extension. The cheapest depth is therefore the deepest
+//! that recall allows, and that floor is measured, not derived: by default a compaction keeps its
+//! fixed head and [`TAIL_SHARE`] of the room that head leaves in the limit (on the dev
+//! trajectories the share below which the identifiers an agent's next step uses start to go,
+//! `scripts/bench_cache.py`, docs/benchmarks.md). A configured `target` is a share of the limit,
+//! as it always was.
 
 use super::CompactError;
+
+/// The share of the limit the task statement may take and still be kept whole, in front, by
+/// every compaction; a larger one is cut to its ask by the digest.
+pub const TASK_SHARE: f64 = 0.25;
+
+/// What a compaction keeps besides its fixed head, as a share of the room that head leaves in
+/// the limit, when no target is configured (see the module's documentation).
+pub const TAIL_SHARE: f64 = 0.25;
 
 /// When to compact, as shares of the limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TriggerPolicy {
     /// Compact when the context passes this share of the limit (0.8).
     pub threshold: f64,
-    /// Compact down to this share of the limit (0.6), leaving room for the next turns.
-    pub target: f64,
+    /// Compact down to this share of the limit; `None` (the default): the depth the bill asks
+    /// for, the fixed head and [`TAIL_SHARE`] of the room it leaves.
+    pub target: Option<f64>,
     /// Stop compacting automatically after this many compactions in a row that did not get
     /// the context under the threshold (0: never stop).
     pub max_failed_compactions: u32,
@@ -32,10 +60,25 @@ impl Default for TriggerPolicy {
     fn default() -> Self {
         TriggerPolicy {
             threshold: 0.8,
-            target: 0.6,
+            target: None,
             max_failed_compactions: 3,
         }
     }
+}
+
+/// What [`TriggerPolicy::decide`] says of a context about to be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Under the threshold: send it as it is.
+    Send,
+    /// Over the threshold: compact it to this many tokens.
+    Compact {
+        /// The target, in tokens.
+        target: usize,
+    },
+    /// Over the threshold, but the circuit breaker is open: compacting again would not help,
+    /// so it is sent as it is until a manual compaction.
+    BreakerOpen,
 }
 
 impl TriggerPolicy {
@@ -44,9 +87,19 @@ impl TriggerPolicy {
         (self.threshold * limit as f64) as usize
     }
 
-    /// The tokens a compaction aims for (at least 1).
-    pub fn target_tokens(&self, limit: usize) -> usize {
-        ((self.target * limit as f64) as usize).max(1)
+    /// The tokens a compaction aims for (at least 1), for a context whose fixed head holds
+    /// `fixed` tokens ([`fixed_head`]): the configured share of the limit, else the fixed head
+    /// and [`TAIL_SHARE`] of the room it leaves, never above the threshold.
+    pub fn target_tokens(&self, limit: usize, fixed: usize) -> usize {
+        let tokens = match self.target {
+            Some(share) => (share * limit as f64) as usize,
+            None => {
+                let fixed = fixed.min(limit);
+                (fixed + (TAIL_SHARE * (limit - fixed) as f64) as usize)
+                    .min(self.threshold_tokens(limit))
+            }
+        };
+        tokens.max(1)
     }
 
     /// True when a context of `tokens` should be compacted.
@@ -61,6 +114,75 @@ impl TriggerPolicy {
         let n = self.max_failed_compactions as usize;
         n > 0 && failed_in_a_row >= n
     }
+
+    /// What to do with a context of `tokens` about to be sent within `limit`, after
+    /// `failed_in_a_row` automatic compactions that left it over the threshold; `fixed` gives
+    /// the tokens of its fixed head, asked only when it is to be compacted.
+    pub fn decide(
+        &self,
+        tokens: usize,
+        limit: usize,
+        failed_in_a_row: usize,
+        fixed: impl FnOnce() -> usize,
+    ) -> Decision {
+        if !self.is_over(tokens, limit) {
+            Decision::Send
+        } else if self.breaker_open(failed_in_a_row) {
+            Decision::BreakerOpen
+        } else {
+            Decision::Compact {
+                target: self.target_tokens(limit, fixed()),
+            }
+        }
+    }
+
+    /// The target of a compaction retried after the upstream refused what was sent, `sent`
+    /// tokens, as too long (our count was too low for it): half the usual target, at most three
+    /// quarters of what was sent.
+    pub fn retry_target(&self, limit: usize, fixed: usize, sent: usize) -> usize {
+        (self.target_tokens(limit, fixed) / 2)
+            .min(sent * 3 / 4)
+            .max(1)
+    }
+}
+
+/// The messages every compaction keeps in front, byte for byte, and their tokens: the leading
+/// instructions, and the task statement (the first user message, when something follows it)
+/// while it fits [`TASK_SHARE`] of the limit.
+pub fn fixed_head(
+    messages: &[crate::message::Message],
+    counter: &crate::count::TokenCounter,
+    limit: usize,
+) -> FixedHead {
+    let instructions = crate::message::leading_instructions(messages);
+    let mut tokens: usize = messages[..instructions]
+        .iter()
+        .map(|m| counter.count_message(m).total())
+        .sum();
+    let task = messages
+        .get(instructions)
+        .filter(|m| m.role == crate::message::Role::User && instructions + 1 < messages.len())
+        .map(|m| counter.count_message(m).total())
+        .filter(|&t| t <= (TASK_SHARE * limit as f64) as usize);
+    if let Some(t) = task {
+        tokens += t;
+    }
+    FixedHead {
+        messages: instructions + usize::from(task.is_some()),
+        task_whole: task.is_some(),
+        tokens,
+    }
+}
+
+/// What [`fixed_head`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedHead {
+    /// How many leading messages it is.
+    pub messages: usize,
+    /// True when the task statement is among them.
+    pub task_whole: bool,
+    /// Their tokens.
+    pub tokens: usize,
 }
 
 /// The room kept for the reply when a caller gives no budget: the model's maximum output, at
@@ -84,11 +206,13 @@ pub fn default_budget(window: usize, max_output: usize) -> usize {
 }
 
 /// The target of a compaction a caller asks for by hand (`requested`, positive and at most the
-/// limit), else the policy's target. The error (the same on every surface) does not name the
-/// field: each surface names it its own way (`--target`, `"target"`).
+/// limit), else the policy's target for a fixed head of `fixed` tokens. The error (the same on
+/// every surface) does not name the field: each surface names it its own way (`--target`,
+/// `"target"`).
 pub fn requested_target(
     requested: Option<usize>,
     limit: usize,
+    fixed: usize,
     trigger: &TriggerPolicy,
 ) -> Result<usize, String> {
     match requested {
@@ -97,7 +221,7 @@ pub fn requested_target(
             "{t} is larger than the session's window ({limit} tokens)"
         )),
         Some(t) => Ok(t),
-        None => Ok(trigger.target_tokens(limit)),
+        None => Ok(trigger.target_tokens(limit, fixed)),
     }
 }
 
@@ -158,8 +282,21 @@ mod tests {
         assert_eq!(p.threshold_tokens(10_000), 8_000);
         assert!(!p.is_over(8_000, 10_000));
         assert!(p.is_over(8_001, 10_000));
-        assert_eq!(p.target_tokens(10_000), 6_000);
-        assert_eq!(p.target_tokens(0), 1);
+        let shares = TriggerPolicy {
+            target: Some(0.6),
+            ..p
+        };
+        assert_eq!(
+            shares.target_tokens(10_000, 2_000),
+            6_000,
+            "a share of the limit"
+        );
+        assert_eq!(shares.target_tokens(0, 0), 1);
+        // By default, the fixed head and a quarter of the room it leaves, at most the threshold.
+        assert_eq!(p.target_tokens(10_000, 2_000), 2_000 + 2_000);
+        assert_eq!(p.target_tokens(10_000, 0), 2_500);
+        assert_eq!(p.target_tokens(10_000, 9_000), 8_000);
+        assert_eq!(p.target_tokens(0, 0), 1);
         assert_eq!(default_budget(128_000, 16_384), 128_000 - 16_384);
         assert_eq!(
             default_budget(8_000, 8_000),
@@ -182,16 +319,53 @@ mod tests {
     }
 
     #[test]
+    fn the_policy_decides_send_compact_or_wait() {
+        let p = TriggerPolicy::default();
+        let asked = std::cell::Cell::new(false);
+        let fixed = || {
+            asked.set(true);
+            2_000
+        };
+        assert_eq!(p.decide(8_000, 10_000, 0, fixed), Decision::Send);
+        assert!(!asked.get(), "the head is counted only to compact");
+        assert_eq!(
+            p.decide(8_001, 10_000, 2, || 2_000),
+            Decision::Compact { target: 4_000 }
+        );
+        assert_eq!(p.decide(8_001, 10_000, 3, || 2_000), Decision::BreakerOpen);
+        assert_eq!(p.retry_target(10_000, 2_000, 9_000), 2_000);
+        assert_eq!(p.retry_target(10_000, 2_000, 2_000), 1_500);
+    }
+
+    #[test]
+    fn the_fixed_head_is_the_instructions_and_a_task_that_fits() {
+        let counter = crate::count::TokenCounter::new(crate::Tokenizer::chars_per_token(4));
+        let system = crate::message::Message::system("You are a coding agent.");
+        let task = crate::message::Message::user("Fix the parser.");
+        let turn = crate::message::Message::assistant("Looking.");
+        let tokens = |m: &crate::message::Message| counter.count_message(m).total();
+        let messages = [system.clone(), task.clone(), turn.clone()];
+        let head = fixed_head(&messages, &counter, 1_000);
+        assert_eq!((head.messages, head.task_whole), (2, true));
+        assert_eq!(head.tokens, tokens(&system) + tokens(&task));
+        // A task larger than its share is not kept whole; nor is a newest message.
+        let head = fixed_head(&messages, &counter, 10);
+        assert_eq!((head.messages, head.task_whole), (1, false));
+        let head = fixed_head(&messages[..2], &counter, 1_000);
+        assert_eq!((head.messages, head.task_whole), (1, false));
+    }
+
+    #[test]
     fn a_requested_target_is_positive_and_within_the_window() {
         let p = TriggerPolicy::default();
-        assert_eq!(requested_target(None, 10_000, &p), Ok(6_000));
-        assert_eq!(requested_target(Some(500), 10_000, &p), Ok(500));
+        assert_eq!(requested_target(None, 10_000, 2_000, &p), Ok(4_000));
+        assert_eq!(requested_target(Some(500), 10_000, 2_000, &p), Ok(500));
         assert!(
-            requested_target(Some(0), 10_000, &p)
+            requested_target(Some(0), 10_000, 0, &p)
                 .unwrap_err()
                 .contains("positive")
         );
-        let e = requested_target(Some(10_001), 10_000, &p).unwrap_err();
+        let e = requested_target(Some(10_001), 10_000, 0, &p).unwrap_err();
         assert!(
             e.contains("larger than the session's window (10000 tokens)"),
             "{e}"

@@ -17,23 +17,24 @@
 //! The proxy keeps each view it sent by the caller messages it stands for; a session keeps its
 //! view in its store.
 
-use super::policy::TriggerPolicy;
+use super::policy::{Decision, TriggerPolicy, fixed_head};
 use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact};
 use crate::count::TokenCounter;
 use crate::input::Conversation;
-use crate::message::{Message, Role};
+use crate::message::Message;
 use crate::responses::Origin;
 
-/// The share of the limit the task statement may take and still go up whole in every request;
-/// a larger one is cut to its ask by the digest.
-pub const TASK_SHARE: f64 = 0.25;
+/// The share of the limit the summary blocks of a head may take before they are merged into
+/// one: a merge rewrites the whole prefix, so blocks are merged rarely.
+pub const SUMMARIES_SHARE: f64 = 0.15;
 
-/// The share of the target the summary blocks may take before they are merged into one.
-pub const SUMMARIES_SHARE: f64 = 0.3;
+/// The share of the free budget one summary block behind the head may take.
+pub const BLOCK_SHARE: f64 = 0.3;
 
-/// The share of the free budget one summary block behind the head may take: small blocks, so
-/// that several fit before they are merged.
-pub const BLOCK_SHARE: f64 = 0.15;
+/// The share of the free budget the digest of a compaction that starts the head anew may take:
+/// it becomes the head's summary, which every later request rereads from the cache, and its key
+/// lines hold more of what the next steps use, per token, than older turns verbatim.
+pub const HEAD_DIGEST_SHARE: f64 = 0.7;
 
 /// A view sent upstream, as the next request builds on it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -135,23 +136,29 @@ impl Stable<'_> {
         let tools = &conversation.tools;
         let messages = &conversation.messages;
         let previous = previous.filter(|p| p.covers <= messages.len());
-        if let Some(p) = previous {
-            let extended = extend(p, messages);
-            let tokens = extended.tokens(counter, tools);
-            let (_, repairs) = super::units::repair(&extended.messages);
-            if !self.trigger.is_over(tokens, self.limit) && repairs == Default::default() {
-                return Ok(Next::Extended(extended));
-            }
-        } else if !self
-            .trigger
-            .is_over(counter.count_conversation(conversation).total(), self.limit)
-        {
-            return Ok(Next::AsSent);
-        }
-        let target = self.trigger.target_tokens(self.limit);
+        let extended = previous.map(|p| extend(p, messages));
+        let tokens = match &extended {
+            Some(view) => view.tokens(counter, tools),
+            None => counter.count_conversation(conversation).total(),
+        };
+        let fixed = || fixed_head(messages, counter, self.limit).tokens;
+        // The proxy keeps no breaker: a request it cannot bring under the threshold goes as
+        // small as it could make it.
+        let target = match self.trigger.decide(tokens, self.limit, 0, fixed) {
+            Decision::Compact { target } => target,
+            Decision::Send | Decision::BreakerOpen => match extended {
+                None => return Ok(Next::AsSent),
+                // A view whose new messages broke a tool call's pairing is compacted (repaired)
+                // all the same.
+                Some(view) if super::units::repair(&view.messages).1 == Default::default() => {
+                    return Ok(Next::Extended(view));
+                }
+                Some(_) => self.trigger.target_tokens(self.limit, fixed()),
+            },
+        };
         // Behind the head while the summaries fit their share; else the whole history again.
         if let Some(p) = previous.filter(|p| p.head > 0)
-            && summaries_tokens(p, counter) <= (SUMMARIES_SHARE * target as f64) as usize
+            && summaries_tokens(p, counter) <= (SUMMARIES_SHARE * self.limit as f64) as usize
         {
             return self.behind_head(p, conversation, counter, target);
         }
@@ -169,22 +176,14 @@ impl Stable<'_> {
         target: usize,
     ) -> Result<(SentView, Box<CompactReport>), CompactError> {
         let messages = &conversation.messages;
-        let instructions = crate::message::leading_instructions(messages);
-        let task_whole = messages.get(instructions).is_some_and(|m| {
-            m.role == Role::User
-                && instructions + 1 < messages.len()
-                && counter.count_message(m).total() <= (TASK_SHARE * self.limit as f64) as usize
-        });
-        let head = if task_whole { instructions + 1 } else { 0 };
+        let fixed = fixed_head(messages, counter, self.limit);
+        // Without the task whole, only the instructions lead (as in any compaction), and the
+        // digest keeps the task's ask.
+        let head = if fixed.task_whole { fixed.messages } else { 0 };
         let compacted = self.compact(conversation, head, false, counter, target)?;
         let origins = Origin::of_view(messages, &compacted.messages);
-        let fixed = if task_whole {
-            instructions + 1
-        } else {
-            instructions
-        };
         Ok((
-            view_of(compacted.messages, origins, fixed, messages.len()),
+            view_of(compacted.messages, origins, fixed.messages, messages.len()),
             Box::new(compacted.report),
         ))
     }
@@ -232,7 +231,8 @@ impl Stable<'_> {
 
     /// One compaction of `input` with its first `head` messages fixed, within the target (or,
     /// when what must stay is larger, within what must stay and room for a summary); a `block`
-    /// behind a head of summaries takes at most [`BLOCK_SHARE`].
+    /// behind a head of summaries takes at most [`BLOCK_SHARE`], a digest that starts the head
+    /// anew up to [`HEAD_DIGEST_SHARE`].
     fn compact(
         &self,
         input: &Conversation,
@@ -245,9 +245,11 @@ impl Stable<'_> {
             let mut options = self.options.clone();
             options.budget = budget;
             options.head = head;
-            if block {
-                options.digest_share = options.digest_share.min(BLOCK_SHARE);
-            }
+            options.digest_share = if block {
+                options.digest_share.min(BLOCK_SHARE)
+            } else {
+                options.digest_share.max(HEAD_DIGEST_SHARE)
+            };
             compact(input, counter, &options)
         })
         .result

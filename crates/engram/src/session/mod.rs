@@ -63,7 +63,8 @@ pub enum SessionError {
 /// When sessions compact.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SessionPolicy {
-    /// Emergency compaction (seed 002 phase 2): at 0.8 of the window, down to 0.6.
+    /// Emergency compaction (seed 002 phase 2): at 0.8 of the window, down to the depth the
+    /// bill asks for unless a target is configured ([`TriggerPolicy::target_tokens`]).
     pub trigger: TriggerPolicy,
     /// Sleep-time compaction (phase 1): sessions above this share of the window (0.5) ...
     pub sleep_threshold: f64,
@@ -91,7 +92,7 @@ impl SessionPolicy {
     pub fn sleep_trigger(&self) -> TriggerPolicy {
         TriggerPolicy {
             threshold: self.sleep_threshold,
-            target: self.sleep_target,
+            target: Some(self.sleep_target),
             max_failed_compactions: 0,
         }
     }
@@ -615,11 +616,19 @@ impl<'s> Session<'s> {
         let mut compaction = None;
         let mut breaker_open = false;
         let mut over_threshold = None;
-        if self.policy.trigger.is_over(view_tokens, self.info.window) {
-            if self.breaker_open()? {
-                breaker_open = true;
-            } else {
-                let target = self.policy.trigger.target_tokens(self.info.window);
+        let trigger = self.policy.trigger;
+        let decision = if trigger.is_over(view_tokens, self.info.window) {
+            // Asked only over the threshold: the breaker and the head read the store.
+            let failed = self.failed_in_a_row()?;
+            let fixed = self.fixed_tokens()?;
+            trigger.decide(view_tokens, self.info.window, failed, || fixed)
+        } else {
+            policy::Decision::Send
+        };
+        match decision {
+            policy::Decision::Send => {}
+            policy::Decision::BreakerOpen => breaker_open = true,
+            policy::Decision::Compact { target } => {
                 // The messages are stored: a compaction that cannot be done is reported, not
                 // returned as the append's failure (a client retrying it would store them twice).
                 match self.compact(Trigger::Threshold, target, None) {
@@ -661,24 +670,39 @@ impl<'s> Session<'s> {
         Ok(appended)
     }
 
-    /// True when the last `max_failed_compactions` threshold compactions all left the view
-    /// above the threshold: compacting again would not help, so automatic compaction waits
-    /// for a manual one.
-    fn breaker_open(&self) -> Result<bool, SessionError> {
+    /// How many of the latest compactions, up to the breaker's count, were threshold
+    /// compactions that left the view above the threshold (the policy's breaker opens at
+    /// `max_failed_compactions` of them).
+    fn failed_in_a_row(&self) -> Result<usize, SessionError> {
         let trigger = &self.policy.trigger;
         let n = trigger.max_failed_compactions as usize;
         if n == 0 {
-            return Ok(false);
+            return Ok(0);
         }
-        let failed_in_a_row = self
+        Ok(self
             .store
             .recent_compactions(&self.info.id, n)?
             .iter()
             .take_while(|r| {
                 r.trigger == "threshold" && trigger.is_over(r.tokens_after, self.info.window)
             })
-            .count();
-        Ok(trigger.breaker_open(failed_in_a_row))
+            .count())
+    }
+
+    /// The tokens of what every compaction keeps in front: the leading instructions and the
+    /// task statement ([`policy::fixed_head`]), read from the start of the log.
+    pub fn fixed_tokens(&self) -> Result<usize, SessionError> {
+        let mut page = 8;
+        loop {
+            let head = self.store.session_log_page(&self.info.id, 0, page)?;
+            let messages: Vec<Message> = head.iter().map(|m| m.message.clone()).collect();
+            let lead = crate::message::leading_instructions(&messages);
+            // The instructions and the task, and a message after them, must all be read.
+            if lead + 2 <= messages.len() || messages.len() < page {
+                return Ok(policy::fixed_head(&messages, &self.counter, self.info.window).tokens);
+            }
+            page *= 4;
+        }
     }
 
     /// The view's tokens: the latest compaction's view plus what was appended since.
@@ -962,8 +986,17 @@ impl<'s> Session<'s> {
         options.previous_summary = earlier.last().and_then(|s| {
             crate::compact::summarize::PreviousSummary::from_message_text(&s.text, s.covers.clone())
         });
-        // Room for the summaries' headers, added after compaction.
-        const HEADER_ROOM: usize = 40;
+        // Room for the summary's header, added after compaction: the header for the most it
+        // could cover (every message of the log, at a depth past every earlier summary's).
+        let widest = summary_header(
+            earlier.iter().map(|s| s.depth).max().unwrap_or(0) + 1,
+            log.len(),
+            (crate::store::now(), crate::store::now()),
+            log.first()
+                .map(|m| m.id.as_str())
+                .zip(log.last().map(|m| m.id.as_str())),
+        );
+        let header_room = self.counter.count_text(&widest) + 2;
         let window = self.info.window;
         let counter = &self.counter;
         let session_vectors = self.vectors();
@@ -971,7 +1004,7 @@ impl<'s> Session<'s> {
         // Within the target, else within what must be kept plus room for a summary, at most the
         // window; with why the target could not be met.
         let run = |options: &mut CompactOptions| {
-            let attempt = policy::within_target(target, window, HEADER_ROOM, |budget| {
+            let attempt = policy::within_target(target, window, header_room, |budget| {
                 options.budget = budget;
                 crate::compact::compact_keeping_vectors(&log, &[], counter, options, vectors)
             });
@@ -995,7 +1028,7 @@ impl<'s> Session<'s> {
                 missed_target = missed;
             }
         }
-        let budget = options.budget + HEADER_ROOM;
+        let budget = options.budget + header_room;
 
         let at: HashMap<&str, Timestamp> =
             log.iter().map(|m| (m.id.as_str(), m.created_at)).collect();
@@ -1016,18 +1049,15 @@ impl<'s> Session<'s> {
                 times.max().unwrap_or(now),
             );
             let text = v.message.text().into_owned();
-            // The header, then how to get the originals back (the agent's history tool).
-            let mut header = crate::assembly::summary_header(
+            let header = summary_header(
                 depth,
                 covers.len(),
-                &crate::store::format_minute(from),
-                &crate::store::format_minute(to),
+                (from, to),
+                covers
+                    .first()
+                    .map(String::as_str)
+                    .zip(covers.last().map(String::as_str)),
             );
-            if let (Some(first), Some(last)) = (covers.first(), covers.last()) {
-                header.push_str(&format!(
-                    "\n(read_history from={first} to={last} returns the originals)"
-                ));
-            }
             v.message.content = Some(Content::Text(format!("{header}\n{text}")));
             summaries.push(SummaryRecord {
                 id: new_id("sum"),
@@ -1196,7 +1226,7 @@ impl<'s> Session<'s> {
         let target = self
             .policy
             .trigger
-            .target_tokens(self.info.window)
+            .target_tokens(self.info.window, self.fixed_tokens()?)
             .min(self.view_tokens()?.saturating_sub(1))
             .max(1);
         let result = self.compact(Trigger::Manual, target, None);
@@ -1342,10 +1372,10 @@ impl<'s> Session<'s> {
     pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, SessionError> {
         let tokens = self.view_tokens()?;
         let sleep = self.policy.sleep_trigger();
-        if !sleep.is_over(tokens, self.info.window) {
+        let policy::Decision::Compact { target } = sleep.decide(tokens, self.info.window, 0, || 0)
+        else {
             return Ok(None);
-        }
-        let target = sleep.target_tokens(self.info.window);
+        };
         let store = self.store;
         match self.compact_with_facts(
             Trigger::Sleep,
@@ -1599,6 +1629,28 @@ impl Drop for CompactionSlot {
         *busy.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
         freed.notify_one();
     }
+}
+
+/// A recorded summary's header: seed 001's `[Summary: depth d, n messages, covers t1 to t2]`,
+/// then how to get the originals back (the agent's history tool), when it covers ids.
+fn summary_header(
+    depth: u32,
+    messages: usize,
+    (from, to): (Timestamp, Timestamp),
+    ids: Option<(&str, &str)>,
+) -> String {
+    let mut header = crate::assembly::summary_header(
+        depth,
+        messages,
+        &crate::store::format_minute(from),
+        &crate::store::format_minute(to),
+    );
+    if let Some((first, last)) = ids {
+        header.push_str(&format!(
+            "\n(read_history from={first} to={last} returns the originals)"
+        ));
+    }
+    header
 }
 
 #[cfg(test)]

@@ -88,7 +88,7 @@ impl Session<'_> {
             window,
             reply_reserve,
             threshold: trigger.threshold_tokens(window),
-            target: trigger.target_tokens(window),
+            target: trigger.target_tokens(window, self.fixed_tokens()?),
             used,
             free: window.saturating_sub(used + reply_reserve),
             parts,
