@@ -23,6 +23,10 @@ struct CountReport<'a> {
     tools_tokens: usize,
     percent_of_window: f64,
     input_cost_usd: f64,
+    /// For an estimate calibrated from the provider's usage (`engram serve` learns it): how
+    /// many requests it was learned from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calibrated_from: Option<u64>,
     messages: Rows,
 }
 
@@ -75,10 +79,38 @@ pub(crate) fn run(global: &GlobalArgs, args: &CountArgs) -> anyhow::Result<()> {
     if let Some(warning) = model.warning() {
         eprintln!("engram: warning: {warning}");
     }
-    let tokenizer = match &args.tokenizer {
+    let mut tokenizer = match &args.tokenizer {
         Some(name) => Tokenizer::from_name(name)?,
         None => model.spec.tokenizer()?,
     };
+    // An estimate is calibrated with what the proxy learned of this model from its upstream's
+    // usage, when the database holds a calibration.
+    let mut calibration = None;
+    if args.tokenizer.is_none() && !tokenizer.is_exact() {
+        let key = if model.spec.id.is_empty() {
+            args.model
+                .clone()
+                .or_else(|| conversation.model().map(str::to_owned))
+        } else {
+            Some(model.spec.id.clone())
+        };
+        let learned = match (key, crate::memory::db_path(global)) {
+            (Some(key), Ok(db)) => engram_store::read_calibration(&db, &key).unwrap_or_else(|e| {
+                eprintln!(
+                    "engram: warning: the count calibration in {} could not be read: {e}",
+                    db.display()
+                );
+                None
+            }),
+            _ => None,
+        };
+        if let Some(c) = learned
+            && let Some(factor) = c.factor()
+        {
+            tokenizer = Tokenizer::from_name(&model.spec.tokenizer)?.scaled(factor);
+            calibration = Some(c);
+        }
+    }
     let exact_tokenizer = if args.tokenizer.is_some() {
         tokenizer.is_exact()
     } else {
@@ -103,7 +135,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &CountArgs) -> anyhow::Result<()> {
         });
     }
     drop(bytes);
-    let tools_tokens = counter.count_tools(&conversation.tools);
+    // A calibrated estimate adds what the provider adds to a request with tools.
+    let tools_tokens = counter.count_tools(&conversation.tools)
+        + match &calibration {
+            Some(c) if !conversation.tools.is_empty() => c.tools_overhead().unwrap_or(0),
+            _ => 0,
+        };
     let total = counter.accounting().per_conversation + tools_tokens + messages_total;
     let window = model.spec.context_window;
     let report = CountReport {
@@ -118,6 +155,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CountArgs) -> anyhow::Result<()> {
         tools_tokens,
         percent_of_window: round2(100.0 * total as f64 / window as f64),
         input_cost_usd: model.spec.price.cost(total, 0, 0),
+        calibrated_from: calibration.as_ref().map(|c| c.samples),
         messages: Rows(rows),
     };
     let stdout = std::io::stdout();
@@ -204,7 +242,11 @@ fn print_human(
             thousands(report.tools_tokens)
         )?;
     }
-    let how = if report.exact { "exact" } else { "estimate" };
+    let how = match (report.exact, report.calibrated_from) {
+        (true, _) => "exact".to_owned(),
+        (false, Some(n)) => format!("estimate calibrated from {n} requests"),
+        (false, None) => "estimate".to_owned(),
+    };
     writeln!(
         out,
         "total             {:>12} tokens = {:.1}% of {}'s {}-token window ({}, {how})",

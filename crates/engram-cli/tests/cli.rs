@@ -2547,3 +2547,66 @@ fn an_append_retried_with_its_key_is_stored_once() {
     assert_eq!(shown["session"]["messages"], 2, "{shown}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn count_uses_the_calibration_the_proxy_learned_for_an_estimated_model() {
+    use engram::calibrate::CalibrationStore;
+    let (dir, db) = temp_db("count-calibrated");
+    let conversation = br#"{"messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing test in src/parser/lexer.rs: tokens after a comment are lost."}
+    ], "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]}"#;
+    let count = |db: &str| {
+        json(&engram(
+            &[
+                "--db",
+                db,
+                "count",
+                "--model",
+                "claude-sonnet-4-5",
+                "--json",
+            ],
+            Some(conversation),
+        ))
+    };
+    let before = count(&db);
+    assert!(before.get("calibrated_from").is_none(), "{before}");
+    assert_eq!(before["exact"], false);
+    {
+        // What the proxy learns: the provider counts twice cl100k, and 300 more with tools.
+        let store = engram_store::SqliteStore::open(std::path::Path::new(&db)).expect("store");
+        for counted in [1_000usize, 2_000, 3_000, 4_000] {
+            let tools = counted % 2_000 == 0;
+            let reported = 2 * counted + if tools { 300 } else { 0 };
+            store
+                .observe_count("claude-sonnet-4-5", counted, tools, reported, 1)
+                .expect("observe");
+        }
+    }
+    let after = count(&db);
+    assert_eq!(after["calibrated_from"], 4);
+    assert_eq!(after["tokenizer"], "cl100k*2");
+    let (b, a) = (
+        before["total_tokens"].as_u64().expect("total") as f64,
+        after["total_tokens"].as_u64().expect("total") as f64,
+    );
+    // cl100k x 1.25 before; x 2 and the tools' 300 after.
+    assert!(a > b / 1.25 * 2.0 + 250.0, "{b} -> {a}");
+    let human = ok(engram(
+        &[
+            "--db",
+            &db,
+            "count",
+            "--model",
+            "claude-sonnet-4-5",
+            "--summary",
+        ],
+        Some(conversation),
+    ));
+    assert!(
+        stdout(&human).contains("estimate calibrated from 4 requests"),
+        "{}",
+        stdout(&human)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -113,6 +113,8 @@ pub(crate) struct Proxy {
     http: reqwest::Client,
     counters: Mutex<HashMap<String, Arc<TokenCounter>>>,
     pub(crate) views: crate::views::MemoryViews,
+    /// The count calibrations read or learned, by tenant and model (the store keeps them).
+    calibrations: Mutex<HashMap<(String, String), engram::calibrate::Calibration>>,
     recent: Mutex<VecDeque<Recent>>,
     next_id: std::sync::atomic::AtomicU64,
 }
@@ -148,6 +150,19 @@ pub(crate) struct Recent {
 #[derive(Debug, Clone)]
 struct Sent(Bytes);
 
+/// engram's own count of what went upstream (its tokenizer without a factor), for a model whose
+/// counts are estimates: what the upstream reports for it calibrates them
+/// ([`engram::calibrate`]). Carried on the response to [`observed`].
+#[derive(Debug, Clone)]
+struct Counted {
+    /// The calibration's model (the registry's id, else the name the caller gave).
+    model: String,
+    tokens: usize,
+    tools: bool,
+    /// The factor the count of what was sent carried (the registry's or the calibration's).
+    factor: f64,
+}
+
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy").finish_non_exhaustive()
@@ -163,6 +178,7 @@ impl Proxy {
                 .unwrap_or_else(|_| reqwest::Client::new()),
             counters: Mutex::new(HashMap::new()),
             views: crate::views::MemoryViews::default(),
+            calibrations: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             next_id: std::sync::atomic::AtomicU64::new(0),
         }
@@ -192,6 +208,52 @@ impl Proxy {
         let mut list = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = list.iter_mut().find(|r| r.id == id) {
             r.usage = Some(billed);
+        }
+    }
+
+    /// The calibration of `model`'s counts for `tenant`: as last read or learned, else from the
+    /// store (an error reads as none: the registry's factor and the margin apply).
+    fn calibration(&self, app: &App, tenant: &str, model: &str) -> engram::calibrate::Calibration {
+        let key = (tenant.to_owned(), model.to_owned());
+        if let Some(c) = self
+            .calibrations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return c.clone();
+        }
+        let read = app
+            .tenant_store(tenant)
+            .ok()
+            .and_then(|s| s.store.calibration(model).ok().flatten())
+            .unwrap_or_default();
+        self.calibrations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, read.clone());
+        read
+    }
+
+    /// Learns from what the upstream reported for a request engram counted `counted`.
+    fn learn(&self, app: &App, tenant: &str, counted: &Counted, reported: usize) {
+        let Ok(store) = app.tenant_store(tenant) else {
+            return;
+        };
+        match store.store.observe_count(
+            &counted.model,
+            counted.tokens,
+            counted.tools,
+            reported,
+            engram::store::now(),
+        ) {
+            Ok(c) => {
+                self.calibrations
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((tenant.to_owned(), counted.model.clone()), c);
+            }
+            Err(e) => tracing::warn!(error = %e, "proxy: the count calibration could not be kept"),
         }
     }
 
@@ -244,6 +306,8 @@ struct Outcome {
     note: Option<String>,
     /// The body sent upstream (for the inspector's list of recent requests).
     sent: Option<Bytes>,
+    /// engram's own count of what was sent, when its counts are estimates.
+    counted: Option<Counted>,
 }
 
 impl Outcome {
@@ -252,6 +316,20 @@ impl Outcome {
         if let Some(sent) = &self.sent {
             response.extensions_mut().insert(Sent(sent.clone()));
         }
+        if let Some(counted) = &self.counted {
+            response.extensions_mut().insert(counted.clone());
+        }
+    }
+
+    /// What was sent, as engram counted it without a factor (for a plan whose count is an
+    /// estimate).
+    fn count_sent(&mut self, plan: &Plan, tools: bool) {
+        self.counted = plan.estimated.then(|| Counted {
+            model: plan.calibration.clone(),
+            tokens: (self.tokens_after as f64 / plan.factor).round() as usize,
+            tools,
+            factor: plan.factor,
+        });
     }
 
     fn headers(&self, headers: &mut HeaderMap) {
@@ -429,6 +507,7 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
         .await
         .unwrap_or_else(IntoResponse::into_response);
     let sent = response.extensions_mut().remove::<Sent>();
+    let counted = response.extensions_mut().remove::<Counted>();
     let seconds = started.elapsed().as_secs_f64();
     let header = |name: &str| {
         response
@@ -488,6 +567,23 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
             if let Some(u) = &usage {
                 app2.metrics.usage(&recent.route, &recent.model, &u.usage);
                 app2.proxy.billed(id, u.clone());
+                // What the upstream counted calibrates an estimated count (a store write: off
+                // the async threads).
+                if let Some(counted) = counted
+                    && u.usage.input_tokens > 0
+                    && (200..300).contains(&recent.status)
+                {
+                    let (app3, tenant, reported) = (
+                        Arc::clone(&app2),
+                        recent.tenant.clone(),
+                        u.usage.input_tokens,
+                    );
+                    let learn = move || app3.proxy.learn(&app3, &tenant, &counted, reported);
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(runtime) => drop(runtime.spawn_blocking(learn)),
+                        Err(_) => learn(),
+                    }
+                }
             }
             if app2.config.proxy.log_requests {
                 let mut line = serde_json::json!({
@@ -780,19 +876,23 @@ fn provider_state(request: &Value) -> Option<&'static str> {
 }
 
 /// The budget for a request: what the window leaves after the reply, less the margin when the
-/// count is an estimate.
+/// count is an estimate (narrowed, or widened, by the model's calibration once it has one).
 struct Plan {
     counter: Arc<TokenCounter>,
     window: usize,
     room: usize,
     estimated: bool,
+    /// The factor the counter multiplies its tokenizer's counts by.
+    factor: f64,
+    /// The model the count's calibration is kept under.
+    calibration: String,
 }
 
-fn plan(app: &App, parsed: &Parsed) -> Plan {
+fn plan(app: &App, tenant: &str, parsed: &Parsed) -> Plan {
     let resolved = app.config.registry.resolve(&parsed.model);
     let configured = app.config.proxy.model_windows.get(&parsed.model).copied();
     let window = configured.unwrap_or(resolved.spec.context_window);
-    let tokenizer = resolved
+    let mut tokenizer = resolved
         .spec
         .tokenizer()
         .unwrap_or_else(|_| engram::Tokenizer::chars_per_token(4));
@@ -802,14 +902,33 @@ fn plan(app: &App, parsed: &Parsed) -> Plan {
         resolved.spec.max_output_tokens,
         parsed.max_tokens,
     );
+    let calibration = if resolved.spec.id.is_empty() {
+        parsed.model.clone()
+    } else {
+        resolved.spec.id.clone()
+    };
     if estimated {
-        room = (room as f64 / (1.0 + app.config.proxy.estimate_margin)) as usize;
+        let mut margin = app.config.proxy.estimate_margin;
+        let learned = app.proxy.calibration(app, tenant, &calibration);
+        if let (Some(factor), Ok(base)) = (
+            learned.factor(),
+            engram::Tokenizer::from_name(&resolved.spec.tokenizer),
+        ) {
+            tokenizer = base.scaled(factor);
+            margin = learned.margin(margin);
+            if !parsed.conversation.tools.is_empty() {
+                room = room.saturating_sub(learned.tools_overhead().unwrap_or(0));
+            }
+        }
+        room = (room as f64 / (1.0 + margin)) as usize;
     }
     Plan {
+        factor: tokenizer.factor(),
         counter: app.proxy.counter(tokenizer),
         window,
         room,
         estimated,
+        calibration,
     }
 }
 
@@ -968,6 +1087,7 @@ async fn forward_compacted(
         "proxy: counted and compacted"
     );
     outcome.sent = Some(forwarded.clone());
+    outcome.count_sent(&plan, !parsed.conversation.tools.is_empty());
     let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
     let status = response.status();
     if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
@@ -1039,6 +1159,9 @@ async fn forward_compacted(
     };
     outcome.retried = true;
     outcome.tokens_after = tokens;
+    if let Some(counted) = outcome.counted.as_mut() {
+        counted.tokens = (tokens as f64 / counted.factor).round() as usize;
+    }
     outcome.steps = steps;
     outcome.prefix = Some("rebuilt");
     app.metrics
@@ -1082,7 +1205,7 @@ type Decision = (Outcome, Parsed, Plan, Bytes, Option<u128>);
 /// reason when it is not a request engram compacts (forwarded unchanged).
 fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decision, String> {
     let parsed = parse(format, body)?;
-    let plan = plan(app, &parsed);
+    let plan = plan(app, tenant, &parsed);
     let tokens = plan
         .counter
         .count_conversation(&parsed.conversation)

@@ -1722,3 +1722,88 @@ async fn two_servers_on_one_postgres_share_the_views_they_sent() {
     .join()
     .ok();
 }
+
+/// An Anthropic upstream that bills half a token per byte of the request, whatever engram
+/// thinks: its own count.
+async fn billing_upstream() -> String {
+    async fn messages(body: Bytes) -> Response {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4",
+                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": body.len() / 2, "output_tokens": 1}
+            })
+            .to_string(),
+        )
+            .into_response()
+    }
+    let app = axum::Router::new().route("/v1/messages", post(messages));
+    format!("http://{}", on_loopback(app).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_counts_are_calibrated_from_the_upstreams_usage_and_kept_in_the_store() {
+    let base = billing_upstream().await;
+    let dir = std::env::temp_dir().join(format!("engram-proxy-calibration-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let db = dir.join("engram.db");
+    let app_on = |db: &std::path::Path| {
+        let mut config = ServeConfig::new(db.to_path_buf());
+        config.proxy.anthropic_upstream = Some(base.clone());
+        router(App::new(config).expect("app"))
+    };
+    let request = |turns: usize| {
+        let messages: Vec<Value> = (0..turns)
+            .map(|i| {
+                json!({"role": if i % 2 == 0 { "user" } else { "assistant" },
+                       "content": format!("turn {i}: {}", "words of the agent ".repeat(20))})
+            })
+            .collect();
+        serde_json::to_vec(
+            &json!({"model": "claude-sonnet-4", "max_tokens": 64, "messages": messages}),
+        )
+        .expect("json")
+    };
+    let tokens_after = |headers: &HeaderMap| -> f64 {
+        header_str(headers, "x-engram-tokens-after")
+            .parse()
+            .expect("a count")
+    };
+    let app = app_on(&db);
+    let (status, headers, _) = send(&app, post_json("/v1/messages", &request(5))).await;
+    assert_eq!(status, StatusCode::OK);
+    let before = tokens_after(&headers);
+    for turns in [7, 9, 11, 13] {
+        send(&app, post_json("/v1/messages", &request(turns))).await;
+    }
+    // The calibration is written once the reply has ended, off the async threads.
+    let store = engram_store::SqliteStore::open(&db).expect("the store");
+    let mut calibration = None;
+    for _ in 0..100 {
+        calibration = engram::calibrate::CalibrationStore::calibration(&store, "claude-sonnet-4")
+            .expect("read");
+        if calibration.as_ref().is_some_and(|c| c.samples == 5) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let calibration = calibration.expect("kept in the store");
+    assert_eq!(calibration.samples, 5);
+    let factor = calibration.factor().expect("calibrated");
+    assert!(
+        factor > 1.5,
+        "the upstream counts more than cl100k x 1.25: {factor}"
+    );
+    // A new server on the same store counts the first request with what the first one learned.
+    let again = app_on(&db);
+    let (_, headers, _) = send(&again, post_json("/v1/messages", &request(5))).await;
+    let after = tokens_after(&headers);
+    let expected = before / 1.25 * factor;
+    assert!(
+        (after - expected).abs() / expected < 0.05,
+        "{before} tokens at 1.25, {after} at {factor} (expected about {expected})"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,8 +16,8 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `sqlite` | `SqliteStore`: memory (`mod.rs`), sessions (`sessions.rs`), the search index (`search.rs`), hybrid recall's vectors and `VectorFile` (`vectors.rs`) |
-//! | `postgres` (feature `postgres`) | `PostgresStore`: memory (`mod.rs`), sessions (`sessions.rs`), the connection pool (`pool.rs`) |
+//! | `sqlite` | `SqliteStore`: memory (`mod.rs`), sessions (`sessions.rs`), the search index (`search.rs`), hybrid recall's vectors and `VectorFile` (`vectors.rs`), count calibrations (`calibration.rs`) |
+//! | `postgres` (feature `postgres`) | `PostgresStore`: memory (`mod.rs`), sessions (`sessions.rs`), the proxy's views (`views.rs`), count calibrations (`calibration.rs`), the connection pool (`pool.rs`) |
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -25,4 +25,4 @@ pub mod sqlite;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
-pub use sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteStore};
+pub use sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteStore, read_calibration};

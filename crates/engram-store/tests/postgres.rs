@@ -90,6 +90,14 @@ fn postgres_passes_the_memory_conformance_suite() {
 }
 
 #[test]
+fn postgres_passes_the_calibration_conformance_suite() {
+    let Some(tenants) = Tenants::new("calibration") else {
+        return;
+    };
+    engram::calibrate::conformance(&tenants.fresh());
+}
+
+#[test]
 fn postgres_passes_the_session_conformance_suite() {
     let Some(tenants) = Tenants::new("session") else {
         return;

@@ -34,7 +34,8 @@
 //!   `compact_history` tool.
 //! - [`anthropic`]: conversion to and from the Anthropic Messages format.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
-//! - [`count`]: message-level accounting with a per-message cache.
+//! - [`count`]: message-level accounting with a per-message cache, and [`calibrate`]: the
+//!   factor and margin of estimated counts, learned from what the provider reports.
 //! - [`compact`](mod@compact): the compaction pipeline (units, masking, digest, recall, summaries, live
 //!   contexts), [`compact::policy`]: when and how much to compact, for every caller, and
 //!   [`compact::stable`]: views that keep a provider's prompt cache warm.
@@ -56,6 +57,7 @@
 pub mod ai_sdk;
 pub mod anthropic;
 pub mod assembly;
+pub mod calibrate;
 pub mod compact;
 pub mod config;
 pub mod count;

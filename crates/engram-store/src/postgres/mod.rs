@@ -23,6 +23,7 @@
 //!
 //! [`SessionStore`]: engram::session::SessionStore
 
+mod calibration;
 mod pool;
 mod sessions;
 mod views;
@@ -43,7 +44,7 @@ use serde_json::Value;
 pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -251,6 +252,17 @@ CREATE TABLE IF NOT EXISTS engram_proxy_view (
 CREATE INDEX IF NOT EXISTS engram_proxy_view_age ON engram_proxy_view (tenant, created_at);
 "#;
 
+/// Version 8: each model's count calibration, learned from what the provider reported
+/// (`calibration.rs`).
+const SCHEMA_V8: &str = r#"
+CREATE TABLE IF NOT EXISTS engram_count_calibration (
+    tenant TEXT NOT NULL,
+    model TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (tenant, model)
+);
+"#;
+
 /// One tenant's view of a PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -324,6 +336,8 @@ impl PostgresStore {
             "engram_session",
             "engram_meta",
             "engram_vector",
+            "engram_proxy_view",
+            "engram_count_calibration",
         ] {
             rows += tx
                 .execute(
@@ -452,6 +466,7 @@ fn migrate(pool: &Pool) -> Result<(), StoreError> {
         (5, Migration::Sql(SCHEMA_V5)),
         (6, Migration::Sql(SCHEMA_V6)),
         (7, Migration::Sql(SCHEMA_V7)),
+        (8, Migration::Sql(SCHEMA_V8)),
     ] {
         if current < to {
             match step {

@@ -38,7 +38,7 @@ const MAPPED_READ: i64 = 32 << 20;
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -253,6 +253,10 @@ CREATE TABLE IF NOT EXISTS session_append_key (
 );
 ";
 
+/// Version 10: each model's count calibration, learned from what the provider reported
+/// ([`calibration::TABLE`]).
+const SCHEMA_V10: &str = calibration::TABLE;
+
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
@@ -440,6 +444,7 @@ impl SqliteStore {
                 // The vectors kept before version 7 that belong to nothing are forgotten.
                 (8, Migration::Code(vectors::forget_unowned)),
                 (9, Migration::Sql(SCHEMA_V9)),
+                (10, Migration::Sql(SCHEMA_V10)),
             ] {
                 if current < to {
                     match step {
@@ -1272,6 +1277,8 @@ fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), StoreError> {
     Ok(())
 }
 
+mod calibration;
+pub use calibration::read_calibration;
 mod search;
 mod sessions;
 mod vectors;
@@ -1433,6 +1440,11 @@ mod tests {
         engram::session::conformance::run(&|| {
             Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
         });
+    }
+
+    #[test]
+    fn sqlite_passes_the_calibration_conformance_suite() {
+        engram::calibrate::conformance(&SqliteStore::open_in_memory().expect("in-memory database"));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub(crate) struct State {
     pub(crate) next_compaction: i64,
     last_sleep: Option<Timestamp>,
     meta: std::collections::HashMap<String, String>,
+    calibrations: HashMap<String, crate::calibrate::Calibration>,
 }
 
 impl InMemoryStore {
@@ -90,6 +91,29 @@ impl State {
             .map(|(i, e)| (e.id.clone(), i))
             .collect();
         (before - self.entries.len(), updated, texts)
+    }
+}
+
+impl crate::calibrate::CalibrationStore for InMemoryStore {
+    fn calibration(
+        &self,
+        model: &str,
+    ) -> Result<Option<crate::calibrate::Calibration>, StoreError> {
+        Ok(self.lock().calibrations.get(model).cloned())
+    }
+
+    fn observe_count(
+        &self,
+        model: &str,
+        counted: usize,
+        tools: bool,
+        reported: usize,
+        at: Timestamp,
+    ) -> Result<crate::calibrate::Calibration, StoreError> {
+        let mut state = self.lock();
+        let slot = state.calibrations.entry(model.to_owned()).or_default();
+        *slot = slot.observed(counted, tools, reported, at);
+        Ok(slot.clone())
     }
 }
 

@@ -42,8 +42,11 @@ use crate::tokenize::Tokenizer;
 
 /// A backend that keeps both memory and sessions (one database, one transaction for a
 /// compaction and its journal entries).
-pub trait EngramStore: MemoryStore + SessionStore {}
-impl<T: MemoryStore + SessionStore + ?Sized> EngramStore for T {}
+pub trait EngramStore: MemoryStore + SessionStore + crate::calibrate::CalibrationStore {}
+impl<T: MemoryStore + SessionStore + crate::calibrate::CalibrationStore + ?Sized> EngramStore
+    for T
+{
+}
 
 /// What can go wrong with a session.
 #[derive(Debug, thiserror::Error)]
