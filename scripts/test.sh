@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # engram's test suite: formatting, lints, every test, and a bounded fuzz run of the parser.
-# Self-contained on a fresh clone with a Rust toolchain, Python 3.9+ and Node.js 18+: the tests run on the
+# Self-contained on a fresh clone with a Rust toolchain (and cmake), Python 3.9+ and Node.js 18+: the tests run on the
 # fixtures in testdata/dev/ and the Python package's extras come from PyPI. Every step runs even
 # when an earlier one failed; the last lines count what passed, failed and was skipped, and why:
 #

@@ -84,9 +84,12 @@ impl ModelSpec {
         Ok(Tokenizer::from_name(&self.tokenizer)?.scaled(self.token_factor))
     }
 
-    /// True when counts for this model are exact (its own tokenizer, no correction factor).
+    /// True when counts for this model are exact: its own tokenizer, available in this build
+    /// (Gemini's needs the `gemini-tokenizer` feature), with no correction factor.
     pub fn counts_are_exact(&self) -> bool {
-        self.exact_tokenizer && (self.token_factor - 1.0).abs() < f64::EPSILON
+        self.exact_tokenizer
+            && (self.token_factor - 1.0).abs() < f64::EPSILON
+            && self.tokenizer().is_ok_and(|t| t.is_exact())
     }
 }
 

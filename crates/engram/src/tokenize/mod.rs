@@ -1,5 +1,6 @@
-//! Tiered token counting (seed 002): exact BPE for OpenAI encodings, a HuggingFace
-//! `tokenizer.json` for open models, and chars/4 (seeds 000 and 001) as the last fallback.
+//! Tiered token counting (seed 002): exact BPE for OpenAI encodings, Gemma 3's SentencePiece
+//! vocabulary for Gemini (`gemini.rs`), a HuggingFace `tokenizer.json` for open models, and
+//! chars/4 (seeds 000 and 001) as the last fallback.
 //!
 //! A [`Tokenizer`] is cheap to clone (an `Arc` inside) and safe to share between threads. It may
 //! carry a correction factor: Claude models are counted with cl100k times a factor, and such a
@@ -56,7 +57,7 @@ impl fmt::Debug for Tokenizer {
 
 /// The names [`Tokenizer::from_name`] accepts, for help texts.
 pub const TOKENIZER_NAMES: &str =
-    "o200k, cl100k, chars/4 (alias: heuristic), hf:PATH or a path to a tokenizer.json";
+    "o200k, cl100k, gemini, chars/4 (alias: heuristic), hf:PATH or a path to a tokenizer.json";
 
 impl Tokenizer {
     /// Wraps a backend.
@@ -76,6 +77,7 @@ impl Tokenizer {
         match TokenizerName::parse(name)? {
             TokenizerName::O200k => Self::o200k(),
             TokenizerName::Cl100k => Self::cl100k(),
+            TokenizerName::Gemini => Self::gemini(),
             TokenizerName::CharsPerToken(n) => Ok(Self::chars_per_token(n)),
             TokenizerName::HuggingFace(path) => Self::huggingface(&path),
         }
@@ -89,6 +91,12 @@ impl Tokenizer {
     /// OpenAI's `cl100k_base` (GPT-4, GPT-3.5; the evaluation harness's count).
     pub fn cl100k() -> Result<Tokenizer> {
         openai::tokenizer(openai::Encoding::Cl100k)
+    }
+
+    /// Gemini's (Gemma 3's SentencePiece vocabulary): exact with the `gemini-tokenizer`
+    /// feature, else estimated as cl100k times 1.1.
+    pub fn gemini() -> Result<Tokenizer> {
+        gemini::tokenizer()
     }
 
     /// The seeds' heuristic: one token per `chars` characters, rounded up per text.
@@ -240,6 +248,8 @@ pub enum TokenizerName {
     O200k,
     /// `cl100k`, `cl100k_base`.
     Cl100k,
+    /// `gemini`, `gemma3`.
+    Gemini,
     /// `chars/N` (`chars4`, `heuristic` and `chars` mean 4).
     CharsPerToken(usize),
     /// `hf:PATH`, or a path ending in `.json`.
@@ -254,6 +264,7 @@ impl TokenizerName {
         let parsed = match lower.as_str() {
             "o200k" | "o200k_base" => Some(TokenizerName::O200k),
             "cl100k" | "cl100k_base" => Some(TokenizerName::Cl100k),
+            "gemini" | "gemma3" => Some(TokenizerName::Gemini),
             "chars4" | "heuristic" | "chars" => Some(TokenizerName::CharsPerToken(4)),
             _ => {
                 if let Some(n) = lower.strip_prefix("chars/") {
@@ -299,6 +310,7 @@ impl TextTokenizer for CharsPerToken {
     }
 }
 
+mod gemini;
 #[cfg(feature = "openai-bpe")]
 mod openai;
 #[cfg(feature = "openai-bpe")]
