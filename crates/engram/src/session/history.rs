@@ -31,6 +31,8 @@ pub const MAX_SEARCH_LIMIT: usize = 50;
 pub const DEFAULT_READ_TOKENS: usize = 4_000;
 /// Characters of context on each side of a hit's match.
 const SNIPPET_CHARS: usize = 100;
+/// Messages read at a time while looking for an exact match beyond the best-ranked.
+const EXACT_BATCH: usize = 256;
 
 /// One `search_history` hit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -480,7 +482,10 @@ impl Session<'_> {
     ) -> Result<Vec<HistoryHit>, SessionError> {
         let index = self.history_index()?;
         let index = index.lock().unwrap_or_else(|p| p.into_inner());
-        let query_terms = recall::terms(&crate::words::without_asides(query));
+        // Every word the agent gives is searched: reading a question without its asides ("days
+        // ago", "mentioned") is for compaction's recall, which a question reaches; a search the
+        // agent words itself looks for what it wrote.
+        let query_terms = recall::terms(query);
         let similar = match &self.options.embedder {
             Some(embedder) => self.similarities(embedder.as_ref(), query, &index)?,
             None => None,
@@ -531,12 +536,14 @@ impl Session<'_> {
             .take(pool)
             .copied()
             .collect();
+        // Every message that holds a query word, for the exact match below.
+        let matching: Vec<u32> = ranked.iter().skip(pool).map(|&(doc, _)| doc).collect();
         ranked.truncate(pool);
         ranked.extend(unseen);
-        if ranked.is_empty() {
+        let phrase = query.trim().to_lowercase();
+        if ranked.is_empty() && phrase.is_empty() {
             return Ok(Vec::new());
         }
-        let phrase = query.trim().to_lowercase();
         let needles = snippet_needles(query);
         // The candidates' texts: the active ones in one read, a set-aside one from its place.
         let active: Vec<String> = ranked
@@ -573,6 +580,17 @@ impl Session<'_> {
             }
             candidates.push((doc, score, text, exact));
         }
+        // The words as written are always found: when none of the best holds the query word
+        // for word, the other messages holding its words are read, newest first, until one does
+        // (and every message, when the query has no word the index keeps, only stop words or
+        // signs).
+        if !phrase.is_empty()
+            && !candidates.iter().any(|c| c.3)
+            && let Some(found) =
+                self.exact_match(&index, &matching, query_terms.is_empty(), &phrase)?
+        {
+            candidates.push(found);
+        }
         candidates.sort_by(|a, b| {
             b.3.cmp(&a.3)
                 .then(seen(a.0).cmp(&seen(b.0)))
@@ -598,6 +616,55 @@ impl Session<'_> {
                 }
             })
             .collect())
+    }
+
+    /// The newest message holding `phrase` among `matching` (every message of the log when
+    /// `scan_all`), as a search candidate `(doc, score, text, exact)`.
+    fn exact_match(
+        &self,
+        index: &HistoryIndex,
+        matching: &[u32],
+        scan_all: bool,
+        phrase: &str,
+    ) -> Result<Option<(u32, f64, String, bool)>, SessionError> {
+        let mut docs: Vec<u32> = if scan_all {
+            (0..index.docs.len() as u32).collect()
+        } else {
+            matching.to_vec()
+        };
+        docs.sort_unstable_by(|a, b| b.cmp(a));
+        for batch in docs.chunks(EXACT_BATCH) {
+            let ids: Vec<String> = batch
+                .iter()
+                .map(|&d| index.docs[d as usize].id.clone())
+                .collect();
+            let texts: HashMap<String, String> = self
+                .store
+                .messages_by_id(&self.info.id, &ids)?
+                .into_iter()
+                .map(|m| (m.id, searchable(&m.message)))
+                .collect();
+            for &doc in batch {
+                let d = &index.docs[doc as usize];
+                // A message set aside by a restore is read from its place.
+                let text = match texts.get(&d.id) {
+                    Some(text) => Some(text.clone()),
+                    None => self
+                        .store
+                        .session_log(&self.info.id, d.seq, true)?
+                        .into_iter()
+                        .next()
+                        .filter(|m| m.id == d.id)
+                        .map(|m| searchable(&m.message)),
+                };
+                if let Some(text) = text
+                    && text.to_lowercase().contains(phrase)
+                {
+                    return Ok(Some((doc, 0.0, text, true)));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Each message's similarity of meaning to `query` (hybrid search, when the session's
@@ -1049,6 +1116,68 @@ fn limit(value: Option<usize>, default: usize) -> Result<usize, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session holding `texts` as alternating user and assistant turns.
+    fn session_of<'s>(store: &'s crate::in_memory::InMemoryStore, texts: &[String]) -> Session<'s> {
+        let registry = crate::registry::ModelRegistry::builtin();
+        let new = super::super::new_session(&registry, "gpt-4o", Some(100_000), 0);
+        let mut session = Session::create(store, &new).expect("session");
+        let messages = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i % 2 == 0 {
+                    Message::user(t.clone())
+                } else {
+                    Message::assistant(t.clone())
+                }
+            })
+            .collect();
+        session.append(messages).expect("append");
+        session
+    }
+
+    #[test]
+    fn the_words_of_a_question_are_searched_as_given() {
+        let store = crate::in_memory::InMemoryStore::new();
+        let session = session_of(
+            &store,
+            &[
+                "We deployed the service on Monday.".into(),
+                "You mentioned the cache was cold three days ago.".into(),
+                "The build is green.".into(),
+            ],
+        );
+        for query in ["mentioned", "days ago", "the"] {
+            let hits = session.search_history(query, 5).expect("search");
+            assert!(hits.first().is_some_and(|h| h.exact), "{query:?}: {hits:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            engram_testkit::proptest_cases(48)
+        ))]
+
+        /// Whatever word of the log the agent asks for, a message holding it comes first.
+        #[test]
+        fn search_history_finds_every_word_of_the_log(
+            texts in proptest::collection::vec(
+                proptest::collection::vec("[a-z]{1,8}|the|of|and|a|is", 1..12), 1..40),
+            pick in (0usize..1000, 0usize..1000),
+        ) {
+            let texts: Vec<String> = texts.iter().map(|words| words.join(" ")).collect();
+            let store = crate::in_memory::InMemoryStore::new();
+            let session = session_of(&store, &texts);
+            let words: Vec<&str> = texts[pick.0 % texts.len()].split(' ').collect();
+            let word = words[pick.1 % words.len()];
+            let hits = session.search_history(word, 3).expect("search");
+            proptest::prop_assert!(
+                hits.first().is_some_and(|h| h.exact),
+                "{word:?} in {texts:?}: {hits:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_snippet_shows_where_the_query_meets_not_its_first_common_word() {
