@@ -112,7 +112,15 @@ test('an Anthropic request is counted with its system prompt and comes back as o
   assert.equal((await compact(body.messages, 2048)).request, undefined)
 })
 
-test("a session of Anthropic messages gives its context as an Anthropic request", async () => {
+test("a session of Anthropic messages gives its context as an Anthropic request", async (t) => {
+  // Compacted to 0.6 of the window, so that tool calls stay in view to be written back as
+  // Anthropic blocks (the default depth keeps fewer of them).
+  const dir = require('node:fs').mkdtempSync(require('node:path').join(require('node:os').tmpdir(), 'engram-'))
+  const config = require('node:path').join(dir, 'config.toml')
+  require('node:fs').writeFileSync(config, '[session]\ntarget = 0.6\n')
+  const before = process.env.ENGRAM_CONFIG
+  process.env.ENGRAM_CONFIG = config
+  t.after(() => { if (before === undefined) delete process.env.ENGRAM_CONFIG; else process.env.ENGRAM_CONFIG = before })
   const request = anthropicRequest()
   const session = new Store(':memory:').newSession('claude-sonnet-4-5', { window: 4000 })
   const appended = await session.append(request.messages)

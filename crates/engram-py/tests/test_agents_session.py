@@ -29,7 +29,7 @@ def paired(items: list[dict]) -> None:
             assert item["call_id"] in called, f"output {item['call_id']} without its call"
 
 
-def test_an_agents_sdk_run_starts_from_the_compacted_view(tmp_path):
+def test_an_agents_sdk_run_starts_from_the_compacted_view(tmp_path, monkeypatch):
     agents = pytest.importorskip("agents")
     import openai
 
@@ -37,6 +37,10 @@ def test_an_agents_sdk_run_starts_from_the_compacted_view(tmp_path):
 
     fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
     history = fixture["input"]
+    # Compacted to 0.6 of the window, so that the view keeps a tail of items to check (the
+    # default depth keeps fewer).
+    (tmp_path / "config.toml").write_text("[session]\ntarget = 0.6\n")
+    monkeypatch.setenv("ENGRAM_CONFIG", str(tmp_path / "config.toml"))
     upstream = Upstream()
     agents.set_tracing_disabled(True)
 

@@ -225,7 +225,11 @@ def test_bad_options_are_clear_errors(trajectory):
         engram.LlmSummarizer("gemini", "m")
 
 
-def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_openai):
+def test_a_session_of_anthropic_messages_gives_an_anthropic_context(store, fake_openai, tmp_path, monkeypatch):
+    # Compacted to 0.6 of the window, so that tool calls stay in view to be written back as
+    # Anthropic blocks (the default depth keeps fewer of them).
+    (tmp_path / "config.toml").write_text("[session]\ntarget = 0.6\n")
+    monkeypatch.setenv("ENGRAM_CONFIG", str(tmp_path / "config.toml"))
     request = anthropic_request()
     session = store.new_session("claude-haiku-4-5", window=4000)
     appended = session.append(request["messages"])

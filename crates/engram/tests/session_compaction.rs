@@ -327,3 +327,33 @@ fn a_context_for_a_budget_keeps_the_task() {
         }
     }
 }
+
+/// A manual compaction asked of a view under its target says so, and how to go further.
+#[test]
+fn a_compaction_of_a_view_under_its_target_says_so() {
+    let store = InMemoryStore::new();
+    let registry = ModelRegistry::builtin();
+    let new = new_session(&registry, "gpt-4o", Some(10_000), 0);
+    let mut session = Session::create(&store, &new).expect("session");
+    session
+        .append(vec![
+            Message::system("You are a coding agent."),
+            Message::user(TASK),
+            Message::assistant("Looking at it."),
+        ])
+        .expect("append");
+    match session
+        .compact(Trigger::Manual, 5_000, None)
+        .expect("answers")
+    {
+        Compaction::Unchanged { reason, .. } => {
+            assert!(
+                reason.contains("% of the window")
+                    && reason.contains("under the 5000-token target"),
+                "{reason}"
+            );
+            assert!(reason.contains("a lower target"), "{reason}");
+        }
+        other => panic!("compacted a view under its target: {other:?}"),
+    }
+}

@@ -1094,8 +1094,18 @@ impl<'s> Session<'s> {
         if trigger == Trigger::Manual
             && let Some(reason) = manual_refusal(&log, &view, tokens_before, tokens_after)
         {
+            let percent = 100.0 * tokens_before as f64 / window.max(1) as f64;
             let reason = match missed_target {
-                Some(why) => format!("the target of {target} tokens cannot be met: {why}"),
+                _ if tokens_before <= target => format!(
+                    "the view is at {percent:.0}% of the window ({tokens_before} tokens), already \
+                     under the {target}-token target: compacting would not make it smaller; ask \
+                     for a lower target to go further"
+                ),
+                Some(why) => {
+                    format!(
+                        "the target of {target} tokens cannot be met: {why}; nothing was compacted"
+                    )
+                }
                 None => reason,
             };
             return Ok((
