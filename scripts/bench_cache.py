@@ -173,7 +173,13 @@ def request_body(route: str, messages: list[dict], model: str) -> dict:
 
 
 def turns(body: dict, route: str) -> list:
-    """The part of a body that grows turn by turn, as a list whose prefix is compared."""
+    """The prompt a provider bills, as a list whose prefix is compared: the tool definitions
+    first (providers cache them with the prompt, in front), then what grows turn by turn."""
+    tools = [json.dumps(t, sort_keys=True) for t in body.get("tools") or []]
+    return tools + _turns(body, route)
+
+
+def _turns(body: dict, route: str) -> list:
     if route == "anthropic":
         # By content block, with its role: the prompt a cache sees is the blocks in order, so a
         # block appended to a message keeps the prefix before it. A cache_control mark says where

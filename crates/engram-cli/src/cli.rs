@@ -52,7 +52,7 @@ pub(crate) struct GlobalArgs {
     /// target, sleep_threshold, sleep_target; [summarizer] api, model, base_url, api_key_env;
     /// [server] listen, store, api_keys, upstream, anthropic_upstream, model_windows,
     /// max_body_mb, max_proxy_body_mb, upstream_timeout_secs, log_proxy_requests,
-    /// cache_breakpoints). Default:
+    /// cache_breakpoints, recall_tools). Default:
     /// ENGRAM_CONFIG, else config.toml in engram's config directory (on Linux
     /// ~/.config/engram/config.toml) when it exists. Environment variables (ENGRAM_TTL_HOURS,
     /// ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) and flags override it.
@@ -840,6 +840,13 @@ pub(crate) struct ServeArgs {
     /// [server] cache_breakpoints.
     #[arg(long, value_name = "auto|off", value_parser = ["auto", "off"])]
     pub(crate) cache_breakpoints: Option<String>,
+    /// Once the proxy sets part of a conversation aside, offer the model engram's history
+    /// search and read as tools (engram_search_history, engram_read_history) and answer its
+    /// calls to them from the history the request carries, asking the upstream again; the
+    /// caller gets the final answer only. auto (the default) or off; also the config's [server]
+    /// recall_tools. While offered, a streamed reply is held until the model's turn ends.
+    #[arg(long, value_name = "auto|off", value_parser = ["auto", "off"])]
+    pub(crate) recall_tools: Option<String>,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

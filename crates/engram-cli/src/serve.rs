@@ -104,6 +104,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
             ));
         }
     };
+    serve.proxy.recall_tools = match args
+        .recall_tools
+        .as_deref()
+        .or(config.server.recall_tools.as_deref())
+    {
+        None | Some("auto") => true,
+        Some("off") => false,
+        Some(other) => {
+            return Err(user_error!(
+                "[server] recall_tools = {other:?}: expected \"auto\" or \"off\""
+            ));
+        }
+    };
     serve.max_connections = args.max_connections as usize;
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {

@@ -66,6 +66,11 @@ pub struct ProxyConfig {
     /// prompt, the end of a view's head, the newest message) when the caller marks none: without
     /// a breakpoint Anthropic caches nothing. On by default (`--cache-breakpoints auto`).
     pub cache_breakpoints: bool,
+    /// Once a request's history is set aside, offer the model engram's history search and read
+    /// (`engram_search_history`, `engram_read_history`), answer its calls from the history the
+    /// request carried and ask the upstream again ([`engram::offered`]). On by default
+    /// (`--recall-tools auto`).
+    pub recall_tools: bool,
 }
 
 /// How many proxied requests the inspector lists (per server, newest first).
@@ -86,6 +91,7 @@ impl Default for ProxyConfig {
             log_requests: false,
             keep_bodies: 0,
             cache_breakpoints: true,
+            recall_tools: true,
         }
     }
 }
@@ -278,6 +284,14 @@ enum Format {
 }
 
 impl Format {
+    fn wire(self) -> engram::offered::Wire {
+        match self {
+            Format::OpenAi => engram::offered::Wire::Chat,
+            Format::Anthropic => engram::offered::Wire::Anthropic,
+            Format::Responses => engram::offered::Wire::Responses,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Format::OpenAi => "openai",
@@ -308,6 +322,10 @@ struct Outcome {
     sent: Option<Bytes>,
     /// engram's own count of what was sent, when its counts are estimates.
     counted: Option<Counted>,
+    /// engram's history tools, when the request offered them to the model.
+    offered: Option<engram::offered::Offered>,
+    /// How many of the model's calls to them engram answered.
+    recall_calls: usize,
 }
 
 impl Outcome {
@@ -351,6 +369,9 @@ impl Outcome {
             },
         );
         put("x-engram-estimated", self.estimated.to_string());
+        if self.offered.is_some() {
+            put("x-engram-recall-calls", self.recall_calls.to_string());
+        }
         put("x-engram-retried", self.retried.to_string());
         if let Some(prefix) = self.prefix {
             put("x-engram-prefix", prefix.to_owned());
@@ -952,6 +973,9 @@ fn render(
                 .ok_or("a Responses request without items")?;
             let mut value = parsed.value.clone();
             value["input"] = Value::Array(engram::responses::to_items(items, messages, kept));
+            if let Some(offered) = &view.offered {
+                offered.offer(&mut value, format.wire());
+            }
             value
         }
         Format::OpenAi => {
@@ -969,6 +993,9 @@ fn render(
                     })
                     .collect(),
             );
+            if let Some(offered) = &view.offered {
+                offered.offer(&mut value, format.wire());
+            }
             value
         }
         Format::Anthropic => {
@@ -978,6 +1005,9 @@ fn render(
                 messages.clone(),
             )
             .map_err(|e| e.to_string())?;
+            if let Some(offered) = &view.offered {
+                offered.offer(&mut value, format.wire());
+            }
             if breakpoints && !engram::anthropic::has_cache_breakpoints(&parsed.value) {
                 let lead = engram::message::leading_instructions(&view.messages);
                 let head = (view.head > lead)
@@ -1088,10 +1118,23 @@ async fn forward_compacted(
     );
     outcome.sent = Some(forwarded.clone());
     outcome.count_sent(&plan, !parsed.conversation.tools.is_empty());
+    // What answering the model's calls to engram's tools needs of the request.
+    let recall = outcome.offered.as_ref().map(|_| Recall {
+        messages: Arc::new(parsed.conversation.messages.clone()),
+        model: parsed.model.clone(),
+        streamed: parsed.value.get("stream") == Some(&Value::Bool(true)),
+        format,
+    });
+    let sent = forwarded.clone();
     let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
     let status = response.status();
     if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
-        return Ok(relay(response, Some(&outcome)));
+        let to = Upstream {
+            method: &method,
+            url: &url,
+            headers: &headers,
+        };
+        return recall_rounds(&app, to, recall.as_ref(), &sent, response, &mut outcome).await;
     }
     // An error: read up to ERROR_BODY_CAP; a larger one is relayed as it comes, never held
     // whole. "Context length exceeded": compact harder once and retry.
@@ -1124,6 +1167,7 @@ async fn forward_compacted(
     // Our count was too low for this upstream: compacted harder, and the view that went out is
     // replaced by this one.
     let sent_tokens = outcome.tokens_after;
+    let offered = outcome.offered.clone();
     let app2 = Arc::clone(&app);
     let retried = tokio::task::spawn_blocking(move || {
         let fixed = engram::compact::policy::fixed_head(
@@ -1137,9 +1181,10 @@ async fn forward_compacted(
                 .trigger
                 .retry_target(plan.room, fixed.tokens, sent_tokens);
         let options = options(&app2);
-        let (view, report) = stable(&app2, &plan, &options)
+        let (mut view, report) = stable(&app2, &plan, &options)
             .rebuild(&parsed.conversation, &plan.counter, target)
             .map_err(|e| e.to_string())?;
+        view.offered = offered;
         let bytes = render(format, &parsed, &view, app2.config.proxy.cache_breakpoints)?;
         let tokens = report.tokens_after;
         if let Some(key) = key {
@@ -1168,8 +1213,97 @@ async fn forward_compacted(
         .compaction(outcome.tokens_before, outcome.tokens_after);
     let bytes = Bytes::from(bytes);
     outcome.sent = Some(bytes.clone());
-    let response = send(&app, method, &url, &headers, bytes).await?;
-    Ok(relay(response, Some(&outcome)))
+    let response = send(&app, method.clone(), &url, &headers, bytes.clone()).await?;
+    let to = Upstream {
+        method: &method,
+        url: &url,
+        headers: &headers,
+    };
+    recall_rounds(&app, to, recall.as_ref(), &bytes, response, &mut outcome).await
+}
+
+/// Where a request goes upstream.
+#[derive(Clone, Copy)]
+struct Upstream<'a> {
+    method: &'a axum::http::Method,
+    url: &'a str,
+    headers: &'a HeaderMap,
+}
+
+/// What answering the model's calls to engram's history tools needs of the request: the
+/// conversation it carried (the caller resends it whole), its model and whether it streams.
+struct Recall {
+    messages: Arc<Vec<engram::Message>>,
+    model: String,
+    streamed: bool,
+    format: Format,
+}
+
+/// The reply the caller gets: the upstream's, as it comes, when engram offered no tools (or
+/// the request failed); else, once the model's turn has ended, the turn read for calls to
+/// engram's tools, which are answered and the upstream asked again (at most
+/// [`engram::offered::MAX_ROUNDS`] times), until a reply calls none; its usage then holds every
+/// round's.
+async fn recall_rounds(
+    app: &Arc<App>,
+    to: Upstream<'_>,
+    recall: Option<&Recall>,
+    sent: &Bytes,
+    response: reqwest::Response,
+    outcome: &mut Outcome,
+) -> Result<Response, ApiError> {
+    let (Some(recall), Some(offered)) = (recall, outcome.offered.clone()) else {
+        return Ok(relay(response, Some(outcome)));
+    };
+    let wire = recall.format.wire();
+    let mut request: Value = serde_json::from_slice(sent).map_err(ApiError::internal)?;
+    let mut response = response;
+    let mut earlier = Value::Null;
+    for round in 0..=engram::offered::MAX_ROUNDS {
+        let status = response.status();
+        if !status.is_success() {
+            return Ok(relay(response, Some(outcome)));
+        }
+        let upstream_headers = response.headers().clone();
+        let body = response.bytes().await.map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                format!("the upstream's reply broke off: {e}"),
+            )
+        })?;
+        let turn = engram::offered::read_reply(wire, &body, recall.streamed, &offered)
+            .filter(|t| !t.calls.is_empty() && round < engram::offered::MAX_ROUNDS);
+        let Some(turn) = turn else {
+            let body = engram::offered::add_usage(wire, &body, recall.streamed, &earlier);
+            return Ok(replay(status, &upstream_headers, Body::from(body), outcome));
+        };
+        let (app2, messages, model, calls) = (
+            Arc::clone(app),
+            Arc::clone(&recall.messages),
+            recall.model.clone(),
+            turn.calls.clone(),
+        );
+        let replies = tokio::task::spawn_blocking(move || {
+            engram::offered::answer(&calls, &messages, &app2.config.registry, &model)
+        })
+        .await
+        .map_err(ApiError::internal)?
+        .unwrap_or_else(|e| {
+            turn.calls
+                .iter()
+                .map(|_| engram::tools::ToolReply::error(format!("engram could not answer: {e}")))
+                .collect()
+        });
+        outcome.recall_calls += turn.calls.len();
+        earlier = engram::offered::sum_usage(&earlier, &turn.usage);
+        let last = round + 1 == engram::offered::MAX_ROUNDS;
+        engram::offered::follow_up(wire, &mut request, &turn, &replies, last);
+        let bytes = Bytes::from(serde_json::to_vec(&request).map_err(ApiError::internal)?);
+        response = send(app, to.method.clone(), to.url, to.headers, bytes).await?;
+    }
+    Err(ApiError::internal(
+        "the recall rounds ended without a reply",
+    ))
 }
 
 /// The most of an upstream's error body the proxy reads to decide on a retry (a context-length
@@ -1225,7 +1359,29 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     let previous = views
         .longest_view(&prefixes)
         .map_err(|e| format!("the views kept: {e}"))?;
-    let options = options(app);
+    // engram's history tools, under the names this conversation got them by (they stay
+    // offered once they were, so that the prefix stays): their definitions take room too.
+    let wire = format.wire();
+    let offered = app.config.proxy.recall_tools.then(|| {
+        previous
+            .as_ref()
+            .and_then(|p| p.offered.clone())
+            .unwrap_or_else(|| engram::offered::Offered::avoiding(&parsed.value, wire))
+    });
+    // They live in the room the threshold leaves above a view (a request is compacted past the
+    // threshold, so what is sent holds at most the threshold's share of the limit): offered
+    // only where they fit in half of it.
+    let trigger = app.config.policy().trigger;
+    let headroom = plan
+        .room
+        .saturating_sub(trigger.threshold_tokens(plan.room));
+    let offered =
+        offered.filter(|o| plan.counter.count_tools(&o.definitions(wire)) <= headroom / 2);
+    let offered_tokens = offered
+        .as_ref()
+        .map_or(0, |o| plan.counter.count_tools(&o.definitions(wire)));
+    let mut options = options(app);
+    options.read_tool = offered.as_ref().map(|o| o.read.clone());
     let next =
         stable(app, &plan, &options).next(previous.as_ref(), &parsed.conversation, &plan.counter);
     let (view, prefix, steps) = match next {
@@ -1252,8 +1408,11 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
             return Ok((outcome, parsed, plan, sent, None));
         }
     };
+    let mut view = view;
+    view.offered = offered;
     let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)?;
-    outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools);
+    outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools) + offered_tokens;
+    outcome.offered = view.offered.clone();
     outcome.steps = steps;
     outcome.prefix = Some(prefix);
     if prefix != "extended" {

@@ -1807,3 +1807,123 @@ async fn claude_counts_are_calibrated_from_the_upstreams_usage_and_kept_in_the_s
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A chat upstream playing a model that, offered engram's history search, looks up the day the
+/// meeting moved to before it answers, and answers with what the search returned.
+async fn recalling_upstream() -> (String, Shared) {
+    async fn chat(State(up): State<Shared>, body: Bytes) -> Response {
+        up.lock().expect("lock").received.push((
+            "/v1/chat/completions".into(),
+            HeaderMap::new(),
+            body.clone(),
+        ));
+        let request: Value = serde_json::from_slice(&body).expect("JSON");
+        let offered = request["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["function"]["name"] == "engram_search_history");
+        let messages = request["messages"].as_array().expect("messages");
+        let last = messages.last().expect("a message");
+        let message = if offered && last["role"] != "tool" {
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_recall", "type": "function", "function": {
+                    "name": "engram_search_history", "arguments": "{\"query\": \"meeting moved\"}"}},
+                {"id": "call_theirs", "type": "function", "function": {
+                    "name": "bash", "arguments": "{\"command\": \"ls\"}"}}
+            ]})
+        } else {
+            let found = last["content"].as_str().unwrap_or("");
+            json!({"role": "assistant", "content": format!("recalled: {}", found.contains("moved to Tuesday"))})
+        };
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            json!({"id": "c", "object": "chat.completion", "model": "gpt-4o",
+                   "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}})
+            .to_string(),
+        )
+            .into_response()
+    }
+    let shared: Shared = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .with_state(Arc::clone(&shared));
+    (format!("http://{}/v1", on_loopback(app).await), shared)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_gets_back_what_was_compacted_through_engrams_search() {
+    let (base, up) = recalling_upstream().await;
+    let app = engram_tuned(&base, false, |c| {
+        c.proxy.model_windows.insert("gpt-4o".into(), 3_000);
+    });
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a helpful assistant."}),
+        json!({"role": "user", "content": "Plan the release with me."}),
+        json!({"role": "assistant", "content": "Sure. What changed?"}),
+        json!({"role": "user", "content": format!(
+            "Here are my notes from the call, in no order.\n{}\nthe meeting moved to Tuesday afternoon\n{}",
+            "we talked about many things and nothing much came of it\n".repeat(6),
+            "then we chatted about the weather for a while\n".repeat(6))}),
+    ];
+    for i in 0..40 {
+        messages.push(json!({"role": "assistant", "content": format!("Step {i}: checked build_{i}.log, lint_{i}.txt and report_{i}.md; all fine.")}));
+        messages.push(json!({"role": "user", "content": format!("Next {i}: {}", "more details about packaging and docs ".repeat(8))}));
+    }
+    messages.push(json!({"role": "user", "content": "When is the meeting now?"}));
+    let body = serde_json::to_vec(&json!({"model": "gpt-4o", "messages": messages})).expect("json");
+    let (status, headers, reply) = send(&app, post_json("/v1/chat/completions", &body)).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    let reply: Value = serde_json::from_slice(&reply).expect("JSON");
+    assert_eq!(header_str(&headers, "x-engram-recall-calls"), "1");
+    assert_eq!(
+        reply["choices"][0]["message"]["content"], "recalled: true",
+        "{reply}"
+    );
+    assert!(
+        reply["choices"][0]["message"].get("tool_calls").is_none(),
+        "{reply}"
+    );
+    assert_eq!(
+        reply["usage"]["prompt_tokens"], 200,
+        "both rounds' usage: {reply}"
+    );
+    let received = up.lock().expect("lock").received.clone();
+    assert_eq!(received.len(), 2, "asked again once");
+    let first: Value = serde_json::from_slice(&received[0].2).expect("JSON");
+    let second: Value = serde_json::from_slice(&received[1].2).expect("JSON");
+    assert!(
+        !first.to_string().contains("moved to Tuesday"),
+        "compacted out of the request"
+    );
+    let digest = first["messages"].to_string();
+    assert!(
+        digest.contains("engram_read_history"),
+        "the digest names the tool the model has"
+    );
+    assert!(!digest.contains(" read_history"), "and no other: {digest}");
+    let sent = second["messages"].as_array().expect("messages");
+    let n = sent.len();
+    assert_eq!(
+        sent[n - 2]["tool_calls"].as_array().map(Vec::len),
+        Some(1),
+        "engram's call only"
+    );
+    assert_eq!(sent[n - 1]["role"], "tool");
+    assert!(
+        sent[n - 1]["content"]
+            .as_str()
+            .expect("text")
+            .contains("moved to Tuesday")
+    );
+    assert_eq!(
+        second["tools"], first["tools"],
+        "the tools stay as they were"
+    );
+}

@@ -78,6 +78,9 @@ pub struct ServerConfig {
     /// Whether the proxy marks Anthropic's cache breakpoints when a request marks none: `auto`
     /// (the default) or `off`.
     pub cache_breakpoints: Option<String>,
+    /// Whether the proxy offers the model engram's history search and read once it sets
+    /// history aside, and answers the model's calls to them: `auto` (the default) or `off`.
+    pub recall_tools: Option<String>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.

@@ -33,6 +33,8 @@
 //! - [`tools`]: what the agent itself calls and sees: status updates and the
 //!   `compact_history` tool.
 //! - [`anthropic`]: conversion to and from the Anthropic Messages format.
+//! - [`offered`]: engram's history tools offered to a model through a provider's API (the
+//!   proxy), its calls to them answered from the request's own conversation.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
 //! - [`count`]: message-level accounting with a per-message cache, and [`calibrate`]: the
 //!   factor and margin of estimated counts, learned from what the provider reports.
@@ -67,6 +69,7 @@ pub mod in_memory;
 pub mod input;
 pub mod memory;
 pub mod message;
+pub mod offered;
 pub mod redact;
 pub mod registry;
 pub mod request;

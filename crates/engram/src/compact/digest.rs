@@ -137,17 +137,18 @@ pub(crate) fn build(
     counter: &TokenCounter,
     budget: usize,
     has_task: bool,
+    read_tool: Option<&str>,
 ) -> Option<Built> {
     // The header names the tool and the range that brings the originals back (one id per
     // line would cost more of a small budget than the lines are worth).
     let ids: Vec<_> = sources
         .iter()
-        .map(|i| i.source_id())
+        .map(|i| i.shown_id())
         .filter(|id| !id.is_empty())
         .collect();
-    let header = match (ids.first(), ids.last()) {
-        (Some(first), Some(last)) => format!(
-            "{HEADER} (key lines of {} earlier messages; read_history from={first} to={last} returns them whole)\n",
+    let header = match (ids.first(), ids.last(), read_tool) {
+        (Some(first), Some(last), Some(tool)) => format!(
+            "{HEADER} (key lines of {} earlier messages; {tool} from={first} to={last} returns them whole)\n",
             sources.len()
         ),
         _ => format!(

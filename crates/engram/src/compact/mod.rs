@@ -330,6 +330,34 @@ pub struct CompactOptions {
     /// them; the task statement is among them, not in what is summarised. 0 (the default):
     /// only the leading system messages.
     pub head: usize,
+    /// The agent's tool that reads originals back, which markers and digests name
+    /// (`read_history`, the default); `None`: the agent has none, and they name none.
+    pub read_tool: Option<String>,
+    /// Names the input's messages that have no id by their place in a log (`m<position>`,
+    /// as a session names them) instead of by their index in the input.
+    pub logged_ids: Option<LoggedIds>,
+}
+
+/// Where the input's messages stand in a log ([`CompactOptions::logged_ids`]): the input
+/// message `first` and those after it are the log's messages from `at` on; those before it
+/// (the head a caller fixed) are its first ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedIds {
+    /// The first input message of the stretch.
+    pub first: usize,
+    /// Its place in the log.
+    pub at: usize,
+}
+
+impl LoggedIds {
+    /// The log position of input message `index`.
+    fn position(self, index: usize) -> usize {
+        if index < self.first {
+            index
+        } else {
+            index - self.first + self.at
+        }
+    }
 }
 
 impl CompactOptions {
@@ -351,6 +379,8 @@ impl CompactOptions {
             pinned_ids: Vec::new(),
             embedder: None,
             head: 0,
+            read_tool: Some(crate::tools::READ_HISTORY.to_owned()),
+            logged_ids: None,
         }
     }
 
@@ -447,6 +477,9 @@ struct Item<'a> {
     message: units::RepairedMessage<'a>,
     /// The input index, `None` for a note engram added.
     input: Option<usize>,
+    /// The message's place in a log, when the caller names messages by it
+    /// ([`CompactOptions::logged_ids`]).
+    logged: Option<usize>,
 }
 
 impl std::borrow::Borrow<Message> for Item<'_> {
@@ -467,6 +500,16 @@ impl Item<'_> {
                 .id
                 .as_deref()
                 .map_or_else(|| i.to_string().into(), Into::into),
+        }
+    }
+
+    /// The id the agent's tools know the message by, which markers and digests name: its own
+    /// id, else its place in the log the caller names ([`CompactOptions::logged_ids`]), else
+    /// [`Item::source_id`].
+    fn shown_id(&self) -> std::borrow::Cow<'_, str> {
+        match (self.input, &self.message.id, self.logged) {
+            (Some(_), None, Some(p)) => format!("m{p}").into(),
+            _ => self.source_id(),
         }
     }
 }
@@ -524,6 +567,10 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
         .map(|(message, index)| Item {
             message,
             input: index,
+            logged: options
+                .logged_ids
+                .zip(index)
+                .map(|(ids, i)| ids.position(i)),
         })
         .collect();
     let instructions_end = items
@@ -1078,6 +1125,7 @@ impl Planner<'_> {
                     self.counter,
                     budget,
                     self.options.head == 0,
+                    self.options.read_tool.as_deref(),
                 )
                 .map(|built| ("extractive", built)),
             };
@@ -1314,6 +1362,15 @@ impl Planner<'_> {
         out
     }
 
+    /// How a marker says the original of message `id` comes back: `; read_history ids=[id]
+    /// returns it whole` with the agent's read tool, nothing without one.
+    fn reads_back(&self, id: &str) -> String {
+        match &self.options.read_tool {
+            Some(tool) => format!("; {tool} ids=[{id}] returns it whole"),
+            None => String::new(),
+        }
+    }
+
     /// A unit's version: duplicates replaced, and tool outputs masked when asked.
     fn version(
         &self,
@@ -1342,13 +1399,19 @@ impl Planner<'_> {
                     .unwrap_or("tool");
                 if let Some(newer) = replaced.get(&index) {
                     view.message.content = Some(Content::Text(format!(
-                        "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below; read_history ids=[{}] returns the original",
-                        item.source_id()
+                        "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below{}",
+                        self.reads_back(&item.shown_id())
                     )));
                     view.kind = Kind::Masked;
                 } else if masked
                     && let Some(text) =
-                        mask_text(&item.message.text(), tool, id, &item.source_id(), self.counter)
+                        mask_text(
+                            &item.message.text(),
+                            tool,
+                            id,
+                            &self.reads_back(&item.shown_id()),
+                            self.counter,
+                        )
                 {
                     view.message.content = Some(Content::Text(text));
                     view.kind = Kind::Masked;
@@ -1474,7 +1537,7 @@ fn mask_text(
     text: &str,
     tool: &str,
     call_id: &str,
-    source_id: &str,
+    reads_back: &str,
     counter: &TokenCounter,
 ) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
@@ -1501,7 +1564,7 @@ fn mask_text(
     let hidden_lines = lines.len() - head.len() - tail.len();
     let mut out: Vec<String> = head.iter().map(|l| clip(l)).collect();
     out.push(format!(
-        "[TOOL OUTPUT ARCHIVED - search history for details] engram masked {hidden_lines} of {} lines ({tokens} tokens) of `{tool}` output, call {call_id}; read_history ids=[{source_id}] returns it whole",
+        "[TOOL OUTPUT ARCHIVED - search history for details] engram masked {hidden_lines} of {} lines ({tokens} tokens) of `{tool}` output, call {call_id}{reads_back}",
         lines.len()
     ));
     out.extend(tail.iter().map(|l| clip(l)));

@@ -50,6 +50,10 @@ pub struct SentView {
     /// How many leading messages are the head: the instructions, the task and the summaries,
     /// which every later request keeps byte for byte until the summaries are merged.
     pub head: usize,
+    /// engram's history tools the view offers the model (under these names), once offered:
+    /// they stay in every later request, so that its prefix stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered: Option<crate::offered::Offered>,
 }
 
 impl SentView {
@@ -180,7 +184,8 @@ impl Stable<'_> {
         // Without the task whole, only the instructions lead (as in any compaction), and the
         // digest keeps the task's ask.
         let head = if fixed.task_whole { fixed.messages } else { 0 };
-        let compacted = self.compact(conversation, head, false, counter, target)?;
+        let ids = super::LoggedIds { first: 0, at: 0 };
+        let compacted = self.compact(conversation, head, false, ids, counter, target)?;
         let origins = Origin::of_view(messages, &compacted.messages);
         Ok((
             view_of(compacted.messages, origins, fixed.messages, messages.len()),
@@ -211,7 +216,12 @@ impl Stable<'_> {
             tools: conversation.tools.clone(),
             extra: conversation.extra.clone(),
         };
-        let compacted = self.compact(&input, previous.head, true, counter, target)?;
+        // The tail's messages are named by their places among the caller's.
+        let ids = super::LoggedIds {
+            first: previous.head,
+            at: start,
+        };
+        let compacted = self.compact(&input, previous.head, true, ids, counter, target)?;
         // Origins among the input, then among the caller's messages.
         let origins = Origin::of_view(&input.messages, &compacted.messages)
             .into_iter()
@@ -238,6 +248,7 @@ impl Stable<'_> {
         input: &Conversation,
         head: usize,
         block: bool,
+        ids: super::LoggedIds,
         counter: &TokenCounter,
         target: usize,
     ) -> Result<super::Compacted, CompactError> {
@@ -245,6 +256,7 @@ impl Stable<'_> {
             let mut options = self.options.clone();
             options.budget = budget;
             options.head = head;
+            options.logged_ids = Some(ids);
             options.digest_share = if block {
                 options.digest_share.min(BLOCK_SHARE)
             } else {
@@ -292,6 +304,7 @@ fn view_of(
         messages: messages.into_iter().map(|v| v.message).collect(),
         origins,
         covers,
+        offered: None,
     }
 }
 
