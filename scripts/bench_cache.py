@@ -222,10 +222,26 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with self.server.lock:  # type: ignore[attr-defined]
-            self.server.bodies[self.headers.get("x-bench-key", "")] = body  # type: ignore[attr-defined]
+        key = self.headers.get("x-bench-key", "")
+        search = self.headers.get("x-bench-search")
         reply = ANTHROPIC_REPLY if self.path.endswith("/messages") else \
             RESPONSES_REPLY if self.path.endswith("/responses") else CHAT_REPLY
+        messages = body.get("messages") or []
+        if search is not None and self.path.endswith("/chat/completions"):
+            # A model looking the identifier up with engram's search when offered it (--recover):
+            # the call first; then what the search answered, kept for the script.
+            if messages and messages[-1].get("tool_call_id") == "call_bench":
+                with self.server.lock:  # type: ignore[attr-defined]
+                    self.server.bodies[key + "/found"] = messages[-1].get("content") or ""  # type: ignore[attr-defined]
+            elif any((t.get("function") or {}).get("name") == "engram_search_history" for t in body.get("tools") or []):
+                call = {"id": "call_bench", "type": "function", "function": {
+                    "name": "engram_search_history", "arguments": json.dumps({"query": search})}}
+                reply = dict(CHAT_REPLY, choices=[{"index": 0, "finish_reason": "tool_calls",
+                                                   "message": {"role": "assistant", "content": None,
+                                                               "tool_calls": [call]}}])
+        else:
+            with self.server.lock:  # type: ignore[attr-defined]
+                self.server.bodies[key] = body  # type: ignore[attr-defined]
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -266,9 +282,11 @@ def start_engram(binary: str, upstream: int, model: str, window: int, work: str,
     sys.exit("engram serve did not start")
 
 
-def post(port: int, route: str, body: dict, key: str) -> dict:
+def post(port: int, route: str, body: dict, key: str, search: Optional[str] = None) -> dict:
     path = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropic": "/v1/messages"}[route]
     headers = {"Content-Type": "application/json", "x-bench-key": key}
+    if search is not None:
+        headers["x-bench-search"] = search
     if route == "anthropic":
         headers["anthropic-version"] = "2023-06-01"
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
@@ -359,6 +377,10 @@ def main() -> int:
     ap.add_argument("--target", type=float, help="the compaction target, as a share of the limit ([session] target)")
     ap.add_argument("--threshold", type=float, help="the compaction threshold ([session] threshold)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--recover", action="store_true",
+                    help="for each identifier a request lost, send it again with an upstream that looks the "
+                    "identifier up with engram's offered search (one call): recovered when the search's answer "
+                    "holds it (chat route)")
     ap.add_argument("--dump", help="write each request's lost identifiers to this JSONL file (with how many "
                     "messages before the request each was last seen)")
     args = ap.parse_args()
@@ -376,7 +398,7 @@ def main() -> int:
     engram, plain = Tally(), Tally()
     compactions = rebuilt = task_whole = quiet = quiet_extends = 0
     dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
-    ids_held = ids_kept = 0
+    ids_held = ids_kept = ids_recovered = 0
     started = time.time()
     try:
         for r, record in enumerate(records):
@@ -423,6 +445,12 @@ def main() -> int:
                 ids_held += len(held)
                 lost = [i for i in held if i not in sent_words]
                 ids_kept += len(held) - len(lost)
+                if args.recover and args.route == "chat":
+                    for n, identifier in enumerate(sorted(lost)):
+                        rkey = f"{key}:recover{n}"
+                        post(port, args.route, body, rkey, search=identifier)
+                        found = upstream.bodies.pop(rkey + "/found", "")
+                        ids_recovered += identifier in found
                 if dump and lost:
                     ago = {i: next(t - j for j in range(t - 1, -1, -1) if i in message_text(messages[j])) for i in lost}
                     dump.write(json.dumps({"key": key, "lost": ago, "held": len(held),
@@ -456,6 +484,9 @@ def main() -> int:
         "cost_0.1_write_1.25": round(engram.cost["0.1+write"] / plain.cost["0.1+write"], 3),
         "task_whole": round(task_whole / max(1, engram.requests), 3),
         "next_step_identifiers": round(ids_kept / max(1, ids_held), 3),
+        # With --recover: the identifiers in the request or brought back by one search call.
+        **({"recoverable_identifiers": round((ids_kept + ids_recovered) / max(1, ids_held), 3)}
+           if args.recover else {}),
     }
     if args.json:
         print(json.dumps(figures))
