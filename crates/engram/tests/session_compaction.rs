@@ -357,3 +357,44 @@ fn a_compaction_of_a_view_under_its_target_says_so() {
         other => panic!("compacted a view under its target: {other:?}"),
     }
 }
+
+/// The agent's compaction of a long history saves: its summary holds at most a quarter of what
+/// it stands for (a compaction of 279 messages once wrote a summary as large as they were).
+#[test]
+fn compact_history_writes_a_summary_much_smaller_than_what_it_replaces() {
+    let store = InMemoryStore::new();
+    let registry = ModelRegistry::builtin();
+    let new = new_session(&registry, "gpt-4o", Some(1_000_000), 0);
+    let mut session = Session::create(&store, &new).expect("session");
+    let mut messages = vec![
+        Message::system("You are a coding agent."),
+        Message::user(TASK),
+    ];
+    for i in 0..92 {
+        messages.extend(turn(i, 60, false));
+    }
+    session.append(messages).expect("append");
+    let before = session.view_tokens().expect("tokens");
+    let reply = session
+        .handle_tool_call("compact_history", &json!({"preserveRecentMessages": 3}))
+        .expect("a tool")
+        .expect("answers");
+    assert!(
+        reply.text.starts_with("Successfully compacted"),
+        "{}",
+        reply.text
+    );
+    let after = session.view_tokens().expect("tokens");
+    assert!(
+        after * 3 < before,
+        "{before} -> {after} tokens: {}",
+        reply.text
+    );
+    let summaries = store.summaries(&session.info().id).expect("summaries");
+    let summary = summaries.last().expect("a summary");
+    assert!(
+        summary.tokens * 4 <= before + 200,
+        "{} tokens for {before}",
+        summary.tokens
+    );
+}

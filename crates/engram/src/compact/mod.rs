@@ -336,6 +336,9 @@ pub struct CompactOptions {
     /// Names the input's messages that have no id by their place in a log (`m<position>`,
     /// as a session names them) instead of by their index in the input.
     pub logged_ids: Option<LoggedIds>,
+    /// The most of the tokens a summary stands for that it may hold (a compaction asked for
+    /// by hand must save: a quarter); `None`: what the budget leaves.
+    pub summary_share: Option<f64>,
 }
 
 /// Where the input's messages stand in a log ([`CompactOptions::logged_ids`]): the input
@@ -381,6 +384,7 @@ impl CompactOptions {
             head: 0,
             read_tool: Some(crate::tools::READ_HISTORY.to_owned()),
             logged_ids: None,
+            summary_share: None,
         }
     }
 
@@ -1116,7 +1120,15 @@ impl Planner<'_> {
                 sources.push(task);
             }
             sources.reverse();
-            let budget = free.saturating_sub(used);
+            let mut budget = free.saturating_sub(used);
+            if let Some(share) = self.options.summary_share {
+                // A summary asked to stay smaller than what it stands for.
+                let replaced: usize = sources
+                    .iter()
+                    .map(|i| self.counter.count_message(&i.message).total())
+                    .sum();
+                budget = budget.min(((share * replaced as f64) as usize).max(SUMMARY_FLOOR));
+            }
             let built = match self.summary(&sources, budget, dropped) {
                 Some(built) => Some(("summarize", built)),
                 None => digest::build(
@@ -1524,6 +1536,10 @@ impl Planner<'_> {
         )
     }
 }
+
+/// The tokens a summary held to a share of what it stands for
+/// ([`CompactOptions::summary_share`]) may take however little that is.
+const SUMMARY_FLOOR: usize = 200;
 
 /// Lines kept from the start and the end of a masked output.
 const MASK_HEAD_LINES: usize = 4;

@@ -985,6 +985,11 @@ impl<'s> Session<'s> {
         let earlier = self.store.summaries(&self.info.id)?;
         let mut options = self.options.clone();
         options.query = focus.map(str::to_owned).or(options.query);
+        if trigger == Trigger::Manual {
+            // Asked for by hand, a compaction must save: its summary holds at most a quarter of
+            // what it stands for.
+            options.summary_share = Some(MANUAL_SUMMARY_SHARE);
+        }
         // Incremental: the last model-written summary is merged with what leaves the view since.
         options.previous_summary = earlier.last().and_then(|s| {
             crate::compact::summarize::PreviousSummary::from_message_text(&s.text, s.covers.clone())
@@ -1643,6 +1648,10 @@ impl Drop for CompactionSlot {
         freed.notify_one();
     }
 }
+
+/// The most of what a summary stands for that it may hold in a compaction asked for by hand
+/// (`engram session compact`, the agent's `compact_history`).
+pub const MANUAL_SUMMARY_SHARE: f64 = 0.25;
 
 /// A recorded summary's header: seed 001's `[Summary: depth d, n messages, covers t1 to t2]`,
 /// then how to get the originals back (the agent's history tool), when it covers ids.
