@@ -207,3 +207,134 @@ def test_mcp_over_http_answers_each_tenant_for_its_own_sessions(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def drive_validating(args: list[str]) -> dict:
+    """A host that checks every call's arguments against the tool's input schema, and every
+    answer's data against its output schema, before it believes them."""
+    import jsonschema
+
+    params = StdioServerParameters(command=engram_bin(), args=args)
+    out: dict = {"calls": {}}
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as client:
+            out["version"] = (await client.initialize()).protocol_version
+            listed = (await client.list_tools()).tools
+            out["listed"] = {t.name: (t.input_schema, t.output_schema, t.annotations) for t in listed}
+            session = {} if "--session" in args else {"session": "agent"}
+            calls = {
+                "compact_history": {"preserveRecentMessages": 3},
+                "search_history": {"query": "quasimodular"},
+                "read_history": {"from": "m0", "to": "m3"},
+                "context_status": {},
+                "memory_search": {"query": "quasimodular"},
+                "memory_add": {"content": "the quasimodular cache needs a flush"},
+            }
+            for name, arguments in calls.items():
+                arguments = {**arguments, **session}
+                input_schema, output_schema, _ = out["listed"][name]
+                jsonschema.validate(arguments, input_schema)
+                result = await client.call_tool(name, arguments)
+                assert not result.is_error, (name, result.content[0].text)
+                assert result.structured_content is not None, name
+                jsonschema.validate(result.structured_content, output_schema)
+                out["calls"][name] = result.structured_content
+            wrong = await client.call_tool("read_history", {"ids": 3, **session})
+            out["wrong"] = (wrong.content[0].text, wrong.is_error)
+    return out
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_a_host_that_validates_schemas_can_call_every_tool(tmp_path, bound):
+    db = tmp_path / "mcp.db"
+    make_session(db)
+    args = ["--db", str(db), "mcp"] + (["--session", "agent"] if bound else [])
+    out = anyio.run(drive_validating, args)
+    # The newest revision with an initialize handshake, which the SDK asks for.
+    assert out["version"] == "2025-11-25", out["version"]
+    for name, (input_schema, output_schema, annotations) in out["listed"].items():
+        assert output_schema and output_schema["type"] == "object", name
+        properties = input_schema.get("properties", {})
+        if bound:
+            assert "session" not in properties, name
+        elif name != "sessions_list":
+            assert "session" in properties, name
+        read_only = name in ("search_history", "read_history", "context_status", "memory_search", "sessions_list")
+        assert annotations.read_only_hint is read_only, name
+    if not bound:
+        assert "session" in out["listed"]["compact_history"][0]["required"]
+    assert out["calls"]["search_history"]["hits"][0]["in_view"] is False
+    assert out["calls"]["compact_history"]["text"].startswith("Successfully compacted")
+    text, err = out["wrong"]
+    assert err and "`ids`" in text and "must be a string or a list of strings" in text, text
+    assert "untagged" not in text and "enum" not in text, text
+
+
+def test_stdio_answers_every_line(tmp_path):
+    """A line that is not JSON gets a parse error, one over the limit an error naming it; the
+    server goes on and ends when its input does."""
+    import subprocess
+
+    db = tmp_path / "mcp.db"
+    make_session(db)
+    proc = subprocess.Popen([engram_bin(), "--db", str(db), "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(b"this is not json\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["error"]["code"] == -32700 and answer["id"] is None, answer
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": "'
+                         + b"a" * (9 << 20) + b'"}}\n')
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert "8 MiB" in answer["error"]["message"], answer
+        proc.stdin.write(b'[1, 2]\n')
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["error"]["code"] == -32600, answer
+        # An older host gets the revision it asks for.
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2024-11-05", "capabilities": {},
+            "clientInfo": {"name": "old-host", "version": "0"}}}).encode() + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer["result"]["protocolVersion"] == "2024-11-05", answer
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+
+
+def test_mcp_over_http_ends_its_session_and_says_what_is_wrong_in_json(tmp_path, caplog):
+    import logging
+    import urllib.error
+    import urllib.request
+
+    from test_proxy import start_engram
+
+    proc, base = start_engram()
+    try:
+        async def session_and_end() -> None:
+            from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+            async with create_mcp_http_client() as http:
+                async with streamable_http_client(f"{base}/mcp", http_client=http) as streams:
+                    async with ClientSession(streams[0], streams[1]) as client:
+                        await client.initialize()
+                        await client.list_tools()
+
+        with caplog.at_level(logging.WARNING):
+            anyio.run(session_and_end)
+        assert not [r for r in caplog.records if "termination failed" in r.getMessage().lower()], caplog.text
+        # A request MCP cannot take gets the REST API's JSON error.
+        req = urllib.request.Request(f"{base}/mcp", method="POST", data=b"{}",
+                                     headers={"Content-Type": "application/json", "Accept": "text/html"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=30)
+        body = json.loads(e.value.read())
+        assert body["error"]["message"], body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

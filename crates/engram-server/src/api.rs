@@ -182,7 +182,13 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/memory/sleep", post(sleep))
         .route("/v1/memory/log", get(log))
         .route("/v1/memory/stats", get(memory_stats))
-        .nest_service("/mcp", crate::mcp::http_service(Arc::clone(&app)))
+        .nest_service(
+            "/mcp",
+            tower::Layer::layer(
+                &middleware::from_fn(crate::mcp::http_answers),
+                crate::mcp::http_service(Arc::clone(&app)),
+            ),
+        )
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,

@@ -116,27 +116,120 @@ impl EngramMcp {
 
     /// Serves MCP on standard input and output until the client closes them.
     pub async fn serve_stdio(self) -> Result<(), String> {
-        let running = self
-            .serve(rmcp::transport::stdio())
+        self.serve_lines(tokio::io::stdin(), tokio::io::stdout())
             .await
-            .map_err(|e| format!("MCP start-up: {e}"))?;
-        running.waiting().await.map_err(|e| format!("MCP: {e}"))?;
-        Ok(())
     }
 
-    /// The tools' definitions as `tools/list` gives them.
+    /// Serves MCP over newline-delimited JSON-RPC on `input` and `output` until `input` ends.
+    /// Every line gets an answer: one that is not JSON a parse error (-32700), one that is not a
+    /// JSON-RPC message an invalid request (-32600), one longer than [`MAX_LINE_BYTES`] an
+    /// error naming the limit; the others go to the server.
+    pub async fn serve_lines<R, W>(self, input: R, output: W) -> Result<(), String>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (mut to_server, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, from_server) = tokio::io::duplex(1 << 16);
+        let (errors, mut errors_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        // One writer: the server's lines and the transport's errors, a line at a time.
+        let writer = tokio::spawn(async move {
+            let mut output = output;
+            let mut lines = tokio::io::BufReader::new(from_server).lines();
+            let (mut server_open, mut errors_open) = (true, true);
+            while server_open || errors_open {
+                let line = tokio::select! {
+                    line = lines.next_line(), if server_open => match line {
+                        Ok(Some(line)) => line,
+                        _ => { server_open = false; continue; }
+                    },
+                    error = errors_rx.recv(), if errors_open => match error {
+                        Some(error) => error,
+                        None => { errors_open = false; continue; }
+                    },
+                };
+                if output.write_all(line.as_bytes()).await.is_err()
+                    || output.write_all(b"\n").await.is_err()
+                    || output.flush().await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let reader = tokio::spawn(async move {
+            let mut input = tokio::io::BufReader::new(input);
+            while let Ok(Some(line)) = read_line(&mut input, MAX_LINE_BYTES).await {
+                let answer = match line {
+                    Line::TooLong(bytes) => Some(rpc_error(
+                        Value::Null,
+                        -32600,
+                        &format!(
+                            "a message of more than {bytes} bytes is over this server's limit of {} MiB a line; nothing was done",
+                            MAX_LINE_BYTES >> 20
+                        ),
+                    )),
+                    Line::Whole(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => None,
+                    Line::Whole(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+                        Err(e) => {
+                            Some(rpc_error(Value::Null, -32700, &format!("Parse error: {e}")))
+                        }
+                        Ok(message) if is_rpc(&message) => {
+                            if to_server.write_all(&bytes).await.is_err()
+                                || to_server.write_all(b"\n").await.is_err()
+                            {
+                                break;
+                            }
+                            None
+                        }
+                        Ok(message) => Some(rpc_error(
+                            message.get("id").cloned().unwrap_or(Value::Null),
+                            -32600,
+                            "Invalid Request: expected a JSON-RPC 2.0 message (an object with \"jsonrpc\": \"2.0\")",
+                        )),
+                    },
+                };
+                if let Some(answer) = answer
+                    && errors.send(answer).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let running = match self.serve((server_in, server_out)).await {
+            Ok(running) => running,
+            // The client went before it initialized: nothing to serve.
+            Err(_) if reader.is_finished() => {
+                let _ = writer.await;
+                return Ok(());
+            }
+            Err(e) => return Err(format!("MCP start-up: {e}")),
+        };
+        let served = running.waiting().await.map_err(|e| format!("MCP: {e}"));
+        let _ = reader.await;
+        let _ = writer.await;
+        served.map(|_| ())
+    }
+
+    /// The tools' definitions as `tools/list` gives them: each with the arguments it takes
+    /// (`session` when the server serves several), the schema of its answer's data and whether
+    /// it changes anything.
     fn tool_list(&self) -> Vec<Value> {
-        let mut list: Vec<Value> = tools::definitions()
+        let sessions = if self.session.is_some() {
+            tools::Sessions::One
+        } else {
+            tools::Sessions::Many
+        };
+        let mut list: Vec<Value> = tools::definitions_for(sessions)
             .iter()
             .map(|d| {
-                let mut schema = d.parameters.clone();
-                if self.session.is_some()
-                    && let Some(props) = schema["properties"].as_object_mut()
-                {
-                    // Bound to one session: the argument would only be a way to get it wrong.
-                    props.remove("session");
-                }
-                json!({"name": d.name, "description": d.description, "inputSchema": schema})
+                json!({
+                    "name": d.name,
+                    "description": d.description,
+                    "inputSchema": d.parameters,
+                    "outputSchema": d.output,
+                    "annotations": annotations(d.read_only),
+                })
             })
             .collect();
         if self.session.is_none() {
@@ -144,6 +237,12 @@ impl EngramMcp {
                 "name": SESSIONS_LIST,
                 "description": "Lists the sessions of this store (id, name, model, messages, last update), newest first; pass one's id as `session` to the other tools.",
                 "inputSchema": {"type": "object", "properties": {}, "additionalProperties": false},
+                "outputSchema": {
+                    "type": "object",
+                    "properties": {"sessions": {"type": "array", "items": {"type": "object"}}},
+                    "required": ["sessions"],
+                },
+                "annotations": annotations(true),
             }));
         }
         list
@@ -156,7 +255,7 @@ impl EngramMcp {
         tenant: Option<&str>,
         name: &str,
         arguments: Value,
-    ) -> Result<(String, bool), String> {
+    ) -> Result<tools::ToolReply, String> {
         let store = self.store_for(tenant)?;
         let lock_of = match (&self.backing, tenant) {
             (Backing::Served(app), Some(tenant)) => Some((app.as_ref(), tenant)),
@@ -173,13 +272,10 @@ impl EngramMcp {
                     })
                 })
                 .collect();
-            return Ok((
-                serde_json::to_string_pretty(&json!({ "sessions": list })).unwrap_or_default(),
-                false,
-            ));
+            return Ok(tools::ToolReply::data(&json!({ "sessions": list })));
         }
         if !tools::TOOL_NAMES.contains(&name) {
-            return Ok((tools::unknown_tool(name), true));
+            return Ok(tools::ToolReply::error(tools::unknown_tool(name)));
         }
         let id = match (
             &self.session,
@@ -198,16 +294,11 @@ impl EngramMcp {
                     name,
                     &arguments,
                 ) {
-                    return reply
-                        .map(|r| (r.text, r.is_error))
-                        .map_err(|e| e.to_string());
+                    return reply.map_err(|e| e.to_string());
                 }
-                return Ok((
-                    format!(
-                        "{name}: `session` is required: the session's id ({SESSIONS_LIST} lists them)"
-                    ),
-                    true,
-                ));
+                return Ok(tools::ToolReply::error(format!(
+                    "{name}: `session` is required: the session's id ({SESSIONS_LIST} lists them)"
+                )));
             }
         };
         let mut arguments = arguments;
@@ -224,7 +315,9 @@ impl EngramMcp {
         let session = match Session::open_with(store.as_ref(), &id, &self.registry, self.policy) {
             Ok(s) => s,
             Err(engram::session::SessionError::Store(engram::StoreError::NotFound(m))) => {
-                return Ok((format!("{name}: {m} ({SESSIONS_LIST} lists them)"), true));
+                return Ok(tools::ToolReply::error(format!(
+                    "{name}: {m} ({SESSIONS_LIST} lists them)"
+                )));
             }
             Err(e) => return Err(e.to_string()),
         };
@@ -232,10 +325,128 @@ impl EngramMcp {
         options.take_models(&self.models);
         let mut session = session.with_options(options);
         match session.handle_tool_call(name, &arguments) {
-            Some(Ok(reply)) => Ok((reply.text, reply.is_error)),
+            Some(Ok(reply)) => Ok(reply),
             Some(Err(e)) => Err(e.to_string()),
-            None => Ok((tools::unknown_tool(name), true)),
+            None => Ok(tools::ToolReply::error(tools::unknown_tool(name))),
         }
+    }
+}
+
+/// The most one line of the stdio transport may hold: the HTTP endpoint's body limit.
+pub const MAX_LINE_BYTES: usize = crate::DEFAULT_MAX_BODY_BYTES;
+
+/// One line of input: whole, or only its length when it is over the limit (its bytes are read
+/// and let go).
+enum Line {
+    Whole(Vec<u8>),
+    TooLong(usize),
+}
+
+/// The next line of `input`, without its newline; `None` at the end.
+async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    input: &mut R,
+    limit: usize,
+) -> std::io::Result<Option<Line>> {
+    use tokio::io::AsyncBufReadExt;
+    let mut line = Vec::new();
+    let mut total = 0usize;
+    loop {
+        let buffer = input.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(match total {
+                0 => None,
+                n if n > limit => Some(Line::TooLong(n)),
+                _ => Some(Line::Whole(line)),
+            });
+        }
+        let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buffer[..at], Some(at + 1)),
+            None => (buffer, None),
+        };
+        total += chunk.len();
+        if total <= limit {
+            line.extend_from_slice(chunk);
+        } else {
+            line = Vec::new();
+        }
+        let used = done.unwrap_or(buffer.len());
+        input.consume(used);
+        if done.is_some() {
+            return Ok(Some(if total > limit {
+                Line::TooLong(total)
+            } else {
+                Line::Whole(line)
+            }));
+        }
+    }
+}
+
+/// True for what can be a JSON-RPC 2.0 message (or a batch of them).
+fn is_rpc(message: &Value) -> bool {
+    match message {
+        Value::Object(map) => map.get("jsonrpc").and_then(Value::as_str) == Some("2.0"),
+        Value::Array(items) => !items.is_empty() && items.iter().all(is_rpc),
+        _ => false,
+    }
+}
+
+/// A JSON-RPC error response, as one line.
+fn rpc_error(id: Value, code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// MCP over HTTP answered as the REST API answers: an error as JSON (`{"error": {"message"}}`),
+/// and the end of a session (DELETE) as 204 No Content, which the MCP SDKs take for success.
+pub(crate) async fn http_answers(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let delete = request.method() == axum::http::Method::DELETE;
+    let response = next.run(request).await;
+    let status = response.status();
+    if delete && status == StatusCode::ACCEPTED {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.contains("json") || t.contains("event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut answer = (
+        status,
+        axum::Json(json!({"error": {"message": format!("MCP: {message}")}})),
+    )
+        .into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
+}
+
+/// MCP's hints about a tool: whether it changes anything (none deletes; none is idempotent
+/// that writes).
+fn annotations(read_only: bool) -> Value {
+    if read_only {
+        json!({"readOnlyHint": true, "openWorldHint": false})
+    } else {
+        json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false})
     }
 }
 
@@ -420,18 +631,24 @@ impl ServerHandler for EngramMcp {
             tokio::task::spawn_blocking(move || server.run(tenant.as_deref(), &name, arguments))
                 .await
                 .map_err(|e| ErrorData::internal_error(format!("tool call: {e}"), None))?;
-        let (text, is_error) = match outcome {
+        let reply = match outcome {
             Ok(reply) => reply,
             Err(e) => {
                 tracing::error!(error = %e, "MCP tool call failed");
-                (format!("engram could not answer: {e}"), true)
+                tools::ToolReply::error(format!("engram could not answer: {e}"))
             }
         };
-        let result: CallToolResult = serde_json::from_value(json!({
-            "content": [{"type": "text", "text": text}],
-            "isError": is_error,
-        }))
-        .map_err(|e| ErrorData::internal_error(format!("tool result: {e}"), None))?;
+        // The data as the tool's output schema describes it, and the text for hosts that read
+        // only that.
+        let mut result = json!({
+            "content": [{"type": "text", "text": reply.text}],
+            "isError": reply.is_error,
+        });
+        if let Some(data) = reply.structured() {
+            result["structuredContent"] = data;
+        }
+        let result: CallToolResult = serde_json::from_value(result)
+            .map_err(|e| ErrorData::internal_error(format!("tool result: {e}"), None))?;
         Ok(result.into())
     }
 }
@@ -469,15 +686,15 @@ mod tests {
                 models,
                 Some("s".into()),
             );
-            let (text, is_error) = server
+            let reply = server
                 .run(
                     None,
                     "search_history",
                     json!({"query": "which pet do I have", "limit": 3}),
                 )
                 .expect("answers");
-            assert!(!is_error, "{text}");
-            text.contains("Rex")
+            assert!(!reply.is_error, "{}", reply.text);
+            reply.text.contains("Rex")
         };
         let mut models = CompactOptions::new(1);
         assert!(!search(&models), "no word in common");

@@ -1277,14 +1277,15 @@ async fn recall_rounds(
             let body = engram::offered::add_usage(wire, &body, recall.streamed, &earlier);
             return Ok(replay(status, &upstream_headers, Body::from(body), outcome));
         };
-        let (app2, messages, model, calls) = (
+        let (app2, messages, model, calls, names) = (
             Arc::clone(app),
             Arc::clone(&recall.messages),
             recall.model.clone(),
             turn.calls.clone(),
+            offered.clone(),
         );
         let replies = tokio::task::spawn_blocking(move || {
-            engram::offered::answer(&calls, &messages, &app2.config.registry, &model)
+            engram::offered::answer(&calls, &messages, &app2.config.registry, &model, &names)
         })
         .await
         .map_err(ApiError::internal)?

@@ -433,16 +433,21 @@ fn append(block: &mut Value, key: &str, piece: &Value) {
 /// Answers `calls` from `messages`, the conversation the request carried (the caller's
 /// messages, in order: a message without an id is `m<position>`, as the digest and markers of
 /// the proxy name them), with the session tools' own search and read. `model` picks the
-/// tokenizer `read_history`'s budget is counted with.
+/// tokenizer `read_history`'s budget is counted with; the answers' notes name the tools as
+/// `offered` names them.
 pub fn answer(
     calls: &[Call],
     messages: &[Message],
     registry: &ModelRegistry,
     model: &str,
+    offered: &Offered,
 ) -> Result<Vec<ToolReply>, SessionError> {
     let store = crate::in_memory::InMemoryStore::new();
     let new = crate::session::new_session(registry, model, Some(1 << 40), crate::store::now());
-    let mut session = Session::create(&store, &new)?;
+    let session = Session::create(&store, &new)?;
+    let mut options = session.options().clone();
+    options.read_tool = Some(offered.read.clone());
+    let mut session = session.with_options(options);
     if !messages.is_empty() {
         session.append(messages.to_vec())?;
     }
@@ -753,9 +758,21 @@ mod tests {
                 tool: tools::READ_HISTORY,
                 arguments: json!({"ids": 3}),
             },
+            Call {
+                id: "c4".into(),
+                tool: tools::READ_HISTORY,
+                arguments: json!({"from": "m1", "max_tokens": 12}),
+            },
         ];
-        let replies =
-            answer(&calls, &messages, &ModelRegistry::builtin(), "gpt-4o").expect("answers");
+        let offered = Offered::avoiding(&json!({}), Wire::Chat);
+        let replies = answer(
+            &calls,
+            &messages,
+            &ModelRegistry::builtin(),
+            "gpt-4o",
+            &offered,
+        )
+        .expect("answers");
         assert!(replies[0].text.contains("\"m1\""), "{}", replies[0].text);
         assert!(
             replies[1].text.contains("test_comment"),
@@ -763,5 +780,13 @@ mod tests {
             replies[1].text
         );
         assert!(replies[2].is_error, "{}", replies[2].text);
+        // The note names the tool as the model has it.
+        assert!(
+            replies[3]
+                .text
+                .contains("call engram_read_history with ids="),
+            "{}",
+            replies[3].text
+        );
     }
 }

@@ -135,14 +135,43 @@ pub fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> Re
     RequestError::new(field, plain_types(&e.into_inner().to_string()))
 }
 
-/// serde's "expected usize" in words a user reads.
+/// serde's messages in words a user reads: a value of the wrong type is named as such ("must
+/// be a whole number, not the text \"5\""), never by serde's names for types.
 fn plain_types(message: &str) -> String {
-    message
+    let message = message
         .replace("expected usize", "expected a whole number")
+        .replace("expected u64", "expected a whole number")
         .replace("expected u32", "expected a whole number")
         .replace("expected f64", "expected a number")
         .replace("expected a boolean", "expected true or false")
-        .replace("invalid digit found in string", "expected a whole number")
+        .replace("expected a sequence", "expected a list")
+        .replace("invalid digit found in string", "expected a whole number");
+    if message.starts_with("data did not match any variant of untagged enum Names") {
+        return "must be a string or a list of strings".to_owned();
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: ")
+        && let Some((found, expected)) = rest.split_once(", expected ")
+    {
+        let found = if let Some(n) = found
+            .strip_prefix("integer `")
+            .or_else(|| found.strip_prefix("floating point `"))
+        {
+            format!("the number {}", n.trim_end_matches('`'))
+        } else if let Some(text) = found.strip_prefix("string ") {
+            format!("the text {text}")
+        } else if let Some(b) = found.strip_prefix("boolean `") {
+            b.trim_end_matches('`').to_owned()
+        } else {
+            match found {
+                "sequence" => "a list".to_owned(),
+                "map" => "an object".to_owned(),
+                "null" => "null".to_owned(),
+                other => other.to_owned(),
+            }
+        };
+        return format!("must be {expected}, not {found}");
+    }
+    message
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -1080,7 +1109,10 @@ mod tests {
     fn a_field_of_the_wrong_type_is_named() {
         let e = from_json::<NewSessionRequest>(json!({"window": "big"})).unwrap_err();
         assert_eq!(e.field, "window");
-        assert!(e.message.contains("expected a whole number"), "{e}");
+        assert!(
+            e.message.contains("must be a whole number, not the text"),
+            "{e}"
+        );
         let e = from_json::<CompactRequest>(json!({"preserve_window": 1})).unwrap_err();
         assert_eq!(e.field, "preserve_window", "{e}");
         let e = from_json::<CompactRequest>(json!([1])).unwrap_err();

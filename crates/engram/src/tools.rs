@@ -46,7 +46,8 @@ pub fn unknown_tool(name: &str) -> String {
     )
 }
 
-/// One tool: its name, what the model reads about it, and its parameters' JSON schema.
+/// One tool: its name, what the model reads about it, its parameters' JSON schema, and what
+/// its answer holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDefinition {
     /// The name (a contract: callers dispatch on it).
@@ -55,6 +56,21 @@ pub struct ToolDefinition {
     pub description: &'static str,
     /// The parameters' JSON schema.
     pub parameters: Value,
+    /// The JSON schema of the answer's data ([`ToolReply::structured`]).
+    pub output: Value,
+    /// True for a tool that changes nothing (a search, a read, a status).
+    pub read_only: bool,
+}
+
+/// Which session a tool call is about, where the tools are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sessions {
+    /// One: the call is about the session it is made in (a session's own tools, an MCP server
+    /// bound to one); no call names it.
+    One,
+    /// Several (an MCP server over a whole store): a call names its `session`, required for
+    /// the tools about a session's history, optional for memory's.
+    Many,
 }
 
 /// The formats tool definitions (and a session's context) are written in.
@@ -100,12 +116,45 @@ impl ToolDefinition {
     }
 }
 
-/// Every tool's definition.
+/// Every tool's definition, for a session's own calls ([`Sessions::One`]).
 pub fn definitions() -> Vec<ToolDefinition> {
-    let session = json!({
-        "type": "string",
-        "description": "The session (only where one process serves several; default: the current one)",
-    });
+    definitions_for(Sessions::One)
+}
+
+/// Every tool's definition where `sessions` are served: with several, each takes the
+/// `session` it is about.
+pub fn definitions_for(sessions: Sessions) -> Vec<ToolDefinition> {
+    let mut out = base_definitions();
+    if sessions == Sessions::Many {
+        for d in &mut out {
+            let memory = d.name == MEMORY_SEARCH || d.name == MEMORY_ADD;
+            let description = if memory {
+                "The session the entry belongs to or the search is limited to (sessions_list lists them); default: none, the whole store"
+            } else {
+                "The session whose history this is about (sessions_list lists them)"
+            };
+            d.parameters["properties"]["session"] =
+                json!({"type": "string", "description": description});
+            if !memory {
+                let required = d.parameters["required"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let mut required: Vec<Value> = required;
+                required.push(json!("session"));
+                d.parameters["required"] = Value::Array(required);
+            }
+        }
+    }
+    out
+}
+
+/// The answer schema of a tool whose answer is a sentence.
+fn text_output() -> Value {
+    json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+}
+
+fn base_definitions() -> Vec<ToolDefinition> {
     vec![
         ToolDefinition {
             name: SEARCH_HISTORY,
@@ -115,11 +164,24 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "properties": {
                     "query": {"type": "string", "description": "Words to look for: a file name, an error, an identifier"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "The most hits to return"},
-                    "session": session,
                 },
                 "required": ["query"],
                 "additionalProperties": false,
             }),
+            output: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "hits": {"type": "array", "items": {"type": "object", "properties": {
+                        "id": {"type": "string"}, "seq": {"type": "integer"}, "role": {"type": "string"},
+                        "tool": {"type": "string"}, "time": {"type": "string"}, "snippet": {"type": "string"},
+                        "in_view": {"type": "boolean"}, "abandoned": {"type": "boolean"},
+                        "exact": {"type": "boolean"}, "score": {"type": "number"}},
+                        "required": ["id", "role", "snippet", "in_view"]}},
+                },
+                "required": ["query", "hits"],
+            }),
+            read_only: true,
         },
         ToolDefinition {
             name: READ_HISTORY,
@@ -131,24 +193,46 @@ pub fn definitions() -> Vec<ToolDefinition> {
                     "from": {"type": "string", "description": "The first message id of a range"},
                     "to": {"type": "string", "description": "The last message id of a range (default: the newest)"},
                     "max_tokens": {"type": "integer", "minimum": 1, "default": 4000, "description": "The most tokens to return"},
-                    "session": session,
+                    "metadata": {"type": "boolean", "default": false, "description": "Also return what the log keeps beside each message (a model's reasoning, usage)"},
                 },
                 "additionalProperties": false,
             }),
+            output: json!({
+                "type": "object",
+                "properties": {
+                    "messages": {"type": "array", "items": {"type": "object"}},
+                    "not_found": {"type": "array", "items": {"type": "string"}},
+                    "note": {"type": "string"},
+                },
+                "required": ["messages"],
+            }),
+            read_only: true,
         },
         ToolDefinition {
             name: COMPACT_HISTORY,
             description: DESCRIPTION,
             parameters: parameters(),
+            output: text_output(),
+            read_only: false,
         },
         ToolDefinition {
             name: CONTEXT_STATUS,
             description: "How full your context is: tokens in it, the window, the share used, the cost so far, and the compactions so far.",
             parameters: json!({
                 "type": "object",
-                "properties": {"session": session},
+                "properties": {},
                 "additionalProperties": false,
             }),
+            output: json!({
+                "type": "object",
+                "properties": {
+                    "session_id": {"type": "string"}, "total_tokens": {"type": "integer"},
+                    "max_tokens": {"type": "integer"}, "percent": {"type": "integer"},
+                    "cost_usd": {"type": "number"}, "compactions": {"type": "integer"},
+                },
+                "required": ["session_id", "total_tokens", "max_tokens", "percent", "compactions"],
+            }),
+            read_only: true,
         },
         ToolDefinition {
             name: MEMORY_SEARCH,
@@ -159,11 +243,16 @@ pub fn definitions() -> Vec<ToolDefinition> {
                     "query": {"type": "string", "description": "Words to look for"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "The most entries to return"},
                     "tier": {"type": "string", "description": "Only these tiers, comma-separated: working, episodic, archive, learning, journal (default: working and episodic)"},
-                    "session": session,
                 },
                 "required": ["query"],
                 "additionalProperties": false,
             }),
+            output: json!({
+                "type": "object",
+                "properties": {"results": {"type": "array", "items": {"type": "object"}}},
+                "required": ["results"],
+            }),
+            read_only: true,
         },
         ToolDefinition {
             name: MEMORY_ADD,
@@ -173,11 +262,19 @@ pub fn definitions() -> Vec<ToolDefinition> {
                 "properties": {
                     "content": {"type": "string", "description": "The fact, in a sentence or two"},
                     "source": {"type": "string", "default": "agent", "description": "Where it comes from"},
-                    "session": session,
                 },
                 "required": ["content"],
                 "additionalProperties": false,
             }),
+            output: json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"}, "tier": {"type": "string"},
+                    "session_id": {"type": ["string", "null"]},
+                },
+                "required": ["id", "tier"],
+            }),
+            read_only: false,
         },
     ]
 }
@@ -272,6 +369,8 @@ pub struct ToolReply {
     pub text: String,
     /// True for a tool error.
     pub is_error: bool,
+    /// The answer as data, for a tool that returns some (the text is its pretty JSON).
+    pub data: Option<Value>,
 }
 
 impl ToolReply {
@@ -280,12 +379,18 @@ impl ToolReply {
         ToolReply {
             text: text.into(),
             is_error: false,
+            data: None,
         }
     }
 
     /// Data, as pretty JSON.
     pub fn data(value: &Value) -> Self {
-        ToolReply::ok(serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()))
+        ToolReply {
+            data: Some(value.clone()),
+            ..ToolReply::ok(
+                serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()),
+            )
+        }
     }
 
     /// A tool error.
@@ -293,7 +398,21 @@ impl ToolReply {
         ToolReply {
             text: text.into(),
             is_error: true,
+            data: None,
         }
+    }
+
+    /// The answer as the tool's output schema describes it ([`ToolDefinition::output`]): its
+    /// data, or `{"text": ...}` for a sentence; `None` for a tool error.
+    pub fn structured(&self) -> Option<Value> {
+        if self.is_error {
+            return None;
+        }
+        Some(
+            self.data
+                .clone()
+                .unwrap_or_else(|| json!({"text": self.text})),
+        )
     }
 }
 
@@ -675,10 +794,7 @@ mod tests {
         let openai = ProviderCall::parse(&json!({"id": "c1", "type": "function", "function": {"name": "search_history", "arguments": "{\"query\": \"x\"}"}})).expect("openai");
         assert_eq!(openai.name, "search_history");
         assert_eq!(openai.arguments, json!("{\"query\": \"x\"}"));
-        let reply = ToolReply {
-            text: "found".into(),
-            is_error: false,
-        };
+        let reply = ToolReply::ok("found");
         assert_eq!(
             openai.answer(&reply),
             json!({"role": "tool", "tool_call_id": "c1", "content": "found"})
@@ -687,10 +803,7 @@ mod tests {
             &json!({"type": "tool_use", "id": "t1", "name": "read_history", "input": {"ids": 5}}),
         )
         .expect("anthropic");
-        let error = ToolReply {
-            text: "`ids` must be a list".into(),
-            is_error: true,
-        };
+        let error = ToolReply::error("`ids` must be a list");
         assert_eq!(
             anthropic.answer(&error),
             json!({"type": "tool_result", "tool_use_id": "t1", "content": "`ids` must be a list", "is_error": true})

@@ -1423,8 +1423,8 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
         range["note"]
             .as_str()
             .unwrap_or_default()
-            .contains("read_history with ids="),
-        "{range}"
+            .contains("read_history with from="),
+        "a range, not an id each: {range}"
     );
 
     // The index the first search built follows later appends and restores.

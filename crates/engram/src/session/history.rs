@@ -90,6 +90,57 @@ pub struct HistoryRead {
     pub note: Option<String>,
 }
 
+/// A message as `read_history` returns it: verbatim, without what the log keeps beside it (a
+/// model's reasoning, usage) unless `metadata` asks for that too.
+fn shown(message: &Message, metadata: bool) -> Value {
+    let mut value = message.to_value();
+    if !metadata && let Value::Object(map) = &mut value {
+        map.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "id" | "role" | "content" | "name" | "tool_calls" | "tool_call_id"
+            )
+        });
+    }
+    value
+}
+
+/// How to read `left` (messages a budget left out, in the order read): a range per run of
+/// neighbouring messages, not an id each.
+fn how_to_read(left: &[&LoggedMessage], read: &str) -> String {
+    let mut runs: Vec<(&str, &str)> = Vec::new();
+    let mut last_seq = None;
+    for m in left {
+        match (runs.last_mut(), last_seq) {
+            (Some(run), Some(seq)) if m.seq == seq + 1 => run.1 = &m.id,
+            _ => runs.push((&m.id, &m.id)),
+        }
+        last_seq = Some(m.seq);
+    }
+    let run = |(from, to): &(&str, &str)| {
+        if from == to {
+            format!("ids=[\"{from}\"]")
+        } else {
+            format!("from=\"{from}\" to=\"{to}\"")
+        }
+    };
+    match runs.as_slice() {
+        [one] => {
+            let them = if left.len() == 1 { "it" } else { "them" };
+            format!("call {read} with {} to read {them}", run(one))
+        }
+        many => {
+            let shown: Vec<String> = many.iter().take(5).map(run).collect();
+            let more = if many.len() > 5 {
+                format!(" and {} more runs", many.len() - 5)
+            } else {
+                String::new()
+            };
+            format!("read them with {read}: {}{more}", shown.join("; "))
+        }
+    }
+}
+
 /// The text a message is searched by: its content, its tool calls' names and arguments.
 fn searchable(m: &Message) -> String {
     let mut text = m.text().into_owned();
@@ -709,6 +760,7 @@ impl Session<'_> {
         &self,
         selection: &HistorySelection,
         max_tokens: usize,
+        metadata: bool,
     ) -> Result<HistoryRead, SessionError> {
         let mut not_found = Vec::new();
         let wanted: Vec<LoggedMessage> = match selection {
@@ -767,6 +819,9 @@ impl Session<'_> {
         let mut used = 0;
         let mut left_out = Vec::new();
         let mut note = None;
+        // A range is read in order: once a message is left out, so is the rest, and the note
+        // names one range to read next.
+        let in_order = matches!(selection, HistorySelection::Range { .. });
         for (n, m) in wanted.iter().enumerate() {
             let entry = |message: Value| {
                 json!({
@@ -776,9 +831,9 @@ impl Session<'_> {
                     "message": message,
                 })
             };
-            if used + m.tokens <= max_tokens {
+            if (left_out.is_empty() || !in_order) && used + m.tokens <= max_tokens {
                 used += m.tokens;
-                messages.push(entry(m.message.to_value()));
+                messages.push(entry(shown(&m.message, metadata)));
                 continue;
             }
             if n == 0 {
@@ -787,25 +842,26 @@ impl Session<'_> {
                 let kept = self.prefix_within(&text, max_tokens.saturating_sub(20));
                 let mut cut = m.message.clone();
                 cut.content = Some(crate::message::Content::Text(text[..kept].to_owned()));
-                messages.push(entry(cut.to_value()));
+                messages.push(entry(shown(&cut, metadata)));
                 note = Some(format!(
-                    "message {} was cut after {} of its {} characters ({} tokens) to stay within max_tokens={max_tokens}; call read_history with ids=[\"{}\"] and a larger max_tokens to read it whole",
+                    "message {} was cut after {} of its {} characters ({} tokens) to stay within max_tokens={max_tokens}; call {} with ids=[\"{}\"] and a larger max_tokens to read it whole",
                     m.id,
                     kept,
                     text.len(),
                     m.tokens,
+                    self.read_name(),
                     m.id
                 ));
                 used = max_tokens;
                 continue;
             }
-            left_out.push(m.id.clone());
+            left_out.push(m);
         }
         if !left_out.is_empty() {
             let rest = format!(
-                "{} left out to stay within max_tokens={max_tokens}; call read_history with ids={} to read them",
+                "{} left out to stay within max_tokens={max_tokens}; {}",
                 crate::plural(left_out.len(), "message", "messages"),
-                serde_json::to_string(&left_out).unwrap_or_default()
+                how_to_read(&left_out, self.read_name())
             );
             note = Some(match note {
                 Some(n) => format!("{n}; {rest}"),
@@ -817,6 +873,15 @@ impl Session<'_> {
             not_found,
             note,
         })
+    }
+
+    /// The name the model knows `read_history` by ([`CompactOptions::read_tool`]), for the
+    /// notes that say how to read more.
+    fn read_name(&self) -> &str {
+        self.options
+            .read_tool
+            .as_deref()
+            .unwrap_or(tools::READ_HISTORY)
     }
 
     /// The longest prefix of `text` (in bytes, on a character boundary) within `tokens`.
@@ -916,6 +981,7 @@ impl Session<'_> {
             from: Option<String>,
             to: Option<String>,
             max_tokens: Option<usize>,
+            metadata: Option<bool>,
             #[allow(dead_code)]
             session: Option<String>,
         }
@@ -947,7 +1013,7 @@ impl Session<'_> {
             Some(n) => n,
             None => DEFAULT_READ_TOKENS,
         };
-        let read = self.read_history(&selection, max_tokens)?;
+        let read = self.read_history(&selection, max_tokens, a.metadata.unwrap_or(false))?;
         Ok(ToolReply::data(&json!(read)))
     }
 
