@@ -1,129 +1,83 @@
-//! API keys: `tenant:key` lines, kept in memory only as SHA-256 hashes.
+//! Who a request is: the tenant its API key names. The REST routes and MCP take the key as
+//! `Authorization: Bearer`, the proxy routes as `X-Engram-Key` (their `Authorization` is the
+//! upstream's); without keys every request is the local tenant's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
-/// Tenants by the hash of their keys.
-#[derive(Clone, Default)]
-pub struct ApiKeys {
-    by_hash: HashMap<[u8; 32], String>,
-}
+use crate::app::App;
+use crate::config::LOCAL_TENANT;
+use crate::error::ApiError;
 
-impl std::fmt::Debug for ApiKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the hashes either.
-        f.debug_struct("ApiKeys")
-            .field("keys", &self.by_hash.len())
-            .finish()
-    }
-}
+/// The tenant an API key names (on the request, for the handlers and for MCP).
+#[derive(Clone)]
+pub(crate) struct Tenant(pub(crate) String);
 
-fn hash(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
-/// A tenant name: letters, digits, `-` and `_`, at most 64 (it names a database file).
-pub(crate) fn valid_tenant(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-impl ApiKeys {
-    /// Reads `tenant:key` lines (blank lines and `#` comments skipped); `origin` names the
-    /// source in errors, which give the line (never the key).
-    pub fn parse(text: &str, origin: &str) -> Result<ApiKeys, String> {
-        let mut keys = ApiKeys::default();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let n = i + 1;
-            let Some((tenant, key)) = line.split_once(':') else {
-                return Err(format!("{origin}: line {n}: expected tenant:key"));
-            };
-            let (tenant, key) = (tenant.trim(), key.trim());
-            if !valid_tenant(tenant) {
-                return Err(format!(
-                    "{origin}: line {n}: tenant {tenant:?} must be 1-64 letters, digits, '-' or '_'"
-                ));
-            }
-            if key.len() < 16 {
-                return Err(format!(
-                    "{origin}: line {n}: the key is too short (at least 16 characters)"
-                ));
-            }
-            if keys.by_hash.insert(hash(key), tenant.to_owned()).is_some() {
-                return Err(format!(
-                    "{origin}: line {n}: this key is given twice (keys must be unique)"
-                ));
+/// The REST routes' and MCP's key check (`Authorization: Bearer`): the tenant goes on the
+/// request, or the answer is a 401.
+pub(crate) async fn authenticate(
+    State(app): State<Arc<App>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let tenant = match &app.config.api_keys {
+        None => LOCAL_TENANT.to_owned(),
+        Some(keys) => {
+            let key = bearer(request.headers());
+            match key.and_then(|k| keys.tenant(k)) {
+                Some(t) => t.to_owned(),
+                None => {
+                    let mut r = ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        if key.is_none() {
+                            "missing API key: send Authorization: Bearer <key>"
+                        } else {
+                            "unknown API key"
+                        },
+                    )
+                    .into_response();
+                    r.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static("Bearer"),
+                    );
+                    return r;
+                }
             }
         }
-        if keys.by_hash.is_empty() {
-            return Err(format!("{origin}: no keys (one tenant:key per line)"));
-        }
-        Ok(keys)
-    }
-
-    /// The tenant a key belongs to.
-    pub fn tenant(&self, key: &str) -> Option<&str> {
-        self.by_hash.get(&hash(key)).map(String::as_str)
-    }
-
-    /// The tenants.
-    pub fn tenants(&self) -> BTreeSet<&str> {
-        self.by_hash.values().map(String::as_str).collect()
-    }
-
-    /// How many keys.
-    pub fn len(&self) -> usize {
-        self.by_hash.len()
-    }
-
-    /// True when there are none.
-    pub fn is_empty(&self) -> bool {
-        self.by_hash.is_empty()
-    }
+    };
+    request.extensions_mut().insert(Tenant(tenant));
+    next.run(request).await
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, key) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
+}
 
-    #[test]
-    fn parses_and_finds_by_hash_only() {
-        let keys = ApiKeys::parse(
-            "# teams\nacme:acme-secret-key-0001\n\nbeta: beta-secret-key-0002 \nacme:acme-secret-key-0003\n",
-            "keys.txt",
-        )
-        .expect("valid");
-        assert_eq!(keys.tenant("acme-secret-key-0001"), Some("acme"));
-        assert_eq!(keys.tenant("beta-secret-key-0002"), Some("beta"));
-        assert_eq!(keys.tenant("acme-secret-key-0003"), Some("acme"));
-        assert_eq!(keys.tenant("nope"), None);
-        assert_eq!(keys.len(), 3);
-        assert!(!format!("{keys:?}").contains("secret"));
-        let err = ApiKeys::parse("acme\n", "k").unwrap_err();
-        assert_eq!(err, "k: line 1: expected tenant:key");
-        assert!(
-            ApiKeys::parse("a/b:0123456789abcdef\n", "k")
-                .unwrap_err()
-                .contains("line 1")
-        );
-        assert!(
-            ApiKeys::parse("a:short\n", "k")
-                .unwrap_err()
-                .contains("too short")
-        );
-        assert!(
-            ApiKeys::parse("a:0123456789abcdef\nb:0123456789abcdef\n", "k")
-                .unwrap_err()
-                .contains("line 2")
-        );
-        assert!(ApiKeys::parse("\n# none\n", "k").is_err());
+/// Checks the engram key (`X-Engram-Key`) when the server has keys; the tenant it names (the
+/// local tenant without keys).
+pub(crate) fn proxy_tenant(app: &App, headers: &HeaderMap) -> Result<String, ApiError> {
+    let Some(keys) = &app.config.api_keys else {
+        return Ok(LOCAL_TENANT.to_owned());
+    };
+    let key = headers
+        .get("x-engram-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    match key.and_then(|k| keys.tenant(k)) {
+        Some(tenant) => Ok(tenant.to_owned()),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            if key.is_none() {
+                "missing engram key: send X-Engram-Key: <key> (Authorization goes to the upstream)"
+            } else {
+                "unknown engram key (X-Engram-Key)"
+            },
+        )),
     }
 }

@@ -44,12 +44,12 @@ enum Backing {
     /// One store (`engram mcp`).
     Store(Arc<dyn EngramStore>),
     /// The server's tenants (`/mcp` in `engram serve`).
-    Served(Arc<crate::App>),
+    Served(Arc<crate::app::App>),
 }
 
 /// The MCP endpoint for `engram serve` (streamable HTTP), answering for every tenant.
 pub(crate) fn http_service(
-    app: Arc<crate::App>,
+    app: Arc<crate::app::App>,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     EngramMcp,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
@@ -100,7 +100,7 @@ impl EngramMcp {
     }
 
     /// The server's tenants, with its registry, policy and summarizer.
-    pub(crate) fn served(app: Arc<crate::App>) -> Self {
+    pub(crate) fn served(app: Arc<crate::app::App>) -> Self {
         EngramMcp {
             registry: Arc::new(app.config.registry.clone()),
             policy: *app.config.policy(),
@@ -321,9 +321,7 @@ impl EngramMcp {
             }
             Err(e) => return Err(e.to_string()),
         };
-        let mut options = CompactOptions::new(session.info().window);
-        options.take_models(&self.models);
-        let mut session = session.with_options(options);
+        let mut session = session.with_models(&self.models);
         match session.handle_tool_call(name, &arguments) {
             Some(Ok(reply)) => Ok(reply),
             Some(Err(e)) => Err(e.to_string()),
@@ -333,7 +331,7 @@ impl EngramMcp {
 }
 
 /// The most one line of the stdio transport may hold: the HTTP endpoint's body limit.
-pub const MAX_LINE_BYTES: usize = crate::DEFAULT_MAX_BODY_BYTES;
+pub const MAX_LINE_BYTES: usize = crate::config::DEFAULT_MAX_BODY_BYTES;
 
 /// One line of input: whole, or only its length when it is over the limit (its bytes are read
 /// and let go).
@@ -546,7 +544,7 @@ fn tenant_of(context: &RequestContext<RoleServer>) -> Option<String> {
     context
         .extensions
         .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<crate::api::Tenant>())
+        .and_then(|parts| parts.extensions.get::<crate::auth::Tenant>())
         .map(|t| t.0.clone())
 }
 

@@ -42,7 +42,7 @@ pub(crate) async fn script() -> Response {
 /// `GET /ui/config.json`: whether the page must ask for an API key (so that it asks before
 /// its first call rather than after a refusal).
 pub(crate) async fn config(
-    axum::extract::State(app): axum::extract::State<std::sync::Arc<crate::App>>,
+    axum::extract::State(app): axum::extract::State<std::sync::Arc<crate::app::App>>,
 ) -> Response {
     let mut response =
         axum::Json(serde_json::json!({ "keys": app.config.api_keys.is_some() })).into_response();

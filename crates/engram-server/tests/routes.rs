@@ -1109,8 +1109,8 @@ fn collect_times(v: &Value, out: &mut Vec<(String, Value)>) {
 #[tokio::test]
 async fn the_openapi_document_and_the_router_agree() {
     let source =
-        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/api.rs"))
-            .expect("api.rs");
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/routes.rs"))
+            .expect("routes.rs");
     let mut declared = std::collections::BTreeSet::new();
     for (i, _) in source.match_indices(".route(") {
         // The call's text, to its closing parenthesis.

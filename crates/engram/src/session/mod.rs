@@ -501,6 +501,16 @@ impl<'s> Session<'s> {
         self
     }
 
+    /// The same session compacting with `models`' summarizer and embedder (the configured
+    /// ones, [`CompactOptions::take_models`]), every other option the default for its window:
+    /// how every front opens a session it serves.
+    #[must_use]
+    pub fn with_models(self, models: &CompactOptions) -> Self {
+        let mut options = CompactOptions::new(self.info.window);
+        options.take_models(models);
+        self.with_options(options)
+    }
+
     /// The same session with the model's prices, for the cost in status updates (the
     /// registry's `price` for the session's model; without it costs are zero).
     #[must_use]

@@ -1,0 +1,112 @@
+//! Errors as every route reports them: `{"error": {"message", "field"?}}` with a status, from
+//! the core's typed errors.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use engram::memory::StoreError;
+use engram::request::RequestError;
+use engram::session::SessionError;
+use serde_json::{Value, json};
+
+/// An error as the API reports it: `{"error": {"message", "field"?}}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+    pub(crate) field: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub(crate) fn bad(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub(crate) fn field(field: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("`{field}`: {}", message.into()),
+            field: Some(field.to_owned()),
+        }
+    }
+
+    /// A 500 whose detail goes to the log, never to the client.
+    pub(crate) fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(%detail, "internal error");
+        eprintln!("engram serve: internal error: {detail}");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+impl ApiError {
+    /// A 503 for a tenant whose store cannot be opened (a foreign or damaged database file,
+    /// an unreachable server): the detail, with the file, goes to the log; the client is told
+    /// that the fault is on the server's side and lasting until an operator acts.
+    pub(crate) fn store_unavailable(tenant: &str, detail: impl std::fmt::Display) -> Self {
+        tracing::error!(%tenant, %detail, "cannot open the tenant's store");
+        eprintln!("engram serve: cannot open the store of tenant {tenant:?}: {detail}");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this tenant's store cannot be opened; the server's log says why",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"message": self.message});
+        if let Some(f) = self.field {
+            error["field"] = json!(f);
+        }
+        (self.status, axum::Json(json!({ "error": error }))).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, m),
+            StoreError::Rejected(m) => ApiError::bad(m),
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Store(m) => m.into(),
+            SessionError::Invalid(m) => ApiError::bad(m),
+            SessionError::Compact(c) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, c.to_string())
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        if e.field.is_empty() {
+            ApiError::bad(e.message)
+        } else {
+            ApiError::field(&e.field, e.message)
+        }
+    }
+}
+
+/// What a handler returns.
+pub(crate) type ApiResult = Result<Response, ApiError>;
+
+/// A JSON body with status 200.
+pub(crate) fn ok(value: Value) -> ApiResult {
+    Ok(axum::Json(value).into_response())
+}

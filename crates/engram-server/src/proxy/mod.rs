@@ -1,0 +1,507 @@
+//! The drop-in proxy: `POST /v1/chat/completions` (OpenAI format) and `POST /v1/messages`
+//! (Anthropic format) are forwarded to a configured upstream, compacted first when the request
+//! would not leave room in the model's window; every other `/v1/*` route the REST API does not
+//! serve (`/v1/models`, `/v1/embeddings`, `/v1/messages/count_tokens`, ...) passes straight
+//! through.
+//!
+//! The caller's own `Authorization` / `x-api-key` go to the upstream untouched (never logged,
+//! never stored); with API keys configured, the engram key travels in `X-Engram-Key`. A request
+//! that needs no compaction is forwarded byte for byte; responses, streamed or not, come back byte
+//! for byte, with `x-engram-*` headers saying what engram did. When the upstream still answers
+//! "context length exceeded", the request is compacted harder once and retried; never more.
+//!
+//! Counts come from the model's tokenizer (the registry; a `--model-window NAME=TOKENS` gives an
+//! unknown model its window) through one counter per tokenizer whose cache is keyed by message
+//! content, so an agent resending its growing history pays only for the new turn. Where the
+//! count is an estimate (Claude), a safety margin is kept.
+//!
+//! Compaction keeps the provider's prompt cache warm ([`engram::compact::stable`]): the proxy
+//! keeps the view it sent for each request ([`crate::views`]), so an agent's next request goes
+//! upstream as that view plus what is new, byte for byte, until it passes the threshold; a
+//! compaction then keeps the head (the system prompt, the task whole, the earlier summaries)
+//! and appends a summary of what leaves after it. Summaries are written by the configured
+//! pipeline (the summarizer of `[summarizer]` / `--summarizer`, else the extractive digest),
+//! once each. When the reply has ended, what the upstream said the call used (its prompt cache
+//! too) goes to the metrics, the inspector and the log line ([`crate::usage_tap`]).
+
+mod outcome;
+mod plan;
+mod recall;
+mod upstream;
+mod wire;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use engram::compact::stable::Next;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::auth::{Tenant, proxy_tenant};
+use crate::body::read_proxy_body;
+use crate::error::ApiError;
+use crate::proxy_state::{Billed, Counted, Recent, Sent};
+use outcome::Outcome;
+use plan::{Plan, options, plan, stable};
+use recall::{Recall, recall_rounds};
+use upstream::{ERROR_BODY_CAP, Upstream, context_exceeded, relay, replay, send, upstream_url};
+use wire::{Format, Parsed, parse, render, with_breakpoints};
+
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat_completions(State(app): State<Arc<App>>, request: Request) -> Response {
+    observed(app, Format::OpenAi, "/v1/chat/completions", request).await
+}
+
+/// `POST /v1/messages`.
+pub(crate) async fn anthropic_messages(State(app): State<Arc<App>>, request: Request) -> Response {
+    observed(app, Format::Anthropic, "/v1/messages", request).await
+}
+
+/// `POST /v1/responses`.
+pub(crate) async fn responses(State(app): State<Arc<App>>, request: Request) -> Response {
+    observed(app, Format::Responses, "/v1/responses", request).await
+}
+
+/// A model request forwarded, then counted in the metrics and listed for the inspector; when
+/// the reply has ended, what the upstream said it used (input tokens, those read from and
+/// written to its prompt cache, output) joins both and (with `log_requests`) one JSON line on
+/// standard error: route, model, tokens before and after, steps, what became of the cached
+/// prefix, the status the caller got (the upstream's, or engram's own 4xx/502/504), the time to
+/// it, the usage and its cost.
+async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) -> Response {
+    let started = Instant::now();
+    let tenant = proxy_tenant(&app, request.headers()).ok();
+    let mut response = forward_compacted(Arc::clone(&app), format, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    let sent = response.extensions_mut().remove::<Sent>();
+    let counted = response.extensions_mut().remove::<Counted>();
+    let seconds = started.elapsed().as_secs_f64();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let number = |name: &str| header(name).parse::<u64>().unwrap_or(0);
+    let model = header("x-engram-model");
+    let cache = match header("x-engram-prefix").as_str() {
+        "" => "none".to_owned(),
+        cache => cache.to_owned(),
+    };
+    let status = response.status().as_u16();
+    let (before, after) = (
+        number("x-engram-tokens-before"),
+        number("x-engram-tokens-after"),
+    );
+    app.metrics.proxied(&crate::metrics::Proxied {
+        route,
+        model: &model,
+        status,
+        cache: &cache,
+        tokens_before: before,
+        tokens_after: after,
+        seconds,
+    });
+    let keep = app.config.proxy.keep_bodies;
+    let recent = Recent {
+        id: 0,
+        tenant: tenant.unwrap_or_default(),
+        at: engram::store::now(),
+        route: route.to_owned(),
+        model: model.clone(),
+        status,
+        tokens_before: before,
+        tokens_after: after,
+        steps: header("x-engram-steps"),
+        cache,
+        retried: header("x-engram-retried") == "true",
+        ms: (seconds * 1e4).round() / 10.0,
+        note: header("x-engram-note"),
+        usage: None,
+        sent: sent.filter(|_| keep > 0).map(|Sent(bytes)| {
+            let (text, _) = engram::redact::redact(&String::from_utf8_lossy(&bytes));
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        }),
+    };
+    let id = app.proxy.remember(recent.clone(), keep);
+    let app2 = Arc::clone(&app);
+    crate::usage_tap::tap(
+        response,
+        Box::new(move |usage| {
+            let usage = usage.map(|u| Billed::of(&app2.config.registry, &recent, u));
+            if let Some(u) = &usage {
+                app2.metrics.usage(&recent.route, &recent.model, &u.usage);
+                app2.proxy.billed(id, u.clone());
+                // What the upstream counted calibrates an estimated count (a store write: off
+                // the async threads).
+                if let Some(counted) = counted
+                    && u.usage.input_tokens > 0
+                    && (200..300).contains(&recent.status)
+                {
+                    let (app3, tenant, reported) = (
+                        Arc::clone(&app2),
+                        recent.tenant.clone(),
+                        u.usage.input_tokens,
+                    );
+                    let learn = move || {
+                        if let Ok(store) = app3.tenant_store(&tenant) {
+                            app3.proxy
+                                .learn(store.store.as_ref(), &tenant, &counted, reported);
+                        }
+                    };
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(runtime) => drop(runtime.spawn_blocking(learn)),
+                        Err(_) => learn(),
+                    }
+                }
+            }
+            if app2.config.proxy.log_requests {
+                let mut line = serde_json::json!({
+                    "event": "proxy",
+                    "route": recent.route,
+                    "model": recent.model,
+                    "status": recent.status,
+                    "tokens_before": recent.tokens_before,
+                    "tokens_after": recent.tokens_after,
+                    "steps": recent.steps,
+                    "cache": recent.cache,
+                    "retried": recent.retried,
+                    "ms": recent.ms,
+                });
+                if let Some(u) = usage
+                    && let Ok(Value::Object(fields)) = serde_json::to_value(u)
+                    && let Some(line) = line.as_object_mut()
+                {
+                    line.extend(fields);
+                }
+                eprintln!("{line}");
+            }
+        }),
+    )
+}
+
+/// `GET /v1/proxy/requests`: the tenant's latest proxied requests, newest first (with what was
+/// sent upstream, redacted, for the latest `keep_bodies`).
+pub(crate) async fn recent_requests(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+) -> Response {
+    let list: Vec<Recent> = app
+        .proxy
+        .recent
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|r| r.tenant == tenant.0)
+        .cloned()
+        .collect();
+    axum::Json(serde_json::json!({
+        "requests": list,
+        "keep_bodies": app.config.proxy.keep_bodies,
+    }))
+    .into_response()
+}
+
+/// Any other `/v1/*` route: straight through (Anthropic's when the path or the headers say so).
+pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
+    let result = async {
+        proxy_tenant(&app, request.headers())?;
+        let anthropic = request.uri().path().starts_with("/v1/messages")
+            || request.headers().contains_key("anthropic-version")
+            || request.headers().contains_key("x-api-key");
+        let format = if anthropic && app.config.proxy.anthropic_upstream.is_some() {
+            Format::Anthropic
+        } else {
+            Format::OpenAi
+        };
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let url = upstream_url(&app, format, &path)?;
+        let method = request.method().clone();
+        let headers = request.headers().clone();
+        let body = read_proxy_body(&app, request.into_body()).await?;
+        let response = send(&app, method, &url, &headers, body).await?;
+        Ok::<Response, ApiError>(relay(response, None))
+    }
+    .await;
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn forward_compacted(
+    app: Arc<App>,
+    format: Format,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let tenant = proxy_tenant(&app, request.headers())?;
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let url = upstream_url(&app, format, &path)?;
+    let method = request.method().clone();
+    let headers = request.headers().clone();
+    let body = read_proxy_body(&app, request.into_body()).await?;
+
+    // Count and compact off the async threads (tokenizers and compaction are CPU work).
+    let started = Instant::now();
+    let app2 = Arc::clone(&app);
+    let original = body.clone();
+    let tenant2 = tenant.clone();
+    let decided = tokio::task::spawn_blocking(move || decide(&app2, &tenant2, format, &original))
+        .await
+        .map_err(ApiError::internal)?;
+    let (mut outcome, parsed, plan, forwarded, key) = match decided {
+        Ok(d) => d,
+        // Not a request engram compacts (one it cannot read, or one whose conversation the
+        // provider holds): the upstream answers it as it would, and a header says why.
+        Err(why) => {
+            let outcome = Outcome {
+                note: Some(format!("{why}; forwarded unchanged")),
+                sent: Some(body.clone()),
+                ..Outcome::default()
+            };
+            let response = send(&app, method, &url, &headers, body).await?;
+            return Ok(relay(response, Some(&outcome)));
+        }
+    };
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        "proxy: counted and compacted"
+    );
+    outcome.sent = Some(forwarded.clone());
+    outcome.count_sent(&plan, !parsed.conversation.tools.is_empty());
+    // What answering the model's calls to engram's tools needs of the request.
+    let recall = outcome.offered.as_ref().map(|_| Recall {
+        messages: Arc::new(parsed.conversation.messages.clone()),
+        model: parsed.model.clone(),
+        streamed: parsed.value.get("stream") == Some(&Value::Bool(true)),
+        format,
+    });
+    let sent = forwarded.clone();
+    let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
+    let status = response.status();
+    if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
+        let to = Upstream {
+            method: &method,
+            url: &url,
+            headers: &headers,
+        };
+        return recall_rounds(&app, to, recall.as_ref(), &sent, response, &mut outcome).await;
+    }
+    // An error: read up to ERROR_BODY_CAP; a larger one is relayed as it comes, never held
+    // whole. "Context length exceeded": compact harder once and retry.
+    let response_headers = response.headers().clone();
+    let mut response = response;
+    let mut head = Vec::new();
+    let mut whole = true;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        head.extend_from_slice(&chunk);
+        if head.len() > ERROR_BODY_CAP {
+            whole = false;
+            break;
+        }
+    }
+    if !whole {
+        use futures_util::StreamExt;
+        let first = futures_util::stream::once(async move { Ok(Bytes::from(head)) });
+        let body = Body::from_stream(first.chain(response.bytes_stream()));
+        return Ok(replay(status, &response_headers, body, &outcome));
+    }
+    let error_body = Bytes::from(head);
+    if !context_exceeded(status, &error_body) {
+        return Ok(replay(
+            status,
+            &response_headers,
+            error_body.into(),
+            &outcome,
+        ));
+    }
+    // Our count was too low for this upstream: compacted harder, and the view that went out is
+    // replaced by this one.
+    let sent_tokens = outcome.tokens_after;
+    let offered = outcome.offered.clone();
+    let app2 = Arc::clone(&app);
+    let retried = tokio::task::spawn_blocking(move || {
+        let fixed = engram::compact::policy::fixed_head(
+            &parsed.conversation.messages,
+            &plan.counter,
+            plan.room,
+        );
+        let target =
+            app2.config
+                .policy()
+                .trigger
+                .retry_target(plan.room, fixed.tokens, sent_tokens);
+        let options = options(&app2);
+        let (mut view, report) = stable(&app2, &plan, &options)
+            .rebuild(&parsed.conversation, &plan.counter, target)
+            .map_err(|e| e.to_string())?;
+        view.offered = offered;
+        let bytes = render(format, &parsed, &view, app2.config.proxy.cache_breakpoints)?;
+        let tokens = report.tokens_after;
+        if let Some(key) = key {
+            let _ = app2.view_store(&tenant).keep_view(key, view, None);
+        }
+        Ok::<_, String>((bytes, tokens, report.steps))
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let Ok((bytes, tokens, steps)) = retried else {
+        return Ok(replay(
+            status,
+            &response_headers,
+            error_body.into(),
+            &outcome,
+        ));
+    };
+    outcome.retried = true;
+    outcome.tokens_after = tokens;
+    if let Some(counted) = outcome.counted.as_mut() {
+        counted.tokens = (tokens as f64 / counted.factor).round() as usize;
+    }
+    outcome.steps = steps;
+    outcome.prefix = Some("rebuilt");
+    app.metrics
+        .compaction(outcome.tokens_before, outcome.tokens_after);
+    let bytes = Bytes::from(bytes);
+    outcome.sent = Some(bytes.clone());
+    let response = send(&app, method.clone(), &url, &headers, bytes.clone()).await?;
+    let to = Upstream {
+        method: &method,
+        url: &url,
+        headers: &headers,
+    };
+    recall_rounds(&app, to, recall.as_ref(), &bytes, response, &mut outcome).await
+}
+
+/// What goes upstream: what engram did, the request, its budget, the body, and the key the
+/// view sent is kept under (when engram rewrote the request).
+type Decision = (Outcome, Parsed, Plan, Bytes, Option<u128>);
+
+/// Counts the request and decides what goes upstream: as sent while nothing needs compacting;
+/// else the view this agent's previous request got plus what is new, while that stays under the
+/// threshold; else a compaction behind the head that view kept (or of the whole history). The
+/// reason when it is not a request engram compacts (forwarded unchanged).
+fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decision, String> {
+    let parsed = parse(format, body)?;
+    let plan = plan(app, tenant, &parsed);
+    let tokens = plan
+        .counter
+        .count_conversation(&parsed.conversation)
+        .total();
+    let mut outcome = Outcome {
+        model: parsed.model.clone(),
+        window: plan.window,
+        tokens_before: tokens,
+        tokens_after: tokens,
+        estimated: plan.estimated,
+        ..Outcome::default()
+    };
+    let messages = &parsed.conversation.messages;
+    let scope = format!("{tenant}\0{}", format.name());
+    let prefixes = crate::views::prefix_hashes(&scope, messages);
+    let views = app.view_store(tenant);
+    let previous = views
+        .longest_view(&prefixes)
+        .map_err(|e| format!("the views kept: {e}"))?;
+    // engram's history tools, under the names this conversation got them by (they stay
+    // offered once they were, so that the prefix stays): their definitions take room too.
+    let wire = format.wire();
+    let offered = app.config.proxy.recall_tools.then(|| {
+        previous
+            .as_ref()
+            .and_then(|p| p.offered.clone())
+            .unwrap_or_else(|| engram::offered::Offered::avoiding(&parsed.value, wire))
+    });
+    // They live in the room the threshold leaves above a view (a request is compacted past the
+    // threshold, so what is sent holds at most the threshold's share of the limit): offered
+    // only where they fit in half of it.
+    let trigger = app.config.policy().trigger;
+    let headroom = plan
+        .room
+        .saturating_sub(trigger.threshold_tokens(plan.room));
+    let offered =
+        offered.filter(|o| plan.counter.count_tools(&o.definitions(wire)) <= headroom / 2);
+    let offered_tokens = offered
+        .as_ref()
+        .map_or(0, |o| plan.counter.count_tools(&o.definitions(wire)));
+    let mut options = options(app);
+    options.read_tool = offered.as_ref().map(|o| o.read.clone());
+    let next =
+        stable(app, &plan, &options).next(previous.as_ref(), &parsed.conversation, &plan.counter);
+    let (view, prefix, steps) = match next {
+        Ok(Next::AsSent) => {
+            let sent = with_breakpoints(app.config.proxy.cache_breakpoints, format, &parsed)
+                .unwrap_or_else(|| body.clone());
+            return Ok((outcome, parsed, plan, sent, None));
+        }
+        Ok(Next::Extended(view)) => (view, "extended", vec!["extend"]),
+        Ok(Next::Compacted(view, report)) => {
+            let prefix = if previous
+                .as_ref()
+                .is_some_and(|p| p.head > 0 && view.messages.starts_with(&p.messages[..p.head]))
+            {
+                "appended"
+            } else {
+                "rebuilt"
+            };
+            (view, prefix, report.steps)
+        }
+        Err(e) => {
+            // What must be kept does not fit: the upstream gets the request as sent.
+            outcome.note = Some(format!("not compacted: {e}"));
+            let sent = with_breakpoints(app.config.proxy.cache_breakpoints, format, &parsed)
+                .unwrap_or_else(|| body.clone());
+            return Ok((outcome, parsed, plan, sent, None));
+        }
+    };
+    let mut view = view;
+    view.offered = offered;
+    let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)?;
+    outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools) + offered_tokens;
+    outcome.offered = view.offered.clone();
+    outcome.steps = steps;
+    outcome.prefix = Some(prefix);
+    if prefix != "extended" {
+        app.metrics.compaction(tokens, outcome.tokens_after);
+    }
+    let key = prefixes[messages.len()];
+    let replaces = previous.map(|p| prefixes[p.covers]);
+    if let Err(e) = views.keep_view(key, view, replaces) {
+        // The request goes all the same; the next one compacts again.
+        tracing::warn!(error = %e, "proxy: the view sent could not be kept");
+    }
+    Ok((outcome, parsed, plan, Bytes::from(bytes), Some(key)))
+}
+
+/// The window each model of the registry (and of `--model-window`) gets, for the start-up log.
+pub(crate) fn describe_windows(app: &App) -> Vec<String> {
+    app.config
+        .proxy
+        .model_windows
+        .iter()
+        .map(|(name, tokens)| {
+            let known = app.config.registry.resolve(name);
+            let how = if known.how == engram::ModelMatch::Fallback {
+                "configured (unknown to the registry)".to_owned()
+            } else {
+                format!(
+                    "configured (the registry says {})",
+                    known.spec.context_window
+                )
+            };
+            format!("{name}: {tokens} tokens, {how}")
+        })
+        .collect()
+}

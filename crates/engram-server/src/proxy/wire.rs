@@ -1,0 +1,183 @@
+//! The three wire formats the proxy speaks, a request read as engram understands it, and a
+//! view written back into the caller's request.
+
+use axum::body::Bytes;
+use engram::Conversation;
+use engram::compact::stable::SentView;
+use serde_json::Value;
+
+/// The three wire formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Format {
+    OpenAi,
+    Anthropic,
+    /// OpenAI's Responses API (`instructions` and `input` items), to the OpenAI upstream.
+    Responses,
+}
+
+impl Format {
+    pub(super) fn wire(self) -> engram::offered::Wire {
+        match self {
+            Format::OpenAi => engram::offered::Wire::Chat,
+            Format::Anthropic => engram::offered::Wire::Anthropic,
+            Format::Responses => engram::offered::Wire::Responses,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+            Format::Responses => "responses",
+        }
+    }
+}
+
+/// The request as engram understands it.
+pub(super) struct Parsed {
+    pub(super) value: Value,
+    pub(super) conversation: Conversation,
+    pub(super) model: String,
+    pub(super) max_tokens: Option<usize>,
+    /// A Responses request's items and where each message came from (its conversation moved
+    /// to `conversation`).
+    pub(super) items: Option<engram::responses::Items>,
+}
+
+/// The request as engram understands it, or why engram leaves it alone.
+pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
+    let not_parsed = |why: String| format!("not parsed ({why})");
+    let value: Value = serde_json::from_slice(body).map_err(|e| not_parsed(e.to_string()))?;
+    let model = value
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_parsed("no `model`".into()))?
+        .to_owned();
+    let mut items = None;
+    let conversation = match format {
+        Format::OpenAi => {
+            engram::parse_conversation(body).map_err(|e| not_parsed(e.to_string()))?
+        }
+        Format::Anthropic => {
+            engram::anthropic::from_anthropic(&value).map_err(|e| not_parsed(e.to_string()))?
+        }
+        Format::Responses => {
+            if let Some(why) = provider_state(&value) {
+                return Err(why.to_owned());
+            }
+            let mut read =
+                engram::responses::from_request(&value).map_err(|e| not_parsed(e.to_string()))?;
+            let conversation = std::mem::take(&mut read.conversation);
+            items = Some(read);
+            conversation
+        }
+    };
+    let max_tokens = ["max_completion_tokens", "max_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(Value::as_u64))
+        .map(|n| n as usize);
+    Ok(Parsed {
+        value,
+        conversation,
+        model,
+        max_tokens,
+        items,
+    })
+}
+
+/// Why a Responses request's conversation is the provider's to keep, not engram's to compact:
+/// it continues a stored response or conversation, or asks the provider to store it.
+fn provider_state(request: &Value) -> Option<&'static str> {
+    let set = |key: &str| request.get(key).is_some_and(|v| !v.is_null());
+    if set("previous_response_id") {
+        Some("previous_response_id: the provider holds this conversation")
+    } else if set("conversation") {
+        Some("conversation: the provider holds this conversation")
+    } else if request.get("store") == Some(&Value::Bool(true)) {
+        Some("store: true: the provider keeps this conversation as sent")
+    } else {
+        None
+    }
+}
+
+/// The request body with `view`'s messages in place of the caller's, in the caller's format;
+/// every other key as the caller sent it. A caller's message unchanged goes upstream as the
+/// caller sent it, every field in the caller's order; the same view renders to the same bytes,
+/// so that a request that extends it repeats them.
+pub(super) fn render(
+    format: Format,
+    parsed: &Parsed,
+    view: &SentView,
+    breakpoints: bool,
+) -> Result<Vec<u8>, String> {
+    let kept = &view.origins;
+    let messages = &view.messages;
+    let body = match format {
+        Format::Responses => {
+            let items = parsed
+                .items
+                .as_ref()
+                .ok_or("a Responses request without items")?;
+            let mut value = parsed.value.clone();
+            value["input"] = Value::Array(engram::responses::to_items(items, messages, kept));
+            if let Some(offered) = &view.offered {
+                offered.offer(&mut value, format.wire());
+            }
+            value
+        }
+        Format::OpenAi => {
+            let original = parsed.value.get("messages").and_then(Value::as_array);
+            let mut value = parsed.value.clone();
+            value["messages"] = Value::Array(
+                messages
+                    .iter()
+                    .enumerate()
+                    .map(|(n, m)| {
+                        kept.get(n)
+                            .and_then(|o| o.same())
+                            .and_then(|i| original?.get(i).cloned())
+                            .unwrap_or_else(|| m.to_value())
+                    })
+                    .collect(),
+            );
+            if let Some(offered) = &view.offered {
+                offered.offer(&mut value, format.wire());
+            }
+            value
+        }
+        Format::Anthropic => {
+            let mut value = engram::anthropic::rewrite_request(
+                &parsed.value,
+                &parsed.conversation,
+                messages.clone(),
+            )
+            .map_err(|e| e.to_string())?;
+            if let Some(offered) = &view.offered {
+                offered.offer(&mut value, format.wire());
+            }
+            if breakpoints && !engram::anthropic::has_cache_breakpoints(&parsed.value) {
+                let lead = engram::message::leading_instructions(&view.messages);
+                let head = (view.head > lead)
+                    .then(|| engram::anthropic::block_count(&view.messages[lead..view.head]));
+                engram::anthropic::mark_cache_breakpoints(&mut value, head);
+            }
+            value
+        }
+    };
+    serde_json::to_vec(&body).map_err(|e| e.to_string())
+}
+
+/// An Anthropic request sent as the caller sent it, with the breakpoints of its cache marked
+/// when the caller marked none and `enabled` ([`crate::ProxyConfig::cache_breakpoints`]); `None`: as it is.
+pub(super) fn with_breakpoints(enabled: bool, format: Format, parsed: &Parsed) -> Option<Bytes> {
+    if format != Format::Anthropic
+        || !enabled
+        || engram::anthropic::has_cache_breakpoints(&parsed.value)
+    {
+        return None;
+    }
+    let mut value = parsed.value.clone();
+    (engram::anthropic::mark_cache_breakpoints(&mut value, None) > 0)
+        .then(|| serde_json::to_vec(&value).ok().map(Bytes::from))
+        .flatten()
+}
