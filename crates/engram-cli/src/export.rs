@@ -102,7 +102,7 @@ pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
                     }
                 })?);
             }
-            Some(kind) => reader.push(kind, map).map_err(at)?,
+            Some(kind) => reader.push(kind, map).map_err(|e| at(e.to_string()))?,
         }
     }
     let store = SqliteStore::open(&path)?;

@@ -29,7 +29,7 @@ use crate::cli::{BenchCommand, Cli, Command};
 
 // mimalloc, not the system's allocator: a sleep or an import allocates and frees millions of
 // small strings, and glibc's malloc spent a fifth of a 10k-entry sleep in allocating,
-// consolidating and freeing (docs/benchmarks.md, "2026-11-23, a fourth machine").
+// consolidating and freeing (docs/benchmarks-history.md, "2026-11-23, a fourth machine").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

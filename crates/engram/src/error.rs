@@ -30,6 +30,41 @@ pub enum Error {
     },
 }
 
+/// A value the core does not take, and the rule it breaks: a name outside the names taken, text
+/// that is not what it should be (a time, a tool call's arguments), a value out of its range. The
+/// message never names the field: each front names it its own way (`--target`, `"target"`, a
+/// tool's argument), and may answer by the kind (a 400, a tool error, exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// A name outside the names taken.
+    #[error("unknown {what} {given:?}; expected {expected}")]
+    UnknownName {
+        /// What the name names (`strategy`, `format`).
+        what: &'static str,
+        /// The name given.
+        given: String,
+        /// The names taken, in words.
+        expected: String,
+    },
+    /// Text that does not read as what it should be; the message says what was expected.
+    #[error("{0}")]
+    Malformed(String),
+    /// A value outside its range or breaking its rule; the message states the rule.
+    #[error("{0}")]
+    OutOfRange(String),
+    /// A field that must be there and is not.
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// The message a front that reports errors as text shows for a [`ValueError`].
+impl From<ValueError> for String {
+    fn from(e: ValueError) -> String {
+        e.to_string()
+    }
+}
+
 /// Shorthand for results whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

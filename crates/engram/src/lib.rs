@@ -88,7 +88,7 @@ pub use config::Config;
 pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
 };
-pub use error::{Error, InputError, Result};
+pub use error::{Error, InputError, Result, ValueError};
 pub use in_memory::InMemoryStore;
 pub use input::{
     Conversation, InputFormat, MessageStream, parse_conversation, parse_conversation_with_format,

@@ -11,10 +11,12 @@ pub fn now() -> Timestamp {
 }
 
 /// Parses an RFC 3339 time (`2026-11-21T07:00:00Z`).
-pub fn parse_time(s: &str) -> Result<Timestamp, String> {
+pub fn parse_time(s: &str) -> Result<Timestamp, crate::ValueError> {
     let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
         .map_err(|e| {
-        format!("{s:?} is not an RFC 3339 time like 2026-11-21T07:00:00Z ({e})")
+        crate::ValueError::Malformed(format!(
+            "{s:?} is not an RFC 3339 time like 2026-11-21T07:00:00Z ({e})"
+        ))
     })?;
     Ok((t.unix_timestamp_nanos() / 1_000_000) as Timestamp)
 }

@@ -14,6 +14,7 @@
 
 use serde_json::{Value, json};
 
+use crate::ValueError;
 use crate::message::Message;
 
 /// `search_history`: ranked hits over the session's whole log.
@@ -84,13 +85,15 @@ pub enum SchemaFormat {
 
 impl SchemaFormat {
     /// `openai` or `anthropic`.
-    pub fn from_name(name: &str) -> Result<Self, String> {
+    pub fn from_name(name: &str) -> Result<Self, ValueError> {
         match name.to_ascii_lowercase().as_str() {
             "openai" => Ok(SchemaFormat::OpenAi),
             "anthropic" => Ok(SchemaFormat::Anthropic),
-            other => Err(format!(
-                "unknown format {other:?}; expected openai or anthropic"
-            )),
+            other => Err(ValueError::UnknownName {
+                what: "format",
+                given: other.to_owned(),
+                expected: "openai or anthropic".to_owned(),
+            }),
         }
     }
 }
@@ -300,13 +303,15 @@ pub struct ProviderCall {
 
 impl ProviderCall {
     /// Reads a call; the error names what is missing.
-    pub fn parse(call: &Value) -> Result<ProviderCall, String> {
+    pub fn parse(call: &Value) -> Result<ProviderCall, ValueError> {
         let id = call.get("id").cloned().unwrap_or(Value::Null);
         if let Some(function) = call.get("function") {
             let name = function
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or("an OpenAI tool call needs `function.name`".to_owned())?;
+                .ok_or_else(|| {
+                    ValueError::Missing("an OpenAI tool call needs `function.name`".to_owned())
+                })?;
             let arguments = match function.get("arguments") {
                 None | Some(Value::Null) => Value::String("{}".into()),
                 Some(a) => a.clone(),
@@ -322,7 +327,7 @@ impl ProviderCall {
             let name = call
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or("a tool_use block needs `name`".to_owned())?;
+                .ok_or_else(|| ValueError::Missing("a tool_use block needs `name`".to_owned()))?;
             let arguments = match call.get("input") {
                 None | Some(Value::Null) => json!({}),
                 Some(a) => a.clone(),
@@ -334,11 +339,11 @@ impl ProviderCall {
                 anthropic: true,
             });
         }
-        Err(
+        Err(ValueError::Malformed(
             "not a tool call: expected an OpenAI tool call (with `function`) or an Anthropic \
              tool_use block"
                 .to_owned(),
-        )
+        ))
     }
 
     /// The answer in the call's own format: a tool message (`{"role": "tool", "tool_call_id",
@@ -418,18 +423,20 @@ impl ToolReply {
 
 /// A tool call's arguments as an object: OpenAI sends a JSON string, Anthropic and MCP an
 /// object; empty or `null` is no arguments.
-pub fn arguments_object(arguments: &Value) -> Result<Value, String> {
+pub fn arguments_object(arguments: &Value) -> Result<Value, ValueError> {
     let value = match arguments {
         Value::String(s) if s.trim().is_empty() => return Ok(json!({})),
         Value::String(s) => serde_json::from_str::<Value>(s)
-            .map_err(|e| format!("the arguments are not JSON: {e}"))?,
+            .map_err(|e| ValueError::Malformed(format!("the arguments are not JSON: {e}")))?,
         Value::Null => return Ok(json!({})),
         other => other.clone(),
     };
     if value.is_object() {
         Ok(value)
     } else {
-        Err("the arguments must be an object".into())
+        Err(ValueError::Malformed(
+            "the arguments must be an object".into(),
+        ))
     }
 }
 
@@ -497,13 +504,14 @@ impl Default for CompactHistoryArgs {
 impl CompactHistoryArgs {
     /// Reads the call's `arguments` (a JSON string, as OpenAI sends them, or an object, as
     /// Anthropic does); the error names the field, for the tool result the agent reads.
-    pub fn parse(arguments: &Value) -> Result<Self, String> {
+    pub fn parse(arguments: &Value) -> Result<Self, ValueError> {
         let parsed;
         let map = match arguments {
             Value::String(s) if s.trim().is_empty() => return Ok(Self::default()),
             Value::String(s) => {
-                parsed = serde_json::from_str::<Value>(s)
-                    .map_err(|e| format!("the arguments are not JSON: {e}"))?;
+                parsed = serde_json::from_str::<Value>(s).map_err(|e| {
+                    ValueError::Malformed(format!("the arguments are not JSON: {e}"))
+                })?;
                 &parsed
             }
             other => other,
@@ -512,7 +520,9 @@ impl CompactHistoryArgs {
             if map.is_null() {
                 return Ok(Self::default());
             }
-            return Err("the arguments must be an object".into());
+            return Err(ValueError::Malformed(
+                "the arguments must be an object".into(),
+            ));
         };
         let mut args = Self::default();
         for (key, value) in map {
@@ -521,19 +531,27 @@ impl CompactHistoryArgs {
                     args.preserve_recent_messages = value
                         .as_u64()
                         .filter(|n| (1..=50).contains(n))
-                        .ok_or("`preserveRecentMessages` must be a whole number from 1 to 50")?
-                        as usize;
+                        .ok_or_else(|| {
+                            ValueError::OutOfRange(
+                                "`preserveRecentMessages` must be a whole number from 1 to 50"
+                                    .to_owned(),
+                            )
+                        })? as usize;
                 }
                 "customPrompt" => match value {
                     Value::Null => {}
                     Value::String(s) if s.trim().is_empty() => {}
                     Value::String(s) => args.custom_prompt = Some(s.clone()),
-                    _ => return Err("`customPrompt` must be a string".into()),
+                    _ => {
+                        return Err(ValueError::Malformed(
+                            "`customPrompt` must be a string".into(),
+                        ));
+                    }
                 },
                 other => {
-                    return Err(format!(
+                    return Err(ValueError::Malformed(format!(
                         "unknown argument `{other}`; expected preserveRecentMessages, customPrompt"
-                    ));
+                    )));
                 }
             }
         }
@@ -777,7 +795,7 @@ mod tests {
             json!("{not json"),
         ] {
             let err = CompactHistoryArgs::parse(&bad).expect_err("refused");
-            assert!(!err.is_empty());
+            assert!(!err.to_string().is_empty());
         }
         assert_eq!(
             compact_history_result(40, 10, 10_000, 2_500),
@@ -811,16 +829,19 @@ mod tests {
         assert!(
             ProviderCall::parse(&json!({"function": {}}))
                 .unwrap_err()
+                .to_string()
                 .contains("function.name")
         );
         assert!(
             ProviderCall::parse(&json!({"type": "tool_use"}))
                 .unwrap_err()
+                .to_string()
                 .contains("name")
         );
         assert!(
             ProviderCall::parse(&json!({"x": 1}))
                 .unwrap_err()
+                .to_string()
                 .contains("not a tool call")
         );
     }

@@ -77,7 +77,7 @@ const QUANTITIES: &[&str] = &[
 ///
 /// On the dev data this lets "I mentioned cooking something for my friend a couple of days ago"
 /// find "I just baked a chocolate cake for my friend's birthday", where "mentioned" and "days"
-/// had outweighed "friend", and moves no other question but two, both up (docs/benchmarks.md,
+/// had outweighed "friend", and moves no other question but two, both up (docs/benchmarks-history.md,
 /// issue 29). Compaction's recall, `search_history` and every memory backend search this text.
 pub fn without_asides(query: &str) -> Cow<'_, str> {
     // Each word: where it starts and ends in `query`, and its lower case.

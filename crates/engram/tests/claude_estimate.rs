@@ -8,7 +8,7 @@
 //! requests before it taught, then learned from.
 //!
 //! The test fails when the calibration stops beating the registry's estimate; it prints the
-//! table docs/benchmarks.md records:
+//! table docs/benchmarks-history.md records:
 //!
 //! ```text
 //! cargo test -p engram --test claude_estimate -- --nocapture

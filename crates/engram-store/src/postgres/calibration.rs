@@ -8,12 +8,6 @@ use engram::store::Timestamp;
 
 use super::{PostgresStore, pg};
 
-fn decode(text: &str) -> Result<Calibration, StoreError> {
-    serde_json::from_str(text).map_err(|e| {
-        StoreError::Backend(format!("a count calibration that does not read back: {e}"))
-    })
-}
-
 impl CalibrationStore for PostgresStore {
     fn calibration(&self, model: &str) -> Result<Option<Calibration>, StoreError> {
         let row = self.tx(|tx| {
@@ -23,7 +17,8 @@ impl CalibrationStore for PostgresStore {
             )
             .map_err(pg)
         })?;
-        row.map(|r| decode(&r.get::<_, String>(0))).transpose()
+        row.map(|r| Calibration::from_stored(&r.get::<_, String>(0)))
+            .transpose()
     }
 
     fn observe_count(
@@ -39,7 +34,7 @@ impl CalibrationStore for PostgresStore {
             tx.execute(
                 "INSERT INTO engram_count_calibration (tenant, model, state) VALUES ($1, $2, $3)
                  ON CONFLICT (tenant, model) DO NOTHING",
-                &[&self.tenant, &model, &serde_json::to_string(&Calibration::default()).unwrap_or_default()],
+                &[&self.tenant, &model, &Calibration::default().to_stored()?],
             )
             .map_err(pg)?;
             let row = tx
@@ -48,9 +43,9 @@ impl CalibrationStore for PostgresStore {
                     &[&self.tenant, &model],
                 )
                 .map_err(pg)?;
-            let after = decode(&row.get::<_, String>(0))?.observed(counted, tools, reported, at);
+            let after = Calibration::from_stored(&row.get::<_, String>(0))?.observed(counted, tools, reported, at);
             let state =
-                serde_json::to_string(&after).map_err(|e| StoreError::Backend(e.to_string()))?;
+                after.to_stored()?;
             tx.execute(
                 "UPDATE engram_count_calibration SET state = $3 WHERE tenant = $1 AND model = $2",
                 &[&self.tenant, &model, &state],

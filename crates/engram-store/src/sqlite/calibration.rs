@@ -16,12 +16,6 @@ CREATE TABLE IF NOT EXISTS count_calibration (
 ) WITHOUT ROWID;
 ";
 
-fn decode(text: &str) -> Result<Calibration, StoreError> {
-    serde_json::from_str(text).map_err(|e| {
-        StoreError::Backend(format!("a count calibration that does not read back: {e}"))
-    })
-}
-
 impl CalibrationStore for SqliteStore {
     fn calibration(&self, model: &str) -> Result<Option<Calibration>, StoreError> {
         let text: Option<String> = self
@@ -33,7 +27,7 @@ impl CalibrationStore for SqliteStore {
             )
             .optional()
             .map_err(backend)?;
-        text.as_deref().map(decode).transpose()
+        text.as_deref().map(Calibration::from_stored).transpose()
     }
 
     fn observe_count(
@@ -54,10 +48,13 @@ impl CalibrationStore for SqliteStore {
             )
             .optional()
             .map_err(backend)?;
-        let before = text.as_deref().map(decode).transpose()?.unwrap_or_default();
+        let before = text
+            .as_deref()
+            .map(Calibration::from_stored)
+            .transpose()?
+            .unwrap_or_default();
         let after = before.observed(counted, tools, reported, at);
-        let state =
-            serde_json::to_string(&after).map_err(|e| StoreError::Backend(e.to_string()))?;
+        let state = after.to_stored()?;
         tx.execute(
             "INSERT INTO count_calibration (model, state) VALUES (?1, ?2)
              ON CONFLICT (model) DO UPDATE SET state = excluded.state",
@@ -99,5 +96,5 @@ pub fn read_calibration(
         )
         .optional()
         .map_err(backend)?;
-    text.as_deref().map(decode).transpose()
+    text.as_deref().map(Calibration::from_stored).transpose()
 }

@@ -42,7 +42,7 @@ const SNIPPET_CONTEXT: usize = 44;
 /// are worth than others: its next step most often reuses what it did itself, the paths it
 /// opened, the names it edited, the commands it ran. On the dev trajectories, nine in ten of
 /// the identifiers a deep compaction lost were last seen in the agent's calls
-/// (docs/benchmarks.md, "What an agent pays through the proxy").
+/// (docs/benchmarks-history.md, "What an agent pays through the proxy").
 const CALL_WEIGHT: f64 = 2.0;
 
 pub(crate) struct Built {

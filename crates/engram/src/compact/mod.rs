@@ -249,13 +249,14 @@ impl Strategy {
     ];
 
     /// Parses a strategy name; the error (the same on every surface) lists the names.
-    pub fn from_name(name: &str) -> Result<Strategy, String> {
+    pub fn from_name(name: &str) -> Result<Strategy, crate::ValueError> {
         Strategy::parse(name).ok_or_else(|| {
             let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.as_str()).collect();
-            format!(
-                "unknown strategy {name:?}; expected one of {}",
-                names.join(", ")
-            )
+            crate::ValueError::UnknownName {
+                what: "strategy",
+                given: name.to_owned(),
+                expected: format!("one of {}", names.join(", ")),
+            }
         })
     }
 
@@ -891,7 +892,7 @@ impl Planner<'_> {
     /// LongMemEval-S (about 60 times a 2,048-token budget) and LoCoMo (19 to 32 sessions) need
     /// the larger share to reach evidence spread over sessions, while LongMemEval's short
     /// conversations (about 3 times, at most 5 sessions) lose evidence the recent window held
-    /// if recall takes more (docs/benchmarks.md, issue 29).
+    /// if recall takes more (docs/benchmarks-history.md, issue 29).
     fn recall_share(&self, older: &[units::Unit], free: usize) -> f64 {
         // Four characters a token: an estimate is enough for a ratio, and counting every
         // message of a long history exactly would cost more than ranking it.

@@ -30,7 +30,7 @@
 //! that recall allows, and that floor is measured, not derived: by default a compaction keeps its
 //! fixed head and [`TAIL_SHARE`] of the room that head leaves in the limit (on the dev
 //! trajectories the share below which the identifiers an agent's next step uses start to go,
-//! `scripts/bench_cache.py`, docs/benchmarks.md). A configured `target` is a share of the limit,
+//! `scripts/bench_cache.py`, docs/benchmarks-history.md). A configured `target` is a share of the limit,
 //! as it always was.
 
 use super::CompactError;
@@ -214,12 +214,13 @@ pub fn requested_target(
     limit: usize,
     fixed: usize,
     trigger: &TriggerPolicy,
-) -> Result<usize, String> {
+) -> Result<usize, crate::ValueError> {
+    use crate::ValueError::OutOfRange;
     match requested {
-        Some(0) => Err("must be a positive number of tokens".to_owned()),
-        Some(t) if t > limit => Err(format!(
+        Some(0) => Err(OutOfRange("must be a positive number of tokens".to_owned())),
+        Some(t) if t > limit => Err(OutOfRange(format!(
             "{t} is larger than the session's window ({limit} tokens)"
-        )),
+        ))),
         Some(t) => Ok(t),
         None => Ok(trigger.target_tokens(limit, fixed)),
     }
@@ -363,9 +364,12 @@ mod tests {
         assert!(
             requested_target(Some(0), 10_000, 0, &p)
                 .unwrap_err()
+                .to_string()
                 .contains("positive")
         );
-        let e = requested_target(Some(10_001), 10_000, 0, &p).unwrap_err();
+        let e = requested_target(Some(10_001), 10_000, 0, &p)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("larger than the session's window (10000 tokens)"),
             "{e}"

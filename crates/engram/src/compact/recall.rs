@@ -284,7 +284,7 @@ const FROM_NEXT: f64 = 0.3;
 /// The same share in a chat between people (sides that write [`alike`]), where a matching turn
 /// is as often a reaction to the turn before as an answer to it. Measured on LoCoMo at 0, 0.1,
 /// 0.15, 0.2 and 0.3: from 0.1 to 0.2 open-domain questions keep more (0.591 -> 0.602 at 2,048)
-/// and at 0.2 no category falls by more than 0.001 (docs/benchmarks.md, issue 29).
+/// and at 0.2 no category falls by more than 0.001 (docs/benchmarks-history.md, issue 29).
 const FROM_NEXT_ALIKE: f64 = 0.2;
 
 /// Conversations answer in the next turn: "what did you take away from the book?" matches the
@@ -429,7 +429,7 @@ fn sentence_end(line: &str) -> usize {
 
 /// The share of a unit's best sentence in its similarity of meaning ([`similarities`]); the
 /// whole text has the rest. Measured on LoCoMo at 0.35, 0.5 and 0.65 with the best sentence
-/// alone (1) and the larger of the two (docs/benchmarks.md, issue 29): 0.65 kept most at both
+/// alone (1) and the larger of the two (docs/benchmarks-history.md, issue 29): 0.65 kept most at both
 /// budgets, alone or the larger one lost multi-hop questions at 2,048.
 const BEST_SENTENCE: f32 = 0.65;
 
@@ -500,7 +500,7 @@ impl Speakers {
 /// "I just signed up for a pottery class". Read as asked too, so that the speaker still counts.
 /// Measured on LoCoMo with the name left out alone (temporal questions lost 0.015 at 2,048), with
 /// the mean of the two vectors (0.012) and with the mean of the similarities, which kept every
-/// category at least where it was (docs/benchmarks.md, issue 29).
+/// category at least where it was (docs/benchmarks-history.md, issue 29).
 pub(crate) fn query_vectors(
     embedder: &dyn Embedder,
     query: &str,
@@ -626,7 +626,7 @@ fn lift_sessions(scores: &mut [f64], session_of: &[usize], weights: &[f64], shar
 }
 
 /// The share of the best unit's fused score that the sessions nearest the query in meaning add
-/// to their units. Measured on the dev data at 0.05, 0.1, 0.15 and 0.3 (docs/benchmarks.md,
+/// to their units. Measured on the dev data at 0.05, 0.1, 0.15 and 0.3 (docs/benchmarks-history.md,
 /// issue 29).
 const SESSION_MEANING: f64 = 0.1;
 
@@ -795,7 +795,7 @@ pub(crate) fn cost_weight(alike: bool) -> f64 {
 }
 
 /// The share by which the user's turns rise when a question in the first person asks what the
-/// user said. Measured on the dev data at 0.5, 1, 1.5, 2 and 3 (docs/benchmarks.md, issue 29).
+/// user said. Measured on the dev data at 0.5, 1, 1.5, 2 and 3 (docs/benchmarks-history.md, issue 29).
 const FIRST_PERSON: f64 = 1.0;
 
 /// A question put in the first person ("I mentioned cooking something for my friend, what was

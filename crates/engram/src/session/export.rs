@@ -167,7 +167,15 @@ pub struct SessionReader {
 impl SessionReader {
     /// Reads one line of type session, message, compaction, summary or checkpoint; the error
     /// names the field.
-    pub fn push(&mut self, kind: &str, map: &serde_json::Map<String, Value>) -> Result<(), String> {
+    pub fn push(
+        &mut self,
+        kind: &str,
+        map: &serde_json::Map<String, Value>,
+    ) -> Result<(), crate::ValueError> {
+        self.read(kind, map).map_err(crate::ValueError::Malformed)
+    }
+
+    fn read(&mut self, kind: &str, map: &serde_json::Map<String, Value>) -> Result<(), String> {
         let f = Fields(map);
         if kind == "session" {
             self.sessions.push(SessionDump {

@@ -937,7 +937,7 @@ impl Session<'_> {
             tools::READ_HISTORY => self.read_tool(args),
             tools::COMPACT_HISTORY => match CompactHistoryArgs::parse(&args) {
                 Ok(a) => Ok(ToolReply::ok(self.compact_history(&a)?)),
-                Err(e) => Err(Failure::Arguments(e)),
+                Err(e) => Err(Failure::Arguments(e.into())),
             },
             tools::CONTEXT_STATUS => self.status_tool(args),
             tools::MEMORY_SEARCH => {

@@ -371,19 +371,20 @@ pub const MAX_SESSION_ID_CHARS: usize = 128;
 /// Checks a new session's id: 1 to [`MAX_SESSION_ID_CHARS`] characters, none of them a space,
 /// a line break or another control character (an id goes into URLs, file names and log lines).
 /// The error states the rule.
-pub fn check_session_id(id: &str) -> Result<(), String> {
+pub fn check_session_id(id: &str) -> Result<(), crate::ValueError> {
+    use crate::ValueError::OutOfRange;
     let rule = format!(
         "a session id is 1 to {MAX_SESSION_ID_CHARS} characters, with no spaces, line breaks or other control characters"
     );
     let chars = id.chars().count();
     if id.trim().is_empty() {
-        return Err("is empty".into());
+        return Err(OutOfRange("is empty".into()));
     }
     if chars > MAX_SESSION_ID_CHARS {
-        return Err(format!("has {chars} characters; {rule}"));
+        return Err(OutOfRange(format!("has {chars} characters; {rule}")));
     }
     if let Some(c) = id.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("holds {c:?}; {rule}"));
+        return Err(OutOfRange(format!("holds {c:?}; {rule}")));
     }
     Ok(())
 }
