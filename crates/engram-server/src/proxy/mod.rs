@@ -42,13 +42,14 @@ use serde_json::Value;
 
 use crate::app::App;
 use crate::auth::{Tenant, proxy_tenant};
-use crate::body::read_proxy_body;
 use crate::error::ApiError;
 use crate::proxy_state::{Billed, Counted, Recent, Sent};
 use outcome::Outcome;
 use plan::{Plan, options, plan, stable};
 use recall::{Recall, recall_rounds};
-use upstream::{ERROR_BODY_CAP, Upstream, context_exceeded, relay, replay, send, upstream_url};
+use upstream::{
+    ERROR_BODY_CAP, Incoming, Upstream, context_exceeded, incoming, relay, replay, send,
+};
 use wire::{Format, Parsed, parse, render, with_breakpoints};
 
 /// `POST /v1/chat/completions`.
@@ -221,15 +222,12 @@ pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
         } else {
             Format::OpenAi
         };
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        let url = upstream_url(&app, format, &path)?;
-        let method = request.method().clone();
-        let headers = request.headers().clone();
-        let body = read_proxy_body(&app, request.into_body()).await?;
+        let Incoming {
+            url,
+            method,
+            headers,
+            body,
+        } = incoming(&app, format, request).await?;
         let response = send(&app, method, &url, &headers, body).await?;
         Ok::<Response, ApiError>(relay(response, None))
     }
@@ -243,15 +241,12 @@ async fn forward_compacted(
     request: Request,
 ) -> Result<Response, ApiError> {
     let tenant = proxy_tenant(&app, request.headers())?;
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
-    let url = upstream_url(&app, format, &path)?;
-    let method = request.method().clone();
-    let headers = request.headers().clone();
-    let body = read_proxy_body(&app, request.into_body()).await?;
+    let Incoming {
+        url,
+        method,
+        headers,
+        body,
+    } = incoming(&app, format, request).await?;
 
     // Count and compact off the async threads (tokenizers and compaction are CPU work).
     let started = Instant::now();

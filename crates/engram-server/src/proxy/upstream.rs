@@ -10,6 +10,34 @@ use super::wire::Format;
 use crate::app::App;
 use crate::error::ApiError;
 
+/// A proxied request taken apart: where it goes upstream, its method, headers and body (read
+/// within the proxy's limit).
+pub(super) struct Incoming {
+    pub(super) url: String,
+    pub(super) method: axum::http::Method,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
+}
+
+/// Takes `request` apart for the upstream of `format`.
+pub(super) async fn incoming(
+    app: &App,
+    format: Format,
+    request: axum::extract::Request,
+) -> Result<Incoming, ApiError> {
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    Ok(Incoming {
+        url: upstream_url(app, format, &path)?,
+        method: request.method().clone(),
+        headers: request.headers().clone(),
+        body: crate::body::read_proxy_body(app, request.into_body()).await?,
+    })
+}
+
 /// Headers never forwarded either way (hop by hop, or engram's own).
 pub(super) fn skipped(name: &HeaderName) -> bool {
     matches!(
