@@ -1,0 +1,788 @@
+//! The planner: which fidelity each unit of the repaired history gets (verbatim, masked,
+//! recalled, or into the digest), newest first, within the budget.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::count::TokenCounter;
+use crate::message::{Content, Message, Role};
+
+use super::mask::mask_text;
+use super::options::{CompactOptions, CompactReport, Strategy};
+use super::view::{Kind, ViewMessage};
+use super::{digest, recall, summarize, units};
+use recall::Ranking;
+
+/// A message of the repaired history with where it came from.
+pub(super) struct Item<'a> {
+    pub(super) message: units::RepairedMessage<'a>,
+    /// The input index, `None` for a note engram added.
+    pub(super) input: Option<usize>,
+    /// The message's place in a log, when the caller names messages by it
+    /// ([`CompactOptions::logged_ids`]).
+    pub(super) logged: Option<usize>,
+}
+
+impl std::borrow::Borrow<Message> for Item<'_> {
+    fn borrow(&self) -> &Message {
+        &self.message
+    }
+}
+
+impl Item<'_> {
+    /// The input message's id, or its index when it has none; empty for a note engram added.
+    /// Made on demand: most messages never need it, and a string per message is a large share
+    /// of a long history's memory.
+    pub(super) fn source_id(&self) -> std::borrow::Cow<'_, str> {
+        match self.input {
+            None => std::borrow::Cow::Borrowed(""),
+            Some(i) => self
+                .message
+                .id
+                .as_deref()
+                .map_or_else(|| i.to_string().into(), Into::into),
+        }
+    }
+
+    /// The id the agent's tools know the message by, which markers and digests name: its own
+    /// id, else its place in the log the caller names ([`CompactOptions::logged_ids`]), else
+    /// [`Item::source_id`].
+    pub(super) fn shown_id(&self) -> std::borrow::Cow<'_, str> {
+        match (self.input, &self.message.id, self.logged) {
+            (Some(_), None, Some(p)) => format!("m{p}").into(),
+            _ => self.source_id(),
+        }
+    }
+}
+
+/// A unit's version for the view, and what it costs.
+pub(super) struct Version {
+    pub(super) messages: Vec<ViewMessage>,
+    pub(super) tokens: usize,
+    /// Tool outputs masked (not counting duplicates replaced by a pointer).
+    pub(super) masked: usize,
+}
+
+pub(super) struct Planner<'a> {
+    pub(super) items: &'a [Item<'a>],
+    pub(super) counter: &'a TokenCounter,
+    pub(super) options: &'a CompactOptions,
+    /// Where hybrid recall's vectors are kept, when the caller has a place.
+    pub(super) vectors: Option<&'a dyn crate::embed::VectorStore>,
+    pub(super) report: CompactReport,
+}
+
+impl Planner<'_> {
+    pub(super) fn original(&self, item: &Item<'_>) -> ViewMessage {
+        ViewMessage {
+            message: Message::clone(&item.message),
+            kind: if item.input.is_some() {
+                Kind::Original
+            } else {
+                Kind::Status
+            },
+            source_ids: match item.source_id() {
+                id if id.is_empty() => Vec::new(),
+                id => vec![id.into_owned()],
+            },
+        }
+    }
+
+    fn tokens(&self, messages: &[ViewMessage]) -> usize {
+        messages
+            .iter()
+            .map(|v| self.counter.count_message(&v.message).total())
+            .sum()
+    }
+
+    /// Whether `unit` starts a session: it opens with a system message, as a chat log's dated
+    /// heading does.
+    fn starts_session(&self, unit: &units::Unit) -> bool {
+        self.items[unit.start].message.role == Role::System
+    }
+
+    fn full(&self, unit: units::Unit) -> Version {
+        let messages: Vec<ViewMessage> = self.items[unit.start..unit.end]
+            .iter()
+            .map(|i| self.original(i))
+            .collect();
+        Version {
+            tokens: self.tokens(&messages),
+            messages,
+            masked: 0,
+        }
+    }
+
+    /// Recall's share of `free` for these older units: [`CompactOptions::recall_share`], and more
+    /// for a history many times the budget or of many sessions (a unit that starts with a
+    /// system message starts one, as in a chat log). Measured on the dev conversations:
+    /// LongMemEval-S (about 60 times a 2,048-token budget) and LoCoMo (19 to 32 sessions) need
+    /// the larger share to reach evidence spread over sessions, while LongMemEval's short
+    /// conversations (about 3 times, at most 5 sessions) lose evidence the recent window held
+    /// if recall takes more (docs/benchmarks-history.md, issue 29).
+    fn recall_share(&self, older: &[units::Unit], free: usize) -> f64 {
+        // Four characters a token: an estimate is enough for a ratio, and counting every
+        // message of a long history exactly would cost more than ranking it.
+        let chars: usize = older
+            .iter()
+            .flat_map(|u| &self.items[u.start..u.end])
+            .map(|i| i.message.text().len())
+            .sum();
+        let sessions = older.iter().filter(|u| self.starts_session(u)).count();
+        recall_share_for(self.options.recall_share, chars / 4, free, sessions)
+    }
+
+    /// Whether the two sides of `units` write alike (a chat between people, not an assistant's
+    /// conversation), from the lengths of the user's and the assistant's messages (see
+    /// [`recall::alike`]); by characters, as the ratio needs no exact count.
+    fn alike(&self, units: &[units::Unit]) -> bool {
+        recall::sides_alike(
+            units
+                .iter()
+                .flat_map(|u| &self.items[u.start..u.end])
+                .map(|item| (item.message.role, item.message.text().len())),
+        )
+    }
+
+    /// The middle of the view (between pinned messages and the newest unit) for `free` tokens,
+    /// each message with the position in the input of the unit it comes from (the digest's: 0).
+    pub(super) fn select(
+        &mut self,
+        older: &[units::Unit],
+        free: usize,
+        all_fit: bool,
+    ) -> Vec<(usize, ViewMessage)> {
+        if all_fit {
+            return older
+                .iter()
+                .flat_map(|u| self.full(*u).messages.into_iter().map(|v| (u.start, v)))
+                .collect();
+        }
+        let strategy = self.options.strategy;
+        let dedupe = matches!(strategy, Strategy::Auto | Strategy::Dedupe);
+        let mask = matches!(strategy, Strategy::Auto | Strategy::Mask);
+        let digest = matches!(
+            strategy,
+            Strategy::Auto | Strategy::Extractive | Strategy::Summarize
+        );
+        let recall = strategy == Strategy::Auto && self.options.query.is_some();
+
+        let replaced = if dedupe {
+            self.duplicates(older)
+        } else {
+            HashMap::new()
+        };
+        if !replaced.is_empty() {
+            self.report.steps.push("dedupe");
+            self.report.deduplicated = replaced.len();
+        }
+        let keep_full = if mask {
+            self.recent_outputs(older, self.options.mask_keep_last)
+        } else {
+            HashSet::new()
+        };
+
+        // Budget split: the digest and recall take shares of the free budget, but only what
+        // they use; the newest-first window takes the rest.
+        let recall_budget = if recall {
+            (free as f64 * self.recall_share(older, free)) as usize
+        } else {
+            0
+        };
+        let digest_reserve = if digest {
+            ((free - recall_budget) as f64 * self.options.digest_share) as usize
+        } else {
+            0
+        };
+        let mut window_budget = free - recall_budget - digest_reserve;
+        if matches!(strategy, Strategy::Extractive | Strategy::Summarize) {
+            // Seed 000: the last `keep_recent` messages, whatever they cost, then the digest.
+            window_budget = free - digest_reserve.min(free / 2);
+        }
+
+        // Newest-first window.
+        let mut taken: Vec<(usize, Version, bool)> = Vec::new(); // (unit index, version, masked)
+        let mut used = 0;
+        let mut recent_messages = 0;
+        for (ui, unit) in older.iter().enumerate().rev() {
+            if matches!(strategy, Strategy::Extractive | Strategy::Summarize) {
+                let enough = if self.options.preserve_window {
+                    recent_messages >= 20 && used as f64 >= 0.2 * self.options.budget as f64
+                } else {
+                    recent_messages >= self.options.keep_recent
+                };
+                if enough {
+                    break;
+                }
+            }
+            let wants_mask = mask && !keep_full.contains(&ui);
+            let version = self.version(*unit, &replaced, wants_mask);
+            if used + version.tokens > window_budget {
+                break;
+            }
+            used += version.tokens;
+            recent_messages += unit.len();
+            let masked = version.masked > 0;
+            taken.push((ui, version, masked));
+        }
+        let first_kept = taken.last().map_or(older.len(), |(ui, _, _)| *ui);
+        let dropped = &older[..first_kept];
+
+        // Recall: the dropped units that best serve the query, verbatim.
+        let mut recalled: Vec<(usize, Version)> = Vec::new();
+        if recall && !dropped.is_empty() {
+            let query = self.options.query.as_deref().unwrap_or_default();
+            let budget = recall_budget + (window_budget - used);
+            let mut recall_used = 0;
+            let alike = self.alike(dropped);
+            let (fused, words_only) = self.rank(dropped, query, alike);
+            // Each ranked unit's recalled version, made once (with hybrid recall a unit is in
+            // both rankings).
+            let mut versions: HashMap<usize, Version> = HashMap::new();
+            for &(ui, _) in fused.iter().chain(words_only.iter().flatten()) {
+                if let std::collections::hash_map::Entry::Vacant(slot) = versions.entry(ui) {
+                    slot.insert(self.version(dropped[ui], &replaced, false));
+                }
+            }
+            let cost_weight = recall::cost_weight(alike);
+            let by_value = |order: Ranking| {
+                let mut ranked: Ranking = order
+                    .into_iter()
+                    .map(|(ui, score)| {
+                        let value = recall::value(score, versions[&ui].tokens, cost_weight);
+                        (ui, value)
+                    })
+                    .collect();
+                ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+                ranked
+            };
+            let mut ranked = by_value(fused);
+            if let Some(words) = words_only {
+                // How many units the budget holds: a place past it counts for less.
+                let mean = ranked
+                    .iter()
+                    .map(|(ui, _)| versions[ui].tokens as f64)
+                    .sum::<f64>()
+                    / ranked.len().max(1) as f64;
+                let holds = budget as f64 / mean.max(1.0);
+                ranked = recall::fuse_ranks(&ranked, &by_value(words), holds);
+            }
+            for (ui, _) in ranked {
+                let Some(version) = versions.remove(&ui) else {
+                    continue;
+                };
+                if recall_used + version.tokens <= budget {
+                    recall_used += version.tokens;
+                    recalled.push((ui, version));
+                }
+            }
+            recalled.sort_by_key(|(ui, _)| *ui);
+            if !recalled.is_empty() {
+                self.report.steps.push("recall");
+                self.report.recalled = recalled.len();
+            }
+            used += recall_used;
+        }
+
+        // Digest of what is neither in the window nor recalled.
+        let recalled_units: HashSet<usize> = recalled.iter().map(|(ui, _)| *ui).collect();
+        let mut summary: Option<ViewMessage> = None;
+        if digest && !dropped.is_empty() {
+            let visible: Vec<&Message> = taken
+                .iter()
+                .flat_map(|(_, v, _)| v.messages.iter().map(|m| &m.message))
+                .chain(
+                    recalled
+                        .iter()
+                        .flat_map(|(_, v)| v.messages.iter().map(|m| &m.message)),
+                )
+                .chain(
+                    self.items
+                        .iter()
+                        .filter(|i| i.message.role.is_instruction())
+                        .take(1)
+                        .map(|i| i.message.as_ref()),
+                )
+                // A fixed head stays in view: what it says need not be said again.
+                .chain(
+                    self.items
+                        .iter()
+                        .take_while(|i| i.input.is_some_and(|at| at < self.options.head))
+                        .map(|i| i.message.as_ref()),
+                )
+                .collect();
+            // The digest holds at most part of the budget, so it reads only the most recent
+            // dropped material (16 times what it can hold), plus the task statement: on a
+            // history of millions of tokens, older lines would rarely win a place anyway.
+            let limit = (free.saturating_sub(used) * 4 * 16).max(256 * 1024);
+            let mut read = 0usize;
+            let mut sources: Vec<&Item<'_>> = Vec::new();
+            for (_, unit) in dropped
+                .iter()
+                .enumerate()
+                .rev()
+                .filter(|(ui, _)| !recalled_units.contains(ui))
+            {
+                if read > limit {
+                    break;
+                }
+                for item in self.items[unit.start..unit.end].iter().rev() {
+                    if item.input.is_some() {
+                        read += item.message.text().len();
+                        sources.push(item);
+                    }
+                }
+            }
+            // The task statement, when it was dropped and not recalled whole (a fixed head
+            // holds it, when there is one).
+            if self.options.head == 0
+                && let Some(task) = self.items.iter().find(|i| i.message.role == Role::User)
+                && !sources.iter().any(|s| std::ptr::eq(*s, task))
+                && dropped.iter().enumerate().any(|(ui, u)| {
+                    !recalled_units.contains(&ui)
+                        && self.items[u.start..u.end]
+                            .iter()
+                            .any(|i| std::ptr::eq(i, task))
+                })
+            {
+                sources.push(task);
+            }
+            sources.reverse();
+            let mut budget = free.saturating_sub(used);
+            if let Some(share) = self.options.summary_share {
+                // A summary asked to stay smaller than what it stands for.
+                let replaced: usize = sources
+                    .iter()
+                    .map(|i| self.counter.count_message(&i.message).total())
+                    .sum();
+                budget = budget.min(((share * replaced as f64) as usize).max(SUMMARY_FLOOR));
+            }
+            let built = match self.summary(&sources, budget, dropped) {
+                Some(built) => Some(("summarize", built)),
+                None => digest::build(
+                    &sources,
+                    &visible,
+                    self.counter,
+                    budget,
+                    self.options.head == 0,
+                    self.options.read_tool.as_deref(),
+                )
+                .map(|built| ("extractive", built)),
+            };
+            if let Some((step, built)) = built {
+                self.report.steps.push(step);
+                self.report.summarized = built.source_ids.len();
+                self.report.summary_tokens = built.tokens;
+                used += built.tokens;
+                summary = Some(ViewMessage {
+                    message: built.message,
+                    kind: Kind::Summary,
+                    source_ids: built.source_ids,
+                });
+            }
+        }
+
+        // Spend what is left on the masked outputs, newest first.
+        if mask {
+            for (ui, version, masked) in taken.iter_mut() {
+                if !*masked {
+                    continue;
+                }
+                let full = self.version(older[*ui], &replaced, false);
+                if used - version.tokens + full.tokens <= free {
+                    used = used - version.tokens + full.tokens;
+                    *version = full;
+                    *masked = false;
+                }
+            }
+        }
+        let masked = taken.iter().filter(|(_, _, m)| *m).count();
+        if masked > 0 {
+            self.report.steps.push("mask");
+            self.report.masked = taken.iter().map(|(_, v, _)| v.masked).sum();
+        }
+        if first_kept > 0 {
+            self.report.steps.push("truncate");
+        }
+
+        let mut out = Vec::new();
+        out.extend(summary.map(|s| (0, s)));
+        for (ui, version) in recalled {
+            let at = older[ui].start;
+            out.extend(version.messages.into_iter().map(|mut v| {
+                if v.kind == Kind::Original {
+                    v.kind = Kind::Recalled;
+                }
+                (at, v)
+            }));
+        }
+        for (ui, version, _) in taken.into_iter().rev() {
+            let at = older[ui].start;
+            out.extend(version.messages.into_iter().map(|v| (at, v)));
+        }
+        out
+    }
+
+    /// A summary by the configured summarizer, when there is one and its summary fits;
+    /// otherwise `None`, with the reason in the report.
+    fn summary(
+        &mut self,
+        sources: &[&Item<'_>],
+        budget: usize,
+        dropped: &[units::Unit],
+    ) -> Option<digest::Built> {
+        let Some(summarizer) = self.options.summarizer.as_ref() else {
+            if self.options.strategy == Strategy::Summarize {
+                self.report.summary_fallback =
+                    Some("no summarizer is configured; the extractive digest was used".into());
+            }
+            return None;
+        };
+        if !matches!(self.options.strategy, Strategy::Auto | Strategy::Summarize) {
+            return None;
+        }
+        let header_tokens = self
+            .counter
+            .count_message(&Message::system(format!("{}\n", summarize::SUMMARY_HEADER)))
+            .total();
+        // Incremental: an earlier summary whose messages all leave the view again is merged
+        // with what was dropped since, not summarised again from the messages.
+        let previous = self.options.previous_summary.as_ref().filter(|p| {
+            let covers: HashSet<&str> = p.covers.iter().map(String::as_str).collect();
+            let leaving: HashSet<std::borrow::Cow<'_, str>> = dropped
+                .iter()
+                .flat_map(|u| self.items[u.start..u.end].iter())
+                .map(|i| i.source_id())
+                .filter(|id| covers.contains(id.as_ref()))
+                .collect();
+            !covers.is_empty() && leaving.len() == covers.len()
+        });
+        let covered: HashSet<&str> = previous
+            .map(|p| p.covers.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        let fresh: Vec<&Item<'_>> = sources
+            .iter()
+            .copied()
+            .filter(|i| !covered.contains(i.source_id().as_ref()))
+            .collect();
+        let messages: Vec<&Message> = fresh.iter().map(|i| i.message.as_ref()).collect();
+        let request = summarize::SummaryRequest {
+            messages: &messages,
+            prompt: self
+                .options
+                .prompt
+                .as_deref()
+                .unwrap_or(summarize::DEFAULT_PROMPT),
+            focus: self.options.focus.as_deref(),
+            max_tokens: budget.saturating_sub(header_tokens),
+            previous: previous.map(|p| p.text.as_str()),
+        };
+        let fallback = |report: &mut CompactReport, reason: String| {
+            report.summary_fallback = Some(reason);
+            None
+        };
+        let text = match previous {
+            Some(p) if messages.is_empty() => p.text.clone(),
+            _ => match summarizer.summarize(&request) {
+                Ok(text) if !text.trim().is_empty() => text,
+                Ok(_) => {
+                    return fallback(
+                        &mut self.report,
+                        format!("{} returned an empty summary", summarizer.name()),
+                    );
+                }
+                Err(e) => return fallback(&mut self.report, e.to_string()),
+            },
+        };
+        let message = Message::system(format!("{}\n{}", summarize::SUMMARY_HEADER, text.trim()));
+        let tokens = self.counter.count_message(&message).total();
+        if tokens > budget {
+            return fallback(
+                &mut self.report,
+                format!(
+                    "{}'s summary has {tokens} tokens; {budget} were available",
+                    summarizer.name()
+                ),
+            );
+        }
+        self.report.summarizer = Some(summarizer.name().to_owned());
+        self.report.summary_previous = previous.map(|_| {
+            if messages.is_empty() {
+                "reused"
+            } else {
+                "merged"
+            }
+        });
+        let mut source_ids: Vec<String> = previous.map(|p| p.covers.clone()).unwrap_or_default();
+        source_ids.extend(
+            fresh
+                .iter()
+                .map(|i| i.source_id().into_owned())
+                .filter(|s| !s.is_empty()),
+        );
+        Some(digest::Built {
+            message,
+            tokens,
+            source_ids,
+        })
+    }
+
+    /// Indices (into `older`) of the units holding the last `n` tool outputs.
+    fn recent_outputs(&self, older: &[units::Unit], n: usize) -> HashSet<usize> {
+        let mut out = HashSet::new();
+        let mut seen = 0;
+        for (ui, unit) in older.iter().enumerate().rev() {
+            if seen >= n {
+                break;
+            }
+            let outputs = self.items[unit.start..unit.end]
+                .iter()
+                .filter(|i| i.message.role == Role::Tool && i.input.is_some())
+                .count();
+            if outputs > 0 {
+                out.insert(ui);
+                seen += outputs;
+            }
+        }
+        out
+    }
+
+    /// Older tool outputs repeated later (same text, or same tool and arguments): item index →
+    /// the call id of the newer copy.
+    fn duplicates(&self, older: &[units::Unit]) -> HashMap<usize, String> {
+        let mut newest_by_text: HashMap<u64, String> = HashMap::new();
+        let mut newest_by_call: HashMap<(String, String), String> = HashMap::new();
+        let mut out = HashMap::new();
+        // Only units that may enter the window matter: the newest `4 x budget` tokens' worth
+        // of text (at least 256 KB).
+        let limit = (self.options.budget * 16).max(256 * 1024);
+        let mut read = 0usize;
+        for unit in older.iter().rev() {
+            if read > limit {
+                break;
+            }
+            read += self.items[unit.start..unit.end]
+                .iter()
+                .map(|i| i.message.text().len())
+                .sum::<usize>();
+            let calls: HashMap<&str, (&str, &str)> = self.items[unit.start..unit.end]
+                .iter()
+                .flat_map(|i| i.message.calls())
+                .map(|c| (c.id.as_str(), (c.name.as_str(), c.arguments.as_str())))
+                .collect();
+            for index in (unit.start..unit.end).rev() {
+                let item = &self.items[index];
+                if item.message.role != Role::Tool || item.input.is_none() {
+                    continue;
+                }
+                let text = item.message.text();
+                if text.len() < 200 {
+                    continue; // Short outputs are cheaper than a pointer to them.
+                }
+                let id = item
+                    .message
+                    .tool_call_id()
+                    .map(str::to_owned)
+                    .unwrap_or_default();
+                let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+                let call_key = calls
+                    .get(id.as_str())
+                    .map(|(n, a)| ((*n).to_owned(), (*a).to_owned()));
+                if let Some(newer) = newest_by_text.get(&hash) {
+                    out.insert(index, newer.clone());
+                } else if let Some(newer) = call_key.as_ref().and_then(|k| newest_by_call.get(k)) {
+                    out.insert(index, newer.clone());
+                }
+                newest_by_text.entry(hash).or_insert_with(|| id.clone());
+                if let Some(k) = call_key {
+                    newest_by_call.entry(k).or_insert(id);
+                }
+            }
+        }
+        out
+    }
+
+    /// How a marker says the original of message `id` comes back: `; read_history ids=[id]
+    /// returns it whole` with the agent's read tool, nothing without one.
+    fn reads_back(&self, id: &str) -> String {
+        match &self.options.read_tool {
+            Some(tool) => format!("; {tool} ids=[{id}] returns it whole"),
+            None => String::new(),
+        }
+    }
+
+    /// A unit's version: duplicates replaced, and tool outputs masked when asked.
+    fn version(
+        &self,
+        unit: units::Unit,
+        replaced: &HashMap<usize, String>,
+        masked: bool,
+    ) -> Version {
+        let names: HashMap<&str, &str> = self.items[unit.start..unit.end]
+            .iter()
+            .flat_map(|i| i.message.calls())
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        let masked_outputs = std::cell::Cell::new(0);
+        let messages: Vec<ViewMessage> = (unit.start..unit.end)
+            .map(|index| {
+                let item = &self.items[index];
+                let mut view = self.original(item);
+                if item.message.role != Role::Tool || item.input.is_none() {
+                    return view;
+                }
+                let id = item.message.tool_call_id().unwrap_or("?");
+                let tool = item
+                    .message
+                    .name()
+                    .or_else(|| names.get(id).copied())
+                    .unwrap_or("tool");
+                if let Some(newer) = replaced.get(&index) {
+                    view.message.content = Some(Content::Text(format!(
+                        "[TOOL OUTPUT ARCHIVED - search history for details] `{tool}` output of call {id} is identical to, or superseded by, the output of call {newer} below{}",
+                        self.reads_back(&item.shown_id())
+                    )));
+                    view.kind = Kind::Masked;
+                } else if masked
+                    && let Some(text) =
+                        mask_text(
+                            &item.message.text(),
+                            tool,
+                            id,
+                            &self.reads_back(&item.shown_id()),
+                            self.counter,
+                        )
+                {
+                    view.message.content = Some(Content::Text(text));
+                    view.kind = Kind::Masked;
+                    masked_outputs.set(masked_outputs.get() + 1);
+                }
+                view
+            })
+            .collect();
+        Version {
+            tokens: self.tokens(&messages),
+            masked: masked_outputs.get(),
+            messages,
+        }
+    }
+
+    /// `dropped` unit indices with their scores, best match for the query first; with hybrid
+    /// recall, the order by words alone as well (the two are merged by their places, see
+    /// [`recall::fuse_ranks`]). `alike`: the sides write alike (a chat between people).
+    fn rank(
+        &mut self,
+        dropped: &[units::Unit],
+        query: &str,
+        alike: bool,
+    ) -> (Ranking, Option<Ranking>) {
+        // Each unit's text is needed whole (and cut into sentences) only for embeddings;
+        // otherwise only its terms are kept (a long log's texts would double what ranking holds).
+        let keep_texts = self.options.embedder.is_some();
+        let mut meanings: Vec<recall::Meaning> = Vec::new();
+        let mut speakers = recall::Speakers::default();
+        let query_terms = recall::terms(&crate::words::without_asides(query));
+        let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
+        let mut lengths = Vec::with_capacity(dropped.len());
+        let documents: Vec<Vec<String>> = dropped
+            .iter()
+            .map(|u| {
+                let mut meaning = recall::Meaning::default();
+                for item in &self.items[u.start..u.end] {
+                    if keep_texts {
+                        meaning.push(&item.message);
+                        speakers.add(&item.message);
+                    } else {
+                        recall::push_meaning_text(&item.message, &mut meaning.text);
+                    }
+                }
+                let (mut terms, joined) = recall::terms_and_joined(&meaning.text, |first| {
+                    query_terms.iter().any(|q| q.starts_with(first))
+                });
+                lengths.push(terms.len());
+                terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
+                if keep_texts {
+                    meanings.push(meaning);
+                }
+                terms
+            })
+            .collect();
+        let similar =
+            self.options.embedder.as_ref().and_then(|embedder| {
+                match recall::similarities(
+                    embedder.as_ref(),
+                    self.vectors,
+                    query,
+                    &speakers,
+                    &meanings,
+                ) {
+                    Ok(similar) => {
+                        self.report.recall_embedder = Some(embedder.name().to_owned());
+                        Some(similar)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
+                        None
+                    }
+                }
+            });
+        let traits = recall::Traits {
+            asks: dropped
+                .iter()
+                .map(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .any(|i| i.message.text().contains('?'))
+                })
+                .collect(),
+            headings: dropped.iter().map(|u| self.starts_session(u)).collect(),
+            speakers: dropped
+                .iter()
+                .map(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .find_map(|i| i.message.name())
+                })
+                .collect(),
+            users: dropped
+                .iter()
+                .map(|u| {
+                    self.items[u.start..u.end]
+                        .iter()
+                        .any(|i| i.message.role == Role::User)
+                })
+                .collect(),
+        };
+        let bm25 = recall::Bm25::with_lengths(documents, lengths);
+        recall::order(
+            bm25.scores(&query_terms),
+            |sessions, count| bm25.grouped(sessions, count).scores(&query_terms),
+            &traits,
+            query,
+            alike,
+            similar.as_deref(),
+        )
+    }
+}
+
+/// The tokens a summary held to a share of what it stands for
+/// ([`CompactOptions::summary_share`]) may take however little that is.
+pub(super) const SUMMARY_FLOOR: usize = 200;
+
+/// Recall's share of `free` tokens for a history of `history` tokens in `sessions` sessions,
+/// given the configured `share`. The rest (the digest and the recent window) shrinks linearly,
+/// to a quarter of it, as the history grows from 8 to 24 times `free`, or as it spans from 4 to
+/// 12 sessions, whichever shrinks it more: the newest session is then a small part of the
+/// history, and the answer is more likely in one that only recall reaches.
+pub(super) fn recall_share_for(share: f64, history: usize, free: usize, sessions: usize) -> f64 {
+    const FROM: f64 = 8.0;
+    const FULL: f64 = 24.0;
+    const FROM_SESSIONS: f64 = 4.0;
+    const FULL_SESSIONS: f64 = 12.0;
+    let share = share.clamp(0.0, 1.0);
+    let times = history as f64 / free.max(1) as f64;
+    let by_length = ((times - FROM) / (FULL - FROM)).clamp(0.0, 1.0);
+    let by_sessions =
+        ((sessions as f64 - FROM_SESSIONS) / (FULL_SESSIONS - FROM_SESSIONS)).clamp(0.0, 1.0);
+    let grown = by_length.max(by_sessions);
+    1.0 - (1.0 - share) * (1.0 - 0.75 * grown)
+}
