@@ -80,9 +80,11 @@ cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$work/
 end_step "${PIPESTATUS[0]}" "cargo test"
 
 step "the Python package: pip install ./crates/engram-py[test] (maturin, abi3, with embeddings), then its pytest suite"
-# The wheel builds in release mode into CARGO_TARGET_DIR (cached by CI like every other build),
-# with the `embeddings` feature so that hybrid recall's tests run.
-MATURIN_PEP517_ARGS="--features embeddings" \
+# The wheel builds with the dev profile into CARGO_TARGET_DIR, as the Node module does, so the two
+# share every dependency they have in common (candle among them) and the Rust tests' optimised
+# dependencies (`[profile.dev.package."*"]`); with the `embeddings` feature so that hybrid
+# recall's tests run. A user's `pip install` builds in release.
+MATURIN_PEP517_ARGS="--profile dev --features embeddings" \
   python3 -m pip install --quiet --root-user-action=ignore "./crates/engram-py[test]"
 status=$?
 if [ "$status" -eq 0 ]; then

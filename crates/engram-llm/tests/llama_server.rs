@@ -57,6 +57,11 @@ fn start(server: &PathBuf, model: &PathBuf) -> (Server, u16) {
             "2",
             "-c",
             "4096",
+            // The server caps each reply at 256 tokens whatever a request asks for (what engram
+            // sends is unchanged): the test proves the path to a real model and back, or to the
+            // fallback, in seconds rather than minutes of SmolLM2 writing a whole budget.
+            "-n",
+            "256",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

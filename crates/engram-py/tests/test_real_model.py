@@ -27,8 +27,11 @@ def llama():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # `-n 256`: the server caps each reply at 256 tokens whatever a request asks for (engram's
+    # requests are unchanged). SmolLM2 writing a whole summary budget took 8 to 9 minutes a test
+    # on 2 cores; a capped reply proves the same path, to a real model and back or to the fallback.
     proc = subprocess.Popen([server, "-m", model, "--host", "127.0.0.1", "--port", str(port),
-                             "-t", "2", "-c", "4096"],
+                             "-t", "2", "-c", "4096", "-n", "256"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
