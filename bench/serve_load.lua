@@ -1,5 +1,5 @@
 -- wrk script for `engram serve`: appends and context builds, alternating, over 16 sessions.
--- Usage: see docs/benchmarks.md ("engram serve under load").
+-- Usage: see docs/benchmarks-history.md ("engram serve under load").
 local counter = 0
 local key = os.getenv("ENGRAM_BENCH_KEY") or ""
 

@@ -56,10 +56,16 @@ test('search_history finds an evicted message by a word only it holds; read_hist
   assert.ok(evicted, 'a message left the view and search_history finds it')
   const word = evicted.word
   evicted = evicted.message
-  const read = await session.tool('read_history', { ids: [evicted.id], max_tokens: 100000 })
+  // Whole, with what the log keeps beside the message (here its `meta`), when asked for; by
+  // default the message as the model sent or read it.
+  const read = await session.tool('read_history', { ids: [evicted.id], max_tokens: 100000, metadata: true })
   const messages = JSON.parse(read.content).messages
   assert.equal(messages[0].id, evicted.id)
   assert.deepEqual(messages[0].message, evicted)
+  const plain = JSON.parse((await session.tool('read_history', { ids: [evicted.id], max_tokens: 100000 })).content)
+  const { meta, ...spoken } = evicted
+  assert.ok(meta !== undefined, 'the fixture carries metadata')
+  assert.deepEqual(plain.messages[0].message, spoken)
   // An OpenAI tool call and an Anthropic tool_use block, answered in their own shapes.
   const openai = await session.handleToolCall({ id: 'c1', type: 'function', function: { name: 'search_history', arguments: JSON.stringify({ query: word }) } })
   assert.equal(openai.role, 'tool')

@@ -8,7 +8,7 @@
 
     TIKTOKEN_CACHE_DIR=../shared/eval/tiktoken_cache python3 crates/engram-py/bench/bench_py.py
 
-Prints a Markdown table of medians and ratios (docs/benchmarks.md records it).
+Prints a Markdown table of medians and ratios (docs/benchmarks-history.md records it).
 """
 
 from __future__ import annotations

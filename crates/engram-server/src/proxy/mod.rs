@@ -222,13 +222,8 @@ pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
         } else {
             Format::OpenAi
         };
-        let Incoming {
-            url,
-            method,
-            headers,
-            body,
-        } = incoming(&app, format, request).await?;
-        let response = send(&app, method, &url, &headers, body).await?;
+        let to = incoming(&app, format, request).await?;
+        let response = send(&app, to.method, &to.url, &to.headers, to.body).await?;
         Ok::<Response, ApiError>(relay(response, None))
     }
     .await;

@@ -18,16 +18,7 @@ CREATE TABLE IF NOT EXISTS count_calibration (
 
 impl CalibrationStore for SqliteStore {
     fn calibration(&self, model: &str) -> Result<Option<Calibration>, StoreError> {
-        let text: Option<String> = self
-            .conn()
-            .query_row(
-                "SELECT state FROM count_calibration WHERE model = ?1",
-                params![model],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(backend)?;
-        text.as_deref().map(Calibration::from_stored).transpose()
+        read(&self.conn(), model)
     }
 
     fn observe_count(
@@ -40,19 +31,7 @@ impl CalibrationStore for SqliteStore {
     ) -> Result<Calibration, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
-        let text: Option<String> = tx
-            .query_row(
-                "SELECT state FROM count_calibration WHERE model = ?1",
-                params![model],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(backend)?;
-        let before = text
-            .as_deref()
-            .map(Calibration::from_stored)
-            .transpose()?
-            .unwrap_or_default();
+        let before = read(&tx, model)?.unwrap_or_default();
         let after = before.observed(counted, tools, reported, at);
         let state = after.to_stored()?;
         tx.execute(
@@ -88,6 +67,11 @@ pub fn read_calibration(
     if !has_table {
         return Ok(None);
     }
+    read(&conn, model)
+}
+
+/// The calibration kept for `model`, if any.
+fn read(conn: &Connection, model: &str) -> Result<Option<Calibration>, StoreError> {
     let text: Option<String> = conn
         .query_row(
             "SELECT state FROM count_calibration WHERE model = ?1",
