@@ -843,9 +843,12 @@ pub(crate) struct ServeArgs {
     /// Once the proxy sets part of a conversation aside, offer the model engram's history
     /// search and read as tools (engram_search_history, engram_read_history) and answer its
     /// calls to them from the history the request carries, asking the upstream again; the
-    /// caller gets the final answer only. auto (the default) or off; also the config's [server]
-    /// recall_tools. While offered, a streamed reply is held until the model's turn ends.
-    #[arg(long, value_name = "auto|off", value_parser = ["auto", "off"])]
+    /// caller gets the final answer only. auto (the default): from the compaction where what
+    /// is set aside is worth the cached prefix their first appearance makes new (they come
+    /// before the messages); always: from the first compaction; off. Also the config's
+    /// [server] recall_tools. While offered, a streamed reply is held until the model's turn
+    /// ends.
+    #[arg(long, value_name = "auto|always|off", value_parser = ["auto", "always", "off"])]
     pub(crate) recall_tools: Option<String>,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.

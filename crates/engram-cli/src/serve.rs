@@ -104,19 +104,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
             ));
         }
     };
-    serve.proxy.recall_tools = match args
+    let recall_tools = args
         .recall_tools
         .as_deref()
         .or(config.server.recall_tools.as_deref())
-    {
-        None | Some("auto") => true,
-        Some("off") => false,
-        Some(other) => {
-            return Err(user_error!(
-                "[server] recall_tools = {other:?}: expected \"auto\" or \"off\""
-            ));
-        }
-    };
+        .unwrap_or("auto");
+    serve.proxy.recall_tools =
+        engram_server::RecallTools::from_name(recall_tools).ok_or_else(|| {
+            user_error!(
+                "[server] recall_tools = {recall_tools:?}: expected \"auto\", \"always\" or \"off\""
+            )
+        })?;
     serve.max_connections = args.max_connections as usize;
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {

@@ -195,11 +195,35 @@ pub struct ProxyConfig {
     /// prompt, the end of a view's head, the newest message) when the caller marks none: without
     /// a breakpoint Anthropic caches nothing. On by default (`--cache-breakpoints auto`).
     pub cache_breakpoints: bool,
-    /// Once a request's history is set aside, offer the model engram's history search and read
-    /// (`engram_search_history`, `engram_read_history`), answer its calls from the history the
-    /// request carried and ask the upstream again ([`engram::offered`]). On by default
-    /// (`--recall-tools auto`).
-    pub recall_tools: bool,
+    /// When to offer the model engram's history search and read (`engram_search_history`,
+    /// `engram_read_history`) once a request's history is set aside, answering its calls from
+    /// the history the request carried and asking the upstream again ([`engram::offered`]).
+    pub recall_tools: RecallTools,
+}
+
+/// When the proxy offers its history tools ([`ProxyConfig::recall_tools`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecallTools {
+    /// From the compaction where they are worth the prompt prefix they make new
+    /// ([`engram::offered::worth_offering`]); the default (`--recall-tools auto`).
+    #[default]
+    Auto,
+    /// From the first compaction of a conversation, whatever it costs (`always`).
+    Always,
+    /// Never (`off`).
+    Off,
+}
+
+impl RecallTools {
+    /// The setting a name (`auto`, `always`, `off`) stands for.
+    pub fn from_name(name: &str) -> Option<RecallTools> {
+        match name {
+            "auto" => Some(RecallTools::Auto),
+            "always" => Some(RecallTools::Always),
+            "off" => Some(RecallTools::Off),
+            _ => None,
+        }
+    }
 }
 
 /// The default [`ProxyConfig::upstream_timeout`]: a long generation can take minutes.
@@ -217,7 +241,7 @@ impl Default for ProxyConfig {
             log_requests: false,
             keep_bodies: 0,
             cache_breakpoints: true,
-            recall_tools: true,
+            recall_tools: RecallTools::Auto,
         }
     }
 }

@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use engram::compact::summarize::{
     DeterministicSummarizer, SummarizeError, Summarizer, SummaryRequest,
 };
-use engram_server::{ApiKeys, App, ServeConfig, StoreLocation, router};
+use engram_server::{ApiKeys, App, RecallTools, ServeConfig, StoreLocation, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -1926,4 +1926,60 @@ async fn the_model_gets_back_what_was_compacted_through_engrams_search() {
         second["tools"], first["tools"],
         "the tools stay as they were"
     );
+}
+
+/// One request of a long system prompt over a 3,000-token window: the compaction keeps the
+/// prompt and the task (cached), and sets aside little against them.
+fn long_head_request(turns: usize) -> Vec<u8> {
+    let mut messages = vec![
+        json!({"role": "system", "content": "Follow the airline's policy below to the letter.\n".repeat(110)}),
+        json!({"role": "user", "content": "Change my flight, please."}),
+    ];
+    for i in 0..turns {
+        messages.push(
+            json!({"role": "assistant", "content": format!("Looking at reservation R{i}: ")
+            + &"checking seats and fares ".repeat(12)}),
+        );
+        messages.push(json!({"role": "user", "content": format!("Reservation R{i} is {i}A.")}));
+    }
+    serde_json::to_vec(&json!({"model": "gpt-4o", "messages": messages})).expect("json")
+}
+
+#[tokio::test]
+async fn the_history_tools_wait_until_what_is_set_aside_pays_for_the_prefix_they_renew() {
+    for (setting, offered) in [
+        (RecallTools::Auto, false),
+        (RecallTools::Always, true),
+        (RecallTools::Off, false),
+    ] {
+        let (base, up) = upstream().await;
+        let app = engram_tuned(&base, false, |c| {
+            c.proxy.model_windows.insert("gpt-4o".into(), 3_000);
+            c.proxy.recall_tools = setting;
+        });
+        let (status, headers, reply) = send(
+            &app,
+            post_json("/v1/chat/completions", &long_head_request(20)),
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+        assert_ne!(header_str(&headers, "x-engram-steps"), "none", "compacted");
+        let sent: Value = serde_json::from_slice(&last_sent(&up)).expect("JSON");
+        let has = sent["tools"].as_array().is_some_and(|t| {
+            t.iter()
+                .any(|t| t["function"]["name"] == "engram_search_history")
+        });
+        assert_eq!(has, offered, "{setting:?}: {}", sent["tools"]);
+        let digest = sent["messages"].to_string();
+        assert_eq!(
+            digest.contains("engram_read_history"),
+            offered,
+            "{setting:?}: the digest names only tools the model has"
+        );
+    }
 }

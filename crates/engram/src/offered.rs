@@ -48,6 +48,27 @@ const READ: &str = "engram_read_history";
 /// `tool_choice: none`, so that the model answers.
 pub const MAX_ROUNDS: usize = 3;
 
+/// What a cached prompt token costs against a new one, as the caches the proxy keeps warm bill
+/// it (Anthropic's cache reads, OpenAI's gpt-5 family: a tenth).
+pub const CACHED_PRICE: f64 = 0.1;
+
+/// Whether a compaction that sets `set_aside` tokens of a conversation aside should offer the
+/// history tools for the first time, when the request it compacts keeps `kept` tokens of the
+/// cached prefix (the instructions, the task and the summaries sent before) and the tools'
+/// definitions take `definitions` tokens.
+///
+/// Tool definitions come before the messages in every provider's prompt, so their first
+/// appearance makes that whole prefix new again: a one-time cost of `(1 - CACHED_PRICE) *
+/// kept`, and the definitions themselves at full price. They are offered once that is at most
+/// what setting the history aside saves on a single request (`CACHED_PRICE * set_aside`, the
+/// set-aside tokens no longer read from the cache): while little is set aside, the digest's
+/// key lines hold most of it and the way back would cost more than it saves; a long agent run
+/// sets aside many times its head, and gets the tools (measured on the dev trajectories:
+/// docs/benchmarks.md). Once offered, they stay.
+pub fn worth_offering(set_aside: usize, kept: usize, definitions: usize) -> bool {
+    CACHED_PRICE * set_aside as f64 >= (1.0 - CACHED_PRICE) * kept as f64 + definitions as f64
+}
+
 /// The names of the tools a request defines.
 fn tool_names(body: &Value, wire: Wire) -> Vec<String> {
     body["tools"]
@@ -633,6 +654,17 @@ pub fn add_usage(wire: Wire, body: &[u8], streamed: bool, earlier: &Value) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tools_are_offered_once_what_is_set_aside_pays_for_the_prefix_they_renew() {
+        // Nothing cached to lose: at once (if the set-aside pays for the definitions).
+        assert!(worth_offering(2_000, 0, 200));
+        assert!(!worth_offering(1_000, 0, 200));
+        // A 3,000-token head: a tenth of the set-aside must cover nine tenths of the head and
+        // the definitions.
+        assert!(!worth_offering(20_000, 3_000, 200));
+        assert!(worth_offering(29_000, 3_000, 200));
+    }
 
     #[test]
     fn names_avoid_the_callers_tools() {

@@ -42,6 +42,7 @@ use serde_json::Value;
 
 use crate::app::App;
 use crate::auth::{Tenant, proxy_tenant};
+use crate::config::RecallTools;
 use crate::error::ApiError;
 use crate::proxy_state::{Billed, Counted, Recent, Sent};
 use outcome::Outcome;
@@ -407,21 +408,43 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
         .map_err(|e| format!("the views kept: {e}"))?;
     // engram's history tools, under the names this conversation got them by (they stay
     // offered once they were, so that the prefix stays): their definitions take room too.
+    // Offered for the first time only by a compaction (a request that extends a view keeps
+    // its prefix), and only where that is worth the prefix it makes new
+    // ([`engram::offered::worth_offering`]): estimated before compacting, as the digest names
+    // the tools it may use, from what the compaction would set aside (the request less the
+    // target) and keep (the previous view's head, or the head a first compaction keeps).
     let wire = format.wire();
-    let offered = app.config.proxy.recall_tools.then(|| {
-        previous
-            .as_ref()
-            .and_then(|p| p.offered.clone())
-            .unwrap_or_else(|| engram::offered::Offered::avoiding(&parsed.value, wire))
-    });
+    let trigger = app.config.policy().trigger;
+    let first_offer = |candidate: &engram::offered::Offered| {
+        let counter = &plan.counter;
+        let definitions = counter.count_tools(&candidate.definitions(wire));
+        let kept = match &previous {
+            Some(p) => p.messages[..p.head]
+                .iter()
+                .map(|m| counter.count_message(m).total())
+                .sum(),
+            None => engram::compact::policy::fixed_head(messages, counter, plan.room).tokens,
+        };
+        let set_aside = tokens.saturating_sub(trigger.target_tokens(plan.room, kept));
+        engram::offered::worth_offering(set_aside, kept, definitions)
+    };
+    let offered = match app.config.proxy.recall_tools {
+        RecallTools::Off => None,
+        _ if previous.as_ref().is_some_and(|p| p.offered.is_some()) => {
+            previous.as_ref().and_then(|p| p.offered.clone())
+        }
+        RecallTools::Always => Some(engram::offered::Offered::avoiding(&parsed.value, wire)),
+        RecallTools::Auto => {
+            Some(engram::offered::Offered::avoiding(&parsed.value, wire)).filter(first_offer)
+        }
+    };
     // They live in the room the threshold leaves above a view (a request is compacted past the
     // threshold, so what is sent holds at most the threshold's share of the limit): offered
     // only where they fit in half of it.
-    let trigger = app.config.policy().trigger;
     let headroom = plan
         .room
         .saturating_sub(trigger.threshold_tokens(plan.room));
-    let offered =
+    let mut offered =
         offered.filter(|o| plan.counter.count_tools(&o.definitions(wire)) <= headroom / 2);
     let offered_tokens = offered
         .as_ref()
@@ -436,7 +459,12 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
                 .unwrap_or_else(|| body.clone());
             return Ok((outcome, parsed, plan, sent, None));
         }
-        Ok(Next::Extended(view)) => (view, "extended", vec!["extend"]),
+        Ok(Next::Extended(mut view)) => {
+            // What the view offered, and nothing new: an extension keeps the prefix.
+            offered = offered.filter(|_| view.offered.is_some());
+            view.offered = offered.clone();
+            (view, "extended", vec!["extend"])
+        }
         Ok(Next::Compacted(view, report)) => {
             let prefix = if previous
                 .as_ref()
