@@ -59,6 +59,8 @@ RESPONSES_REPLY = {"id": "r", "object": "response", "created_at": 0, "status": "
                    "output": [{"type": "message", "id": "o", "status": "completed", "role": "assistant",
                                "content": [{"type": "output_text", "text": "ok", "annotations": []}]}],
                    "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}
+# The registry's estimate of Claude's tokens from cl100k's (its tokenizer is not public).
+CLAUDE_PER_CL100K = 1.25
 ANTHROPIC_REPLY = {"id": "msg", "type": "message", "role": "assistant", "model": "m",
                    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
                    "usage": {"input_tokens": 1, "output_tokens": 1}}
@@ -226,6 +228,13 @@ class Handler(BaseHTTPRequestHandler):
         search = self.headers.get("x-bench-search")
         reply = ANTHROPIC_REPLY if self.path.endswith("/messages") else \
             RESPONSES_REPLY if self.path.endswith("/responses") else CHAT_REPLY
+        count = getattr(self.server, "count", None)
+        if reply is ANTHROPIC_REPLY and count is not None:
+            # The proxy calibrates its Claude estimate from the usage it is sent: a fake model
+            # that reported 1 input token would teach it that every request is tiny. This one
+            # reports what the registry's estimate says (cl100k x 1.25), leaving it as it is.
+            tokens = sum(count(t) for t in turns(body, "anthropic"))
+            reply = dict(reply, usage={"input_tokens": round(tokens * CLAUDE_PER_CL100K), "output_tokens": 1})
         messages = body.get("messages") or []
         if search is not None and self.path.endswith("/chat/completions"):
             # A model looking the identifier up with engram's search when offered it (--recover):
@@ -390,6 +399,7 @@ def main() -> int:
     records = [json.loads(l) for l in open(os.path.join(args.data, f"{args.dataset}.jsonl"), encoding="utf-8")
                if l.strip()][: args.runs]
     upstream = Upstream()
+    upstream.count = harness.count_text  # type: ignore[attr-defined]
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     work = tempfile.mkdtemp(prefix="engram-bench-cache-")
     session = {k: v for k, v in (("target", args.target), ("threshold", args.threshold)) if v is not None}
