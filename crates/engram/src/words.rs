@@ -51,6 +51,30 @@ pub fn is_stopword(word: &str) -> bool {
 pub(crate) const ASKER: &[&str] = &["i", "me", "my", "myself"];
 pub(crate) const ASKED: &[&str] = &["you", "your", "yours", "yourself"];
 
+/// Words by which a question points at the telling rather than at what was told ("what has
+/// Caroline told me about", "what did we discuss", "in our conversations", "summarize"): every
+/// question about a conversation is about what was said in it, and the turns that say these
+/// words are talk about the talk ("since we last chatted"), not the answer.
+const TALK: &[&str] = &[
+    "chat",
+    "chats",
+    "chatted",
+    "conversation",
+    "conversations",
+    "discuss",
+    "discussed",
+    "discussing",
+    "everything",
+    "recap",
+    "said",
+    "summarise",
+    "summarize",
+    "summary",
+    "tell",
+    "telling",
+    "told",
+];
+
 /// Units of time a relative time counts back in ("two weeks ago").
 const TIME_UNITS: &[&str] = &[
     "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "weekend", "weekends",
@@ -64,11 +88,17 @@ const QUANTITIES: &[&str] = &[
 ];
 
 /// `query` as searched: without its asides, the words that point into the conversation rather
-/// than at what it was about, each replaced by a space. Two kinds:
+/// than at what it was about, each replaced by a space. Four kinds:
 ///
-/// - "mention" in any form ("I mentioned", "as mentioned", "does John mention"): every
-///   question about a conversation is about what was mentioned, and the turns that say the
-///   word are small talk about the talk ("as I mentioned"), not the answer.
+/// - "mention" in any form ("I mentioned", "as mentioned", "does John mention"), and the other
+///   words of telling and of the talk itself ([`TALK`]; "come up", "came up"): every question
+///   about a conversation is about what was mentioned, and the turns that say the word are
+///   small talk about the talk ("as I mentioned"), not the answer.
+/// - The span of a question about the whole history, "from the first (time) to the last": a
+///   question that names both ends asks for everything between them, and the turns that say
+///   "first", "last" or "time" are no more about its topic than any other.
+/// - "order" in "what order", "which order" or "the order": how the answer is to be arranged.
+///   (the time of each turn is the log's, not a word of the turn's).
 /// - A relative time ("a couple of days ago", "how many weeks ago") in a question that speaks
 ///   of its asker or the one it asks ("I", "my", "you"): it counts back from when the question
 ///   is asked, and the turn it points at, written then, says "last weekend" or nothing, while
@@ -90,7 +120,35 @@ pub fn without_asides(query: &str) -> Cow<'_, str> {
         })
         .collect();
     let is = |i: usize, list: &[&str]| list.contains(&words[i].2.as_str());
-    let mut aside: Vec<bool> = words.iter().map(|w| w.2.starts_with("mention")).collect();
+    let mut aside: Vec<bool> = words
+        .iter()
+        .map(|w| w.2.starts_with("mention") || TALK.contains(&w.2.as_str()))
+        .collect();
+    for i in 1..words.len() {
+        let w = words[i].2.as_str();
+        let before = words[i - 1].2.as_str();
+        if (w == "up" && matches!(before, "come" | "comes" | "came" | "coming"))
+            || (w == "order" && matches!(before, "what" | "which" | "the"))
+        {
+            aside[i] = true;
+            aside[i - 1] |= w == "up";
+        }
+    }
+    let first = words.iter().position(|w| w.2 == "first");
+    let last = words.iter().rposition(|w| w.2 == "last");
+    if let (Some(first), Some(last)) = (first, last)
+        && first < last
+    {
+        for at in [first, last] {
+            aside[at] = true;
+            if words
+                .get(at + 1)
+                .is_some_and(|w| w.2 == "time" || w.2 == "times")
+            {
+                aside[at + 1] = true;
+            }
+        }
+    }
     let personal = (0..words.len()).any(|i| is(i, ASKER) || is(i, ASKED));
     for i in (0..words.len()).filter(|&i| personal && words[i].2 == "ago") {
         aside[i] = true;
@@ -175,6 +233,26 @@ mod tests {
         assert_eq!(
             searched("what did you say long ago about my 3 weeks"),
             "what did you say long about my 3 weeks"
+        );
+        // Questions about the whole history: the telling, its span and its order go.
+        assert_eq!(
+            searched(
+                "Summarize everything Caroline has told me about community over all our conversations, from the first time to the last."
+            ),
+            "Caroline has me about community over all our , from the to the ."
+        );
+        assert_eq!(
+            searched("In what order did these come up: the race; the promotion?"),
+            "In what did these : the race; the promotion?"
+        );
+        // One end of a span alone is the question's content; so is an order placed.
+        assert_eq!(
+            searched("When did Melanie first go camping?"),
+            "When did Melanie first go camping?"
+        );
+        assert_eq!(
+            searched("Who took my order last week?"),
+            "Who took my order last week?"
         );
         // Positions are kept: a capital whose lower case is longer ("İ") does not shift them.
         assert_eq!(searched("İ MENTIONED İstanbul"), "İ İstanbul");
