@@ -446,9 +446,6 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
         .saturating_sub(trigger.threshold_tokens(plan.room));
     let mut offered =
         offered.filter(|o| plan.counter.count_tools(&o.definitions(wire)) <= headroom / 2);
-    let offered_tokens = offered
-        .as_ref()
-        .map_or(0, |o| plan.counter.count_tools(&o.definitions(wire)));
     let mut options = options(app);
     options.read_tool = offered.as_ref().map(|o| o.read.clone());
     let next =
@@ -486,6 +483,10 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     };
     let mut view = view;
     view.offered = offered;
+    let offered_tokens = view
+        .offered
+        .as_ref()
+        .map_or(0, |o| plan.counter.count_tools(&o.definitions(wire)));
     let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)?;
     outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools) + offered_tokens;
     outcome.offered = view.offered.clone();
