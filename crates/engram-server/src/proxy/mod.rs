@@ -416,6 +416,11 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     let wire = format.wire();
     let trigger = app.config.policy().trigger;
     let first_offer = |candidate: &engram::offered::Offered| {
+        // A request under the threshold is sent as it is or extends a view: nothing to decide
+        // (and nothing to count on the path most requests take).
+        if !trigger.is_over(tokens, plan.room) {
+            return false;
+        }
         let counter = &plan.counter;
         let definitions = counter.count_tools(&candidate.definitions(wire));
         let kept = match &previous {
