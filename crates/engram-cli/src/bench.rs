@@ -259,8 +259,8 @@ pub(crate) fn run_search(
 
 /// `engram bench history`: `search_history` latency over a long session.
 pub(crate) fn run_history(args: &BenchHistoryArgs) -> anyhow::Result<()> {
-    let bytes = crate::input::read_bytes(Some(args.file.as_path()))?;
-    let conversation = crate::input::parse(&bytes, crate::cli::InputFormatArg::Auto)?;
+    let bytes = crate::conversation_file::read_bytes(Some(args.file.as_path()))?;
+    let conversation = crate::conversation_file::parse(&bytes, crate::cli::InputFormatArg::Auto)?;
     let source: Vec<engram::Message> = conversation
         .messages
         .into_iter()

@@ -69,8 +69,8 @@ pub(crate) struct GlobalArgs {
 impl GlobalArgs {
     /// Where the settings come from: the paths named here, then the environment, then the
     /// default locations.
-    pub(crate) fn discovery(&self) -> engram::settings::Discovery {
-        let mut discovery = engram::settings::Discovery::new();
+    pub(crate) fn discovery(&self) -> engram::discovery::Discovery {
+        let mut discovery = engram::discovery::Discovery::new();
         discovery.config.clone_from(&self.config);
         discovery.models.clone_from(&self.models);
         discovery.db.clone_from(&self.db);

@@ -4,12 +4,12 @@ use std::io::Write;
 use std::sync::Arc;
 
 use engram::compact::compact;
-use engram::request::{CompactRequest, Compaction, compaction_document};
+use engram::request::{CompactRequest, Compaction, compacted_request, compaction_document};
 use engram::{TokenCounter, Tokenizer};
 use serde_json::{Value, json};
 
 use crate::cli::{CompactArgs, GlobalArgs};
-use crate::{flag_error, input, registry};
+use crate::{conversation_file, flag_error, registry};
 
 pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()> {
     let registry = registry::load(global)?;
@@ -18,8 +18,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     let warm = args.tokenizer.clone().map(|name| {
         std::thread::spawn(move || Tokenizer::from_name(&name).map(|t| t.count("warm")))
     });
-    let bytes = input::read_bytes(args.file.as_deref())?;
-    let (conversation, anthropic) = input::parse_request(&bytes, args.format)?;
+    let bytes = conversation_file::read_bytes(args.file.as_deref())?;
+    let (conversation, anthropic) = conversation_file::parse_request(&bytes, args.format)?;
     drop(bytes);
     if let Some(handle) = warm {
         // An unknown name is reported below, with the right exit code.
@@ -37,6 +37,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
         digest_share: Some(args.digest_share),
         recall_share: Some(args.recall_share),
         summary_prompt: crate::summarizer::prompt(&args.summarizer)?,
+        ..CompactRequest::default()
     };
     let Compaction {
         model,
@@ -59,27 +60,24 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
     options.embedder = crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::File);
     let compacted = compact(&conversation, &counter, &options)?;
 
-    if args.plain
-        && let Some(original) = &anthropic
-    {
-        // An Anthropic request comes back as an Anthropic request, ready to send.
-        let messages = compacted.messages.into_iter().map(|v| v.message).collect();
-        let request = engram::anthropic::rewrite_request(original, &conversation, messages)?;
-        return write_line(&request);
+    if args.plain {
+        // The request to send: an Anthropic request comes back as an Anthropic request.
+        return write_line(&compacted_request(
+            &conversation,
+            anthropic.as_ref(),
+            &compacted,
+            counter.tokenizer(),
+        )?);
     }
     let mut doc = serde_json::Map::new();
-    if !args.plain {
-        doc.insert("schema_version".into(), json!(1));
-    }
+    doc.insert("schema_version".into(), json!(1));
     doc.extend(compaction_document(
         &conversation,
         &compacted,
         counter.tokenizer(),
-        args.plain,
+        false,
     ));
-    if args.plain {
-        doc.remove("report");
-    } else if let Some(s) = &summarizer
+    if let Some(s) = &summarizer
         && let Some(Value::Object(report)) = doc.get_mut("report")
     {
         report.insert(

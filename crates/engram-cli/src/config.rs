@@ -9,7 +9,7 @@ use crate::cli::GlobalArgs;
 use crate::user_error;
 
 /// `--config` / ENGRAM_CONFIG, else the config directory's config.toml when it exists, else
-/// the defaults; then the environment variables ([`engram::settings::Discovery::config`]).
+/// the defaults; then the environment variables ([`engram::discovery::Discovery::config`]).
 pub(crate) fn load(global: &GlobalArgs) -> anyhow::Result<Config> {
     global.discovery().config().map_err(|e| user_error!("{e}"))
 }

@@ -6,7 +6,7 @@ use engram::{Conversation, ModelRegistry, ResolvedModel, Role, TokenCounter, Tok
 use serde::Serialize;
 
 use crate::cli::{CountArgs, GlobalArgs};
-use crate::{input, registry};
+use crate::{conversation_file, registry};
 
 /// The JSON report (`--json`). Field names are a contract: tests and scripts read them.
 #[derive(Debug, Serialize)]
@@ -73,8 +73,8 @@ impl Serialize for Rows {
 
 pub(crate) fn run(global: &GlobalArgs, args: &CountArgs) -> anyhow::Result<()> {
     let registry = registry::load(global)?;
-    let bytes = input::read_bytes(args.file.as_deref())?;
-    let (conversation, messages) = input::parse_streamed(&bytes, args.format)?;
+    let bytes = conversation_file::read_bytes(args.file.as_deref())?;
+    let (conversation, messages) = conversation_file::parse_streamed(&bytes, args.format)?;
     let model = resolve_model(&registry, args.model.as_deref(), &conversation);
     if let Some(warning) = model.warning() {
         eprintln!("engram: warning: {warning}");

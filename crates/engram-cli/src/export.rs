@@ -11,7 +11,7 @@ use engram_store::SqliteStore;
 use serde_json::Value;
 
 use crate::cli::GlobalArgs;
-use crate::{input, memory, user_error};
+use crate::{conversation_file, memory, user_error};
 
 pub(crate) fn export(
     global: &GlobalArgs,
@@ -69,7 +69,7 @@ pub(crate) fn export(
 
 pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
     let path = memory::db_path(global)?;
-    let bytes = input::read_bytes(Some(file))?;
+    let bytes = conversation_file::read_bytes(Some(file))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
         user_error!(
             "{}: invalid UTF-8 at byte {}",

@@ -15,7 +15,7 @@ use crate::cli::{GlobalArgs, MemoryCommand};
 use crate::{flag_error, user_error};
 
 /// `--db`, else ENGRAM_DB, else the user's data directory
-/// ([`engram::settings::Discovery::db_path`]).
+/// ([`engram::discovery::Discovery::db_path`]).
 pub(crate) fn db_path(global: &GlobalArgs) -> anyhow::Result<PathBuf> {
     global
         .discovery()
@@ -77,7 +77,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
     match command {
         MemoryCommand::Import { file } => {
             let started = Instant::now();
-            let reader = crate::input::open_lines(file)?;
+            let reader = crate::conversation_file::open_lines(file)?;
             let name = file.display().to_string();
             let add = AddMemory::new(config.memory.redact);
             // One transaction, streamed: a bad line rolls back everything before it, so

@@ -80,7 +80,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ModelsArgs) -> anyhow::Result<()> 
             thousands(registry.fallback().context_window),
             registry.fallback().tokenizer
         )?;
-        if let Some(path) = engram::settings::default_models_path() {
+        if let Some(path) = engram::discovery::default_models_path() {
             writeln!(
                 out,
                 "Override or extend with --models FILE, ENGRAM_MODELS, or {} (start from `engram models --toml`).",

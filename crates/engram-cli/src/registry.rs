@@ -6,7 +6,7 @@ use engram::ModelRegistry;
 use crate::cli::GlobalArgs;
 
 /// The built-in registry, with `--models` / ENGRAM_MODELS, or else the config directory's
-/// models.toml when it exists, merged over it ([`engram::settings::Discovery::registry`]).
+/// models.toml when it exists, merged over it ([`engram::discovery::Discovery::registry`]).
 pub(crate) fn load(global: &GlobalArgs) -> anyhow::Result<ModelRegistry> {
     let discovery = global.discovery();
     discovery.registry().with_context(|| {

@@ -12,7 +12,7 @@ use engram_store::SqliteStore;
 use serde_json::{Value, json};
 
 use crate::cli::{GlobalArgs, InputFormatArg, RecallArgs, SessionCommand};
-use crate::{config, flag_error, input, memory, registry, user_error};
+use crate::{config, conversation_file, flag_error, memory, registry, user_error};
 
 /// `session` with the embedder `--recall hybrid` asks for, when there is one.
 fn with_recall<'s>(session: Session<'s>, recall: &RecallArgs) -> Session<'s> {
@@ -80,8 +80,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 (_, Some(text), _) => vec![Message::assistant(text.clone())],
                 (_, _, Some(text)) => vec![Message::system(text.clone())],
                 _ => {
-                    let bytes = input::read_bytes(file.as_deref())?;
-                    let conversation = input::parse(&bytes, InputFormatArg::Auto)?;
+                    let bytes = conversation_file::read_bytes(file.as_deref())?;
+                    let conversation = conversation_file::parse(&bytes, InputFormatArg::Auto)?;
                     if !conversation.tools.is_empty() {
                         eprintln!(
                             "engram: note: the input's tool definitions are not stored with the session"

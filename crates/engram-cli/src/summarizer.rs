@@ -114,8 +114,8 @@ pub(crate) fn run(
     }
     let registry = crate::registry::load(global)?;
     let config = crate::config::load(global)?;
-    let bytes = crate::input::read_bytes(file)?;
-    let conversation = crate::input::parse(&bytes, crate::cli::InputFormatArg::Auto)?;
+    let bytes = crate::conversation_file::read_bytes(file)?;
+    let conversation = crate::conversation_file::parse(&bytes, crate::cli::InputFormatArg::Auto)?;
     let messages: Vec<&engram::Message> = conversation
         .messages
         .iter()

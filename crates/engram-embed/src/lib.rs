@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use engram::embed::Embedder;
+use engram::embed::{EmbedError, Embedder};
 use tokenizers::{Tokenizer, TruncationParams};
 
 /// The environment variable naming the model directory when no flag does.
@@ -131,11 +131,11 @@ impl MiniLm {
         self
     }
 
-    fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EmbedError::new(&self.name, format!("tokenizing: {e}")))?;
         let width = encodings
             .iter()
             .map(|e| e.get_ids().len())
@@ -164,7 +164,7 @@ impl MiniLm {
             let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
             mean.broadcast_div(&norm)?.to_vec2::<f32>()
         };
-        run().map_err(|e| e.to_string())
+        run().map_err(|e| EmbedError::new(&self.name, e))
     }
 }
 
@@ -173,7 +173,7 @@ impl Embedder for MiniLm {
         &self.name
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         // Texts of like length run together, so little of a batch is padding.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());

@@ -291,7 +291,7 @@ fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSumm
 /// lineage holds either way.
 fn a_real_sleep_keeps_lineage(summarizer: &LlmSummarizer) {
     use engram::in_memory::InMemoryStore;
-    use engram::memory::sleep::{SleepPolicy, sleep_with};
+    use engram::memory::consolidation::{SleepPolicy, sleep_with};
     use engram::memory::{MemoryStore, NewEntry, Tier};
     let store = InMemoryStore::new();
     let now = engram::memory::parse_time("2026-05-01T00:00:00Z").expect("time");

@@ -268,7 +268,7 @@ impl EngramMcp {
                 .map(|s| {
                     json!({
                         "id": s.id, "name": s.name, "model": s.model, "messages": s.messages,
-                        "updated_at": engram::store::format_time(s.updated_at),
+                        "updated_at": engram::timestamp::format_time(s.updated_at),
                     })
                 })
                 .collect();
@@ -286,7 +286,7 @@ impl EngramMcp {
             (None, None) => {
                 // Memory is the store's, not a session's: its tools run without one.
                 let embedder = self.models.embedder.as_deref();
-                if let Some(reply) = engram::session::history::run_memory_tool(
+                if let Some(reply) = engram::session::tool_calls::run_memory_tool(
                     store.as_ref(),
                     embedder,
                     None,

@@ -32,7 +32,7 @@ pub(crate) struct Recent {
     pub(crate) id: u64,
     #[serde(skip)]
     pub(crate) tenant: String,
-    #[serde(serialize_with = "engram::store::serialize_time")]
+    #[serde(serialize_with = "engram::timestamp::serialize_time")]
     pub(crate) at: engram::Timestamp,
     pub(crate) route: String,
     pub(crate) model: String,
@@ -157,7 +157,7 @@ impl Proxy {
             counted.tokens,
             counted.tools,
             reported,
-            engram::store::now(),
+            engram::timestamp::now(),
         ) {
             Ok(c) => {
                 self.calibrations

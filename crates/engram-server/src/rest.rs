@@ -373,13 +373,7 @@ pub(crate) async fn status(
 ) -> ApiResult {
     with_store(&app, &tenant, move |app, store| {
         let status = app.open_session(store, &id)?.status()?;
-        ok(json!({
-            "message": status.to_message().to_value(),
-            "total_tokens": status.total_tokens,
-            "max_tokens": status.max_tokens,
-            "percent": status.percent(),
-            "cost_usd": status.cost_usd,
-        }))
+        ok(status.to_document())
     })
     .await
 }
@@ -559,7 +553,7 @@ pub(crate) async fn memory_stats(
             .into_iter()
             .map(|c| {
                 let mut v = serde_json::to_value(c).unwrap_or_default();
-                v["at"] = json!(engram::store::format_time(c.at));
+                v["at"] = json!(engram::timestamp::format_time(c.at));
                 v
             })
             .collect();

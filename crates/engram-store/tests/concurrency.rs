@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use engram::memory::sleep::{SleepPolicy, sleep};
+use engram::memory::consolidation::{SleepPolicy, sleep};
 use engram::memory::{MemoryStore, NewEntry, SearchQuery, Tier};
 use engram_store::SqliteStore;
 

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use engram::memory::sleep::{SleepPolicy, sleep};
+use engram::memory::consolidation::{SleepPolicy, sleep};
 use engram::memory::{MemoryStore, NewEntry, SearchQuery, Tier, now};
 use engram::session::{NewSession, SessionStore};
 use engram_store::PostgresStore;

@@ -16,7 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{StoreError, Timestamp};
+use crate::StoreError;
+use crate::timestamp::Timestamp;
 
 /// Requests observed before a calibration replaces the registry's factor.
 pub const MIN_SAMPLES: u64 = 3;

@@ -32,7 +32,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::compact::policy::TriggerPolicy;
-use crate::memory::sleep::SleepPolicy;
+use crate::memory::consolidation::SleepPolicy;
 use crate::session::SessionPolicy;
 
 /// The whole configuration.

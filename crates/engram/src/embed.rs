@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use crate::store::StoreError;
+use crate::StoreError;
 
 /// Turns texts into unit-length vectors whose dot product is their cosine similarity.
 pub trait Embedder: Send + Sync + fmt::Debug {
@@ -20,21 +20,43 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn name(&self) -> &str;
 
     /// One vector per text, in order, each of unit length.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why an embedder gave no vectors: which embedder, and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("embedder {embedder}: {reason}")]
+pub struct EmbedError {
+    /// The embedder's name ([`Embedder::name`]).
+    pub embedder: String,
+    /// What went wrong, for the user.
+    pub reason: String,
+}
+
+impl EmbedError {
+    /// `embedder` failed for `reason`.
+    pub fn new(embedder: impl Into<String>, reason: impl fmt::Display) -> Self {
+        EmbedError {
+            embedder: embedder.into(),
+            reason: reason.to_string(),
+        }
+    }
 }
 
 /// `embedder`'s vectors for `texts`, an error unless it returned one per text.
 pub(crate) fn embed_each<E: Embedder + ?Sized>(
     embedder: &E,
     texts: &[&str],
-) -> Result<Vec<Vec<f32>>, String> {
+) -> Result<Vec<Vec<f32>>, EmbedError> {
     let vectors = embedder.embed(texts)?;
     if vectors.len() != texts.len() {
-        return Err(format!(
-            "{} returned {} vectors for {} texts",
+        return Err(EmbedError::new(
             embedder.name(),
-            vectors.len(),
-            texts.len()
+            format!(
+                "returned {} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            ),
         ));
     }
     Ok(vectors)
@@ -101,7 +123,7 @@ impl<T: Embedder + ?Sized> Embedder for &T {
         (**self).name()
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
     }
 }
@@ -111,7 +133,7 @@ impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
         (**self).name()
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
     }
 }
@@ -149,7 +171,7 @@ impl<E: Embedder, V: VectorStore> Embedder for Stored<E, V> {
         self.inner.name()
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = self.inner.name();
         let hashes: Vec<TextHash> = texts.iter().map(|t| text_hash(t)).collect();
         let mut out = match self.store.vectors(model, &hashes) {
@@ -260,7 +282,7 @@ impl Embedder for Topics {
         "topics"
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(texts
             .iter()
             .map(|t| {
@@ -290,7 +312,7 @@ impl Embedder for Counting {
         "counting"
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.0
             .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
         Topics.embed(texts)

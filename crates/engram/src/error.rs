@@ -158,3 +158,29 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+/// What can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The backend failed (I/O, SQL); nothing was changed.
+    #[error("memory store: {0}")]
+    Backend(String),
+    /// A consolidation referred to entries that are not (or no longer) in working memory;
+    /// nothing was changed.
+    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
+    NotWorking(Vec<String>),
+    /// The file is not an engram database.
+    #[error("{0}")]
+    Foreign(String),
+    /// The input is wrong (the message names the place); nothing was changed.
+    #[error("{0}")]
+    Rejected(String),
+    /// What was asked for does not exist (a session, a checkpoint).
+    #[error("{0}")]
+    NotFound(String),
+    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
+    /// before a restore); nothing was changed.
+    #[error("{0}")]
+    Conflict(String),
+}

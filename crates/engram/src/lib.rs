@@ -48,9 +48,9 @@
 //! - [`memory`]: memory tiers, the [`memory::MemoryStore`] trait and sleep consolidation.
 //! - [`session`]: append-only session logs, views, compaction records, checkpoints.
 //! - [`sleep`]: one sleep tick for memory and sessions, and the worker that runs them.
-//! - [`store`]: times, ids and the error every store returns; [`in_memory`]: the in-memory
-//!   backend of both store traits.
-//! - [`config`]: the configuration file with the environment over it, and [`settings`]: where
+//! - [`timestamp`]: times and ids as stores keep them; [`in_memory`]: the in-memory backend of
+//!   both store traits. The errors of the core's API are in [`error`].
+//! - [`config`]: the configuration file with the environment over it, and [`discovery`]: where
 //!   the configuration, the models file and the database are found, for every front.
 //! - [`request`]: what the fronts receive, as serde types that check themselves (one error
 //!   text per mistake, naming the field).
@@ -63,6 +63,7 @@ pub mod calibrate;
 pub mod compact;
 pub mod config;
 pub mod count;
+pub mod discovery;
 pub mod embed;
 pub mod error;
 pub mod in_memory;
@@ -75,9 +76,8 @@ pub mod registry;
 pub mod request;
 pub mod responses;
 pub mod session;
-pub mod settings;
 pub mod sleep;
-pub mod store;
+pub mod timestamp;
 pub mod tokenize;
 pub mod tools;
 pub mod usage;
@@ -88,7 +88,8 @@ pub use config::Config;
 pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
 };
-pub use error::{Error, InputError, Result, ValueError};
+pub use discovery::Discovery;
+pub use error::{Error, InputError, Result, StoreError, ValueError};
 pub use in_memory::InMemoryStore;
 pub use input::{
     Conversation, InputFormat, MessageStream, parse_conversation, parse_conversation_with_format,
@@ -99,8 +100,7 @@ pub use message::{Content, ContentPart, Message, Role, ToolCall};
 pub use registry::{ModelMatch, ModelRegistry, ModelSpec, Pricing, ResolvedModel};
 pub use request::RequestError;
 pub use session::{EngramStore, Session, SessionError, SessionPolicy, SessionStore};
-pub use settings::Discovery;
-pub use store::{StoreError, Timestamp};
+pub use timestamp::Timestamp;
 pub use tokenize::{TextTokenizer, Tokenizer, TokenizerName};
 
 /// `n` with the noun that agrees with it, for text people read: `1 message`, `3 messages`.

@@ -464,7 +464,7 @@ pub fn answer(
     offered: &Offered,
 ) -> Result<Vec<ToolReply>, SessionError> {
     let store = crate::in_memory::InMemoryStore::new();
-    let new = crate::session::new_session(registry, model, Some(1 << 40), crate::store::now());
+    let new = crate::session::new_session(registry, model, Some(1 << 40), crate::timestamp::now());
     let session = Session::create(&store, &new)?;
     let mut options = session.options().clone();
     options.read_tool = Some(offered.read.clone());

@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::StoreError;
 use crate::compact::CompactOptions;
 use crate::config::Config;
-use crate::memory::sleep::{SleepPolicy, SleepReport, sleep_with};
+use crate::memory::consolidation::{SleepPolicy, SleepReport, sleep_with};
 use crate::session::{EngramStore, SessionPolicy, SessionsSlept, sleep_sessions};
-use crate::store::{StoreError, Timestamp, now};
+use crate::timestamp::{Timestamp, now};
 
 /// Everything a sleep tick needs to know.
 #[derive(Debug, Clone)]

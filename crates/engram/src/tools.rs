@@ -619,6 +619,28 @@ impl Status {
         (100.0 * self.total_tokens as f64 / self.max_tokens as f64).round() as u32
     }
 
+    /// The status's numbers as every front returns them: `total_tokens`, `max_tokens`,
+    /// `percent` and `cost_usd`.
+    pub fn numbers(&self) -> serde_json::Map<String, Value> {
+        let Value::Object(map) = json!({
+            "total_tokens": self.total_tokens,
+            "max_tokens": self.max_tokens,
+            "percent": self.percent(),
+            "cost_usd": self.cost_usd,
+        }) else {
+            unreachable!("a JSON object literal")
+        };
+        map
+    }
+
+    /// The status as a session's status route returns it: its message and [`Status::numbers`].
+    pub fn to_document(&self) -> Value {
+        let mut doc = serde_json::Map::new();
+        doc.insert("message".into(), self.to_message().to_value());
+        doc.extend(self.numbers());
+        Value::Object(doc)
+    }
+
     /// The message to insert (a system message, seed 004's format).
     pub fn to_message(&self) -> Message {
         let mut lines = vec![

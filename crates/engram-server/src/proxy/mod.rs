@@ -115,7 +115,7 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
     let recent = Recent {
         id: 0,
         tenant: tenant.unwrap_or_default(),
-        at: engram::store::now(),
+        at: engram::timestamp::now(),
         route: route.to_owned(),
         model: model.clone(),
         status,

@@ -4,7 +4,7 @@
 
 use engram::calibrate::{Calibration, CalibrationStore};
 use engram::memory::StoreError;
-use engram::store::Timestamp;
+use engram::timestamp::Timestamp;
 
 use super::{PostgresStore, pg};
 

@@ -55,7 +55,7 @@ impl ViewStore for PostgresStore {
         replaces: Option<u128>,
     ) -> Result<(), StoreError> {
         let text = serde_json::to_string(&view).map_err(decode)?;
-        let now = engram::store::now();
+        let now = engram::timestamp::now();
         self.tx(|tx| {
             if let Some(old) = replaces.filter(|r| *r != key) {
                 tx.execute(

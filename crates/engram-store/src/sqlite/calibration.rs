@@ -3,7 +3,7 @@
 
 use engram::calibrate::{Calibration, CalibrationStore};
 use engram::memory::StoreError;
-use engram::store::Timestamp;
+use engram::timestamp::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::{SqliteStore, backend, write_tx};

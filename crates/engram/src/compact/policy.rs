@@ -200,11 +200,6 @@ pub fn request_limit(window: usize, max_output: usize, asked: Option<usize>) -> 
     window.saturating_sub(reserve)
 }
 
-/// The budget of a compaction when the caller gives none: the window less [`reply_room`].
-pub fn default_budget(window: usize, max_output: usize) -> usize {
-    window - reply_room(window, max_output)
-}
-
 /// The target of a compaction a caller asks for by hand (`requested`, positive and at most the
 /// limit), else the policy's target for a fixed head of `fixed` tokens. The error (the same on
 /// every surface) does not name the field: each surface names it its own way (`--target`,
@@ -298,9 +293,9 @@ mod tests {
         assert_eq!(p.target_tokens(10_000, 0), 2_500);
         assert_eq!(p.target_tokens(10_000, 9_000), 8_000);
         assert_eq!(p.target_tokens(0, 0), 1);
-        assert_eq!(default_budget(128_000, 16_384), 128_000 - 16_384);
+        assert_eq!(request_limit(128_000, 16_384, None), 128_000 - 16_384);
         assert_eq!(
-            default_budget(8_000, 8_000),
+            request_limit(8_000, 8_000, None),
             6_000,
             "at most a quarter for the reply"
         );

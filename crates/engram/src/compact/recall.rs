@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::embed::{Embedder, Stored, VectorStore, dot, embed_each};
+use crate::embed::{EmbedError, Embedder, Stored, VectorStore, dot, embed_each};
 use crate::message::Role;
 use crate::words::{ASKED, ASKER, is_stopword, stem};
 
@@ -447,7 +447,7 @@ pub(crate) fn similarities(
     query: &str,
     speakers: &Speakers,
     units: &[Meaning],
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, EmbedError> {
     let readings = query_vectors(embedder, query, speakers)?;
     meaning_similarities(embedder, vectors, &readings, units)
 }
@@ -505,7 +505,7 @@ pub(crate) fn query_vectors(
     embedder: &dyn Embedder,
     query: &str,
     speakers: &Speakers,
-) -> Result<Vec<Vec<f32>>, String> {
+) -> Result<Vec<Vec<f32>>, EmbedError> {
     let unnamed = speakers.left_out_of(query);
     let texts: Vec<&str> = std::iter::once(query).chain(unnamed.as_deref()).collect();
     embed_each(embedder, &texts)
@@ -519,7 +519,7 @@ pub(crate) fn meaning_similarities(
     vectors: Option<&dyn VectorStore>,
     readings: &[Vec<f32>],
     units: &[Meaning],
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, EmbedError> {
     let texts: Vec<&str> = units.iter().flat_map(Meaning::texts).collect();
     let docs = match vectors {
         Some(vectors) => embed_each(&Stored::new(embedder, vectors), &texts)?,
@@ -1056,7 +1056,7 @@ mod tests {
             fn name(&self) -> &str {
                 "diluted"
             }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
                 Ok(texts
                     .iter()
                     .map(|t| {
@@ -1210,7 +1210,7 @@ mod tests {
             fn name(&self) -> &str {
                 "named"
             }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
                 Ok(texts
                     .iter()
                     .map(|t| match (t.contains("Melanie"), t.contains("pottery")) {
@@ -1260,7 +1260,7 @@ mod tests {
             fn name(&self) -> &str {
                 "short"
             }
-            fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
                 Ok(vec![vec![1.0]])
             }
         }
@@ -1272,7 +1272,7 @@ mod tests {
             &meanings(&["a", "b"]),
         )
         .expect_err("miscounted");
-        assert!(err.contains("1 vectors for 2 texts"), "{err}");
+        assert!(err.to_string().contains("1 vectors for 2 texts"), "{err}");
     }
 
     #[test]

@@ -75,22 +75,18 @@ impl SentView {
 pub trait ViewStore: Send + Sync {
     /// The view standing for the longest prefix of a request: `prefixes[k]` is the key of its
     /// first `k` messages, and a view found under it must stand for `k` messages.
-    fn longest_view(&self, prefixes: &[u128])
-    -> Result<Option<SentView>, crate::store::StoreError>;
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, crate::StoreError>;
     /// Keeps `view` under `key`, forgetting the view kept under `replaces` (the one it extends).
     fn keep_view(
         &self,
         key: u128,
         view: SentView,
         replaces: Option<u128>,
-    ) -> Result<(), crate::store::StoreError>;
+    ) -> Result<(), crate::StoreError>;
 }
 
 impl<T: ViewStore + ?Sized> ViewStore for &T {
-    fn longest_view(
-        &self,
-        prefixes: &[u128],
-    ) -> Result<Option<SentView>, crate::store::StoreError> {
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, crate::StoreError> {
         (**self).longest_view(prefixes)
     }
 
@@ -99,7 +95,7 @@ impl<T: ViewStore + ?Sized> ViewStore for &T {
         key: u128,
         view: SentView,
         replaces: Option<u128>,
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<(), crate::StoreError> {
         (**self).keep_view(key, view, replaces)
     }
 }

@@ -8,12 +8,13 @@ mod sessions;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::StoreError;
 use crate::compact::recall;
 use crate::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, Tier, empty_forget,
 };
-use crate::store::{StoreError, Timestamp, new_id};
+use crate::timestamp::{Timestamp, new_id};
 
 /// A store in memory, for tests and short-lived processes.
 #[derive(Debug, Default)]

@@ -1,6 +1,7 @@
 //! [`SessionStore`] for the in-memory store.
 
 use super::InMemoryStore;
+use crate::StoreError;
 use crate::message::Message;
 use crate::session::store::{
     APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Checkpoint, CompactionRecord, KeyedAppend,
@@ -8,7 +9,7 @@ use crate::session::store::{
     SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint, check_compaction, duplicate,
     logged_message, no_checkpoint, no_session, replayed,
 };
-use crate::store::{StoreError, Timestamp, new_id};
+use crate::timestamp::{Timestamp, new_id};
 use serde_json::Value;
 
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::sleep::{SleepPolicy, sleep};
+use super::consolidation::{SleepPolicy, sleep};
 use super::{
     Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, StoreError, Tier, Timestamp,
     parse_time,

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 
 use super::{MemoryEntry, MemoryStore, SearchHit, SearchQuery, StoreError};
 use crate::compact::recall;
-use crate::embed::{Embedder, TextHash, VectorStore, text_hash};
-use crate::store::Timestamp;
+use crate::embed::{EmbedError, Embedder, TextHash, VectorStore, text_hash};
+use crate::timestamp::Timestamp;
 
 /// The lexical hits fused with the similarities: the best this many by BM25 (an entry below
 /// them counts as sharing no word with the query).
@@ -134,9 +134,9 @@ pub fn search_hybrid(
 fn lexical_only(
     hits: impl Iterator<Item = SearchHit>,
     limit: usize,
-    error: &str,
+    error: &EmbedError,
 ) -> Vec<SearchHit> {
-    tracing::warn!(error, "embeddings failed; memory search is lexical");
+    tracing::warn!(error = %error, "embeddings failed; memory search is lexical");
     hits.take(limit).collect()
 }
 
@@ -155,8 +155,8 @@ mod tests {
             "broken"
         }
 
-        fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-            Err("the model is gone".into())
+        fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Err(EmbedError::new("broken", "the model is gone"))
         }
     }
 
@@ -260,10 +260,10 @@ mod tests {
             fn name(&self) -> &str {
                 "query-only"
             }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
                 match texts {
                     [_] => Topics.embed(texts),
-                    _ => Err("out of memory".into()),
+                    _ => Err(EmbedError::new("query-only", "out of memory")),
                 }
             }
         }

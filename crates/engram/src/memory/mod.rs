@@ -13,15 +13,14 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod consolidation;
 pub mod hybrid;
-pub mod sleep;
 
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::store::{
-    StoreError, Timestamp, format_time, new_id, now, parse_time, serialize_time,
-};
+pub use crate::StoreError;
+pub use crate::timestamp::{Timestamp, format_time, new_id, now, parse_time, serialize_time};
 
 /// Where an entry lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -525,13 +524,13 @@ mod tests {
         assert_eq!(format_time(t), "2026-11-21T07:00:00Z");
         assert!(parse_time("yesterday").is_err());
         // To the minute, one width for every time.
-        assert_eq!(crate::store::format_minute(t), "2026-11-21 07:00 UTC");
+        assert_eq!(crate::timestamp::format_minute(t), "2026-11-21 07:00 UTC");
         assert_eq!(
-            crate::store::format_minute(t + 59_999),
+            crate::timestamp::format_minute(t + 59_999),
             "2026-11-21 07:00 UTC"
         );
         assert_eq!(
-            crate::store::format_minute(t + 60_000),
+            crate::timestamp::format_minute(t + 60_000),
             "2026-11-21 07:01 UTC"
         );
     }

@@ -10,7 +10,7 @@ use crate::compact::policy;
 use crate::compact::{CompactError, CompactOptions, Kind, ViewMessage};
 use crate::memory::{MemoryStore, NewEntry, Tier};
 use crate::message::{Content, Role};
-use crate::store::{Timestamp, format_time, new_id};
+use crate::timestamp::{Timestamp, format_time, new_id};
 
 use super::store::{LoggedMessage, NewCompaction, SummaryRecord};
 use super::{Compaction, CompactionSummary, Session, SessionError, Trigger};
@@ -70,7 +70,7 @@ impl Session<'_> {
         let widest = summary_header(
             earlier.iter().map(|s| s.depth).max().unwrap_or(0) + 1,
             log.len(),
-            (crate::store::now(), crate::store::now()),
+            (crate::timestamp::now(), crate::timestamp::now()),
             log.first()
                 .map(|m| m.id.as_str())
                 .zip(log.last().map(|m| m.id.as_str())),
@@ -111,7 +111,7 @@ impl Session<'_> {
 
         let at: HashMap<&str, Timestamp> =
             log.iter().map(|m| (m.id.as_str(), m.created_at)).collect();
-        let now = crate::store::now();
+        let now = crate::timestamp::now();
         let mut view = compacted.messages;
         let mut summaries = Vec::new();
         for v in view.iter_mut().filter(|v| v.kind == Kind::Summary) {
@@ -500,8 +500,8 @@ fn summary_header(
     let mut header = crate::assembly::summary_header(
         depth,
         messages,
-        &crate::store::format_minute(from),
-        &crate::store::format_minute(to),
+        &crate::timestamp::format_minute(from),
+        &crate::timestamp::format_minute(to),
     );
     if let Some((first, last)) = ids {
         header.push_str(&format!(

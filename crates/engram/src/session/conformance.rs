@@ -7,11 +7,11 @@ use serde_json::json;
 use super::{
     EngramStore, NewSession, Session, SessionPolicy, SessionStore, Trigger, sleep_sessions,
 };
+use crate::StoreError;
 use crate::compact::{CompactOptions, Kind};
 use crate::memory::conformance::{Dice, assert_same};
 use crate::memory::{NewEntry, SearchQuery, Tier};
 use crate::message::{Message, ToolCall};
-use crate::store::StoreError;
 
 fn new_session(id: &str, window: usize) -> NewSession {
     NewSession {
@@ -653,7 +653,7 @@ fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
         at,
     };
     // The store part of an append whose answer never reached the caller.
-    let now = crate::store::now();
+    let now = crate::timestamp::now();
     let first = store
         .append_keyed(
             "k",
@@ -1143,7 +1143,7 @@ impl crate::embed::Embedder for Seen {
         "seen"
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
         let mut seen = self.0.lock().expect("lock");
         seen.extend(texts.iter().map(|t| (*t).to_owned()));
         crate::embed::Topics.embed(texts)

@@ -14,9 +14,10 @@
 use serde_json::{Value, json};
 
 use super::{Checkpoint, CompactionRecord, LoggedMessage, SessionDump, SessionInfo, SummaryRecord};
+use crate::StoreError;
 use crate::memory::MemoryEntry;
 use crate::message::Message;
-use crate::store::{StoreError, Timestamp, format_time, parse_time};
+use crate::timestamp::{Timestamp, format_time, parse_time};
 
 /// A memory entry as an export line.
 pub fn memory_line(e: &MemoryEntry) -> Value {

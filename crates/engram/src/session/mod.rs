@@ -21,6 +21,7 @@ pub mod export;
 pub mod facts;
 pub mod history;
 pub mod store;
+pub mod tool_calls;
 mod view_codec;
 pub mod window;
 
@@ -37,13 +38,14 @@ pub use store::{
     Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
 };
 
+use crate::StoreError;
 use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactError, CompactOptions, Kind, ViewMessage};
 use crate::count::TokenCounter;
 use crate::memory::MemoryStore;
 use crate::message::{Message, Role};
 use crate::registry::ModelRegistry;
-use crate::store::{StoreError, Timestamp};
+use crate::timestamp::Timestamp;
 use crate::tokenize::Tokenizer;
 
 /// A backend that keeps both memory and sessions (one database, one transaction for a
@@ -312,7 +314,7 @@ impl crate::embed::VectorStore for SessionVectors<'_> {
         &self,
         model: &str,
         hashes: &[crate::embed::TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, crate::store::StoreError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, crate::StoreError> {
         self.store.vectors(model, hashes)
     }
 
@@ -320,7 +322,7 @@ impl crate::embed::VectorStore for SessionVectors<'_> {
         &self,
         model: &str,
         vectors: &[(crate::embed::TextHash, &[f32])],
-    ) -> Result<(), crate::store::StoreError> {
+    ) -> Result<(), crate::StoreError> {
         self.store
             .put_session_vectors(&self.session_id, model, vectors)
     }
@@ -572,7 +574,7 @@ impl<'s> Session<'s> {
             check_append_key(key)?;
         }
         self.refresh()?;
-        let now = crate::store::now();
+        let now = crate::timestamp::now();
         let mut seen = HashSet::new();
         let mut rows = Vec::with_capacity(messages.len());
         for (i, message) in messages.into_iter().enumerate() {
@@ -859,7 +861,7 @@ impl<'s> Session<'s> {
         }
         Ok(self
             .store
-            .checkpoint(&self.info.id, name, crate::store::now())?)
+            .checkpoint(&self.info.id, name, crate::timestamp::now())?)
     }
 
     /// Returns to a checkpoint.
@@ -1145,7 +1147,7 @@ mod tests {
     #[test]
     fn the_memory_tools_search_by_meaning_and_need_no_session() {
         use crate::embed::Topics;
-        use crate::session::history::run_memory_tool;
+        use crate::session::tool_calls::run_memory_tool;
         use crate::tools::{MEMORY_ADD, MEMORY_SEARCH, SEARCH_HISTORY};
         use serde_json::{Value, json};
         use std::sync::Arc;

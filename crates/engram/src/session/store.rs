@@ -8,9 +8,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::StoreError;
 use crate::memory::NewEntry;
 use crate::message::Message;
-use crate::store::{StoreError, Timestamp};
+use crate::timestamp::Timestamp;
 
 /// A session to create.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -51,10 +52,10 @@ pub struct SessionInfo {
     /// The caller's metadata.
     pub metadata: Value,
     /// When it was created.
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub created_at: Timestamp,
     /// When a message was last appended (or the session created).
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub updated_at: Timestamp,
     /// Messages in the active log.
     pub messages: usize,
@@ -178,17 +179,17 @@ pub struct SummaryRecord {
     /// The earlier summaries it supersedes (their messages are among `covers`).
     pub covers_summaries: Vec<String>,
     /// When the first covered message was appended.
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub from: Timestamp,
     /// When the last one was.
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub to: Timestamp,
     /// The summary's text.
     pub text: String,
     /// Its tokens.
     pub tokens: usize,
     /// When it was written.
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub created_at: Timestamp,
 }
 
@@ -246,7 +247,7 @@ pub struct CompactionRecord {
     /// Ids of the summaries it wrote.
     pub summary_ids: Vec<String>,
     /// When it ran.
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub created_at: Timestamp,
     /// True when a restore abandoned it.
     pub abandoned: bool,
@@ -266,7 +267,7 @@ pub struct Checkpoint {
     /// Active messages at the time.
     pub messages: usize,
     /// When it was made.
-    #[serde(serialize_with = "crate::store::serialize_time")]
+    #[serde(serialize_with = "crate::timestamp::serialize_time")]
     pub created_at: Timestamp,
     /// True when restoring an earlier checkpoint abandoned it.
     pub abandoned: bool,

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::StoreError;
 use crate::compact::{Kind, ViewMessage};
 use crate::message::Message;
-use crate::store::StoreError;
 
 use super::{Session, SessionError};
 

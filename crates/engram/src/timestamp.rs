@@ -1,6 +1,6 @@
-//! The foundation both stores stand on: times, ids and the error every store method returns.
-//! [`memory`](crate::memory) and [`session`](crate::session) build on it; it depends on
-//! neither.
+//! Times and ids as every store keeps them: milliseconds since the epoch, RFC 3339 text, and
+//! time-ordered ids. [`memory`](crate::memory) and [`session`](crate::session) build on it; it
+//! depends on neither.
 
 /// Milliseconds since the Unix epoch, UTC.
 pub type Timestamp = i64;
@@ -64,30 +64,4 @@ pub fn new_id(prefix: &str) -> String {
         std::process::id() & 0xff_ffff,
         n & 0xffff
     )
-}
-
-/// What can go wrong in a store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The backend failed (I/O, SQL); nothing was changed.
-    #[error("memory store: {0}")]
-    Backend(String),
-    /// A consolidation referred to entries that are not (or no longer) in working memory;
-    /// nothing was changed.
-    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
-    NotWorking(Vec<String>),
-    /// The file is not an engram database.
-    #[error("{0}")]
-    Foreign(String),
-    /// The input is wrong (the message names the place); nothing was changed.
-    #[error("{0}")]
-    Rejected(String),
-    /// What was asked for does not exist (a session, a checkpoint).
-    #[error("{0}")]
-    NotFound(String),
-    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
-    /// before a restore); nothing was changed.
-    #[error("{0}")]
-    Conflict(String),
 }

@@ -19,9 +19,13 @@ use crate::memory::{Forget, NewEntry, SearchQuery, Tier};
 use crate::registry::{ModelRegistry, ResolvedModel};
 use crate::session::{NewSession, Session, SessionError, new_session};
 use crate::sleep::SleepSettings;
-use crate::store::{Timestamp, now, parse_time};
+use crate::timestamp::{Timestamp, now, parse_time};
 use crate::tokenize::Tokenizer;
 use crate::tools::SchemaFormat;
+
+mod assembly;
+
+pub use assembly::{AssemblyParts, BudgetRequest, PartsRequest};
 
 /// A request that does not make sense, and the field that says so.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -353,7 +357,7 @@ impl ContextRequest {
         let budget = positive("budget", self.budget)?.or_else(|| {
             self.model.as_deref().map(|m| {
                 let spec = registry.resolve(m).spec;
-                policy::default_budget(spec.context_window, spec.max_output_tokens)
+                policy::request_limit(spec.context_window, spec.max_output_tokens, None)
             })
         });
         let format = match self.format.as_deref() {
@@ -475,6 +479,11 @@ pub struct CompactRequest {
     pub recall_share: Option<f64>,
     /// A summary prompt instead of the structured handoff prompt.
     pub summary_prompt: Option<String>,
+    /// The window instead of the model's (the default budget is computed from it).
+    pub window: Option<usize>,
+    /// The reply's room the call asks for, kept out of the default budget (default: the
+    /// model's maximum output, at most a quarter of the window).
+    pub max_output_tokens: Option<usize>,
 }
 
 /// A [`CompactRequest`] checked: the model, the tokenizer and the options.
@@ -510,8 +519,13 @@ impl CompactRequest {
             None => model.spec.tokenizer(),
         }
         .map_err(|e| RequestError::new("tokenizer", e.to_string()))?;
+        let window = positive("window", self.window)?;
         let mut options = CompactOptions::new(budget.unwrap_or_else(|| {
-            policy::default_budget(model.spec.context_window, model.spec.max_output_tokens)
+            policy::request_limit(
+                window.unwrap_or(model.spec.context_window),
+                model.spec.max_output_tokens,
+                self.max_output_tokens,
+            )
         }));
         options.strategy = strategy;
         options.query = text(self.query);
@@ -562,6 +576,34 @@ pub fn compaction_document(
     report.insert("exact".into(), Value::from(tokenizer.is_exact()));
     doc.insert("report".into(), Value::Object(report));
     doc
+}
+
+/// A compacted conversation written back as the request its caller sends next: an Anthropic
+/// request (`anthropic`, the request as read) keeps Anthropic's shape, with the digest in
+/// `system` ([`crate::anthropic::rewrite_request`]); anything else is the OpenAI body of
+/// [`compaction_document`], plain and without its report.
+pub fn compacted_request(
+    conversation: &Conversation,
+    anthropic: Option<&Value>,
+    compacted: &Compacted,
+    tokenizer: &Tokenizer,
+) -> Result<Value, crate::InputError> {
+    match anthropic {
+        Some(original) => crate::anthropic::rewrite_request(
+            original,
+            conversation,
+            compacted
+                .messages
+                .iter()
+                .map(|v| v.message.clone())
+                .collect(),
+        ),
+        None => {
+            let mut doc = compaction_document(conversation, compacted, tokenizer, true);
+            doc.remove("report");
+            Ok(Value::Object(doc))
+        }
+    }
 }
 
 /// The answer to a [`NewSessionRequest`]: the created session's info, with the
@@ -795,7 +837,7 @@ impl AddMemory {
             RequestError::new(field, message)
         })?;
         if entry.id.is_none() {
-            entry.id = Some(crate::store::new_id("mem"));
+            entry.id = Some(crate::timestamp::new_id("mem"));
         }
         if self.redact {
             let (content, n) = crate::redact::redact(&entry.content);
@@ -1238,7 +1280,7 @@ mod tests {
         let spec = registry.resolve("gpt-4o").spec;
         assert_eq!(
             c.options.budget,
-            policy::default_budget(spec.context_window, spec.max_output_tokens)
+            policy::request_limit(spec.context_window, spec.max_output_tokens, None)
         );
         let m = SessionCompactRequest {
             focus: Some("  ".into()),

@@ -19,7 +19,7 @@ use super::{
 use crate::compact::salient::count_salient;
 use crate::compact::summarize::{Summarizer, SummaryRequest};
 use crate::message::Message;
-use crate::store::format_minute;
+use crate::timestamp::format_minute;
 
 /// When and how to consolidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
