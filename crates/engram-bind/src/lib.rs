@@ -18,8 +18,8 @@ use engram::compact::summarize::{
 use engram::config::Config;
 use engram::discovery::Discovery;
 use engram::request::{
-    BudgetRequest, CompactRequest, Compaction, PartsRequest, compacted_request,
-    compaction_document, from_json,
+    CompactRequest, Compaction, PartsRequest, budget_over, compacted_request, compaction_document,
+    from_json,
 };
 use engram::session::LoggedMessage;
 use engram::tools::Status;
@@ -184,6 +184,27 @@ pub fn models_json() -> Res<String> {
     to_json(&models)
 }
 
+/// A compaction's counter and options from a binding's options (a [`CompactRequest`]), with the
+/// caller's summarizer and, for hybrid recall, its embeddings.
+fn compaction(
+    options: Value,
+    conversation_model: Option<&str>,
+    summarizer: Option<Arc<dyn Summarizer>>,
+    embeddings: Option<&Embeddings>,
+) -> Res<(TokenCounter, engram::CompactOptions)> {
+    let Compaction {
+        tokenizer,
+        mut options,
+        ..
+    } = from_json::<CompactRequest>(options)
+        .map_err(err)?
+        .resolve(registry()?, conversation_model)
+        .map_err(err)?;
+    options.summarizer = summarizer;
+    options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
+    Ok((TokenCounter::new(tokenizer), options))
+}
+
 /// Compacts a conversation (a list of messages, or a request: `{"messages", "tools"?, ...}` or
 /// an Anthropic Messages request) to a budget. Options as JSON: budget, model, tokenizer,
 /// strategy, query, keep_recent, keep_tool_outputs, preserve_window, digest_share, recall_share,
@@ -201,17 +222,12 @@ pub fn compact_json(
     let (conversation, anthropic) = request(conversation_json)?;
     let o = parse_json(options_json, "options")?;
     let plain = opt_bool(&o, "plain")?.unwrap_or(true);
-    let Compaction {
-        tokenizer,
-        mut options,
-        ..
-    } = from_json::<CompactRequest>(without(o, &["plain"]))
-        .map_err(err)?
-        .resolve(registry()?, conversation.model())
-        .map_err(err)?;
-    let counter = TokenCounter::new(tokenizer);
-    options.summarizer = summarizer;
-    options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
+    let (counter, options) = compaction(
+        without(o, &["plain"]),
+        conversation.model(),
+        summarizer,
+        embeddings,
+    )?;
     let compacted = compact(&conversation, &counter, &options).map_err(err)?;
     let mut doc = compaction_document(&conversation, &compacted, counter.tokenizer(), plain);
     let report = doc.remove("report").unwrap_or_default();
@@ -250,18 +266,8 @@ pub fn compact_prompt_json(
 ) -> Res<String> {
     let prompt = parse_json(prompt_json, "prompt")?;
     let o = parse_json(options_json, "options")?;
-    let Compaction {
-        tokenizer,
-        mut options,
-        ..
-    } = from_json::<CompactRequest>(o)
-        .map_err(err)?
-        .resolve(registry()?, None)
-        .map_err(err)?;
+    let (counter, options) = compaction(o, None, summarizer, embeddings)?;
     let limit = options.budget;
-    options.summarizer = summarizer;
-    options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
-    let counter = TokenCounter::new(tokenizer);
     let trigger = config()?.session_policy().trigger;
     match engram::ai_sdk::compact_prompt(&prompt, &counter, limit, &trigger, &options)
         .map_err(err)?
@@ -289,8 +295,7 @@ pub fn build_context_json(
     let parts = PartsRequest::from_value(parse_json(parts_json, "parts")?)
         .and_then(PartsRequest::resolve)
         .map_err(entry_error)?;
-    let budget_request =
-        BudgetRequest::from_value(parse_json(budget_json, "budget")?).map_err(entry_error)?;
+    let budget_given = parse_json(budget_json, "budget")?;
     let explicit_tokenizer = tokenizer;
     let tokenizer = match (tokenizer, seed && model.is_none()) {
         (Some(t), _) => Some(t),
@@ -303,7 +308,7 @@ pub fn build_context_json(
     } else {
         TokenBudget::for_window(counter.window, 0)
     };
-    let budget = budget_request.apply(start).map_err(entry_error)?;
+    let budget = budget_over(start, budget_given).map_err(entry_error)?;
     let seed_count = match (seed, model.is_none() && explicit_tokenizer.is_none()) {
         (false, _) => None,
         (true, true) => Some(engram::assembly::SeedCount::Characters),

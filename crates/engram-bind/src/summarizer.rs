@@ -2,8 +2,7 @@
 
 use crate::{Res, err, registry, to_json};
 use engram::compact::summarize::Summarizer;
-use engram_llm::{Api, Client, ProviderConfig};
-use serde_json::json;
+use engram_llm::{Client, ProviderConfig};
 use std::sync::Arc;
 
 /// An LLM that writes summaries (OpenAI-compatible, Anthropic or Ollama), with its cache and
@@ -22,23 +21,7 @@ impl LlmSummarizer {
         timeout_seconds: Option<f64>,
         max_retries: Option<u32>,
     ) -> Res<Self> {
-        let api = Api::parse(api).ok_or_else(|| {
-            err(format!(
-                "unknown summarizer API {api:?}; expected openai, anthropic or ollama"
-            ))
-        })?;
-        let mut config = ProviderConfig::new(api, model);
-        if let Some(url) = base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(format!(
-                    "base_url {url:?} must start with http:// or https://"
-                )));
-            }
-            config.base_url = url.to_owned();
-        }
-        if let Some(var) = api_key_env {
-            config.api_key_env = Some(var.to_owned());
-        }
+        let mut config = ProviderConfig::named(api, model, base_url, api_key_env).map_err(err)?;
         if let Some(t) = timeout_seconds {
             if !(t.is_finite() && t > 0.0) {
                 return Err(err("timeout_seconds must be positive"));
@@ -68,15 +51,7 @@ impl LlmSummarizer {
 
     /// Calls, tokens and cost so far, as JSON.
     pub fn usage_json(&self) -> Res<String> {
-        let usage = self.inner.usage();
         let spec = registry()?.resolve(&self.model).spec;
-        to_json(&json!({
-            "calls": usage.calls,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cached_tokens": usage.cached_tokens,
-            "cost_usd": usage.cost(&spec),
-            "secrets_redacted": self.inner.redacted(),
-        }))
+        to_json(&self.inner.usage_report(&spec))
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use engram::ModelRegistry;
 use engram::compact::summarize::Summarizer;
-use engram_llm::{Api, Client, LlmSummarizer, ProviderConfig};
+use engram_llm::{Client, LlmSummarizer, ProviderConfig};
 use serde_json::{Value, json};
 
 use crate::cli::SummarizerArgs;
@@ -60,23 +60,17 @@ pub(crate) fn from_args_with_windows(
     let Some(api) = &args.summarizer else {
         return Ok(None);
     };
-    let api = Api::parse(api).ok_or_else(|| user_error!("unknown summarizer API {api:?}"))?;
     let model = args
         .summarizer_model
         .clone()
-        .ok_or_else(|| user_error!("--summarizer {} needs --summarizer-model M", api.as_str()))?;
-    let mut config = ProviderConfig::new(api, model.clone());
-    if let Some(url) = &args.base_url {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(user_error!(
-                "--base-url {url:?} must start with http:// or https://"
-            ));
-        }
-        config.base_url = url.clone();
-    }
-    if let Some(var) = &args.api_key_env {
-        config.api_key_env = Some(var.clone());
-    }
+        .ok_or_else(|| user_error!("--summarizer {api} needs --summarizer-model M"))?;
+    let config = ProviderConfig::named(
+        api,
+        &model,
+        args.base_url.as_deref(),
+        args.api_key_env.as_deref(),
+    )
+    .map_err(|e| user_error!("--summarizer: {e}"))?;
     let client = Client::new(config).map_err(|e| user_error!("--summarizer: {e}"))?;
     let window = windows
         .get(&model)
@@ -87,16 +81,8 @@ pub(crate) fn from_args_with_windows(
 
 /// What the summarizer used, for the report.
 pub(crate) fn usage_report(registry: &ModelRegistry, summarizer: &LlmSummarizer) -> Value {
-    let usage = summarizer.usage();
     let model = registry.resolve(summarizer.name().split_once(':').map_or("", |(_, m)| m));
-    json!({
-        "calls": usage.calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "cost_usd": usage.cost(&model.spec),
-        "secrets_redacted": summarizer.redacted(),
-    })
+    summarizer.usage_report(&model.spec)
 }
 
 /// `engram summarize`.

@@ -2578,8 +2578,14 @@ fn count_uses_the_calibration_the_proxy_learned_for_an_estimated_model() {
         for counted in [1_000usize, 2_000, 3_000, 4_000] {
             let tools = counted % 2_000 == 0;
             let reported = 2 * counted + if tools { 300 } else { 0 };
+            let seen = engram::calibrate::Observation {
+                counted,
+                tools,
+                reported,
+                at: 1,
+            };
             store
-                .observe_count("claude-sonnet-4-5", counted, tools, reported, 1)
+                .observe_count("claude-sonnet-4-5", seen)
                 .expect("observe");
         }
     }

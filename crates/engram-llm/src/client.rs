@@ -83,6 +83,33 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
+    /// A summarizer's configuration as a user names it: the API by name (openai, anthropic or
+    /// ollama), the model, and optionally the base URL (http or https) and the key's variable.
+    /// The error says which part is wrong, in the words the fronts show.
+    pub fn named(
+        api: &str,
+        model: &str,
+        base_url: Option<&str>,
+        api_key_env: Option<&str>,
+    ) -> Result<Self, String> {
+        let api = Api::parse(api).ok_or_else(|| {
+            format!("unknown summarizer API {api:?}; expected openai, anthropic or ollama")
+        })?;
+        let mut config = ProviderConfig::new(api, model);
+        if let Some(url) = base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "base_url {url:?} must start with http:// or https://"
+                ));
+            }
+            config.base_url = url.to_owned();
+        }
+        if let Some(var) = api_key_env {
+            config.api_key_env = Some(var.to_owned());
+        }
+        Ok(config)
+    }
+
     /// A configuration with the API's defaults for `model`.
     pub fn new(api: Api, model: impl Into<String>) -> Self {
         ProviderConfig {

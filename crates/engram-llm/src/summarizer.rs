@@ -68,6 +68,20 @@ impl LlmSummarizer {
         self.client.totals()
     }
 
+    /// What the summarizer used so far, as every front reports it: calls, tokens, their cost at
+    /// `spec`'s prices and the secrets it redacted.
+    pub fn usage_report(&self, spec: &engram::ModelSpec) -> serde_json::Value {
+        let usage = self.usage();
+        serde_json::json!({
+            "calls": usage.calls,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "cost_usd": usage.cost(spec),
+            "secrets_redacted": self.redacted(),
+        })
+    }
+
     fn call(&self, instructions: &str, input: &str, max_tokens: usize) -> Result<String, LlmError> {
         let system = format!("{instructions}\n{DATA_NOTE}");
         Ok(self.client.chat(&system, input, max_tokens)?.text)

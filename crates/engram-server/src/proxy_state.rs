@@ -152,13 +152,13 @@ impl Proxy {
         counted: &Counted,
         reported: usize,
     ) {
-        match store.observe_count(
-            &counted.model,
-            counted.tokens,
-            counted.tools,
+        let seen = engram::calibrate::Observation {
+            counted: counted.tokens,
+            tools: counted.tools,
             reported,
-            engram::timestamp::now(),
-        ) {
+            at: engram::timestamp::now(),
+        };
+        match store.observe_count(&counted.model, seen) {
             Ok(c) => {
                 self.calibrations
                     .lock()

@@ -9,14 +9,14 @@
 //! not fit, its oldest units give way (never the new message) and the report says so. The
 //! seed-compatible Python layer reproduces the seed's behaviour.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::compact::units;
 use crate::count::TokenCounter;
 use crate::message::{Content, Message};
 
 /// The seed's `TokenBudget`, plus a reserve for the reply.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TokenBudget {
     /// The whole window available to the request.
     pub total: usize,

@@ -163,14 +163,29 @@ pub trait CalibrationStore: Send + Sync {
 
     /// Adds one request to the model's calibration ([`Calibration::observed`]) in one
     /// transaction, and returns the calibration it made.
-    fn observe_count(
-        &self,
-        model: &str,
-        counted: usize,
-        tools: bool,
-        reported: usize,
-        at: Timestamp,
-    ) -> Result<Calibration, StoreError>;
+    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, StoreError>;
+}
+
+/// One request as the calibration learns from it: what engram counted, whether it had tools,
+/// what the provider reported, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// engram's count of the request.
+    pub counted: usize,
+    /// Whether the request had tool definitions.
+    pub tools: bool,
+    /// The provider's count of it.
+    pub reported: usize,
+    /// When it was sent.
+    pub at: Timestamp,
+}
+
+impl Calibration {
+    /// [`Calibration::observed`] of one [`Observation`].
+    #[must_use]
+    pub fn observed_one(&self, seen: Observation) -> Calibration {
+        self.observed(seen.counted, seen.tools, seen.reported, seen.at)
+    }
 }
 
 /// The checks every [`CalibrationStore`] passes (the conformance suites call them).
@@ -181,13 +196,21 @@ pub fn conformance(store: &dyn CalibrationStore) {
         let tools = i % 2 == 1;
         let counted = 1_000 + 100 * i;
         let reported = counted * 6 / 5 + if tools { 400 } else { 0 };
-        store
-            .observe_count("m", counted, tools, reported, 7)
-            .expect("observe");
+        let seen = Observation {
+            counted,
+            tools,
+            reported,
+            at: 7,
+        };
+        store.observe_count("m", seen).expect("observe");
     }
-    store
-        .observe_count("other", 10, false, 30, 8)
-        .expect("observe");
+    let seen = Observation {
+        counted: 10,
+        tools: false,
+        reported: 30,
+        at: 8,
+    };
+    store.observe_count("other", seen).expect("observe");
     let c = store.calibration("m").expect("read").expect("kept");
     assert_eq!((c.samples, c.updated_at), (6, 7));
     assert_eq!(c.factor(), Some(1.2));
@@ -197,7 +220,13 @@ pub fn conformance(store: &dyn CalibrationStore) {
     let other = store.calibration("other").expect("read").expect("kept");
     assert_eq!((other.samples, other.factor()), (1, None));
     // Nothing to learn from an empty count.
-    let same = store.observe_count("m", 0, false, 50, 9).expect("observe");
+    let seen = Observation {
+        counted: 0,
+        tools: false,
+        reported: 50,
+        at: 9,
+    };
+    let same = store.observe_count("m", seen).expect("observe");
     assert_eq!(same.samples, 6);
 }
 

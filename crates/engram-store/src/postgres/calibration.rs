@@ -2,9 +2,8 @@
 //! tenant and model (schema version 8), updated under a row lock so that servers sharing the
 //! database add their requests one after the other.
 
-use engram::calibrate::{Calibration, CalibrationStore};
+use engram::calibrate::{Calibration, CalibrationStore, Observation};
 use engram::memory::StoreError;
-use engram::timestamp::Timestamp;
 
 use super::{PostgresStore, pg};
 
@@ -21,14 +20,7 @@ impl CalibrationStore for PostgresStore {
             .transpose()
     }
 
-    fn observe_count(
-        &self,
-        model: &str,
-        counted: usize,
-        tools: bool,
-        reported: usize,
-        at: Timestamp,
-    ) -> Result<Calibration, StoreError> {
+    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, StoreError> {
         self.tx(|tx| {
             // The row exists before it is locked, so that two first requests do not race.
             tx.execute(
@@ -43,7 +35,7 @@ impl CalibrationStore for PostgresStore {
                     &[&self.tenant, &model],
                 )
                 .map_err(pg)?;
-            let after = Calibration::from_stored(&row.get::<_, String>(0))?.observed(counted, tools, reported, at);
+            let after = Calibration::from_stored(&row.get::<_, String>(0))?.observed_one(seen);
             let state =
                 after.to_stored()?;
             tx.execute(

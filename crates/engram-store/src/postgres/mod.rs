@@ -160,13 +160,10 @@ fn row_to_entry(row: &postgres::Row) -> MemoryEntry {
         session_id: row.get(4),
         created_at: row.get(5),
         importance: row.get(6),
-        metadata: metadata
-            .and_then(|m| serde_json::from_str(&m).ok())
-            .unwrap_or(Value::Null),
-        summary_of: summary_of
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default(),
+        metadata: Value::Null,
+        summary_of: Vec::new(),
     }
+    .with_stored_json(metadata.as_deref(), summary_of.as_deref())
 }
 
 /// Entries per round trip when inserting.
@@ -676,10 +673,7 @@ impl MemoryStore for PostgresStore {
                 &[&self.tenant],
             )
             .map_err(pg)?;
-            Ok(Forgotten {
-                entries,
-                summaries_updated: 0,
-            })
+            Ok(Forgotten::everything(entries))
         })
     }
 

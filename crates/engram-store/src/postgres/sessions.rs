@@ -5,8 +5,9 @@ use engram::embed::TextHash;
 use engram::memory::{NewEntry, StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
-    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend, abandoned_checkpoint,
-    check_compaction, duplicate, logged_message, no_checkpoint, no_session, replayed,
+    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Compactions, KeyedAppend, LogRange,
+    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
+    replayed,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -188,14 +189,17 @@ fn insert_journal(
 }
 
 impl PostgresStore {
-    /// The log from `from_seq` on, in order, at most `limit` rows (`None`: all of them).
+    /// The messages of the log `range` names ([`SessionStore::read_log`]).
     fn log_rows(
         &self,
         session_id: &str,
-        from_seq: u64,
-        include_abandoned: bool,
-        limit: Option<usize>,
+        range: LogRange,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
+        let LogRange {
+            from_seq,
+            include_abandoned,
+            limit,
+        } = range;
         // PostgreSQL reads a NULL limit as no limit.
         let limit = limit.map(|n| n.min(i64::MAX as usize) as i64);
         let rows = self.tx(|tx| {
@@ -417,22 +421,12 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn session_log(
+    fn read_log(
         &self,
         session_id: &str,
-        from_seq: u64,
-        include_abandoned: bool,
+        range: LogRange,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        self.log_rows(session_id, from_seq, include_abandoned, None)
-    }
-
-    fn session_log_page(
-        &self,
-        session_id: &str,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
-        self.log_rows(session_id, from_seq, false, Some(limit))
+        self.log_rows(session_id, range)
     }
 
     fn messages_by_id(
@@ -490,42 +484,25 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn compactions(
+    fn read_compactions(
         &self,
         session_id: &str,
-        include_abandoned: bool,
+        which: Compactions,
     ) -> Result<Vec<CompactionRecord>, StoreError> {
+        // PostgreSQL reads a NULL limit as no limit.
+        let (include_abandoned, order, limit) = match which {
+            Compactions::All { include_abandoned } => (include_abandoned, "", None),
+            Compactions::Newest(n) => (false, "DESC", Some(n.min(i64::MAX as usize) as i64)),
+        };
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
                 &format!(
                     "SELECT {COMPACTION_COLUMNS} FROM engram_session_compaction
-                     WHERE tenant = $1 AND session_id = $2 AND ($3 OR NOT abandoned) ORDER BY id"
+                     WHERE tenant = $1 AND session_id = $2 AND ($3 OR NOT abandoned)
+                     ORDER BY id {order} LIMIT $4"
                 ),
-                &[&self.tenant, &session_id, &include_abandoned],
-            )
-            .map_err(pg)
-        })?;
-        Ok(rows.iter().map(row_to_compaction).collect())
-    }
-
-    fn recent_compactions(
-        &self,
-        session_id: &str,
-        n: usize,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
-        let rows = self.tx(|tx| {
-            session_in(tx, &self.tenant, session_id, false)?;
-            tx.query(
-                &format!(
-                    "SELECT {COMPACTION_COLUMNS} FROM engram_session_compaction
-                     WHERE tenant = $1 AND session_id = $2 AND NOT abandoned ORDER BY id DESC LIMIT $3"
-                ),
-                &[
-                    &self.tenant,
-                    &session_id,
-                    &(n.min(i64::MAX as usize) as i64),
-                ],
+                &[&self.tenant, &session_id, &include_abandoned, &limit],
             )
             .map_err(pg)
         })?;

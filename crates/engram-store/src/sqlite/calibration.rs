@@ -1,9 +1,8 @@
 //! [`CalibrationStore`] for SQLite: each model's count calibration, one row of JSON
 //! (schema version 10), read and updated in one write transaction.
 
-use engram::calibrate::{Calibration, CalibrationStore};
+use engram::calibrate::{Calibration, CalibrationStore, Observation};
 use engram::memory::StoreError;
-use engram::timestamp::Timestamp;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::{SqliteStore, backend, write_tx};
@@ -21,18 +20,11 @@ impl CalibrationStore for SqliteStore {
         read(&self.conn(), model)
     }
 
-    fn observe_count(
-        &self,
-        model: &str,
-        counted: usize,
-        tools: bool,
-        reported: usize,
-        at: Timestamp,
-    ) -> Result<Calibration, StoreError> {
+    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, StoreError> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let before = read(&tx, model)?.unwrap_or_default();
-        let after = before.observed(counted, tools, reported, at);
+        let after = before.observed_one(seen);
         let state = after.to_stored()?;
         tx.execute(
             "INSERT INTO count_calibration (model, state) VALUES (?1, ?2)

@@ -272,13 +272,10 @@ pub(crate) fn row_to_entry(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryEn
         session_id: row.get(4)?,
         created_at: row.get(5)?,
         importance: row.get(6)?,
-        metadata: metadata
-            .and_then(|m| serde_json::from_str(&m).ok())
-            .unwrap_or(Value::Null),
-        summary_of: summary_of
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default(),
-    })
+        metadata: Value::Null,
+        summary_of: Vec::new(),
+    }
+    .with_stored_json(metadata.as_deref(), summary_of.as_deref()))
 }
 
 /// Inserts an entry; its rowid, or `None` when an entry with this id exists already.
@@ -736,10 +733,7 @@ impl MemoryStore for SqliteStore {
         tx.execute("DELETE FROM consolidation_log", [])
             .map_err(backend)?;
         tx.commit().map_err(backend)?;
-        Ok(Forgotten {
-            entries,
-            summaries_updated: 0,
-        })
+        Ok(Forgotten::everything(entries))
     }
 
     fn entries(

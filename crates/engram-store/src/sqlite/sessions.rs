@@ -4,8 +4,9 @@ use engram::embed::TextHash;
 use engram::memory::{StoreError, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
-    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend, abandoned_checkpoint,
-    check_compaction, duplicate, logged_message, no_checkpoint, no_session, replayed,
+    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Compactions, KeyedAppend, LogRange,
+    abandoned_checkpoint, check_compaction, duplicate, logged_message, no_checkpoint, no_session,
+    replayed,
 };
 use engram::session::{
     Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
@@ -162,14 +163,17 @@ fn insert_summary(
 }
 
 impl SqliteStore {
-    /// The log from `from_seq` on, in order, at most `limit` rows (`None`: all of them).
+    /// The messages of the log `range` names ([`SessionStore::read_log`]).
     fn log_rows(
         &self,
         session_id: &str,
-        from_seq: u64,
-        include_abandoned: bool,
-        limit: Option<usize>,
+        range: LogRange,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
+        let LogRange {
+            from_seq,
+            include_abandoned,
+            limit,
+        } = range;
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -378,22 +382,12 @@ impl SessionStore for SqliteStore {
         Ok(())
     }
 
-    fn session_log(
+    fn read_log(
         &self,
         session_id: &str,
-        from_seq: u64,
-        include_abandoned: bool,
+        range: LogRange,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        self.log_rows(session_id, from_seq, include_abandoned, None)
-    }
-
-    fn session_log_page(
-        &self,
-        session_id: &str,
-        from_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
-        self.log_rows(session_id, from_seq, false, Some(limit))
+        self.log_rows(session_id, range)
     }
 
     fn messages_by_id(
@@ -466,41 +460,27 @@ impl SessionStore for SqliteStore {
         Ok(record)
     }
 
-    fn compactions(
+    fn read_compactions(
         &self,
         session_id: &str,
-        include_abandoned: bool,
+        which: Compactions,
     ) -> Result<Vec<CompactionRecord>, StoreError> {
+        // SQLite reads a negative limit as no limit.
+        let (include_abandoned, order, limit) = match which {
+            Compactions::All { include_abandoned } => (include_abandoned, "", -1),
+            Compactions::Newest(n) => (false, "DESC", n.min(i64::MAX as usize) as i64),
+        };
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT {COMPACTION_COLUMNS} FROM session_compaction
-                 WHERE session_id = ?1 AND (?2 OR abandoned = 0) ORDER BY id"
-            ))
-            .map_err(backend)?;
-        let rows = stmt
-            .query_map(params![session_id, include_abandoned], row_to_compaction)
-            .map_err(backend)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
-    }
-
-    fn recent_compactions(
-        &self,
-        session_id: &str,
-        n: usize,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
-        let conn = self.conn();
-        session_in(&conn, session_id)?;
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {COMPACTION_COLUMNS} FROM session_compaction
-                 WHERE session_id = ?1 AND abandoned = 0 ORDER BY id DESC LIMIT ?2"
+                 WHERE session_id = ?1 AND (?2 OR abandoned = 0) ORDER BY id {order} LIMIT ?3"
             ))
             .map_err(backend)?;
         let rows = stmt
             .query_map(
-                params![session_id, n.min(i64::MAX as usize) as i64],
+                params![session_id, include_abandoned, limit],
                 row_to_compaction,
             )
             .map_err(backend)?;

@@ -106,14 +106,11 @@ impl crate::calibrate::CalibrationStore for InMemoryStore {
     fn observe_count(
         &self,
         model: &str,
-        counted: usize,
-        tools: bool,
-        reported: usize,
-        at: Timestamp,
+        seen: crate::calibrate::Observation,
     ) -> Result<crate::calibrate::Calibration, StoreError> {
         let mut state = self.lock();
         let slot = state.calibrations.entry(model.to_owned()).or_default();
-        *slot = slot.observed(counted, tools, reported, at);
+        *slot = slot.observed_one(seen);
         Ok(slot.clone())
     }
 }
@@ -315,10 +312,7 @@ impl MemoryStore for InMemoryStore {
         let (entries, _, texts) = state.remove_entries(|_| true);
         self.vectors.forget(&texts);
         state.log.clear();
-        Ok(Forgotten {
-            entries,
-            summaries_updated: 0,
-        })
+        Ok(Forgotten::everything(entries))
     }
 
     fn entries(

@@ -4,10 +4,10 @@ use super::InMemoryStore;
 use crate::StoreError;
 use crate::message::Message;
 use crate::session::store::{
-    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Checkpoint, CompactionRecord, KeyedAppend,
-    LoggedMessage, NewCompaction, NewLogMessage, NewSession, Restored, SessionDeleted, SessionDump,
-    SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint, check_compaction, duplicate,
-    logged_message, no_checkpoint, no_session, replayed,
+    APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Checkpoint, CompactionRecord, Compactions,
+    KeyedAppend, LogRange, LoggedMessage, NewCompaction, NewLogMessage, NewSession, Restored,
+    SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint,
+    check_compaction, duplicate, logged_message, no_checkpoint, no_session, replayed,
 };
 use crate::timestamp::{Timestamp, new_id};
 use serde_json::Value;
@@ -203,17 +203,17 @@ impl SessionStore for InMemoryStore {
         Ok(())
     }
 
-    fn session_log(
+    fn read_log(
         &self,
         session_id: &str,
-        from_seq: u64,
-        include_abandoned: bool,
+        range: LogRange,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.log
             .iter()
-            .filter(|m| m.seq >= from_seq && (include_abandoned || !m.abandoned))
+            .filter(|m| m.seq >= range.from_seq && (range.include_abandoned || !m.abandoned))
+            .take(range.limit.unwrap_or(usize::MAX))
             .cloned()
             .collect())
     }
@@ -272,34 +272,30 @@ impl SessionStore for InMemoryStore {
         Ok(record)
     }
 
-    fn compactions(
+    fn read_compactions(
         &self,
         session_id: &str,
-        include_abandoned: bool,
+        which: Compactions,
     ) -> Result<Vec<CompactionRecord>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
-        Ok(s.compactions
-            .iter()
-            .filter(|c| include_abandoned || !c.abandoned)
-            .cloned()
-            .collect())
-    }
-
-    fn recent_compactions(
-        &self,
-        session_id: &str,
-        n: usize,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
-        let state = self.lock();
-        let s = session_of(&state, session_id)?;
-        Ok(s.compactions
-            .iter()
-            .rev()
-            .filter(|c| !c.abandoned)
-            .take(n)
-            .cloned()
-            .collect())
+        let active = |c: &&CompactionRecord| !c.abandoned;
+        Ok(match which {
+            Compactions::All { include_abandoned } => s
+                .compactions
+                .iter()
+                .filter(|c| include_abandoned || !c.abandoned)
+                .cloned()
+                .collect(),
+            Compactions::Newest(n) => s
+                .compactions
+                .iter()
+                .rev()
+                .filter(active)
+                .take(n)
+                .cloned()
+                .collect(),
+        })
     }
 
     fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {

@@ -89,6 +89,20 @@ pub struct MemoryEntry {
     pub summary_of: Vec<String>,
 }
 
+impl MemoryEntry {
+    /// `metadata` and `summary_of` as a backend stores them (JSON text, or nothing), read
+    /// leniently: text that is not what it should be reads as none rather than failing a read.
+    pub fn with_stored_json(mut self, metadata: Option<&str>, summary_of: Option<&str>) -> Self {
+        self.metadata = metadata
+            .and_then(|m| serde_json::from_str(m).ok())
+            .unwrap_or(Value::Null);
+        self.summary_of = summary_of
+            .and_then(|s| serde_json::from_str(s).ok())
+            .unwrap_or_default();
+        self
+    }
+}
+
 /// An entry to insert. Without an id, the store makes one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEntry {
@@ -361,6 +375,16 @@ pub struct Forgotten {
     pub entries: usize,
     /// Summaries whose `summary_of` no longer names the deleted entries.
     pub summaries_updated: usize,
+}
+
+impl Forgotten {
+    /// `entries` deleted, and no summary to update (everything went).
+    pub fn everything(entries: usize) -> Self {
+        Forgotten {
+            entries,
+            summaries_updated: 0,
+        }
+    }
 }
 
 /// A memory backend. Every method is atomic: it changes everything it says or nothing.

@@ -4,63 +4,32 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{RequestError, from_json, positive, share};
+use super::{RequestError, from_json, positive, share, unknown_field};
 use crate::assembly::{Parts, StoredSummary, TokenBudget};
 use crate::message::Message;
 
-/// The fields of a [`TokenBudget`] a caller sets; the others keep the budget it starts from.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct BudgetRequest {
-    /// The whole window the context may fill (positive).
-    pub total: Option<usize>,
-    /// Planned for the system prompt.
-    pub system_reserve: Option<usize>,
-    /// Planned for tool definitions.
-    pub tool_definitions_reserve: Option<usize>,
-    /// Share of what remains after the reserves for relevant memory (0 to 1).
-    pub memory_fraction: Option<f64>,
-    /// Share of what remains after the reserves for past learnings (0 to 1).
-    pub learnings_fraction: Option<f64>,
-    /// Messages at the end of the history kept first.
-    pub fresh_tail_count: Option<usize>,
-    /// Kept free for the model's reply.
-    pub reply_reserve: Option<usize>,
-}
-
-impl BudgetRequest {
-    /// Reads the budget from a JSON object (`null` sets nothing).
-    pub fn from_value(value: Value) -> Result<Self, RequestError> {
-        from_json(value)
+/// A budget as a caller gives it: the fields of [`TokenBudget`] it names (a null names none),
+/// over `start`. A key that is no field of the budget is an error naming it; the total must be
+/// positive and the shares between 0 and 1.
+pub fn budget_over(start: TokenBudget, given: Value) -> Result<TokenBudget, RequestError> {
+    let Ok(Value::Object(mut merged)) = serde_json::to_value(start) else {
+        unreachable!("a budget is an object of numbers")
+    };
+    match given {
+        Value::Null => {}
+        Value::Object(map) => {
+            if let Some(e) = unknown_field::<TokenBudget>(map.keys()) {
+                return Err(e);
+            }
+            merged.extend(map.into_iter().filter(|(_, v)| !v.is_null()));
+        }
+        other => return from_json(other),
     }
-
-    /// `budget` with this request's fields set: the total must be positive and the shares
-    /// between 0 and 1.
-    pub fn apply(self, budget: TokenBudget) -> Result<TokenBudget, RequestError> {
-        let mut budget = budget;
-        if let Some(v) = positive("total", self.total)? {
-            budget.total = v;
-        }
-        if let Some(v) = self.system_reserve {
-            budget.system_reserve = v;
-        }
-        if let Some(v) = self.tool_definitions_reserve {
-            budget.tool_definitions_reserve = v;
-        }
-        if let Some(v) = share("memory_fraction", self.memory_fraction)? {
-            budget.memory_fraction = v;
-        }
-        if let Some(v) = share("learnings_fraction", self.learnings_fraction)? {
-            budget.learnings_fraction = v;
-        }
-        if let Some(v) = self.fresh_tail_count {
-            budget.fresh_tail_count = v;
-        }
-        if let Some(v) = self.reply_reserve {
-            budget.reply_reserve = v;
-        }
-        Ok(budget)
-    }
+    let budget: TokenBudget = from_json(Value::Object(merged))?;
+    positive("total", Some(budget.total))?;
+    share("memory_fraction", Some(budget.memory_fraction))?;
+    share("learnings_fraction", Some(budget.learnings_fraction))?;
+    Ok(budget)
 }
 
 /// The parts of a context as a caller sends them. `new_message` is text (a user message) or a
@@ -239,24 +208,29 @@ mod tests {
 
     #[test]
     fn a_misspelt_budget_field_is_named_not_ignored() {
-        let e = BudgetRequest::from_value(json!({"totl": 2_000})).unwrap_err();
+        let e = budget_over(TokenBudget::default(), json!({"totl": 2_000})).unwrap_err();
         assert_eq!(e.field, "totl");
         assert!(e.message.contains("`total`"), "{e}");
-        let e = BudgetRequest::from_value(json!({"memory_fraction": 1.5}))
-            .unwrap()
-            .apply(TokenBudget::default())
-            .unwrap_err();
+        let e = budget_over(TokenBudget::default(), json!({"memory_fraction": 1.5})).unwrap_err();
         assert_eq!(
             e.to_string(),
             "`memory_fraction`: must be between 0 and 1, not 1.5"
         );
-        let b = BudgetRequest::from_value(json!({"total": 900, "reply_reserve": 10}))
-            .unwrap()
-            .apply(TokenBudget::default())
-            .unwrap();
+        let e = budget_over(TokenBudget::default(), json!({"total": 0})).unwrap_err();
+        assert_eq!(e.to_string(), "`total`: must be positive");
+        let b = budget_over(
+            TokenBudget::default(),
+            json!({"total": 900, "reply_reserve": 10, "system_reserve": null}),
+        )
+        .unwrap();
         assert_eq!(
-            (b.total, b.reply_reserve, b.fresh_tail_count),
-            (900, 10, 16)
+            (
+                b.total,
+                b.reply_reserve,
+                b.fresh_tail_count,
+                b.system_reserve
+            ),
+            (900, 10, 16, 2_000)
         );
     }
 

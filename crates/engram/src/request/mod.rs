@@ -25,7 +25,7 @@ use crate::tools::SchemaFormat;
 
 mod assembly;
 
-pub use assembly::{AssemblyParts, BudgetRequest, PartsRequest};
+pub use assembly::{AssemblyParts, PartsRequest, budget_over};
 
 /// A request that does not make sense, and the field that says so.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

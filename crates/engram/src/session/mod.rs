@@ -34,8 +34,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use store::{
-    Checkpoint, CompactionRecord, LoggedMessage, NewCompaction, NewLogMessage, NewSession,
-    Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord,
+    Checkpoint, CompactionRecord, Compactions, LogRange, LoggedMessage, NewCompaction,
+    NewLogMessage, NewSession, Restored, SessionDeleted, SessionDump, SessionInfo, SessionStore,
+    SummaryRecord,
 };
 
 use crate::StoreError;

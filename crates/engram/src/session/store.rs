@@ -13,6 +13,29 @@ use crate::memory::NewEntry;
 use crate::message::Message;
 use crate::timestamp::Timestamp;
 
+/// Which of a session's compactions to read ([`SessionStore::read_compactions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compactions {
+    /// All of them, oldest first; abandoned ones only when asked.
+    All {
+        /// Whether compactions a restore set aside are read too.
+        include_abandoned: bool,
+    },
+    /// The `n` latest active ones, newest first.
+    Newest(usize),
+}
+
+/// Which messages of a session's log to read ([`SessionStore::read_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRange {
+    /// The first sequence number read.
+    pub from_seq: u64,
+    /// Whether messages a restore set aside are read too.
+    pub include_abandoned: bool,
+    /// At most this many messages (`None`: all from `from_seq` on).
+    pub limit: Option<usize>,
+}
+
 /// A session to create.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NewSession {
@@ -351,24 +374,38 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         key: &str,
         answer: &Value,
     ) -> Result<(), StoreError>;
+    /// The messages of the log that `range` names, in order: what every backend reads, and
+    /// [`SessionStore::session_log`] and [`SessionStore::session_log_page`] ask for. A page
+    /// (`range.limit`) should cost its size.
+    fn read_log(&self, session_id: &str, range: LogRange)
+    -> Result<Vec<LoggedMessage>, StoreError>;
     /// The log from `from_seq` on, in order; abandoned messages only when asked.
     fn session_log(
         &self,
         session_id: &str,
         from_seq: u64,
         include_abandoned: bool,
-    ) -> Result<Vec<LoggedMessage>, StoreError>;
-    /// At most `limit` active messages from `from_seq` on, in order: a page of the log, which
-    /// should cost its size (the default reads the rest of the log; backends override it).
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
+        let range = LogRange {
+            from_seq,
+            include_abandoned,
+            limit: None,
+        };
+        self.read_log(session_id, range)
+    }
+    /// At most `limit` active messages from `from_seq` on, in order: a page of the log.
     fn session_log_page(
         &self,
         session_id: &str,
         from_seq: u64,
         limit: usize,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        let mut log = self.session_log(session_id, from_seq, false)?;
-        log.truncate(limit);
-        Ok(log)
+        let range = LogRange {
+            from_seq,
+            include_abandoned: false,
+            limit: Some(limit),
+        };
+        self.read_log(session_id, range)
     }
     /// The active messages with these ids, in log order (unknown ids are left out).
     fn messages_by_id(
@@ -379,18 +416,29 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
     /// Records a compaction with its summaries and journal entries.
     fn record_compaction(&self, compaction: &NewCompaction)
     -> Result<CompactionRecord, StoreError>;
+    /// The session's compactions that `which` names: what every backend reads, and
+    /// [`SessionStore::compactions`] and [`SessionStore::recent_compactions`] ask for.
+    fn read_compactions(
+        &self,
+        session_id: &str,
+        which: Compactions,
+    ) -> Result<Vec<CompactionRecord>, StoreError>;
     /// The session's compactions, oldest first; abandoned ones only when asked.
     fn compactions(
         &self,
         session_id: &str,
         include_abandoned: bool,
-    ) -> Result<Vec<CompactionRecord>, StoreError>;
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
+        self.read_compactions(session_id, Compactions::All { include_abandoned })
+    }
     /// The `n` latest active compactions, newest first.
     fn recent_compactions(
         &self,
         session_id: &str,
         n: usize,
-    ) -> Result<Vec<CompactionRecord>, StoreError>;
+    ) -> Result<Vec<CompactionRecord>, StoreError> {
+        self.read_compactions(session_id, Compactions::Newest(n))
+    }
     /// The latest active compaction.
     fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, StoreError> {
         Ok(self.recent_compactions(session_id, 1)?.pop())
