@@ -279,7 +279,6 @@ impl SessionStore for InMemoryStore {
     ) -> Result<Vec<CompactionRecord>, StoreError> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
-        let active = |c: &&CompactionRecord| !c.abandoned;
         Ok(match which {
             Compactions::All { include_abandoned } => s
                 .compactions
@@ -291,7 +290,7 @@ impl SessionStore for InMemoryStore {
                 .compactions
                 .iter()
                 .rev()
-                .filter(active)
+                .filter(|c| !c.abandoned)
                 .take(n)
                 .cloned()
                 .collect(),

@@ -23,6 +23,7 @@ pub fn budget_over(start: TokenBudget, given: Value) -> Result<TokenBudget, Requ
             }
             merged.extend(map.into_iter().filter(|(_, v)| !v.is_null()));
         }
+        // Not an object: the one error every request gives for that.
         other => return from_json(other),
     }
     let budget: TokenBudget = from_json(Value::Object(merged))?;
