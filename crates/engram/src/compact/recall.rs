@@ -198,11 +198,12 @@ pub(crate) type Ranking = Vec<(usize, f64)>;
 ///
 /// The sessions about the query's topic and those its time dates lift their matching units; a
 /// session's heading that shares the query's words leads to the session's first turn, as a
-/// question leads to its answer; replies inherit from the turn they answer; a named speaker
+/// question leads to its answer; replies inherit from the turn they answer, and in a chat
+/// between people a topic runs on into the turns after a good match; a named speaker
 /// and, in a question put to an assistant in the first person, the user weigh more. With
 /// `similar`, the scores are fused with meaning and the sessions nearest the query in meaning
 /// rise too, and the order by words alone comes second, for the caller to merge by place
-/// ([`fuse_ranks`]). Units that match nothing are left out.
+/// ([`fuse_ranks`]). Units left at zero are left out.
 pub(crate) fn order(
     mut lexical: Vec<f64>,
     sessions_bm25: impl FnOnce(&[usize], usize) -> Vec<f64>,
@@ -262,6 +263,9 @@ pub(crate) fn order(
     }
     let order_of = |matches: &[f64]| {
         let mut scores = with_neighbours(matches, &asks, alike);
+        if alike {
+            follow_threads(&mut scores, matches, &sessions, &traits.headings);
+        }
         favour_named_speakers(&mut scores, &traits.speakers, query);
         if !alike {
             favour_the_user(&mut scores, &traits.users, query);
@@ -307,6 +311,47 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool], alike: bool) -> Vec
             scores[i] + FROM_QUESTION * previous + from_next * next
         })
         .collect()
+}
+
+/// The share of a turn's score that the turn after it gets in a chat between people
+/// ([`follow_threads`]), and again the one after that. Measured on LoCoMo and its whole-history
+/// questions at 0.4, 0.5 and 0.6 (with [`THREAD_START`] at 0.3, 0.5 and 0.7): 0.4 lifted the
+/// whole-history summaries and LoCoMo's single-hop and open-domain questions most, while 0.5
+/// and more cost open-domain questions at 2,048 (docs/benchmarks.md).
+const THREAD: f64 = 0.4;
+
+/// How well a turn must match, as a share of the best match, to start a thread: a word said in
+/// passing does not make the turns after it about the topic.
+const THREAD_START: f64 = 0.5;
+
+/// In a chat between people a topic runs over several short turns: one says "this pride parade
+/// I went to", the other asks "did you join in?", and the answer ("yes, it was amazing, I felt
+/// so accepted") shares no word with the question about the parade. Each turn after a good
+/// match (at least [`THREAD_START`] of the best one's `matches`) gets [`THREAD`] of its score,
+/// fading by the same share turn by turn, until the session ends (`session_of`, or a heading
+/// in `headings`). Assistant conversations are left alone: one long reply covers a topic there,
+/// and the lift cost LongMemEval's multi-session questions.
+pub(crate) fn follow_threads(
+    scores: &mut [f64],
+    matches: &[f64],
+    session_of: &[usize],
+    headings: &[bool],
+) {
+    let best = matches.iter().copied().fold(0.0, f64::max);
+    let mut flow = 0.0;
+    for i in 1..scores.len() {
+        if session_of[i] != session_of[i - 1] || headings[i] {
+            flow = 0.0;
+            continue;
+        }
+        let start = if matches[i - 1] >= THREAD_START * best {
+            matches[i - 1]
+        } else {
+            0.0
+        };
+        flow = THREAD * start.max(flow);
+        scores[i] += flow;
+    }
 }
 
 /// Appends the text `message` is embedded by: the speaker's name, then its searchable lines
@@ -971,6 +1016,30 @@ mod tests {
         assert_eq!(chat[0], 2.0 * FROM_NEXT_ALIKE);
         assert!(chat[0] > 0.0 && chat[0] < scores[0]);
         assert!(value(1.0, 100, 0.5) > value(1.5, 1000, 0.5));
+    }
+
+    #[test]
+    fn a_topic_runs_on_into_the_turns_after_a_good_match_until_the_session_ends() {
+        // Session 0: a good match, two turns after it, a passing mention, one turn after it;
+        // session 1 starts with a heading.
+        let matches = [0.0, 4.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0];
+        let session_of = [0, 0, 0, 0, 0, 0, 1, 1];
+        let headings = [false, false, false, false, false, false, true, false];
+        let mut scores = matches.to_vec();
+        follow_threads(&mut scores, &matches, &session_of, &headings);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert_eq!(scores[0], 0.0, "a thread runs forward only");
+        assert!(near(scores[2], 4.0 * THREAD));
+        assert!(
+            near(scores[3], 4.0 * THREAD * THREAD),
+            "fading turn by turn"
+        );
+        // A passing mention (below the start share of the best) starts nothing of its own;
+        // the fading thread before it runs on past it.
+        assert!(near(scores[4], 1.0 + 4.0 * THREAD.powi(3)));
+        assert!(near(scores[5], 4.0 * THREAD.powi(4)));
+        assert!(scores[5] < scores[3]);
+        assert_eq!(&scores[6..], &[0.0, 0.0], "a new session ends the thread");
     }
 
     #[test]
