@@ -75,6 +75,19 @@ const TALK: &[&str] = &[
     "told",
 ];
 
+/// Words by which a question asks what someone said ("what has Caroline told me", "what did
+/// John say", "Maria mentioned"); any form of "mention" too ([`asks_what_was_said`]).
+const TELLING: &[&str] = &["said", "say", "says", "tell", "telling", "tells", "told"];
+
+/// Whether `query` asks what someone said: it holds a word of [`TELLING`] or a form of
+/// "mention".
+pub(crate) fn asks_what_was_said(query: &str) -> bool {
+    query
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .any(|w| w.starts_with("mention") || TELLING.contains(&w.as_str()))
+}
+
 /// Units of time a relative time counts back in ("two weeks ago").
 const TIME_UNITS: &[&str] = &[
     "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "weekend", "weekends",
@@ -202,6 +215,17 @@ mod tests {
         for topical in ["also", "during", "few", "now", "paint", ""] {
             assert!(!is_stopword(topical), "{topical}");
         }
+    }
+
+    #[test]
+    fn a_question_about_what_someone_said_is_told_by_its_words() {
+        assert!(asks_what_was_said(
+            "Summarize everything Caroline has told me about pride"
+        ));
+        assert!(asks_what_was_said("What did John say about the move?"));
+        assert!(asks_what_was_said("Melanie MENTIONED a trip"));
+        assert!(!asks_what_was_said("What did Caroline paint?"));
+        assert!(!asks_what_was_said("Where does the toll road end?"));
     }
 
     #[test]

@@ -683,6 +683,16 @@ impl Planner<'_> {
         let query_terms = recall::terms(&crate::words::without_asides(query));
         let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
         let mut lengths = Vec::with_capacity(dropped.len());
+        let speaker = |u: &units::Unit| {
+            self.items[u.start..u.end]
+                .iter()
+                .find_map(|i| i.message.name())
+        };
+        let told_by = if crate::words::asks_what_was_said(query) {
+            recall::named_speakers(query, dropped.iter().filter_map(speaker))
+        } else {
+            Vec::new()
+        };
         let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
@@ -698,6 +708,7 @@ impl Planner<'_> {
                 let (mut terms, joined) = recall::terms_and_joined(&meaning.text, |first| {
                     query_terms.iter().any(|q| q.starts_with(first))
                 });
+                recall::leave_out_addressed(&mut terms, speaker(u), &told_by);
                 lengths.push(terms.len());
                 terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
                 if keep_texts {
@@ -735,14 +746,7 @@ impl Planner<'_> {
                 })
                 .collect(),
             headings: dropped.iter().map(|u| self.starts_session(u)).collect(),
-            speakers: dropped
-                .iter()
-                .map(|u| {
-                    self.items[u.start..u.end]
-                        .iter()
-                        .find_map(|i| i.message.name())
-                })
-                .collect(),
+            speakers: dropped.iter().map(speaker).collect(),
             users: dropped
                 .iter()
                 .map(|u| {
