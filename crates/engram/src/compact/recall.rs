@@ -349,10 +349,11 @@ pub(crate) fn named_speakers<'a>(
     let mut named: Vec<(String, String)> = Vec::new();
     for name in names {
         let name = name.to_lowercase();
-        if words.contains(&name) && !named.iter().any(|(n, _)| *n == name) {
-            if let Some(word) = terms(&name).into_iter().next() {
-                named.push((name, word));
-            }
+        if words.contains(&name)
+            && !named.iter().any(|(n, _)| *n == name)
+            && let Some(word) = terms(&name).into_iter().next()
+        {
+            named.push((name, word));
         }
     }
     named
