@@ -329,6 +329,9 @@ pub(crate) fn leave_out_addressed(
     speaker: Option<&str>,
     told_by: &[(String, String)],
 ) {
+    if told_by.is_empty() {
+        return;
+    }
     let Some(speaker) = speaker.map(str::to_lowercase) else {
         return;
     };
