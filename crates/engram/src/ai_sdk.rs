@@ -27,7 +27,7 @@ use crate::compact::{CompactError, CompactOptions, CompactReport, compact};
 use crate::count::TokenCounter;
 use crate::error::InputError;
 use crate::input::Conversation;
-use crate::message::{Content, ContentPart, Message, Role, ToolCall, type_name};
+use crate::message::{Content, ContentPart, Message, Role, ToolCall, object_at, type_name};
 use crate::responses::Origin;
 
 /// A prompt's conversation, with where each message came from.
@@ -177,13 +177,7 @@ pub fn from_prompt(prompt: &Value) -> Result<Prompt, InputError> {
     let mut spans = Vec::new();
     for (i, m) in list.iter().enumerate() {
         let field = format!("prompt[{i}]");
-        let Value::Object(map) = m else {
-            return Err(InputError::new(format!(
-                "expected a message object, found {}",
-                type_name(m)
-            ))
-            .at_field(field));
-        };
+        let map = object_at(m, "a message", &field)?;
         let whole = Span {
             message: i,
             parts: None,

@@ -18,7 +18,8 @@ use serde_json::{Map, Value, json};
 use crate::error::InputError;
 use crate::input::Conversation;
 use crate::message::{
-    Content, ContentPart, Message, Role, ToolCall, leading_instructions, parse_content, type_name,
+    Content, ContentPart, Message, Role, ToolCall, leading_instructions, object_at, parse_content,
+    type_name,
 };
 
 /// Whether `request` is an Anthropic Messages request rather than an OpenAI one: an object with
@@ -186,13 +187,7 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
     let mut calls: Vec<ToolCall> = Vec::new();
     for (i, block) in blocks.iter().enumerate() {
         let field = format!("content[{i}]");
-        let Value::Object(block) = block else {
-            return Err(InputError::new(format!(
-                "expected a content block object, found {}",
-                type_name(block)
-            ))
-            .at_field(field));
-        };
+        let block = object_at(block, "a content block", &field)?;
         match block.get("type").and_then(Value::as_str) {
             Some("tool_result") if role == Role::User => {
                 if !parts.is_empty() {

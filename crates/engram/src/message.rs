@@ -597,6 +597,23 @@ impl Serialize for ToolCall {
     }
 }
 
+/// `value` as the object a list of a request holds at `field` (`what`: "a message", "an
+/// item"), or the error naming the place and what it found instead.
+pub(crate) fn object_at<'v>(
+    value: &'v Value,
+    what: &str,
+    field: &str,
+) -> Result<&'v Map<String, Value>, InputError> {
+    match value {
+        Value::Object(map) => Ok(map),
+        other => Err(InputError::new(format!(
+            "expected {what} object, found {}",
+            type_name(other)
+        ))
+        .at_field(field.to_owned())),
+    }
+}
+
 /// A short name for a JSON value's type, for error messages.
 pub(crate) fn type_name(value: &Value) -> &'static str {
     match value {

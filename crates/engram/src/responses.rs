@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use crate::compact::{Kind, SourceIndex, ViewMessage};
 use crate::error::InputError;
 use crate::input::Conversation;
-use crate::message::{Content, ContentPart, Message, Role, ToolCall, type_name};
+use crate::message::{Content, ContentPart, Message, Role, ToolCall, object_at, type_name};
 
 /// A Responses request's conversation, with where each message came from.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -187,13 +187,7 @@ pub fn from_items(items: Vec<Value>) -> Result<Items, InputError> {
     };
     for (i, item) in items.iter().enumerate() {
         let field = format!("input[{i}]");
-        let Value::Object(map) = item else {
-            return Err(InputError::new(format!(
-                "expected an item object, found {}",
-                type_name(item)
-            ))
-            .at_field(field));
-        };
+        let map = object_at(item, "an item", &field)?;
         if map.get("type").is_some_and(|t| !t.is_string()) {
             return Err(InputError::new("an item's `type` is a string").at_field(field + ".type"));
         }

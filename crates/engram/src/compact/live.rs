@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn the_view_sent_is_well_formed_whatever_was_pushed() {
-        use crate::message::{Role, ToolCall};
+        use crate::message::ToolCall;
         let mut live = LiveContext::new(counter(), 10_000);
         live.push(Message::user("Fix the build.")).expect("push");
         live.push(Message::tool("lost", "exit 0")).expect("push");
@@ -256,17 +256,8 @@ mod tests {
         assert!(matches!(live.view(), Cow::Owned(_)));
         live.push(Message::user("Go on.")).expect("push");
         let view = live.view();
-        let roles: Vec<Role> = view.iter().map(|v| v.message.role).collect();
-        assert_eq!(
-            roles,
-            [
-                Role::User,
-                Role::User,
-                Role::Assistant,
-                Role::Tool,
-                Role::User
-            ]
-        );
+        let roles: Vec<&str> = view.iter().map(|v| v.message.role.as_str()).collect();
+        assert_eq!(roles.join(" "), "user user assistant tool user");
         assert_eq!(view[3].kind, Kind::Status);
         assert_eq!(live.log().len(), 4);
         let recount: usize = view
