@@ -56,19 +56,11 @@ pub struct Calibration {
     pub updated_at: Timestamp,
 }
 
+impl crate::stored::StoredJson for Calibration {
+    const WHAT: &'static str = "a count calibration";
+}
+
 impl Calibration {
-    /// The calibration as a store keeps it (JSON text).
-    pub fn to_stored(&self) -> Result<String, StoreError> {
-        serde_json::to_string(self).map_err(|e| StoreError::Backend(e.to_string()))
-    }
-
-    /// A calibration a store kept ([`Calibration::to_stored`]).
-    pub fn from_stored(text: &str) -> Result<Calibration, StoreError> {
-        serde_json::from_str(text).map_err(|e| {
-            StoreError::Backend(format!("a count calibration that does not read back: {e}"))
-        })
-    }
-
     /// This calibration after one more request: engram counted `counted` tokens (without a
     /// factor) for a request with or without `tools`, the provider reported `reported`. A request
     /// either count says is empty is not learned from.

@@ -77,6 +77,7 @@ pub mod request;
 pub mod responses;
 pub mod session;
 pub mod sleep;
+pub mod stored;
 pub mod timestamp;
 pub mod tokenize;
 pub mod tools;

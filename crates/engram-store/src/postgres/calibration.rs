@@ -4,6 +4,7 @@
 
 use engram::calibrate::{Calibration, CalibrationStore, Observation};
 use engram::memory::StoreError;
+use engram::stored::StoredJson;
 
 use super::{PostgresStore, pg};
 

@@ -3,6 +3,7 @@
 
 use engram::calibrate::{Calibration, CalibrationStore, Observation};
 use engram::memory::StoreError;
+use engram::stored::StoredJson;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::{SqliteStore, backend, write_tx};
