@@ -70,6 +70,18 @@ pub struct SleepTick {
     pub archive_deleted: usize,
 }
 
+impl SleepTick {
+    /// What a tick did, as every front reports it: memory's consolidation counts, then
+    /// `sessions_compacted`, `timeline_lines` and `archive_deleted`.
+    pub fn to_document(&self) -> serde_json::Value {
+        let mut doc = serde_json::to_value(self.memory).unwrap_or_else(|_| serde_json::json!({}));
+        doc["sessions_compacted"] = serde_json::json!(self.sessions.compacted.len());
+        doc["timeline_lines"] = serde_json::json!(self.sessions.timeline_lines);
+        doc["archive_deleted"] = serde_json::json!(self.archive_deleted);
+        doc
+    }
+}
+
 /// Runs one sleep tick at `at`.
 pub fn sleep_tick(
     store: &dyn EngramStore,

@@ -27,6 +27,7 @@ mod calibration;
 mod pool;
 mod schema;
 mod sessions;
+mod timeline;
 mod views;
 
 use std::sync::Arc;

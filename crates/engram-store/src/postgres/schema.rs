@@ -7,7 +7,7 @@ use engram::memory::StoreError;
 use super::{Pool, pg};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -226,6 +226,17 @@ CREATE TABLE IF NOT EXISTS engram_count_calibration (
 );
 "#;
 
+/// Version 9: each session's timeline, built at sleep time (`timeline.rs`).
+const SCHEMA_V9: &str = r#"
+CREATE TABLE IF NOT EXISTS engram_session_timeline (
+    tenant TEXT NOT NULL,
+    session_id TEXT COLLATE "C" NOT NULL,
+    timeline TEXT NOT NULL,
+    PRIMARY KEY (tenant, session_id),
+    FOREIGN KEY (tenant, session_id) REFERENCES engram_session (tenant, id) ON DELETE CASCADE
+);
+"#;
+
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
@@ -330,6 +341,7 @@ pub(super) fn migrate(pool: &Pool) -> Result<(), StoreError> {
         (6, Migration::Sql(SCHEMA_V6)),
         (7, Migration::Sql(SCHEMA_V7)),
         (8, Migration::Sql(SCHEMA_V8)),
+        (9, Migration::Sql(SCHEMA_V9)),
     ] {
         if current < to {
             match step {

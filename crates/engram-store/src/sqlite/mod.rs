@@ -991,6 +991,7 @@ mod schema;
 pub use calibration::read_calibration;
 mod search;
 mod sessions;
+mod timeline;
 mod vectors;
 
 pub use vectors::VectorFile;

@@ -4,12 +4,12 @@
 use engram::memory::StoreError;
 use rusqlite::Connection;
 
-use super::{backend, calibration, vectors, write_tx};
+use super::{backend, calibration, timeline, vectors, write_tx};
 
 /// `PRAGMA application_id` of engram's databases ("ENGR").
 pub const APPLICATION_ID: i32 = 0x454e_4752;
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 pub(super) const SCHEMA_V1: &str = "
 CREATE TABLE memory (
@@ -228,6 +228,9 @@ CREATE TABLE IF NOT EXISTS session_append_key (
 /// ([`calibration::TABLE`]).
 const SCHEMA_V10: &str = calibration::TABLE;
 
+/// Version 11: each session's timeline, built at sleep time ([`timeline::TABLE`]).
+const SCHEMA_V11: &str = timeline::TABLE;
+
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
@@ -291,6 +294,7 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         (8, Migration::Code(vectors::forget_unowned)),
         (9, Migration::Sql(SCHEMA_V9)),
         (10, Migration::Sql(SCHEMA_V10)),
+        (11, Migration::Sql(SCHEMA_V11)),
     ] {
         if current < to {
             match step {

@@ -9,6 +9,8 @@ use crate::session::store::{
     SessionDeleted, SessionDump, SessionInfo, SessionStore, SummaryRecord, abandoned_checkpoint,
     check_compaction, duplicate, logged_message, no_checkpoint, no_session, replayed,
 };
+use crate::session::timeline::{Timeline, TimelineStore};
+use crate::stored::StoredJson;
 use crate::timestamp::{Timestamp, new_id};
 use serde_json::Value;
 
@@ -23,6 +25,8 @@ pub(crate) struct SessionState {
     vectors: std::collections::HashSet<(String, crate::embed::TextHash)>,
     /// The keys of appends that may be retried, oldest first.
     keys: Vec<KeptKey>,
+    /// The timeline, as stored ([`crate::stored::StoredJson::to_stored`]).
+    timeline: Option<String>,
 }
 
 /// An append's key as the other stores keep it: its positions and answer as JSON.
@@ -120,6 +124,7 @@ impl SessionStore for InMemoryStore {
                 checkpoints: Vec::new(),
                 vectors: Default::default(),
                 keys: Vec::new(),
+                timeline: None,
             },
         );
         Ok(info)
@@ -438,6 +443,7 @@ impl SessionStore for InMemoryStore {
                     .collect(),
                 vectors: Default::default(),
                 keys: Vec::new(),
+                timeline: None,
             },
         );
         Ok(())
@@ -483,5 +489,27 @@ impl SessionStore for InMemoryStore {
         s.vectors
             .extend(vectors.iter().map(|(h, _)| (model.to_owned(), *h)));
         crate::embed::VectorStore::put_vectors(&self.vectors, model, vectors)
+    }
+}
+
+impl TimelineStore for InMemoryStore {
+    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, StoreError> {
+        let state = self.lock();
+        session_of(&state, session_id)?
+            .timeline
+            .as_deref()
+            .map(Timeline::from_stored)
+            .transpose()
+    }
+
+    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), StoreError> {
+        let stored = timeline.to_stored()?;
+        let mut state = self.lock();
+        let s = state
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| no_session(session_id))?;
+        s.timeline = Some(stored);
+        Ok(())
     }
 }

@@ -61,6 +61,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn EngramStore>) {
     a_compaction_from_before_a_restore_is_refused(make().as_ref());
     sleep_compaction_extracts_facts_first(make().as_ref());
     deleting_a_session_removes_what_it_owns(make().as_ref());
+    timelines_are_kept_per_session(make().as_ref());
     deleting_a_session_forgets_its_vectors(make().as_ref());
     the_agents_compact_history_tool(make().as_ref());
     the_agents_history_tools(make().as_ref());
@@ -1097,6 +1098,115 @@ fn sleep_compaction_extracts_facts_first(store: &dyn EngramStore) {
     )
     .expect("sleep");
     assert!(again.compacted.is_empty(), "{again:?}");
+}
+
+/// A session's timeline: none until built, built at sleep, kept until the history changes,
+/// refused for an unknown session, and deleted with its session.
+fn timelines_are_kept_per_session(store: &dyn EngramStore) {
+    use super::timeline::Timeline;
+    let mut s = Session::create(store, &new_session("t", 100_000)).expect("create");
+    assert_eq!(store.timeline("t").expect("timeline"), None);
+    s.append(vec![
+        Message::system("[Session 1 - 8 May, 2023]"),
+        Message::user("I went to a pottery class and made a bowl."),
+        Message::assistant("What glaze did you use on the pottery bowl?"),
+        Message::system("[Session 2 - 25 May, 2023]"),
+        Message::user("My sister is moving to Lisbon for a new job."),
+    ])
+    .expect("append");
+    let out = sleep_sessions(
+        store,
+        &SessionPolicy::default(),
+        &CompactOptions::new(100_000),
+    )
+    .expect("sleep");
+    assert_eq!(out.timeline_lines, 2, "a line per part");
+    let built = s.timeline().expect("timeline").expect("built at sleep");
+    assert_eq!(built.parts.len(), 2);
+    assert_eq!(
+        built.parts[1].heading.as_deref(),
+        Some("Session 2 - 25 May, 2023")
+    );
+    assert!(
+        built.parts[1].line.contains("Lisbon"),
+        "{}",
+        built.parts[1].line
+    );
+    assert_eq!(store.timeline("t").expect("timeline"), Some(built.clone()));
+    // The agent's search lists the parts that carried the topic, with the ids to read them.
+    let reply = s
+        .handle_tool_call("search_history", &json!({"query": "the pottery bowl"}))
+        .expect("engram's tool")
+        .expect("runs");
+    let reply: serde_json::Value = serde_json::from_str(&reply.text).expect("json");
+    assert_eq!(reply["timeline"][0]["part"], 0, "{reply}");
+    assert_eq!(
+        reply["timeline"][0]["from_id"],
+        json!(built.parts[0].from_id)
+    );
+    assert_eq!(reply["timeline"][0]["date"], "Session 1 - 8 May, 2023");
+    assert_eq!(
+        reply["timeline"].as_array().map(Vec::len),
+        Some(1),
+        "{reply}"
+    );
+    // A context with memory shows the topic's parts, dated, standing for their sources.
+    let context = s
+        .context_recalling(Some(2_000), Some("Lisbon"))
+        .expect("context");
+    let note = context
+        .messages
+        .iter()
+        .find(|m| m.kind == Kind::Recalled)
+        .expect("a memory note");
+    assert!(
+        note.message.text().contains(&format!(
+            "Session 2 - 25 May, 2023: {}",
+            built.parts[1].line
+        )),
+        "{:?}",
+        note.message
+    );
+    assert!(
+        !note.message.text().contains("Session 1"),
+        "{:?}",
+        note.message
+    );
+    assert_eq!(note.source_ids, built.parts[1].sources);
+    // Unchanged history: nothing is written again.
+    assert_eq!(s.update_timeline().expect("update").written, 0);
+    // A new message grows the last part only.
+    s.append(vec![Message::assistant("Lisbon! Will you visit her?")])
+        .expect("append");
+    let grown = s.update_timeline().expect("update");
+    assert_eq!((grown.parts, grown.written), (2, 1));
+    let after = s.timeline().expect("timeline").expect("kept");
+    assert_eq!(after.parts[0], built.parts[0]);
+    assert_eq!(after.parts[1].to_seq, 5);
+    // Replacing stores what was given.
+    let empty = Timeline {
+        built_to: 0,
+        epoch: 0,
+        parts: Vec::new(),
+    };
+    store.put_timeline("t", &empty).expect("put");
+    assert_eq!(store.timeline("t").expect("timeline"), Some(empty.clone()));
+    assert!(matches!(
+        store.put_timeline("nope", &empty),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.timeline("nope"),
+        Err(StoreError::NotFound(_))
+    ));
+    drop(s);
+    store.delete_session("t").expect("delete");
+    Session::create(store, &new_session("t", 100_000)).expect("create again");
+    assert_eq!(
+        store.timeline("t").expect("timeline"),
+        None,
+        "deleted with the session"
+    );
 }
 
 fn deleting_a_session_removes_what_it_owns(store: &dyn EngramStore) {

@@ -86,7 +86,9 @@ impl Session<'_> {
 
     /// A context with what long-term memory holds on the topic: the query, else the newest
     /// user message. The ten best working and episodic entries and the five best learnings are
-    /// searched in the session's store and served by [`Session::context_with_memory`].
+    /// searched in the session's store and served by [`Session::context_with_memory`], after
+    /// the parts of the session's timeline that carry the topic (at most five, in time order,
+    /// each dated: the path of the topic through the history).
     pub fn context_recalling(
         &self,
         budget: Option<usize>,
@@ -117,7 +119,24 @@ impl Session<'_> {
         };
         let relevant = hits(vec![Tier::Working, Tier::Episodic], 10)?;
         let learnings = hits(vec![Tier::Learning], 5)?;
-        self.context_with_memory(budget, query, &relevant, &learnings)
+        // The path of the topic through this session's history: the parts of its timeline
+        // that carry it, in time order, before the entries.
+        let mut lines: Vec<(String, Vec<String>)> = match self.timeline()? {
+            Some(timeline) => {
+                let mut found = timeline.search(&topic, TIMELINE_LINES);
+                found.sort_by_key(|&(i, _)| i);
+                found
+                    .into_iter()
+                    .map(|(i, _)| {
+                        let part = &timeline.parts[i];
+                        (part.render(), part.sources.clone())
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        lines.extend(entry_lines(&relevant));
+        self.context_with_lines(budget, query, lines, entry_lines(&learnings))
     }
 
     /// A context with long-term memory: the sections of [`crate::assembly::memory_sections`]
@@ -133,6 +152,17 @@ impl Session<'_> {
         memory: &[crate::memory::MemoryEntry],
         learnings: &[crate::memory::MemoryEntry],
     ) -> Result<Compacted, SessionError> {
+        self.context_with_lines(budget, query, entry_lines(memory), entry_lines(learnings))
+    }
+
+    /// [`Session::context_with_memory`] over lines, each with the ids it stands for.
+    fn context_with_lines(
+        &self,
+        budget: Option<usize>,
+        query: Option<&str>,
+        memory: Vec<(String, Vec<String>)>,
+        learnings: Vec<(String, Vec<String>)>,
+    ) -> Result<Compacted, SessionError> {
         let budget = budget.unwrap_or(self.info.window);
         // Seed 001's shares (15% and 5%) of the whole budget, with no reserves: the session's
         // own system prompt and its history are compacted into what the sections leave.
@@ -141,23 +171,16 @@ impl Session<'_> {
             tool_definitions_reserve: 0,
             ..crate::assembly::TokenBudget::for_window(budget, 0)
         };
-        // One line per entry.
-        let line = |e: &crate::memory::MemoryEntry| e.content.trim().replace('\n', " ");
-        let memory_lines: Vec<String> = memory.iter().map(line).collect();
-        let learning_lines: Vec<String> = learnings.iter().map(line).collect();
         let sections = crate::assembly::memory_sections(
             &self.counter,
             &shares,
-            &mut memory_lines.iter().map(String::as_str),
-            &mut learning_lines.iter().map(String::as_str),
+            &mut memory.iter().map(|(line, _)| line.as_str()),
+            &mut learnings.iter().map(|(line, _)| line.as_str()),
         );
-        let ids: Vec<String> = (sections.memory_used.iter().map(|&i| memory[i].id.clone()))
-            .chain(
-                sections
-                    .learnings_used
-                    .iter()
-                    .map(|&i| learnings[i].id.clone()),
-            )
+        let ids: Vec<String> = (sections.memory_used.iter().map(|&i| &memory[i].1))
+            .chain(sections.learnings_used.iter().map(|&i| &learnings[i].1))
+            .flatten()
+            .cloned()
             .collect();
         let text = sections.text;
         let note = (!text.is_empty()).then(|| Message::system(text));
@@ -198,4 +221,15 @@ impl Session<'_> {
         out.report.budget = budget;
         Ok(out)
     }
+}
+
+/// The parts of the session's timeline a context with memory shows at most.
+const TIMELINE_LINES: usize = 5;
+
+/// Memory entries as lines of a context (one line each), each with the entry's id.
+fn entry_lines(entries: &[crate::memory::MemoryEntry]) -> Vec<(String, Vec<String>)> {
+    entries
+        .iter()
+        .map(|e| (e.content.trim().replace('\n', " "), vec![e.id.clone()]))
+        .collect()
 }

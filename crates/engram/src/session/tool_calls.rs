@@ -13,6 +13,9 @@ use super::{Session, SessionError};
 use crate::request::{AddMemory, Names, RequestError, SearchRequest, from_json};
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
 
+/// The most parts of the timeline a `search_history` reply lists beside its hits.
+const TIMELINE_PARTS: usize = 3;
+
 impl Session<'_> {
     /// Runs one of the agent's tools ([`crate::tools::definitions`]) with the call's
     /// `arguments` (a JSON string or an object). `None` when `name` is not one of engram's
@@ -81,7 +84,16 @@ impl Session<'_> {
             .ok_or_else(|| args_error("`query` is required: the words to look for"))?;
         let limit = limit(a.limit, DEFAULT_SEARCH_LIMIT)?;
         let hits = self.search_history(&query, limit)?;
-        Ok(ToolReply::data(&json!({ "query": query, "hits": hits })))
+        let mut reply = json!({ "query": query, "hits": hits });
+        // The parts of the history that carried the topic, from the timeline sleep built:
+        // each with the first and last ids `read_history` takes to read it whole.
+        if let Some(timeline) = self.timeline()? {
+            let parts = timeline.search_json(&query, TIMELINE_PARTS);
+            if !parts.is_empty() {
+                reply["timeline"] = Value::Array(parts);
+            }
+        }
+        Ok(ToolReply::data(&reply))
     }
 
     fn read_tool(&self, args: Value) -> Result<ToolReply, Failure> {
