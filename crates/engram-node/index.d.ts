@@ -181,6 +181,30 @@ export declare class Store {
   sessions(): Array<Record<string, unknown>>
 }
 
+/** One part of a session's history, as its timeline has it. */
+export interface TimelinePart {
+  part: number
+  date: string
+  heading?: string
+  line: string
+  from_id: string
+  to_id: string
+  from_seq: number
+  to_seq: number
+  from: string
+  to: string
+  sources: string[]
+  written_by: string
+  score?: number
+}
+
+/** A session's timeline: `built_to` is null before the first sleep builds it. */
+export interface Timeline {
+  session_id: string
+  built_to: number | null
+  parts: TimelinePart[]
+}
+
 export interface Appended {
   ids: string[]
   view_tokens: number
@@ -213,6 +237,8 @@ export declare class Session {
   messages(): Promise<Message[]>
   compact(options?: { target?: number; focus?: string; strategy?: string; summaryPrompt?: string }): Promise<Record<string, unknown>>
   status(): { message: Message; total_tokens: number; max_tokens: number; percent: number; cost_usd: number }
+  /** The session's timeline as sleep built it (`built_to` is null before the first sleep); with `query`, the parts that carry it, best first. */
+  timeline(query?: string, limit?: number): Timeline
   compactHistory(args?: { preserveRecentMessages?: number; customPrompt?: string } | string): Promise<string>
   tool(name: string, args?: Record<string, unknown> | string): Promise<ToolReply | null>
   handleToolCall(toolCall: Record<string, unknown>): Promise<Record<string, unknown> | null>

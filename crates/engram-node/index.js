@@ -440,6 +440,11 @@ class Session {
     return JSON.parse(call(() => this._n.sessionStatus(this.id)))
   }
 
+  /** The session's timeline as sleep built it: a dated line per part of the history; with `query`, the parts that carry it, best first. */
+  timeline(query, limit) {
+    return JSON.parse(call(() => this._n.sessionTimeline(this.id, query ?? null, limit ?? null)))
+  }
+
   /** Runs the agent's `compact_history` call (`{preserveRecentMessages?, customPrompt?}` or its JSON); resolves to the tool result text. */
   async compactHistory(args = {}) {
     const text = typeof args === 'string' ? args : dumps(args, 'arguments')

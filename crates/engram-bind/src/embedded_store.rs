@@ -152,10 +152,7 @@ impl Store {
             Ok::<_, engram::memory::StoreError>(tick)
         })()
         .map_err(err)?;
-        let mut doc = serde_json::to_value(tick.memory).map_err(err)?;
-        doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
-        doc["archive_deleted"] = json!(tick.archive_deleted);
-        to_json(&doc)
+        to_json(&tick.to_document())
     }
 
     /// The consolidation log, newest first: at most `limit` records
@@ -348,6 +345,21 @@ impl Store {
     pub fn session_status(&self, id: &str) -> Res<String> {
         let status = self.open_session(id)?.status().map_err(err)?;
         to_json(&status.to_document())
+    }
+
+    /// The session's timeline as sleep built it (`{"session_id", "built_to", "parts"}`); with
+    /// a query, the parts that carry it, best first, at most `limit`.
+    pub fn session_timeline(
+        &self,
+        id: &str,
+        query: Option<&str>,
+        limit: Option<usize>,
+    ) -> Res<String> {
+        let doc = self
+            .open_session(id)?
+            .timeline_document(query, limit)
+            .map_err(err)?;
+        to_json(&doc)
     }
 
     /// Runs the agent's `compact_history` tool call (its arguments as the model sent them, a

@@ -581,6 +581,24 @@ pub(crate) enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The session's timeline: one dated line per part of its history (a part starts at a
+    /// heading, after a pause of 30 minutes, or after 40 messages), built by `memory sleep`
+    /// (by its summarizer when given one, else from the part's own sentences), with the first
+    /// and last message ids that `read_history` takes. With --query, the parts that carry it,
+    /// best first.
+    Timeline {
+        /// The session.
+        id: String,
+        /// Only the parts whose lines share words with this, best first.
+        #[arg(long, allow_hyphen_values = true)]
+        query: Option<String>,
+        /// The most parts --query lists.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON: {"session_id", "built_to", "parts": [...]}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the agent's `compact_history` tool call on the session and print the tool result.
     /// ARGUMENTS is the call's arguments, as the model sent them
     /// (`{"preserveRecentMessages": 10, "customPrompt": "..."}`); `--schema openai|anthropic`

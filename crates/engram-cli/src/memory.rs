@@ -245,9 +245,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
             store.sync_index()?;
             let report = tick.memory;
             if *json {
-                let mut doc = serde_json::to_value(report)?;
-                doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
-                doc["archive_deleted"] = json!(tick.archive_deleted);
+                let mut doc = tick.to_document();
                 if let Some(model) = &model {
                     doc["summarizer_usage"] = crate::summarizer::usage_report(&registry, model);
                 }
@@ -263,6 +261,13 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 }
                 for (id, why) in &tick.sessions.failed {
                     eprintln!("engram: warning: session {id} could not be compacted: {why}");
+                }
+                if tick.sessions.timeline_lines > 0 {
+                    writeln!(
+                        out,
+                        "wrote {} of the sessions' timelines (`engram session timeline ID`)",
+                        plural(tick.sessions.timeline_lines, "line", "lines")
+                    )?;
                 }
                 if tick.archive_deleted > 0 {
                     writeln!(

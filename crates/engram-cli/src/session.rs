@@ -305,6 +305,47 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 writeln!(out, "{}", status.text())?;
             }
         }
+        SessionCommand::Timeline {
+            id,
+            query,
+            limit,
+            json,
+        } => {
+            if *limit == Some(0) {
+                return Err(user_error!(
+                    "--limit must be positive: the most parts to list"
+                ));
+            }
+            let doc = open(id)?.timeline_document(query.as_deref(), *limit)?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &doc)?;
+                writeln!(out)?;
+            } else if doc["built_to"].is_null() {
+                writeln!(
+                    out,
+                    "session {id} has no timeline yet: `engram memory sleep` builds one"
+                )?;
+            } else {
+                let parts = doc["parts"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                if parts.is_empty() {
+                    writeln!(out, "no part of the timeline matches")?;
+                }
+                for p in parts {
+                    let text = |k: &str| p[k].as_str().unwrap_or_default().to_owned();
+                    writeln!(
+                        out,
+                        "{}  {}..{}  {}",
+                        text("date"),
+                        text("from_id"),
+                        text("to_id"),
+                        text("line")
+                    )?;
+                }
+            }
+        }
         SessionCommand::CompactHistory {
             id,
             arguments,

@@ -2616,3 +2616,96 @@ fn count_uses_the_calibration_the_proxy_learned_for_an_estimated_model() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `memory sleep` builds each session's timeline; `session timeline` lists it, searches it,
+/// and says what to do before there is one.
+#[test]
+fn a_sessions_timeline_after_sleep() {
+    let (dir, db) = temp_db("timeline");
+    let db = db.as_str();
+    ok(engram(
+        &[
+            "--db", db, "session", "new", "--id", "chat", "--model", "gpt-4o",
+        ],
+        None,
+    ));
+    let messages = serde_json::json!({"messages": [
+        {"role": "system", "content": "[Session 1 - 8 May, 2023]"},
+        {"role": "user", "content": "I went to a pottery class and made a bowl."},
+        {"role": "assistant", "content": "What glaze did you use on the pottery bowl?"},
+        {"role": "system", "content": "[Session 2 - 25 May, 2023]"},
+        {"role": "user", "content": "My sister is moving to Lisbon for a new job."},
+    ]})
+    .to_string();
+    ok(engram(
+        &["--db", db, "session", "append", "chat", "-"],
+        Some(messages.as_bytes()),
+    ));
+    let before = ok(engram(&["--db", db, "session", "timeline", "chat"], None));
+    assert!(
+        stdout(&before).contains("`engram memory sleep` builds one"),
+        "{}",
+        stdout(&before)
+    );
+    let slept = json(&engram(&["--db", db, "memory", "sleep", "--json"], None));
+    assert_eq!(slept["timeline_lines"], 2, "{slept}");
+    let text = ok(engram(&["--db", db, "memory", "sleep"], None));
+    assert!(
+        !stdout(&text).contains("timelines"),
+        "nothing new: {}",
+        stdout(&text)
+    );
+    let timeline = json(&engram(
+        &["--db", db, "session", "timeline", "chat", "--json"],
+        None,
+    ));
+    assert_eq!(
+        timeline["parts"].as_array().map(Vec::len),
+        Some(2),
+        "{timeline}"
+    );
+    let listed = stdout(&ok(engram(
+        &["--db", db, "session", "timeline", "chat"],
+        None,
+    )));
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(
+        lines[0].starts_with("Session 1 - 8 May, 2023  m0..m2  "),
+        "{listed}"
+    );
+    assert!(lines[1].contains("Lisbon"), "{listed}");
+    let found = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "timeline",
+            "chat",
+            "--query",
+            "pottery glaze",
+            "--json",
+        ],
+        None,
+    ));
+    assert_eq!(found["parts"][0]["part"], 0, "{found}");
+    assert_eq!(found["parts"].as_array().map(Vec::len), Some(1), "{found}");
+    let none = ok(engram(
+        &[
+            "--db", db, "session", "timeline", "chat", "--query", "zeppelin",
+        ],
+        None,
+    ));
+    assert_eq!(stdout(&none).trim(), "no part of the timeline matches");
+    let bad = engram(
+        &[
+            "--db", db, "session", "timeline", "chat", "--query", "x", "--limit", "0",
+        ],
+        None,
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--limit"), "{}", stderr(&bad));
+    let missing = engram(&["--db", db, "session", "timeline", "nope"], None);
+    assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+    std::fs::remove_dir_all(dir).ok();
+}

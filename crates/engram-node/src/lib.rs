@@ -443,6 +443,19 @@ impl NativeStore {
         self.0.session_status(&id).map_err(err)
     }
 
+    /// The session's timeline as sleep built it, as JSON.
+    #[napi]
+    pub fn session_timeline(
+        &self,
+        id: String,
+        query: Option<String>,
+        limit: Option<u32>,
+    ) -> Result<String> {
+        self.0
+            .session_timeline(&id, query.as_deref(), limit.map(|n| n as usize))
+            .map_err(err)
+    }
+
     /// Runs the agent's `compact_history` tool call; resolves to the tool result text.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn session_compact_history(&self, id: String, arguments_json: String) -> AsyncTask<Job> {

@@ -138,3 +138,22 @@ test('an append retried with its idempotency key is stored once', async () => {
   await session.append({ role: 'user', content: 'deploy' })
   assert.equal(session.log().length, 2)
 })
+
+test('a sleep builds the timeline: a dated line per part, searched by topic', async () => {
+  const store = new Store(path.join(tempDir(), 'engram.db'))
+  const session = store.newSession('gpt-4o-mini')
+  assert.equal(session.timeline().built_to, null)
+  await session.append([
+    { role: 'system', content: '[Session 1 - 8 May, 2023]' },
+    { role: 'user', content: 'I went to a pottery class and made a bowl.' },
+    { role: 'system', content: '[Session 2 - 25 May, 2023]' },
+    { role: 'user', content: 'My sister is moving to Lisbon for a new job.' },
+  ])
+  const slept = await store.sleep()
+  assert.equal(slept.timeline_lines, 2)
+  const timeline = session.timeline()
+  assert.deepEqual(timeline.parts.map((p) => p.date), ['Session 1 - 8 May, 2023', 'Session 2 - 25 May, 2023'])
+  const found = session.timeline('Lisbon')
+  assert.deepEqual(found.parts.map((p) => p.part), [1])
+  assert.throws(() => session.timeline('Lisbon', 0), /limit/)
+})

@@ -448,6 +448,11 @@ impl NativeStore {
         self.0.session_status(id).map_err(err)
     }
 
+    #[pyo3(signature = (id, query=None, limit=None))]
+    fn session_timeline(&self, id: &str, query: Option<&str>, limit: Option<usize>) -> Res<String> {
+        self.0.session_timeline(id, query, limit).map_err(err)
+    }
+
     #[pyo3(signature = (id, arguments_json, summarizer=None))]
     fn session_compact_history(
         &self,

@@ -117,6 +117,25 @@ def test_the_inspector_shows_what_the_model_sees(served):
         if shots:
             page.screenshot(path=os.path.join(shots, "inspector-session.png"), full_page=False)
 
+        # The history part by part, as the sleep built its timeline; a search lists the parts
+        # about a topic.
+        _, timeline = call(base, "GET", f"/v1/sessions/{sid}/timeline", KEY_A)
+        assert timeline["built_to"] is not None and timeline["parts"], timeline
+        rows = page.locator("#history-parts tbody tr")
+        expect(rows).to_have_count(len(timeline["parts"]))
+        expect(rows.first).to_contain_text(timeline["parts"][0]["line"])
+        expect(rows.first).to_contain_text(timeline["parts"][0]["from_id"])
+        word = "pydicom"
+        _, found = call(base, "GET", f"/v1/sessions/{sid}/timeline?query={word}", KEY_A)
+        assert 0 < len(found["parts"]) <= len(timeline["parts"]), found
+        page.fill("#history-q", word)
+        page.get_by_role("button", name="Find").click()
+        expect(rows).to_have_count(len(found["parts"]))
+        expect(rows.first).to_have_attribute("data-part", str(found["parts"][0]["part"]))
+        page.fill("#history-q", "zeppelinesque")
+        page.get_by_role("button", name="Find").click()
+        expect(page.locator("#history-section")).to_contain_text("No part matches.")
+
         # A summary expands to the originals it stands for, by keyboard, through read_history.
         summary = page.locator('li[data-kind="summary"]').first
         button = summary.get_by_role("button")

@@ -211,3 +211,28 @@ def test_an_append_retried_with_its_idempotency_key_is_stored_once(store):
         session.append({"role": "user", "content": "other"}, idempotency_key="k1")
     session.append({"role": "user", "content": "deploy"})
     assert len(session.log()) == 2
+
+
+def test_a_sleep_builds_each_sessions_timeline(store):
+    """A LoCoMo conversation, its sessions headed by their dates: sleep writes one dated line
+    per session, each with the ids that read it whole, and a search finds the parts of a topic."""
+    messages = load_records("locomo.jsonl", 1)[0]["messages"]
+    headings = [m["content"] for m in messages if m["role"] == "system"]
+    session = store.new_session("gpt-4o", window=1_000_000)
+    assert session.timeline() == {"session_id": session.id, "built_to": None, "parts": []}
+    session.append(messages)
+    report = store.sleep()
+    assert report["timeline_lines"] == len(headings) >= 10
+    timeline = session.timeline()
+    assert [f"[{p['date']}]" for p in timeline["parts"]] == headings
+    log = {m["id"]: m for m in session.log()}
+    for part in timeline["parts"]:
+        assert part["written_by"] == "extractive" and part["line"]
+        assert log[part["from_id"]]["content"] == f"[{part['date']}]"
+        assert all(s in log for s in part["sources"])
+    topic = timeline["parts"][3]["line"].split()[1]
+    found = session.timeline(topic, limit=3)["parts"]
+    assert 0 < len(found) <= 3 and all(topic.lower() in p["line"].lower() for p in found[:1])
+    assert store.sleep()["timeline_lines"] == 0, "unchanged: nothing written again"
+    with pytest.raises(engram.EngramError, match="limit"):
+        session.timeline(topic, limit=0)

@@ -397,6 +397,27 @@ pub(crate) async fn window(
     .await
 }
 
+#[derive(serde::Deserialize)]
+pub(crate) struct TimelineParams {
+    query: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET .../timeline`: the session's timeline as sleep built it; with `query`, the parts that
+/// carry it, best first.
+pub(crate) async fn timeline(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+    Params(p): Params<TimelineParams>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        let session = app.open_session(store, &id)?;
+        ok(session.timeline_document(p.query.as_deref(), p.limit)?)
+    })
+    .await
+}
+
 /// `POST .../tools/{name}`: the agent's tool call, its arguments as the body; the answer is
 /// the tool's result (`is_error` for bad arguments: a tool error, not a failed request).
 pub(crate) async fn tool_call(
@@ -576,10 +597,7 @@ pub(crate) async fn sleep(
         for (_, c) in &tick.sessions.compacted {
             app.metrics.compaction(c.tokens_before, c.tokens_after);
         }
-        let mut doc = serde_json::to_value(tick.memory).map_err(ApiError::internal)?;
-        doc["sessions_compacted"] = json!(tick.sessions.compacted.len());
-        doc["archive_deleted"] = json!(tick.archive_deleted);
-        ok(doc)
+        ok(tick.to_document())
     })
     .await
 }

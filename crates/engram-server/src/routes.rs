@@ -40,6 +40,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sessions/{id}/compact", post(rest::compact))
         .route("/v1/sessions/{id}/status", get(rest::status))
         .route("/v1/sessions/{id}/window", get(rest::window))
+        .route("/v1/sessions/{id}/timeline", get(rest::timeline))
         .route("/v1/proxy/requests", get(crate::proxy::recent_requests))
         .route("/v1/sessions/{id}/tools/{name}", post(rest::tool_call))
         .route("/v1/tools", get(rest::tool_schemas))

@@ -1810,3 +1810,90 @@ async fn run_a_retried_append_with_its_key_is_stored_once(app: TestApp) {
     let (_, page) = call(&app, "GET", "/v1/sessions/s/messages", None, None).await;
     assert_eq!(page["messages"].as_array().map(Vec::len), Some(3), "{page}");
 }
+
+#[tokio::test]
+async fn a_sessions_timeline_is_built_by_sleep_and_searched() {
+    run_a_sessions_timeline_is_built_by_sleep_and_searched(
+        app_on(Backend::Sqlite, "timeline", false)
+            .await
+            .expect("sqlite"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sessions_timeline_is_built_by_sleep_and_searched_on_postgres() {
+    if let Some(app) = app_on(Backend::Postgres, "timeline", false).await {
+        run_a_sessions_timeline_is_built_by_sleep_and_searched(app).await;
+    }
+}
+
+async fn run_a_sessions_timeline_is_built_by_sleep_and_searched(app: TestApp) {
+    let (s, _) = call(
+        &app,
+        "POST",
+        "/v1/sessions",
+        None,
+        Some(json!({"id": "chat", "model": "gpt-4o"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let messages = json!({"messages": [
+        {"role": "system", "content": "[Session 1 - 8 May, 2023]"},
+        {"role": "user", "content": "I went to a pottery class and made a bowl."},
+        {"role": "assistant", "content": "What glaze did you use on the pottery bowl?"},
+        {"role": "system", "content": "[Session 2 - 25 May, 2023]"},
+        {"role": "user", "content": "My sister is moving to Lisbon for a new job."},
+    ]});
+    let (s, e) = call(
+        &app,
+        "POST",
+        "/v1/sessions/chat/messages",
+        None,
+        Some(messages),
+    )
+    .await;
+    assert!(s.is_success(), "{e}");
+    let (s, before) = call(&app, "GET", "/v1/sessions/chat/timeline", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        before,
+        json!({"session_id": "chat", "built_to": null, "parts": []})
+    );
+    let (s, slept) = call(&app, "POST", "/v1/memory/sleep", None, Some(json!({}))).await;
+    assert_eq!(s, StatusCode::OK, "{slept}");
+    assert_eq!(slept["timeline_lines"], 2, "{slept}");
+    let (s, timeline) = call(&app, "GET", "/v1/sessions/chat/timeline", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(timeline["built_to"], 5, "{timeline}");
+    let parts = timeline["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[1]["date"], "Session 2 - 25 May, 2023");
+    assert_eq!(parts[1]["from_id"], "m3");
+    assert!(parts[1]["line"].as_str().expect("line").contains("Lisbon"));
+    assert!(parts[1]["from"].as_str().expect("a time").ends_with('Z'));
+    let (s, found) = call(
+        &app,
+        "GET",
+        "/v1/sessions/chat/timeline?query=Lisbon",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(found["parts"].as_array().map(Vec::len), Some(1), "{found}");
+    assert_eq!(found["parts"][0]["part"], 1);
+    assert!(found["parts"][0]["score"].as_f64().expect("score") > 0.0);
+    let (s, e) = call(
+        &app,
+        "GET",
+        "/v1/sessions/chat/timeline?limit=0",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(e.to_string().contains("limit"), "{e}");
+    let (s, _) = call(&app, "GET", "/v1/sessions/nope/timeline", None, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}

@@ -603,6 +603,13 @@ class Session:
         """The status update now: ``message`` (to insert), tokens, percent, cost."""
         return json.loads(self._n.session_status(self.id))
 
+    def timeline(self, query: Optional[str] = None, limit: Optional[int] = None) -> dict:
+        """The session's timeline as sleep built it: ``{"session_id", "built_to", "parts"}``,
+        a dated ``line`` per part of the history with its ``from_id`` and ``to_id`` (what
+        ``read_history`` takes) and its ``sources``. With ``query``, the parts that carry it,
+        best first, each with its ``score``. ``built_to`` is ``None`` before the first sleep."""
+        return json.loads(self._n.session_timeline(self.id, query, limit))
+
     def compact_history(self, arguments: Union[str, Mapping, None] = None,
                         summarizer: Optional[LlmSummarizer] = None) -> str:
         """Runs the agent's ``compact_history`` tool call; returns the tool result text."""

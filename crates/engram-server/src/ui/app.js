@@ -214,15 +214,44 @@ async function sessionPage(id) {
   const timeline = el("div", { id: "timeline-section" }, el("p", { class: "muted" }, "Loading…"));
   const checkpoints = el("div", {}, el("p", { class: "muted" }, "Loading…"));
   const compactionsTitle = el("h2", {}, "Compactions");
+  const history = el("div", { id: "history-section" }, el("p", { class: "muted" }, "Loading…"));
   show(title, about,
     el("h2", {}, "Context window"), ...windowBar(use),
     el("h2", {}, `The view: what the model sees (${fmt(messages.length)} messages)`), list, more,
+    el("h2", {}, "The history, part by part"), history,
     compactionsTitle, timeline, el("h2", {}, "Checkpoints"), checkpoints);
+  historyParts(path, history).catch((error) => history.replaceChildren(el("div", { class: "error" }, error.message)));
   try {
     fillSession(await detailed, { title, about, timeline, checkpoints, compactionsTitle });
   } catch (error) {
     timeline.replaceChildren(el("div", { class: "error" }, error.message));
   }
+}
+
+/** The session's timeline as sleep built it: a dated line per part, with a search of the lines. */
+async function historyParts(path, at) {
+  const table = el("div", {});
+  const fill = (doc) => {
+    table.replaceChildren(doc.parts.length === 0 ? el("p", { class: "muted" }, "No part matches.") :
+      el("table", { id: "history-parts" },
+        el("thead", {}, el("tr", {}, ["date", "messages", "what it covered", "written by"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, doc.parts.map((p) => el("tr", { "data-part": p.part },
+          el("td", {}, p.date), el("td", {}, `${p.from_id} … ${p.to_id}`),
+          el("td", {}, p.line), el("td", {}, p.written_by))))));
+  };
+  const doc = await api(path + "/timeline");
+  if (doc.built_to === null) {
+    at.replaceChildren(el("p", { class: "muted" }, "Not built yet: sleep builds it."));
+    return;
+  }
+  const q = el("input", { id: "history-q", type: "search", "aria-label": "Find the parts about" });
+  const form = el("form", { class: "inline", onsubmit: async (e) => {
+    e.preventDefault();
+    const query = q.value.trim();
+    fill(query ? await api(path + "/timeline?query=" + encodeURIComponent(query)) : doc);
+  } }, el("label", { for: "history-q" }, "Find the parts about", q), el("button", { type: "submit" }, "Find"));
+  fill(doc);
+  at.replaceChildren(form, table);
 }
 
 /** The session's name, model and activity, its compaction timeline and its checkpoints. */
