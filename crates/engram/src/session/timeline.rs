@@ -546,39 +546,24 @@ mod tests {
     }
 
     fn chat() -> Vec<LoggedMessage> {
-        let mut m = Vec::new();
-        let mut push = |at, msg| {
-            let seq = m.len() as u64;
-            m.push(logged(seq, at, msg));
-        };
-        push(0, Message::system("[Session 1 - 8 May, 2023]"));
-        push(
-            0,
-            Message::user("I went to a pottery class yesterday and made a bowl."),
-        );
-        push(
-            0,
-            Message::assistant("A pottery bowl! What glaze did you use on the bowl?"),
-        );
-        push(
-            0,
-            Message::user("A blue glaze. The kiln fired it overnight."),
-        );
-        push(0, Message::system("[Session 2 - 25 May, 2023]"));
-        push(
-            0,
-            Message::user("My sister is moving to Lisbon next month for a new job."),
-        );
-        push(
-            0,
-            Message::assistant("Lisbon is lovely. Will you visit your sister there?"),
-        );
-        // An hour later, with no heading: a new sitting.
-        push(
-            3_600_000,
-            Message::user("Back again: the pottery bowl cracked in the kiln."),
-        );
-        m
+        let (user, assistant, heading) = (Message::user, Message::assistant, Message::system);
+        // The last turn comes an hour later, with no heading: a new sitting.
+        const HOUR: Timestamp = 3_600_000;
+        let turns = [
+            (0, heading("[Session 1 - 8 May, 2023]")),
+            (0, user("I made a pottery bowl at class yesterday.")),
+            (0, assistant("A pottery bowl! What glaze is on the bowl?")),
+            (0, user("A blue glaze. The kiln fired it overnight.")),
+            (0, heading("[Session 2 - 25 May, 2023]")),
+            (0, user("My sister is moving to Lisbon for a new job.")),
+            (0, assistant("Lisbon is lovely. Will you visit her?")),
+            (HOUR, user("Back again: the bowl cracked in the kiln.")),
+        ];
+        turns
+            .into_iter()
+            .enumerate()
+            .map(|(i, (at, m))| logged(i as u64, at, m))
+            .collect()
     }
 
     #[test]
