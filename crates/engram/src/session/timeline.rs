@@ -6,7 +6,7 @@
 //! the first turns: in a chat log, a session's date), after a pause of [`PAUSE_MS`], or at the
 //! first user turn once a part holds [`PART_MESSAGES`] messages (a long working run reads as
 //! several steps). Each part's line is extractive by default (its most telling sentences and
-//! the words that set it apart from the other parts), or written by the summarizer when one is
+//! the words it dwells on, rarest among the parts first), or written by the summarizer when one is
 //! configured; either way it names the messages it was drawn from, and the part's first and
 //! last message ids are what `read_history` takes to read it whole.
 //!
@@ -39,8 +39,18 @@ const LINE_SENTENCES: usize = 2;
 /// The words each quoted sentence keeps.
 const SENTENCE_WORDS: usize = 24;
 
-/// The words that set a part apart, listed after its sentences.
-const TOPIC_WORDS: usize = 6;
+/// The words a part dwells on, listed after its sentences.
+const TOPIC_WORDS: usize = 8;
+
+/// The most words a part is found by in a search of the timeline, besides those of its line
+/// (every word it says at least twice, in a part of usual length). Measured on LoCoMo's
+/// whole-history questions: the 40 it dwells on most reached fewer of the sessions the
+/// evidence is in, and every word it says (once too) fewer again.
+const SEARCH_TERMS: usize = 200;
+
+/// How often a part uses a word before the word reads as what the part dwells on (once is in
+/// passing).
+const TOPIC_USES: f64 = 2.0;
 
 /// The most tokens a summarizer's line may have.
 const LINE_TOKENS: usize = 80;
@@ -87,6 +97,10 @@ pub struct TimelinePart {
     pub heading: Option<String>,
     /// What the part covered.
     pub line: String,
+    /// The words (stemmed) the part dwells on most, which a search finds it by besides its
+    /// line: a short line cannot name every topic of a long part.
+    #[serde(default)]
+    pub terms: Vec<String>,
     /// The ids of the messages the line was drawn from (every message, for a summarizer's).
     pub sources: Vec<String>,
     /// `extractive`, or the summarizer's name.
@@ -120,7 +134,11 @@ impl Timeline {
         let docs = self
             .parts
             .iter()
-            .map(|p| recall::terms(&p.render()))
+            .map(|p| {
+                let mut words = recall::terms(&p.render());
+                words.extend(p.terms.iter().cloned());
+                words
+            })
             .collect();
         let scores = recall::Bm25::new(docs).scores(&recall::terms(query));
         let mut hits: Vec<(usize, f64)> = scores
@@ -146,9 +164,14 @@ impl Timeline {
     }
 }
 
-/// One part as the fronts show it: its index and date beside its fields.
+/// One part as the fronts show it: its index and date beside its fields (its search terms
+/// left out).
 pub fn part_json(index: usize, part: &TimelinePart) -> serde_json::Value {
     let mut v = serde_json::to_value(part).unwrap_or(serde_json::Value::Null);
+    // The search terms are for finding the part, not for reading it.
+    if let Some(fields) = v.as_object_mut() {
+        fields.remove("terms");
+    }
     v["part"] = serde_json::json!(index);
     v["date"] = serde_json::json!(part.date());
     v["from"] = serde_json::json!(format_time(part.from));
@@ -318,6 +341,7 @@ pub fn build(
             let heading = Some(&first.message)
                 .filter(|m| is_heading(m))
                 .map(|m| m.text().trim().trim_matches(['[', ']']).trim().to_owned());
+            let dwells = Dwells::of(messages);
             let (line, sources, written_by) = match summarizer.map(|s| (s, summarized(s, messages)))
             {
                 Some((s, Some(line))) => (
@@ -329,7 +353,7 @@ pub fn build(
                     if failed.is_some() {
                         built.summarizer_failed += 1;
                     }
-                    let (line, sources) = extractive(messages, &rarity);
+                    let (line, sources) = extractive(messages, &dwells, &rarity);
                     (line, sources, EXTRACTIVE.to_owned())
                 }
             };
@@ -342,6 +366,7 @@ pub fn build(
                 to: last.created_at,
                 heading: heading.map(clean),
                 line: clean(line),
+                terms: dwells.search_terms(&rarity),
                 sources,
                 written_by,
             }
@@ -417,24 +442,66 @@ fn said(m: &Message) -> bool {
     matches!(m.role, Role::User | Role::Assistant)
 }
 
-/// An extractive line for a part: its most telling sentences, in the order they were said,
-/// each with its speaker, then the words that set the part apart; and the ids of the messages
-/// quoted.
-fn extractive(messages: &[LoggedMessage], rarity: &Rarity) -> (String, Vec<String>) {
-    // Each word's weight in this part: how often the part uses it times how rare it is.
-    let mut tf: HashMap<String, f64> = HashMap::new();
-    let mut surface: HashMap<String, String> = HashMap::new();
-    for m in messages.iter().filter(|m| said(&m.message)) {
-        let text = m.message.text();
-        for word in text.split(|c: char| !c.is_alphanumeric()) {
-            let stems = recall::terms(word);
-            if let Some(stem) = stems.into_iter().next() {
-                *tf.entry(stem.clone()).or_default() += 1.0;
-                surface.entry(stem).or_insert_with(|| word.to_lowercase());
+/// The words of a part with how much it dwells on each: how often it uses the word times how
+/// rare the word is among the parts (a topic the history comes back to is rarer than a word
+/// every part uses), and the word as first written.
+struct Dwells {
+    uses: HashMap<String, f64>,
+    surface: HashMap<String, String>,
+}
+
+impl Dwells {
+    fn of(messages: &[LoggedMessage]) -> Dwells {
+        let mut uses: HashMap<String, f64> = HashMap::new();
+        let mut surface: HashMap<String, String> = HashMap::new();
+        for m in messages.iter().filter(|m| said(&m.message)) {
+            let text = m.message.text();
+            for word in text.split(|c: char| !c.is_alphanumeric()) {
+                if let Some(stem) = recall::terms(word).into_iter().next() {
+                    *uses.entry(stem.clone()).or_default() += 1.0;
+                    surface.entry(stem).or_insert_with(|| word.to_lowercase());
+                }
             }
         }
+        Dwells { uses, surface }
     }
-    let weight = |w: &str| tf.get(w).copied().unwrap_or(0.0).sqrt() * rarity.of_word(w);
+
+    /// The words said at least [`TOPIC_USES`] times, most dwelt on first, with their weights.
+    fn topics(&self, rarity: &Rarity) -> Vec<(&String, f64)> {
+        let mut topics: Vec<(&String, f64)> = self
+            .uses
+            .iter()
+            .filter(|(_, n)| **n >= TOPIC_USES)
+            .map(|(w, n)| (w, n * rarity.of_word(w)))
+            .filter(|(_, weight)| *weight > 0.0)
+            .collect();
+        topics.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        topics
+    }
+
+    /// The words a search of the timeline finds the part by: the [`SEARCH_TERMS`] it dwells on
+    /// most, each as often as it is said up to four times (counted, they rank the parts better
+    /// than listed once each).
+    fn search_terms(&self, rarity: &Rarity) -> Vec<String> {
+        self.topics(rarity)
+            .into_iter()
+            .take(SEARCH_TERMS)
+            .flat_map(|(w, _)| {
+                let n = self.uses.get(w).copied().unwrap_or(1.0).min(4.0) as usize;
+                std::iter::repeat_n(w.clone(), n)
+            })
+            .collect()
+    }
+}
+
+/// An extractive line for a part: its most telling sentences, in the order they were said,
+/// each with its speaker, then the words it dwells on; and the ids of the messages quoted.
+fn extractive(
+    messages: &[LoggedMessage],
+    dwells: &Dwells,
+    rarity: &Rarity,
+) -> (String, Vec<String>) {
+    let weight = |w: &str| dwells.uses.get(w).copied().unwrap_or(0.0) * rarity.of_word(w);
     // Sentences, scored by the weight of their distinct words over the root of their number.
     let mut sentences: Vec<(usize, usize, f64, String)> = Vec::new();
     for (mi, m) in messages
@@ -473,13 +540,11 @@ fn extractive(messages: &[LoggedMessage], rarity: &Rarity) -> (String, Vec<Strin
             format!("{who}: {}", clip(sentence, SENTENCE_WORDS))
         })
         .collect();
-    let mut topics: Vec<(&String, f64)> = tf.keys().map(|w| (w, weight(w))).collect();
-    topics.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    let topics: Vec<&str> = topics
-        .iter()
-        .filter(|(_, w)| *w > 0.0)
+    let topics: Vec<&str> = dwells
+        .topics(rarity)
+        .into_iter()
         .take(TOPIC_WORDS)
-        .filter_map(|(w, _)| surface.get(*w).map(String::as_str))
+        .filter_map(|(w, _)| dwells.surface.get(w).map(String::as_str))
         .collect();
     let mut line = quoted.join(" · ");
     if !topics.is_empty() {
@@ -633,6 +698,22 @@ mod tests {
         assert!(seqs.contains(&0) && seqs.contains(&7), "{seqs:?}");
         assert!(!seqs.contains(&4), "{seqs:?}");
         assert!(t.search("zebra", 5).is_empty());
+    }
+
+    #[test]
+    fn a_part_is_found_by_the_words_it_dwells_on_which_its_json_leaves_out() {
+        let (mut t, _) = build(&chat(), 8, 0, None, None, &|s| s);
+        let pottery = recall::terms("pottery").remove(0);
+        // Said twice in the first part, counted twice; the others never say it.
+        assert_eq!(
+            t.parts[0].terms.iter().filter(|w| **w == pottery).count(),
+            2
+        );
+        assert!(!t.parts[2].terms.contains(&pottery));
+        t.parts[1].line = "(nothing)".into();
+        t.parts[1].terms = vec![recall::terms("zeppelin").remove(0)];
+        assert_eq!(t.search("zeppelin", 5).first().map(|h| h.0), Some(1));
+        assert!(part_json(1, &t.parts[1]).get("terms").is_none());
     }
 
     #[test]
