@@ -663,6 +663,7 @@ class Session:
     amessages = _twin(messages)
     acompact = _twin(compact)
     astatus = _twin(status)
+    atimeline = _twin(timeline)
     acompact_history = _twin(compact_history)
     atool = _twin(tool)
     ahandle_tool_call = _twin(handle_tool_call)
