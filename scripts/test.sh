@@ -47,13 +47,65 @@ step "formatting"
 cargo fmt --all --check
 end_step $? formatting
 
-step "clippy (all targets, all features)"
-cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-end_step $? clippy
-
 step "the core builds without its default features (the fuzz build uses this)"
 cargo check -p engram --no-default-features --locked
 end_step $? "core without default features"
+
+if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  step "the Python and Node builds reuse the tests' compiled dependencies (cargo's unit graphs)"
+  python3 scripts/feature_unification.py
+  end_step $? "feature unification"
+else
+  echo
+  skip_step nightly "the check that the builds share their dependencies reads cargo's unit graphs, which need a nightly toolchain"
+fi
+
+# Clippy lints inside the build rather than in a check build of its own: with clippy-driver as
+# the workspace's compiler wrapper, cargo compiles each workspace crate through clippy (its
+# lints, then its code) and each dependency with rustc, once for every step below; a separate
+# `cargo clippy` compiled every dependency a second time, in check mode. The Python wheel and
+# the Node module are built here too, with the features their steps ask for, so that clippy
+# lints them and their steps find them built (crates/engram-workspace-hack makes them share
+# the tests' dependencies). Every warning of a workspace crate fails this step, as
+# `cargo clippy -- -D warnings` did; the build goes on, so the tests still run.
+PY_FEATURES=embeddings,workspace-hack
+NODE_FEATURES=embeddings,workspace-hack
+step "clippy, and the build of every target (all features) and of the Python and Node modules"
+# Prints the rendered diagnostics of the workspace's crates from cargo's JSON messages on
+# standard input and fails when there is any (cargo replays a built crate's warnings).
+lints() {
+  python3 -c '
+import json, sys
+count = 0
+for line in sys.stdin:
+    if not line.startswith("{"):
+        continue
+    message = json.loads(line)
+    if message.get("reason") == "compiler-message" and message["package_id"].startswith("path+"):
+        if message["message"]["level"] in ("warning", "error"):
+            count += 1
+            sys.stderr.write(message["message"]["rendered"])
+if count:
+    print(f"   {count} warnings or errors from clippy or rustc in the workspace (above)")
+sys.exit(1 if count else 0)'
+}
+if clippy_driver=$(command -v clippy-driver); then
+  export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
+  (
+    status=0
+    cargo test --workspace --all-features --locked --no-run --message-format=json || status=1
+    cargo build -p engram-py --features "$PY_FEATURES" --locked --message-format=json || status=1
+    # napi-derive writes the module's type definitions while compiling it, where the Node step
+    # reads them (this variable reruns the module's build when it changes).
+    mkdir -p "$work/typedefs"
+    NAPI_TYPE_DEF_TMP_FOLDER="$work/typedefs" \
+      cargo build -p engram-node --features "$NODE_FEATURES" --locked --message-format=json || status=1
+    exit $status
+  ) | lints
+  end_step $? "clippy and the build"
+else
+  skip_step clippy "clippy-driver is not installed (rustup component add clippy)"
+fi
 
 if [ -n "${CI:-}" ] || [ -n "${ENGRAM_REAL_LLM:-}" ]; then
   # CI never skips the real-model tests; locally they are skipped (and counted) unless asked for.
@@ -80,11 +132,10 @@ cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee "$work/
 end_step "${PIPESTATUS[0]}" "cargo test"
 
 step "the Python package: pip install ./crates/engram-py[test] (maturin, abi3, with embeddings), then its pytest suite"
-# The wheel builds with the dev profile into CARGO_TARGET_DIR, as the Node module does, so the two
-# share every dependency they have in common (candle among them) and the Rust tests' optimised
-# dependencies (`[profile.dev.package."*"]`); with the `embeddings` feature so that hybrid
-# recall's tests run. A user's `pip install` builds in release.
-MATURIN_PEP517_ARGS="--profile dev --features embeddings" \
+# The wheel builds with the dev profile into CARGO_TARGET_DIR, with the features the build step
+# gave it (`embeddings`, so that hybrid recall's tests run), so maturin finds it built. A user's
+# `pip install` builds in release.
+MATURIN_PEP517_ARGS="--profile dev --features $PY_FEATURES" \
   python3 -m pip install --quiet --root-user-action=ignore "./crates/engram-py[test]"
 status=$?
 if [ "$status" -eq 0 ]; then
@@ -99,12 +150,12 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   (
     set -e
     cd crates/engram-node
-    # A debug build for the tests (npm install builds release); the lockfile is held to. The
-    # build also writes napi-derive's type definitions, which types.test.js checks native.d.ts
-    # against.
+    # A debug build for the tests (npm install builds release), found built by the build step;
+    # the lockfile is held to. types.test.js checks native.d.ts against the type definitions
+    # that build wrote.
     mkdir -p "$work/typedefs"
     NAPI_TYPE_DEF_TMP_FOLDER="$work/typedefs" ENGRAM_NODE_PROFILE=debug ENGRAM_NODE_LOCKED=1 \
-      ENGRAM_NODE_FEATURES=embeddings npm ci --no-audit --no-fund --loglevel=error
+      ENGRAM_NODE_FEATURES=$NODE_FEATURES npm ci --no-audit --no-fund --loglevel=error
     ENGRAM_NODE_TYPEDEFS="$work/typedefs" ENGRAM_BIN="${CARGO_TARGET_DIR:-$PWD/../../target}/debug/engram" \
       node --test --test-reporter=spec --test-reporter-destination=stdout \
       --test-reporter=junit --test-reporter-destination="$work/node.xml" test/*.test.js
@@ -125,7 +176,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
       mkdir -p "$corpus"
       cp fuzz/seeds/* "$corpus"/
       fuzz_target_dir="${CARGO_TARGET_DIR:-$PWD/target}/fuzz"
-      env -u CARGO_TARGET_DIR cargo +nightly fuzz run --target-dir "$fuzz_target_dir" parse_input "$corpus" \
+      env -u CARGO_TARGET_DIR -u RUSTC_WORKSPACE_WRAPPER cargo +nightly fuzz run --target-dir "$fuzz_target_dir" parse_input "$corpus" \
         -- -max_total_time="$FUZZ_SECONDS" -max_len=4096 >"$work/fuzz.log" 2>&1 || { tail -n 40 "$work/fuzz.log"; exit 1; }
       grep -E '^Done|^#[0-9]+.*DONE' "$work/fuzz.log" | tail -n 2
     )
