@@ -755,6 +755,7 @@ impl Planner<'_> {
                         .any(|i| i.message.role == Role::User)
                 })
                 .collect(),
+            told_by: told_by.iter().map(|(name, _)| name.clone()).collect(),
         };
         let bm25 = recall::Bm25::with_lengths(documents, lengths);
         recall::order(

@@ -425,6 +425,7 @@ impl HistoryIndex {
             headings: self.docs.iter().map(|d| d.role == Role::System).collect(),
             speakers: self.docs.iter().map(|d| d.speaker.as_deref()).collect(),
             users: self.docs.iter().map(|d| d.role == Role::User).collect(),
+            told_by: Vec::new(),
         }
     }
 
