@@ -204,6 +204,7 @@ fn a_real_model_summarises_or_falls_back_cleanly_through_both_apis() {
     ));
     a_real_session_merges_summaries(&messages, summarizer.clone());
     a_real_sleep_keeps_lineage(summarizer.as_ref());
+    a_real_timeline_has_a_line_per_part(summarizer);
 }
 
 fn smollm2(port: u16) -> ProviderConfig {
@@ -215,18 +216,20 @@ fn smollm2(port: u16) -> ProviderConfig {
     config
 }
 
-/// A session fed the trajectory turn by turn compacts at its threshold with the model; a
-/// model-written summary is merged into the next one, and the invariants hold throughout.
-fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSummarizer>) {
-    use engram::in_memory::InMemoryStore;
-    use engram::session::{NewSession, Session, SessionStore};
-    let store = InMemoryStore::new();
+/// A session `id` in `store` for SmolLM2 (a 6,000-token window) whose summaries `summarizer`
+/// writes.
+fn smollm2_session<'s>(
+    store: &'s engram::in_memory::InMemoryStore,
+    id: &str,
+    summarizer: Arc<LlmSummarizer>,
+) -> engram::session::Session<'s> {
+    use engram::session::{NewSession, Session};
     let mut options = CompactOptions::new(0);
     options.summarizer = Some(summarizer);
-    let mut session = Session::create(
-        &store,
+    Session::create(
+        store,
         &NewSession {
-            id: Some("real".into()),
+            id: Some(id.into()),
             name: None,
             model: "SmolLM2-135M-Instruct".into(),
             tokenizer: "cl100k".into(),
@@ -237,7 +240,16 @@ fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSumm
         },
     )
     .expect("session")
-    .with_options(options);
+    .with_options(options)
+}
+
+/// A session fed the trajectory turn by turn compacts at its threshold with the model; a
+/// model-written summary is merged into the next one, and the invariants hold throughout.
+fn a_real_session_merges_summaries(messages: &[Message], summarizer: Arc<LlmSummarizer>) {
+    use engram::in_memory::InMemoryStore;
+    use engram::session::SessionStore;
+    let store = InMemoryStore::new();
+    let mut session = smollm2_session(&store, "real", summarizer);
     let mut merged = 0;
     let mut model_written_before = false;
     for (i, m) in messages.iter().enumerate() {
@@ -333,4 +345,97 @@ fn a_real_sleep_keeps_lineage(summarizer: &LlmSummarizer) {
         );
     }
     eprintln!("sleep: {}", record.strategy);
+}
+
+/// A session's timeline with the model: each part of a chat log gets the model's line or, where
+/// the model fails, the extractive one (counted); every line keeps its sources, is redacted, and
+/// an unchanged history is not written again.
+fn a_real_timeline_has_a_line_per_part(summarizer: Arc<LlmSummarizer>) {
+    use engram::in_memory::InMemoryStore;
+    use engram::session::timeline::EXTRACTIVE;
+    let store = InMemoryStore::new();
+    let mut session = smollm2_session(&store, "chat", summarizer);
+    // The key is a made-up one in the shape of an OpenAI key: the model may repeat it.
+    let key = "sk-proj-T3stOnlyN0tARealKey0123456789abcdefABCDEF";
+    // Each part is longer than a line may be (80 tokens), so that a model's line can pass the
+    // check that a summary is shorter than what it stands for.
+    let log = [
+        Message::system("[Session 1 - 8 May, 2023]"),
+        Message::user(
+            "I made a pottery bowl at my class yesterday, with a blue glaze on the inside.",
+        ),
+        Message::assistant(
+            "A blue pottery bowl sounds lovely. How long have you been taking the class?",
+        ),
+        Message::user(
+            "Three months now. The teacher shows us how to centre the clay on the wheel first.",
+        ),
+        Message::assistant(
+            "Centring is the hard part, I hear. Did the kiln fire the bowl well in the end?",
+        ),
+        Message::user(format!(
+            "Yes, it came out well. My key for the class site is {key}."
+        )),
+        Message::assistant("Glad it worked. Will you make a set of bowls for your kitchen next?"),
+        Message::user(
+            "Maybe four bowls and two mugs, all with the same blue glaze, before the summer.",
+        ),
+        Message::system("[Session 2 - 25 May, 2023]"),
+        Message::user("My sister is moving to Lisbon for a new job at a design studio next month."),
+        Message::assistant(
+            "Lisbon is a great city. Will you visit her there once she has settled?",
+        ),
+        Message::user(
+            "I will fly to Lisbon in July to help her settle into the new flat near the river.",
+        ),
+        Message::assistant(
+            "That sounds like a good trip. Is she nervous about the new job at the studio?",
+        ),
+        Message::user(
+            "A little. She has never worked abroad, but her new team already invited her to dinner.",
+        ),
+        Message::assistant(
+            "A warm start. Will you bring her one of your blue bowls as a house present?",
+        ),
+        Message::user(
+            "Yes, the best one, wrapped in a towel in my hand luggage so that it does not break.",
+        ),
+    ];
+    for m in &log {
+        session.append(vec![m.clone()]).expect("append");
+    }
+    let built = session.update_timeline().expect("timeline");
+    assert_eq!((built.parts, built.written), (2, 2), "{built:?}");
+    let timeline = session.timeline().expect("read").expect("built");
+    let mut failed = 0;
+    for part in &timeline.parts {
+        assert!(!part.line.trim().is_empty(), "{part:?}");
+        assert!(
+            !part.line.contains(key),
+            "a line holds the key in clear: {}",
+            part.line
+        );
+        assert!(!part.sources.is_empty(), "{part:?}");
+        if part.written_by == EXTRACTIVE {
+            failed += 1;
+        } else {
+            assert!(part.written_by.starts_with("openai"), "{}", part.written_by);
+            assert_eq!(
+                part.sources.len() as u64,
+                part.to_seq - part.from_seq + 1,
+                "a model's line stands for the whole part"
+            );
+        }
+        eprintln!("timeline ({}): {}", part.written_by, part.render());
+    }
+    assert_eq!(built.summarizer_failed, failed, "each fallback is counted");
+    assert_eq!(
+        timeline.parts[1].heading.as_deref(),
+        Some("Session 2 - 25 May, 2023")
+    );
+    let again = session.update_timeline().expect("timeline again");
+    assert_eq!(
+        again.written, 0,
+        "an unchanged history is not written again"
+    );
 }
