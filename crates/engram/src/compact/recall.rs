@@ -327,8 +327,8 @@ pub(crate) fn with_neighbours(scores: &[f64], asks: &[bool], alike: bool) -> Vec
 /// searches the agent's own words as written. Measured on LoCoMo and its whole-history
 /// questions: the summaries of what one speaker said rise from 0.79 to 0.80 at 2,048 and from
 /// 0.88 to 0.90 at 4,096, the order of what came up from 0.95 to 0.97 at 2,048, and LoCoMo's
-/// own questions keep their figures (docs/benchmarks.md). Applied to every question that names
-/// a speaker, it cost LoCoMo's open-domain questions 0.04.
+/// own questions keep their figures (docs/benchmarks-history.md). Applied to every question
+/// that names a speaker, it cost LoCoMo's open-domain questions 0.04.
 pub(crate) fn leave_out_addressed(
     terms: &mut Vec<String>,
     speaker: Option<&str>,
@@ -371,7 +371,7 @@ pub(crate) fn named_speakers<'a>(
 /// ([`follow_threads`]), and again the one after that. Measured on LoCoMo and its whole-history
 /// questions at 0.4, 0.5 and 0.6 (with [`THREAD_START`] at 0.3, 0.5 and 0.7): 0.4 lifted the
 /// whole-history summaries and LoCoMo's single-hop and open-domain questions most, while 0.5
-/// and more cost open-domain questions at 2,048 (docs/benchmarks.md).
+/// and more cost open-domain questions at 2,048 (docs/benchmarks-history.md).
 const THREAD: f64 = 0.4;
 
 /// How well a turn must match, as a share of the best match, to start a thread: a word said in
