@@ -402,6 +402,36 @@ fn a_bad_summary_is_retried_once_more_strictly_then_the_pipeline_falls_back() {
             .contains("previous answer was not usable")
     );
 
+    // An echo of the request's framing (a small model repeating its instructions) is not a
+    // summary either, even for a prompt that asks for no sections (a timeline's line):
+    // retried, then rescued.
+    let echo = serve(
+        "/v1/chat/completions",
+        Arc::new(|n, _, _| {
+            if n == 0 {
+                openai_reply("The conversation to summarise is between <history> and </history>.")
+            } else {
+                openai_reply("The user fixed the parser.")
+            }
+        }),
+    );
+    let client = Client::new(config(Api::OpenAi, &format!("{}/v1", echo.base))).expect("client");
+    let summarizer = LlmSummarizer::new(client, 8_192);
+    let line = SummaryRequest {
+        prompt: engram::session::timeline::TIMELINE_PROMPT,
+        max_tokens: 80,
+        ..request(&refs)
+    };
+    assert_eq!(
+        summarizer.summarize(&line).expect("second try"),
+        "The user fixed the parser."
+    );
+    assert_eq!(
+        echo.requests.load(Ordering::SeqCst),
+        2,
+        "the echo was refused"
+    );
+
     // Empty, twice: an error naming both reasons.
     let empty = serve(
         "/v1/chat/completions",
