@@ -849,8 +849,8 @@ const OTHERS_TOLD: f64 = 0.5;
 /// community") is answered by that speaker's own turns; the other side's turns around them
 /// only ask and react, and in a long history they take the room of the speaker's further
 /// turns on the topic. The units of a speaker other than those the question asks about
-/// (`told_by`) keep [`others_told`] of their score; units without a speaker (a session's
-/// heading) keep theirs.
+/// (`told_by`, lower-case as [`named_speakers`] gives them) keep [`OTHERS_TOLD`] of their
+/// score; units without a speaker (a session's heading) keep theirs.
 pub(crate) fn favour_the_tellers(
     scores: &mut [f64],
     speakers: &[Option<&str>],
@@ -861,7 +861,7 @@ pub(crate) fn favour_the_tellers(
     }
     for (score, speaker) in scores.iter_mut().zip(speakers) {
         if let Some(speaker) = speaker
-            && !told_by.iter().any(|t| t.eq_ignore_ascii_case(speaker))
+            && !told_by.contains(&speaker.to_lowercase())
         {
             *score *= OTHERS_TOLD;
         }
@@ -1189,6 +1189,12 @@ mod tests {
             scores[1] > scores[0],
             "her answer now outranks the other's reply"
         );
+        // A name beyond ASCII is the asked-about speaker's too.
+        let told_by = named_speakers("What has Émile told me?", ["Émile", "Zoë"]);
+        let told_by: Vec<String> = told_by.into_iter().map(|(name, _)| name).collect();
+        let mut scores = vec![1.0, 1.0];
+        favour_the_tellers(&mut scores, &[Some("Émile"), Some("Zoë")], &told_by);
+        assert_eq!(scores, [1.0, OTHERS_TOLD]);
         let mut scores = vec![2.0, 1.5];
         favour_the_tellers(&mut scores, &speakers[..2], &[]);
         assert_eq!(
