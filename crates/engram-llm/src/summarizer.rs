@@ -6,8 +6,9 @@
 //!   history larger than the model can read is summarised in chunks, then the partial
 //!   summaries are merged (map, then reduce).
 //! - The reply is validated: not empty, not an echo of the request's framing, shorter than
-//!   what it replaces, and with the default prompt, every section present. A failed reply is retried once with stricter instructions;
-//!   then the error goes back to the pipeline, which uses the extractive digest instead.
+//!   what it replaces, and with the default prompt, every section present. A failed reply is
+//!   retried once with stricter instructions; then the error goes back to the pipeline, which
+//!   uses the extractive digest instead.
 //! - Summaries are cached by a hash of what they replace, so the same prefix is paid once.
 //! - Incremental: a previous summary goes in `<previous_summary>` before the new history and
 //!   the model is asked to update it, not to summarise everything again.
