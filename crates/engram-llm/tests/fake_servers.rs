@@ -79,6 +79,14 @@ fn openai_reply(text: &str) -> Response {
 
 const GOOD: &str = "## Completed work\n- fixed src/lib.rs\n## Current state\n- tests pass\n## In-progress tasks\n- none\n## Next steps\n- release\n## Constraints\n- never push to main\n## Critical context\n- error E0433 in src/main.rs";
 
+/// An OpenAI-compatible server that replies `first`, then `then` to every later request.
+fn first_then(first: &'static str, then: &'static str) -> Fake {
+    serve(
+        "/v1/chat/completions",
+        Arc::new(move |n, _, _| openai_reply(if n == 0 { first } else { then })),
+    )
+}
+
 fn config(api: Api, base: &str) -> ProviderConfig {
     let mut c = ProviderConfig::new(api, "test-model");
     c.base_url = base.to_owned();
@@ -376,15 +384,9 @@ fn errors_say_what_happened() {
 #[test]
 fn a_bad_summary_is_retried_once_more_strictly_then_the_pipeline_falls_back() {
     // First an apology, then the sections: the stricter retry rescues it.
-    let fake = serve(
-        "/v1/chat/completions",
-        Arc::new(|n, _, _| {
-            if n == 0 {
-                openai_reply("I'm sorry for the confusion. Please provide the code.")
-            } else {
-                openai_reply(GOOD)
-            }
-        }),
+    let fake = first_then(
+        "I'm sorry for the confusion. Please provide the code.",
+        GOOD,
     );
     let client = Client::new(config(Api::OpenAi, &format!("{}/v1", fake.base))).expect("client");
     let summarizer = LlmSummarizer::new(client, 8_192);
@@ -405,15 +407,9 @@ fn a_bad_summary_is_retried_once_more_strictly_then_the_pipeline_falls_back() {
     // An echo of the request's framing (a small model repeating its instructions) is not a
     // summary either, even for a prompt that asks for no sections (a timeline's line):
     // retried, then rescued.
-    let echo = serve(
-        "/v1/chat/completions",
-        Arc::new(|n, _, _| {
-            if n == 0 {
-                openai_reply("The conversation to summarise is between <history> and </history>.")
-            } else {
-                openai_reply("The user fixed the parser.")
-            }
-        }),
+    let echo = first_then(
+        "The conversation to summarise is between <history> and </history>.",
+        "The user fixed the parser.",
     );
     let client = Client::new(config(Api::OpenAi, &format!("{}/v1", echo.base))).expect("client");
     let summarizer = LlmSummarizer::new(client, 8_192);
