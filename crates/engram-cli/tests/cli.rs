@@ -687,6 +687,57 @@ fn compact_contract() {
 }
 
 #[test]
+fn compact_cuts_a_recalled_output_too_long_for_the_budget_to_its_lines_about_the_query() {
+    let mut log: Vec<String> = (0..80).map(|k| format!("test case_{k} ... ok")).collect();
+    log[57] = "test tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88".into();
+    let mut messages = vec![
+        serde_json::json!({"role": "user", "content": "Make the test suite pass."}),
+        serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+            "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\": \"cargo test\"}"}}]}),
+        serde_json::json!({"role": "tool", "tool_call_id": "c1", "id": "log", "content": log.join("\n")}),
+    ];
+    for k in 0..40 {
+        messages
+            .push(serde_json::json!({"role": "user", "content": format!("Note {k}: keep going.")}));
+        messages.push(serde_json::json!({"role": "assistant", "content": format!(
+            "Step {k}: I edited the module, ran the formatter and read the diff for stray whitespace.")}));
+    }
+    messages.push(
+        serde_json::json!({"role": "user", "content": "Which unterminated string literal failed?"}),
+    );
+    let input = serde_json::to_vec(&serde_json::json!({ "messages": messages })).expect("json");
+    let doc = json(&engram(
+        &[
+            "compact",
+            "-",
+            "--budget",
+            "400",
+            "--tokenizer",
+            "cl100k",
+            "--query",
+            "Which unterminated string literal failed?",
+        ],
+        Some(&input),
+    ));
+    assert_eq!(doc["report"]["excerpted"], 1, "{}", doc["report"]);
+    assert!(doc["report"]["tokens_after"].as_u64().expect("after") <= 400);
+    let out = doc["messages"].as_array().expect("messages");
+    let at = out
+        .iter()
+        .position(|m| m["engram"]["source_ids"] == serde_json::json!(["log"]))
+        .expect("the log is in the context");
+    assert_eq!(out[at]["engram"]["kind"], "masked");
+    assert_eq!(
+        out[at]["content"],
+        "[EXCERPT - engram kept 1 of 80 lines and sentences of message log, those with the \
+         query's words; read_history ids=[log] returns it whole]\n\
+         test tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88"
+    );
+    assert_eq!(out[at]["tool_call_id"], "c1");
+    assert_eq!(out[at - 1]["tool_calls"][0]["id"], "c1", "with its call");
+}
+
+#[test]
 fn compact_queries_may_start_with_a_dash() {
     for args in [
         vec![

@@ -273,6 +273,29 @@ fn check(
                 .expect("known id");
             prop_assert_eq!(&v.message, &messages[i]);
         }
+        // An excerpt is one message's role and calls with part of its own text.
+        if let Some(rest) = v.message.text().strip_prefix("[EXCERPT - ") {
+            prop_assert_eq!(v.kind, Kind::Masked);
+            let i = ids
+                .iter()
+                .position(|s| s == &v.source_ids[0])
+                .expect("known id");
+            let original = messages[i].text();
+            prop_assert_eq!(v.message.role, messages[i].role);
+            prop_assert_eq!(v.message.calls(), messages[i].calls());
+            let (_, kept) = rest
+                .split_once('\n')
+                .expect("a marker line, then what was kept");
+            for part in kept.split(" … ") {
+                let part = part.trim_matches('…');
+                prop_assert!(
+                    original.contains(part),
+                    "{:?} is not in {:?}",
+                    part,
+                    original
+                );
+            }
+        }
     }
 
     // 6. What stands for input messages keeps their order (a digest stands before all it covers).
@@ -357,7 +380,12 @@ proptest! {
     }
 
     #[test]
-    fn recall_keeps_the_invariants(messages in history(), budget in 40usize..3000, query in "[a-z_ ]{3,30}") {
+    fn recall_keeps_the_invariants(messages in history(), budget in 40usize..3000, query in prop_oneof![
+        "[a-z_ ]{3,30}",
+        // Words the histories hold, so that long outputs are recalled and cut to them.
+        Just("which error at line 12 came from the parser?".to_owned()),
+        Just("the weather on our walk".to_owned()),
+    ]) {
         check(&messages, budget, Steps::Auto, Some(&query), 10)?;
     }
 }

@@ -121,7 +121,7 @@ async function sessionsPage() {
       el("tbody", {}, rows)));
 }
 
-const LABELS = { pinned: "system / pinned", summary: "summaries", masked: "masked outputs", original: "originals",
+const LABELS = { pinned: "system / pinned", summary: "summaries", masked: "masked / excerpts", original: "originals",
   recalled: "recalled", note: "notes", overhead: "overhead", free: "free", reply: "reply reserve" };
 
 function windowBar(use) {

@@ -5,7 +5,8 @@
 //! with a marker that says what was hidden and how to get it back), or dropped into a digest
 //! (the `[Session context consolidated]` message, which keeps the lines that carry the
 //! identifiers no longer visible elsewhere). When the caller says what the context must serve
-//! (a query), the older units that match it best are recalled verbatim.
+//! (a query), the older units that match it best are recalled verbatim, or, when one is too
+//! long to fit, cut to the lines that hold the query's words ([`excerpt`]).
 //!
 //! Every step is a pure function of the messages, the counter and the options; nothing is
 //! deleted from the caller's data (the output only *selects* and *describes*), and every output
@@ -26,6 +27,7 @@ pub mod summarize;
 pub mod units;
 
 mod digest;
+mod excerpt;
 mod mask;
 mod options;
 mod planner;
@@ -196,6 +198,7 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
             masked: 0,
             deduplicated: 0,
             recalled: 0,
+            excerpted: 0,
             summarized: 0,
             summary_tokens: 0,
             summarizer: None,
@@ -553,6 +556,83 @@ mod tests {
         assert_eq!(kept(false), ["answer"]);
         // Beside long replies the cost counts, and the short match goes first.
         assert_eq!(kept(true), ["one-word"]);
+    }
+
+    /// An agent's run whose old test log is the only place an error was printed, followed by
+    /// `turns` short exchanges.
+    fn run_with_a_long_log(turns: usize) -> Vec<Message> {
+        use crate::message::ToolCall;
+        let mut log: Vec<String> = (0..60)
+            .map(|k| format!("test suite::case_{k} ... ok"))
+            .collect();
+        log[41] =
+            "test suite::tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88"
+                .into();
+        let mut messages = vec![
+            Message::system("You are a coding agent."),
+            Message::user("Make the test suite pass."),
+            Message::assistant_tool_calls(vec![ToolCall::function(
+                "c1",
+                "shell",
+                "{\"command\": \"cargo test\"}",
+            )]),
+            Message::tool("c1", log.join("\n")).with_id("log"),
+        ];
+        for k in 0..turns {
+            messages.push(Message::user(format!("Note {k}: keep going.")));
+            messages.push(Message::assistant(format!("Continuing with step {k}.")));
+        }
+        messages.push(Message::user(
+            "Which unterminated string literal failed, and where?",
+        ));
+        messages
+    }
+
+    #[test]
+    fn a_recalled_output_too_long_to_fit_keeps_its_lines_about_the_query() {
+        let messages = run_with_a_long_log(30);
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let mut options = CompactOptions::new(300);
+        options.query = messages.last().map(|m| m.text().into_owned());
+        options.read_tool = Some("read_history".into());
+        let whole = counter.count_message(&messages[3]).total();
+        assert!(whole > 300, "the log alone is over the budget: {whole}");
+        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        assert!(out.report.tokens_after <= 300);
+        assert_eq!(out.report.excerpted, 1);
+        assert!(out.report.steps.contains(&"excerpt"));
+        let at = out
+            .messages
+            .iter()
+            .position(|m| m.source_ids == ["log"])
+            .expect("the log is excerpted");
+        let excerpt = &out.messages[at];
+        assert_eq!(excerpt.kind, Kind::Masked);
+        assert_eq!(
+            excerpt.message.text(),
+            "[EXCERPT - engram kept 1 of 60 lines and sentences of message log, those with the query's \
+             words; read_history ids=[log] returns it whole]\n\
+             test suite::tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88"
+        );
+        // Its call comes with it.
+        assert_eq!(out.messages[at - 1].message.calls()[0].id, "c1");
+        assert_eq!(out.messages[at].message.tool_call_id(), Some("c1"));
+    }
+
+    #[test]
+    fn an_output_that_fits_whole_is_recalled_whole() {
+        let messages = run_with_a_long_log(200);
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let mut options = CompactOptions::new(1_500);
+        options.query = messages.last().map(|m| m.text().into_owned());
+        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        assert_eq!(out.report.excerpted, 0);
+        let log = out
+            .messages
+            .iter()
+            .find(|m| m.source_ids == ["log"])
+            .expect("recalled");
+        assert_eq!(log.kind, Kind::Recalled);
     }
 
     #[test]

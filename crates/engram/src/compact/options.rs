@@ -215,6 +215,9 @@ pub struct CompactReport {
     pub deduplicated: usize,
     /// Units recalled for the query.
     pub recalled: usize,
+    /// Of those, units cut to the sentences with the query's words: ranked inside recall's
+    /// budget, they did not fit whole in what was left of it.
+    pub excerpted: usize,
     /// Messages the digest stands for.
     pub summarized: usize,
     /// Tokens of the digest or summary (0 when there is none).

@@ -9,7 +9,7 @@ use crate::message::{Content, Message, Role};
 use super::mask::mask_text;
 use super::options::{CompactOptions, CompactReport, Strategy};
 use super::view::{Kind, ViewMessage};
-use super::{digest, recall, summarize, units};
+use super::{digest, excerpt, recall, summarize, units};
 use recall::Ranking;
 
 /// A message of the repaired history with where it came from.
@@ -266,12 +266,43 @@ impl Planner<'_> {
                 let holds = budget as f64 / mean.max(1.0);
                 ranked = recall::fuse_ranks(&ranked, &by_value(words), holds);
             }
+            // A unit longer than the whole budget is cut to what carries the query in its
+            // place; one that only did not fit in what was left waits for what is left at the
+            // end, if the ranking placed it inside the budget (before a unit that fitted).
+            let wanted: HashSet<String> = recall::terms(&crate::words::without_asides(query))
+                .into_iter()
+                .collect();
+            let mut too_long: Vec<usize> = Vec::new();
+            let mut ranked_inside = 0;
             for (ui, _) in ranked {
                 let Some(version) = versions.remove(&ui) else {
                     continue;
                 };
+                let version = if version.tokens > budget {
+                    match self.excerpt(dropped[ui], &wanted, budget - recall_used) {
+                        Some(cut) => {
+                            self.report.excerpted += 1;
+                            cut
+                        }
+                        None => continue,
+                    }
+                } else {
+                    version
+                };
                 if recall_used + version.tokens <= budget {
                     recall_used += version.tokens;
+                    recalled.push((ui, version));
+                    ranked_inside = too_long.len();
+                } else {
+                    too_long.push(ui);
+                }
+            }
+            too_long.truncate(ranked_inside);
+            for ui in too_long {
+                let room = budget - recall_used;
+                if let Some(version) = self.excerpt(dropped[ui], &wanted, room) {
+                    recall_used += version.tokens;
+                    self.report.excerpted += 1;
                     recalled.push((ui, version));
                 }
             }
@@ -279,6 +310,9 @@ impl Planner<'_> {
             if !recalled.is_empty() {
                 self.report.steps.push("recall");
                 self.report.recalled = recalled.len();
+            }
+            if self.report.excerpted > 0 {
+                self.report.steps.push("excerpt");
             }
             used += recall_used;
         }
@@ -666,6 +700,53 @@ impl Planner<'_> {
         }
     }
 
+    /// `unit` cut to what carries the query ([`excerpt::cut`]) within `room` tokens: each of its
+    /// messages that has sentences with the query's words (`wanted`) keeps only those, after a
+    /// marker that says how to read it whole, and the others stay as they are. As many sentences
+    /// as fit, halving the number a message may keep until the unit fits; `None` when none of
+    /// its messages has such a sentence or even one sentence each does not fit. The unit's
+    /// messages, roles and tool calls stay, so a call keeps its result.
+    fn excerpt(&self, unit: units::Unit, wanted: &HashSet<String>, room: usize) -> Option<Version> {
+        if room < EXCERPT_ROOM {
+            return None;
+        }
+        let mut most = usize::MAX;
+        loop {
+            // The most sentences any one message kept.
+            let mut kept = 0;
+            let mut messages = Vec::with_capacity(unit.len());
+            for item in &self.items[unit.start..unit.end] {
+                let mut view = self.original(item);
+                if item.input.is_some()
+                    && !item.message.role.is_instruction()
+                    && let Some(cut) = excerpt::cut(&item.message.text(), wanted, most)
+                {
+                    let id = item.shown_id();
+                    let marker = excerpt::marker(&cut, &id, &self.reads_back(&id));
+                    view.message.content = Some(Content::Text(format!("{marker}\n{}", cut.text)));
+                    view.kind = Kind::Masked;
+                    kept = kept.max(cut.kept);
+                }
+                messages.push(view);
+            }
+            if kept == 0 {
+                return None;
+            }
+            let tokens = self.tokens(&messages);
+            if tokens <= room {
+                return Some(Version {
+                    messages,
+                    tokens,
+                    masked: 0,
+                });
+            }
+            if kept == 1 {
+                return None;
+            }
+            most = kept / 2;
+        }
+    }
+
     /// `dropped` unit indices with their scores, best match for the query first; with hybrid
     /// recall, the order by words alone as well (the two are merged by their places, see
     /// [`recall::fuse_ranks`]). `alike`: the sides write alike (a chat between people).
@@ -768,6 +849,11 @@ impl Planner<'_> {
         )
     }
 }
+
+/// The fewest tokens an excerpt is tried in ([`Planner::excerpt`]): its marker alone takes about
+/// 35, so in less room none fits, and a long history is not cut unit by unit once the budget is
+/// spent.
+const EXCERPT_ROOM: usize = 40;
 
 /// The tokens a summary held to a share of what it stands for
 /// ([`CompactOptions::summary_share`]) may take however little that is.

@@ -508,7 +508,7 @@ impl Meaning {
 /// Where the first sentence of `line` ends: after the first run of `.`, `!` or `?` (with the
 /// quotes and brackets that close it) that a space or the line's end follows, else at the
 /// line's end.
-fn sentence_end(line: &str) -> usize {
+pub(super) fn sentence_end(line: &str) -> usize {
     let terminal = |c: char| matches!(c, '.' | '!' | '?');
     let closing =
         |c: char| terminal(c) || matches!(c, '"' | '\'' | ')' | ']' | '\u{201d}' | '\u{2019}');

@@ -17,7 +17,9 @@ use super::units;
 pub enum Kind {
     /// An input message, verbatim.
     Original,
-    /// An input tool output with most of its text replaced by a marker.
+    /// An input message with most of its text replaced by a marker that says what was left out
+    /// and how to read it whole: a tool output masked to its first and last lines, or a recalled
+    /// message too long to fit cut to the lines that hold the query's words.
     Masked,
     /// A digest or summary standing for several input messages.
     Summary,
