@@ -558,9 +558,9 @@ mod tests {
         assert_eq!(kept(true), ["one-word"]);
     }
 
-    /// An agent's run whose old test log is the only place an error was printed, followed by
-    /// `turns` short exchanges.
-    fn run_with_a_long_log(turns: usize) -> Vec<Message> {
+    /// An agent's run whose old test log is where an error was printed, followed by `turns`
+    /// short exchanges; with `noted`, a note soon after the log names the error again.
+    fn run_with_a_long_log(turns: usize, noted: bool) -> Vec<Message> {
         use crate::message::ToolCall;
         let mut log: Vec<String> = (0..60)
             .map(|k| format!("test suite::case_{k} ... ok"))
@@ -579,6 +579,10 @@ mod tests {
             Message::tool("c1", log.join("\n")).with_id("log"),
         ];
         for k in 0..turns {
+            if noted && k == 2 {
+                messages
+                    .push(Message::user("The unterminated string literal again.").with_id("note"));
+            }
             messages.push(Message::user(format!("Note {k}: keep going.")));
             messages.push(Message::assistant(format!("Continuing with step {k}.")));
         }
@@ -588,16 +592,22 @@ mod tests {
         messages
     }
 
-    #[test]
-    fn a_recalled_output_too_long_to_fit_keeps_its_lines_about_the_query() {
-        let messages = run_with_a_long_log(30);
+    /// [`run_with_a_long_log`] compacted to `budget` for its last question, with `read_history`.
+    fn compact_the_run(messages: Vec<Message>, budget: usize) -> Compacted {
         let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let mut options = CompactOptions::new(300);
+        let mut options = CompactOptions::new(budget);
         options.query = messages.last().map(|m| m.text().into_owned());
         options.read_tool = Some("read_history".into());
+        compact(&Conversation::new(messages), &counter, &options).expect("compacts")
+    }
+
+    #[test]
+    fn a_recalled_output_too_long_for_the_budget_keeps_its_lines_about_the_query() {
+        let messages = run_with_a_long_log(30, false);
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
         let whole = counter.count_message(&messages[3]).total();
         assert!(whole > 300, "the log alone is over the budget: {whole}");
-        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+        let out = compact_the_run(messages, 300);
         assert!(out.report.tokens_after <= 300);
         assert_eq!(out.report.excerpted, 1);
         assert!(out.report.steps.contains(&"excerpt"));
@@ -610,8 +620,8 @@ mod tests {
         assert_eq!(excerpt.kind, Kind::Masked);
         assert_eq!(
             excerpt.message.text(),
-            "[EXCERPT - engram kept 1 of 60 lines and sentences of message log, those with the query's \
-             words; read_history ids=[log] returns it whole]\n\
+            "[EXCERPT - engram kept 1 of 60 lines and sentences of message log, those with the \
+             query's words; read_history ids=[log] returns it whole]\n\
              test suite::tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88"
         );
         // Its call comes with it.
@@ -620,19 +630,24 @@ mod tests {
     }
 
     #[test]
-    fn an_output_that_fits_whole_is_recalled_whole() {
-        let messages = run_with_a_long_log(200);
-        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let mut options = CompactOptions::new(1_500);
-        options.query = messages.last().map(|m| m.text().into_owned());
-        let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
+    fn an_output_that_misses_what_is_left_is_cut_from_what_remains() {
+        // At 600 tokens the log fits recall's budget, but not after the note that ranks above
+        // it; the turns after the note do not take what is left.
+        let out = compact_the_run(run_with_a_long_log(200, true), 600);
+        let kinds = |out: &Compacted, id: &str| {
+            out.messages
+                .iter()
+                .filter(|m| m.source_ids == [id])
+                .map(|m| m.kind)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&out, "note"), [Kind::Recalled]);
+        assert_eq!(kinds(&out, "log"), [Kind::Masked]);
+        assert_eq!(out.report.excerpted, 1);
+        // With room for it whole, it is recalled whole.
+        let out = compact_the_run(run_with_a_long_log(200, true), 700);
         assert_eq!(out.report.excerpted, 0);
-        let log = out
-            .messages
-            .iter()
-            .find(|m| m.source_ids == ["log"])
-            .expect("recalled");
-        assert_eq!(log.kind, Kind::Recalled);
+        assert_eq!(kinds(&out, "log"), [Kind::Recalled]);
     }
 
     #[test]
