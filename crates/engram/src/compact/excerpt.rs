@@ -25,45 +25,64 @@ pub(super) struct Cut {
     pub(super) of: usize,
 }
 
-/// The sentences of `text` that share a word with `wanted` (the query's [`recall::terms`]), at
-/// most `most` of them, those with more of the query's words first, each once, listed in the
-/// order they were said and joined by " … ". `None` when no sentence shares a word with the query, or when
-/// every sentence would be kept (the cut would save nothing).
-pub(super) fn cut(text: &str, wanted: &HashSet<String>, most: usize) -> Option<Cut> {
-    let sentences = sentences(text);
-    let mut seen = HashSet::new();
-    let mut matching: Vec<(usize, usize)> = sentences
-        .iter()
-        .enumerate()
-        // A line a log repeats is kept once.
-        .filter(|&(_, s)| seen.insert(*s))
-        .filter_map(|(at, s)| {
-            let shared: HashSet<String> = recall::terms(s)
-                .into_iter()
-                .filter(|t| wanted.contains(t))
-                .collect();
-            (!shared.is_empty()).then_some((at, shared.len()))
+/// The sentences of one message that share a word with the query, found once: the planner
+/// asks for fewer and fewer of them ([`Matches::cut`]) until its unit fits.
+pub(super) struct Matches<'t> {
+    sentences: Vec<&'t str>,
+    /// The matching sentences (each text once), those with more of the query's words first,
+    /// then in the order they were said.
+    best: Vec<usize>,
+}
+
+impl<'t> Matches<'t> {
+    /// The sentences of `text` that share a word with `wanted` (the query's [`recall::terms`]);
+    /// `None` when none does.
+    pub(super) fn of(text: &'t str, wanted: &HashSet<String>) -> Option<Self> {
+        let sentences = sentences(text);
+        let mut seen = HashSet::new();
+        let mut matching: Vec<(usize, usize)> = sentences
+            .iter()
+            .enumerate()
+            // A line a log repeats is kept once.
+            .filter(|&(_, s)| seen.insert(*s))
+            .filter_map(|(at, s)| {
+                let shared: HashSet<String> = recall::terms(s)
+                    .into_iter()
+                    .filter(|t| wanted.contains(t))
+                    .collect();
+                (!shared.is_empty()).then_some((at, shared.len()))
+            })
+            .collect();
+        if matching.is_empty() {
+            return None;
+        }
+        matching.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        Some(Matches {
+            best: matching.into_iter().map(|(at, _)| at).collect(),
+            sentences,
         })
-        .collect();
-    if matching.is_empty() || most == 0 {
-        return None;
     }
-    matching.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    matching.truncate(most);
-    if matching.len() == sentences.len() {
-        return None;
+
+    /// At most `most` of the matching sentences, the best, listed in the order they were said
+    /// and joined by " … " (each long one clipped around `wanted`). `None` when `most` is 0, or
+    /// when every sentence would be kept (the cut would save nothing).
+    pub(super) fn cut(&self, most: usize, wanted: &HashSet<String>) -> Option<Cut> {
+        let mut kept: Vec<usize> = self.best.iter().copied().take(most).collect();
+        if kept.is_empty() || kept.len() == self.sentences.len() {
+            return None;
+        }
+        kept.sort_unstable();
+        let text = kept
+            .iter()
+            .map(|&at| clip(self.sentences[at], wanted))
+            .collect::<Vec<_>>()
+            .join(" … ");
+        Some(Cut {
+            text,
+            kept: kept.len(),
+            of: self.sentences.len(),
+        })
     }
-    matching.sort_by_key(|&(at, _)| at);
-    let text = matching
-        .iter()
-        .map(|&(at, _)| clip(sentences[at], wanted))
-        .collect::<Vec<_>>()
-        .join(" … ");
-    Some(Cut {
-        text,
-        kept: matching.len(),
-        of: sentences.len(),
-    })
 }
 
 /// The parts of `text` an excerpt keeps or leaves out: its lines, and the sentences of a line
@@ -147,6 +166,11 @@ pub(super) fn marker(cut: &Cut, id: &str, reads_back: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `text` cut to at most `most` of its sentences with the query's words.
+    fn cut(text: &str, wanted: &HashSet<String>, most: usize) -> Option<Cut> {
+        Matches::of(text, wanted)?.cut(most, wanted)
+    }
+
     fn wanted(query: &str) -> HashSet<String> {
         recall::terms(query).into_iter().collect()
     }
@@ -193,8 +217,8 @@ mod tests {
     #[test]
     fn no_cut_without_a_match_or_when_everything_matches() {
         let text = "The build failed.\nThe linker ran out of memory.";
-        assert_eq!(super::cut(text, &wanted("pottery class"), 5), None);
-        assert_eq!(super::cut("The build failed.", &wanted("build"), 5), None);
+        assert_eq!(cut(text, &wanted("pottery class"), 5), None);
+        assert_eq!(cut("The build failed.", &wanted("build"), 5), None);
     }
 
     #[test]

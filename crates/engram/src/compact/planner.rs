@@ -234,7 +234,8 @@ impl Planner<'_> {
             let budget = recall_budget + (window_budget - used);
             let mut recall_used = 0;
             let alike = self.alike(dropped);
-            let (fused, words_only) = self.rank(dropped, query, alike);
+            let query_terms = recall::terms(&crate::words::without_asides(query));
+            let (fused, words_only) = self.rank(dropped, query, &query_terms, alike);
             // Each ranked unit's recalled version, made once (with hybrid recall a unit is in
             // both rankings).
             let mut versions: HashMap<usize, Version> = HashMap::new();
@@ -269,9 +270,7 @@ impl Planner<'_> {
             // A unit longer than the whole budget is cut to what carries the query in its
             // place; one that only did not fit in what was left waits for what is left at the
             // end, if the ranking placed it inside the budget (before a unit that fitted).
-            let wanted: HashSet<String> = recall::terms(&crate::words::without_asides(query))
-                .into_iter()
-                .collect();
+            let wanted: HashSet<String> = query_terms.into_iter().collect();
             let mut too_long: Vec<usize> = Vec::new();
             let mut ranked_inside = 0;
             for (ui, _) in ranked {
@@ -710,17 +709,26 @@ impl Planner<'_> {
         if room < EXCERPT_ROOM {
             return None;
         }
+        let items = &self.items[unit.start..unit.end];
+        let texts: Vec<_> = items.iter().map(|item| item.message.text()).collect();
+        // Each message's sentences with the query's words, found once.
+        let matches: Vec<Option<excerpt::Matches<'_>>> = items
+            .iter()
+            .zip(&texts)
+            .map(|(item, text)| {
+                (item.input.is_some() && !item.message.role.is_instruction())
+                    .then(|| excerpt::Matches::of(text, wanted))
+                    .flatten()
+            })
+            .collect();
         let mut most = usize::MAX;
         loop {
             // The most sentences any one message kept.
             let mut kept = 0;
             let mut messages = Vec::with_capacity(unit.len());
-            for item in &self.items[unit.start..unit.end] {
+            for (item, matches) in items.iter().zip(&matches) {
                 let mut view = self.original(item);
-                if item.input.is_some()
-                    && !item.message.role.is_instruction()
-                    && let Some(cut) = excerpt::cut(&item.message.text(), wanted, most)
-                {
+                if let Some(cut) = matches.as_ref().and_then(|m| m.cut(most, wanted)) {
                     let id = item.shown_id();
                     let marker = excerpt::marker(&cut, &id, &self.reads_back(&id));
                     view.message.content = Some(Content::Text(format!("{marker}\n{}", cut.text)));
@@ -749,11 +757,13 @@ impl Planner<'_> {
 
     /// `dropped` unit indices with their scores, best match for the query first; with hybrid
     /// recall, the order by words alone as well (the two are merged by their places, see
-    /// [`recall::fuse_ranks`]). `alike`: the sides write alike (a chat between people).
+    /// [`recall::fuse_ranks`]). `query_terms`: the query's searched words ([`recall::terms`]
+    /// of it without its asides). `alike`: the sides write alike (a chat between people).
     fn rank(
         &mut self,
         dropped: &[units::Unit],
         query: &str,
+        query_terms: &[String],
         alike: bool,
     ) -> (Ranking, Option<Ranking>) {
         // Each unit's text is needed whole (and cut into sentences) only for embeddings;
@@ -761,7 +771,6 @@ impl Planner<'_> {
         let keep_texts = self.options.embedder.is_some();
         let mut meanings: Vec<recall::Meaning> = Vec::new();
         let mut speakers = recall::Speakers::default();
-        let query_terms = recall::terms(&crate::words::without_asides(query));
         let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
         let mut lengths = Vec::with_capacity(dropped.len());
         let speaker = |u: &units::Unit| {
@@ -840,8 +849,8 @@ impl Planner<'_> {
         };
         let bm25 = recall::Bm25::with_lengths(documents, lengths);
         recall::order(
-            bm25.scores(&query_terms),
-            |sessions, count| bm25.grouped(sessions, count).scores(&query_terms),
+            bm25.scores(query_terms),
+            |sessions, count| bm25.grouped(sessions, count).scores(query_terms),
             &traits,
             query,
             alike,

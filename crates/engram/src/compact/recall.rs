@@ -394,8 +394,9 @@ const THREAD_END: f64 = 0.001;
 /// so accepted") shares no word with the question about the parade. Each turn after a good
 /// match (at least [`THREAD_START`] of the best one's `matches`) gets [`THREAD`] of its score,
 /// fading by the same share turn by turn, until the session ends (`session_of`, or a heading
-/// in `headings`) or the share is spent ([`THREAD_END`]). Assistant conversations are left alone: one long reply covers a topic there,
-/// and the lift cost LongMemEval's multi-session questions.
+/// in `headings`) or the share is spent ([`THREAD_END`]). Assistant conversations are left
+/// alone: one long reply covers a topic there, and the lift cost LongMemEval's multi-session
+/// questions.
 pub(crate) fn follow_threads(
     scores: &mut [f64],
     matches: &[f64],
