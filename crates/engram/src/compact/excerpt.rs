@@ -86,9 +86,8 @@ impl<'t> Matches<'t> {
 }
 
 /// The parts of `text` an excerpt keeps or leaves out: its lines, and the sentences of a line
-/// longer than [`WHOLE_LINE_CHARS`] (where [`recall::sentence_end`] ends one); blank ones left
-/// out. A log's line is one record ("test a::b ... ok" is not two sentences), a paragraph of prose
-/// is several.
+/// longer than [`WHOLE_LINE_CHARS`] ([`recall::line_sentences`]); blank ones left out. A log's line
+/// is one record ("test a::b ... ok" is not two sentences), a paragraph of prose is several.
 fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     for line in text.lines() {
@@ -96,16 +95,8 @@ fn sentences(text: &str) -> Vec<&str> {
             if !line.trim().is_empty() {
                 out.push(line.trim());
             }
-            continue;
-        }
-        let mut rest = line;
-        while !rest.is_empty() {
-            let end = recall::sentence_end(rest);
-            let sentence = rest[..end].trim();
-            rest = &rest[end..];
-            if !sentence.is_empty() {
-                out.push(sentence);
-            }
+        } else {
+            out.extend(recall::line_sentences(line));
         }
     }
     out

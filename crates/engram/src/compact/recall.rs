@@ -496,34 +496,50 @@ impl Meaning {
         std::iter::once(self.text.as_str()).chain(split.iter().map(String::as_str))
     }
 
-    /// Adds the sentences of one message's `lines`, each led by `name` unless it is empty.
+    /// Adds the sentences of one message's `lines` ([`sentences`]), each led by `name` unless it
+    /// is empty.
     fn push_sentences(&mut self, lines: &str, name: &str) {
         let name_words = name.split_whitespace().count();
-        let mut taken = 0;
-        for line in lines.lines() {
-            let mut rest = line;
-            while !rest.is_empty() && taken < MAX_SENTENCES {
-                let end = sentence_end(rest);
-                let sentence = rest[..end].trim();
-                rest = &rest[end..];
-                if name_words + sentence.split_whitespace().count() < SENTENCE_WORDS {
-                    continue;
-                }
-                taken += 1;
-                self.sentences.push(if name.is_empty() {
-                    sentence.to_owned()
-                } else {
-                    format!("{name} {sentence}")
-                });
-            }
+        let said = sentences(lines)
+            .filter(|s| name_words + s.split_whitespace().count() >= SENTENCE_WORDS)
+            .take(MAX_SENTENCES);
+        for sentence in said {
+            self.sentences.push(if name.is_empty() {
+                sentence.to_owned()
+            } else {
+                format!("{name} {sentence}")
+            });
         }
     }
+}
+
+/// The sentences of `text`, trimmed, blank ones left out: one ends at each line's end and where
+/// [`sentence_end`] ends one. The one way recall, its excerpts and a session's timeline cut text
+/// into sentences.
+pub(crate) fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().flat_map(line_sentences)
+}
+
+/// The sentences of one `line` ([`sentences`]).
+pub(crate) fn line_sentences(line: &str) -> impl Iterator<Item = &str> {
+    let mut rest = line;
+    std::iter::from_fn(move || {
+        while !rest.is_empty() {
+            let end = sentence_end(rest);
+            let sentence = rest[..end].trim();
+            rest = &rest[end..];
+            if !sentence.is_empty() {
+                return Some(sentence);
+            }
+        }
+        None
+    })
 }
 
 /// Where the first sentence of `line` ends: after the first run of `.`, `!` or `?` (with the
 /// quotes and brackets that close it) that a space or the line's end follows, else at the
 /// line's end.
-pub(super) fn sentence_end(line: &str) -> usize {
+fn sentence_end(line: &str) -> usize {
     let terminal = |c: char| matches!(c, '.' | '!' | '?');
     let closing =
         |c: char| terminal(c) || matches!(c, '"' | '\'' | ')' | ']' | '\u{201d}' | '\u{2019}');
@@ -1271,6 +1287,20 @@ mod tests {
                 "She said \"it works now.\"",
                 "Then we shipped it",
             ]
+        );
+        // Space after a sentence's end is no sentence, however long the speaker's name: it
+        // would be embedded as the name alone.
+        let mut named = crate::Message::user("We shipped the fix today.   ");
+        named.set_name(Some("Mary Ann Smith".to_owned()));
+        let mut spaced = Meaning::default();
+        spaced.push(&named);
+        assert_eq!(
+            spaced.sentences,
+            ["Mary Ann Smith We shipped the fix today."]
+        );
+        assert_eq!(
+            sentences("We shipped the fix today.   \n\n  Then we slept. ").collect::<Vec<_>>(),
+            ["We shipped the fix today.", "Then we slept."]
         );
         // A tool's output of thousands of lines gives at most MAX_SENTENCES.
         let mut long = Meaning::default();

@@ -510,7 +510,7 @@ fn extractive(
         .filter(|(_, m)| said(&m.message))
     {
         let text = m.message.text();
-        for (si, sentence) in split_sentences(&text).into_iter().enumerate() {
+        for (si, sentence) in recall::sentences(&text).enumerate() {
             let words: HashSet<String> = recall::terms(sentence).into_iter().collect();
             if words.len() < 3 {
                 continue;
@@ -558,29 +558,6 @@ fn extractive(
     }
     let sources = best.iter().map(|s| messages[s.0].id.clone()).collect();
     (line, sources)
-}
-
-/// `text`'s sentences: split after `.`, `!` or `?` followed by a space, and at line breaks.
-fn split_sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut start = 0;
-        let bytes = line.as_bytes();
-        for (i, &b) in bytes.iter().enumerate() {
-            if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|n| *n == b' ') {
-                let s = line[start..=i].trim();
-                if !s.is_empty() {
-                    out.push(s);
-                }
-                start = i + 1;
-            }
-        }
-        let s = line[start..].trim();
-        if !s.is_empty() {
-            out.push(s);
-        }
-    }
-    out
 }
 
 /// `text` cut to its first `words` words (with an ellipsis when cut).
