@@ -589,10 +589,11 @@ pub(crate) enum SessionCommand {
     Timeline {
         /// The session.
         id: String,
-        /// Only the parts whose lines share words with this, best first.
+        /// Only the parts that share words with this (in their lines, or among the words each
+        /// part says at least twice), best first.
         #[arg(long, allow_hyphen_values = true)]
         query: Option<String>,
-        /// The most parts --query lists.
+        /// The most parts --query lists (default 10).
         #[arg(long)]
         limit: Option<usize>,
         /// Print JSON: {"session_id", "built_to", "parts": [...]}.

@@ -127,9 +127,9 @@ impl crate::stored::StoredJson for Timeline {
 }
 
 impl Timeline {
-    /// The parts whose lines (with their headings) share words with `query`, best first, at
-    /// most `limit`: each part's index with its score (BM25 over the lines: comparable within
-    /// one search).
+    /// The parts whose lines (with their headings) or search terms (the words each says at
+    /// least twice, [`TimelinePart::terms`]) share words with `query`, best first, at most
+    /// `limit`: each part's index with its score (BM25: comparable within one search).
     pub fn search(&self, query: &str, limit: usize) -> Vec<(usize, f64)> {
         let docs = self
             .parts
