@@ -1,8 +1,9 @@
 //! A recalled message cut to what carries the query: the sentences that share the query's words,
 //! in the order they were said, after a marker that says how much was left out and how to read
-//! the message whole. Recall uses it for a unit it ranked inside its budget that no longer fits
-//! whole in what is left ([`super::planner`]): a long tool output or a long turn about the topic
-//! then shows the lines about it instead of nothing.
+//! the message whole. Recall uses it for a unit longer than its whole budget, and for one it
+//! ranked inside its budget that no longer fits whole in what is left ([`super::planner`]): a
+//! long tool output or a long turn about the topic then shows the lines about it instead of
+//! nothing.
 
 use std::collections::HashSet;
 

@@ -6,7 +6,7 @@
 //! (the `[Session context consolidated]` message, which keeps the lines that carry the
 //! identifiers no longer visible elsewhere). When the caller says what the context must serve
 //! (a query), the older units that match it best are recalled verbatim, or, when one is too
-//! long to fit, cut to the lines that hold the query's words ([`excerpt`]).
+//! long to fit, cut to the lines that hold the query's words (`excerpt.rs`).
 //!
 //! Every step is a pure function of the messages, the counter and the options; nothing is
 //! deleted from the caller's data (the output only *selects* and *describes*), and every output

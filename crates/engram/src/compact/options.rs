@@ -215,8 +215,8 @@ pub struct CompactReport {
     pub deduplicated: usize,
     /// Units recalled for the query.
     pub recalled: usize,
-    /// Of those, units cut to the sentences with the query's words: ranked inside recall's
-    /// budget, they did not fit whole in what was left of it.
+    /// Of those, units cut to the sentences with the query's words: longer than recall's whole
+    /// budget, or ranked inside it and too long for what was left of it.
     pub excerpted: usize,
     /// Messages the digest stands for.
     pub summarized: usize,

@@ -699,7 +699,7 @@ impl Planner<'_> {
         }
     }
 
-    /// `unit` cut to what carries the query ([`excerpt::cut`]) within `room` tokens: each of its
+    /// `unit` cut to what carries the query ([`excerpt::Matches::cut`]) within `room` tokens: each of its
     /// messages that has sentences with the query's words (`wanted`) keeps only those, after a
     /// marker that says how to read it whole, and the others stay as they are. As many sentences
     /// as fit, halving the number a message may keep until the unit fits; `None` when none of
