@@ -88,6 +88,36 @@ pub(crate) fn asks_what_was_said(query: &str) -> bool {
         .any(|w| w.starts_with("mention") || TELLING.contains(&w.as_str()))
 }
 
+/// The things `query` lists, when it lists two or more: its parts between semicolons ("these
+/// came up: the parade; the talk; the new job"), or else between the commas of a list that ends
+/// in "and" or "or" after a comma ("the bowl, the collar, and the chews"). Empty otherwise.
+pub(crate) fn listed(query: &str) -> Vec<&str> {
+    fn nonempty(parts: Vec<&str>) -> Vec<&str> {
+        parts
+            .into_iter()
+            .map(str::trim)
+            .filter(|p| p.chars().any(char::is_alphanumeric))
+            .collect()
+    }
+    if query.contains(';') {
+        let parts = nonempty(query.split(';').collect());
+        if parts.len() > 1 {
+            return parts;
+        }
+    }
+    let parts: Vec<&str> = query.split(',').collect();
+    if parts.len() > 2 {
+        let last = parts[parts.len() - 1].trim_start().to_lowercase();
+        if last.starts_with("and ") || last.starts_with("or ") {
+            let parts = nonempty(parts);
+            if parts.len() > 2 {
+                return parts;
+            }
+        }
+    }
+    Vec::new()
+}
+
 /// Units of time a relative time counts back in ("two weeks ago").
 const TIME_UNITS: &[&str] = &[
     "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "weekend", "weekends",
@@ -280,5 +310,28 @@ mod tests {
         );
         // Positions are kept: a capital whose lower case is longer ("İ") does not shift them.
         assert_eq!(searched("İ MENTIONED İstanbul"), "İ İstanbul");
+    }
+
+    #[test]
+    fn a_list_is_read_from_semicolons_or_a_serial_comma() {
+        assert_eq!(
+            listed("In what order did these come up: the parade; the talk;; the new job?"),
+            [
+                "In what order did these come up: the parade",
+                "the talk",
+                "the new job?"
+            ]
+        );
+        assert_eq!(
+            listed("What did the bowl, the collar, and the chews cost?"),
+            ["What did the bowl", "the collar", "and the chews cost?"]
+        );
+        assert_eq!(listed("Red, green, or blue?"), ["Red", "green", "or blue?"]);
+        // Commas that set off a name, or a list without its "and", list nothing.
+        assert!(listed("What activity did John's colleague, Rob, invite him to?").is_empty());
+        assert!(listed("What did we bake, cook, fry?").is_empty());
+        assert!(listed("Apples and pears?").is_empty());
+        // One thing between semicolons is no list.
+        assert!(listed("What came up; ").is_empty());
     }
 }

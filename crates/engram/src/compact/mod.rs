@@ -767,6 +767,52 @@ mod tests {
     }
 
     #[test]
+    fn a_question_that_lists_things_recalls_each_ones_turn() {
+        // Many turns about the garden party, in all of the question's words about it; one turn
+        // about the bicycle, in one.
+        let mut messages = vec![Message::system("You are a helpful companion.")];
+        for k in 0..30 {
+            if k % 3 == 0 {
+                messages.push(
+                    Message::user(format!(
+                        "The lemon cake at the garden party was the best part, day {k}."
+                    ))
+                    .with_id(format!("party-{k}")),
+                );
+            } else {
+                messages.push(Message::user(format!("Quiet day {k}, nothing new.")));
+            }
+            messages.push(Message::assistant(format!("Good to hear, day {k}.")));
+            if k == 5 {
+                messages.push(
+                    Message::user(
+                        "I finally bought a bicycle, a green one with a basket in front \
+                         and bright lights for the evening rides along the canal.",
+                    )
+                    .with_id("bicycle"),
+                );
+                messages.push(Message::assistant("Enjoy the rides."));
+            }
+        }
+        let recalls_the_bicycle = |question: &str| {
+            let mut asked = messages.clone();
+            asked.push(Message::user(question));
+            compact_asked_last(asked, 120)
+                .messages
+                .iter()
+                .any(|m| m.message.id.as_deref() == Some("bicycle"))
+        };
+        // Listed, each thing's best turn is recalled.
+        assert!(recalls_the_bicycle(
+            "In what order did these come up: the lemon cake at the garden party; the bicycle?"
+        ));
+        // The same words as one phrase: the garden party's turns fill the budget.
+        assert!(!recalls_the_bicycle(
+            "In what order did these come up: the lemon cake at the garden party and the bicycle?"
+        ));
+    }
+
+    #[test]
     fn a_source_id_names_a_message_by_its_id_else_by_its_index() {
         let messages = vec![
             Message::system("s"),

@@ -235,11 +235,26 @@ impl Planner<'_> {
             let mut recall_used = 0;
             let alike = self.alike(dropped);
             let query_terms = recall::terms(&crate::words::without_asides(query));
-            let (fused, words_only) = self.rank(dropped, query, &query_terms, alike);
-            // Each ranked unit's recalled version, made once (with hybrid recall a unit is in
-            // both rankings).
+            // The question, then each thing it lists that has words to search, each ranked
+            // alone.
+            let mut queries = vec![(query, query_terms.clone())];
+            queries.extend(
+                crate::words::listed(query)
+                    .into_iter()
+                    .map(|part| (part, recall::terms(&crate::words::without_asides(part))))
+                    .filter(|(_, terms)| !terms.is_empty()),
+            );
+            let mut rankings = self.rank(dropped, &queries, alike).into_iter();
+            let (fused, words_only) = rankings.next().expect("the question is ranked");
+            let parts: Vec<(Ranking, Option<Ranking>)> = rankings.collect();
+            // Each ranked unit's recalled version, made once (a unit is in more than one
+            // ranking with hybrid recall or a question that lists things).
             let mut versions: HashMap<usize, Version> = HashMap::new();
-            for &(ui, _) in fused.iter().chain(words_only.iter().flatten()) {
+            for &(ui, _) in fused.iter().chain(words_only.iter().flatten()).chain(
+                parts
+                    .iter()
+                    .flat_map(|(f, w)| f.iter().chain(w.iter().flatten())),
+            ) {
                 if let std::collections::hash_map::Entry::Vacant(slot) = versions.entry(ui) {
                     slot.insert(self.version(dropped[ui], &replaced, false));
                 }
@@ -257,15 +272,29 @@ impl Planner<'_> {
                 ranked
             };
             let mut ranked = by_value(fused);
+            // How many units the budget holds: hybrid recall's merge counts a place past it for
+            // less, and the things a question lists share part of it.
+            let mean = ranked
+                .iter()
+                .map(|(ui, _)| versions[ui].tokens as f64)
+                .sum::<f64>()
+                / ranked.len().max(1) as f64;
+            let holds = budget as f64 / mean.max(1.0);
             if let Some(words) = words_only {
-                // How many units the budget holds: a place past it counts for less.
-                let mean = ranked
-                    .iter()
-                    .map(|(ui, _)| versions[ui].tokens as f64)
-                    .sum::<f64>()
-                    / ranked.len().max(1) as f64;
-                let holds = budget as f64 / mean.max(1.0);
                 ranked = recall::fuse_ranks(&ranked, &by_value(words), holds);
+            }
+            if !parts.is_empty() {
+                let parts: Vec<Ranking> = parts
+                    .into_iter()
+                    .map(|(fused, words)| {
+                        let part = by_value(fused);
+                        match words {
+                            Some(words) => recall::fuse_ranks(&part, &by_value(words), holds),
+                            None => part,
+                        }
+                    })
+                    .collect();
+                ranked = recall::each_listed_first(&ranked, &parts, holds);
             }
             // A unit longer than the whole budget is cut to what carries the query in its
             // place; one that only did not fit in what was left waits for what is left at the
@@ -755,23 +784,30 @@ impl Planner<'_> {
         }
     }
 
-    /// `dropped` unit indices with their scores, best match for the query first; with hybrid
+    /// For each of `queries` (its text and its searched words, [`recall::terms`] of it without
+    /// its asides), `dropped` unit indices with their scores, best match first; with hybrid
     /// recall, the order by words alone as well (the two are merged by their places, see
-    /// [`recall::fuse_ranks`]). `query_terms`: the query's searched words ([`recall::terms`]
-    /// of it without its asides). `alike`: the sides write alike (a chat between people).
+    /// [`recall::fuse_ranks`]). The first query is the question; the others are the things it
+    /// lists ([`crate::words::listed`]), searched in the same units and read as the question
+    /// reads (the speakers it asks about). `alike`: the sides write alike (a chat between
+    /// people).
     fn rank(
         &mut self,
         dropped: &[units::Unit],
-        query: &str,
-        query_terms: &[String],
+        queries: &[(&str, Vec<String>)],
         alike: bool,
-    ) -> (Ranking, Option<Ranking>) {
+    ) -> Vec<(Ranking, Option<Ranking>)> {
+        let query = queries[0].0;
         // Each unit's text is needed whole (and cut into sentences) only for embeddings;
         // otherwise only its terms are kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
         let mut meanings: Vec<recall::Meaning> = Vec::new();
         let mut speakers = recall::Speakers::default();
-        let wanted: HashSet<&str> = query_terms.iter().map(String::as_str).collect();
+        let wanted: HashSet<&str> = queries
+            .iter()
+            .flat_map(|(_, terms)| terms)
+            .map(String::as_str)
+            .collect();
         let mut lengths = Vec::with_capacity(dropped.len());
         let speaker = |u: &units::Unit| {
             self.items[u.start..u.end]
@@ -796,7 +832,7 @@ impl Planner<'_> {
                     }
                 }
                 let (mut terms, joined) = recall::terms_and_joined(&meaning.text, |first| {
-                    query_terms.iter().any(|q| q.starts_with(first))
+                    wanted.iter().any(|q| q.starts_with(first))
                 });
                 recall::leave_out_addressed(&mut terms, speaker(u), &told_by);
                 lengths.push(terms.len());
@@ -807,25 +843,6 @@ impl Planner<'_> {
                 terms
             })
             .collect();
-        let similar =
-            self.options.embedder.as_ref().and_then(|embedder| {
-                match recall::similarities(
-                    embedder.as_ref(),
-                    self.vectors,
-                    query,
-                    &speakers,
-                    &meanings,
-                ) {
-                    Ok(similar) => {
-                        self.report.recall_embedder = Some(embedder.name().to_owned());
-                        Some(similar)
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
-                        None
-                    }
-                }
-            });
         let traits = recall::Traits {
             asks: dropped
                 .iter()
@@ -848,14 +865,41 @@ impl Planner<'_> {
             told_by: told_by.iter().map(|(name, _)| name.clone()).collect(),
         };
         let bm25 = recall::Bm25::with_lengths(documents, lengths);
-        recall::order(
-            bm25.scores(query_terms),
-            |sessions, count| bm25.grouped(sessions, count).scores(query_terms),
-            &traits,
-            query,
-            alike,
-            similar.as_deref(),
-        )
+        let mut rankings = Vec::with_capacity(queries.len());
+        // With hybrid recall, the units' vectors, made once for every query.
+        let embedded =
+            self.options.embedder.as_ref().and_then(|embedder| {
+                match recall::unit_vectors(embedder.as_ref(), self.vectors, &meanings) {
+                    Ok(embedded) => Some((embedder.clone(), embedded)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
+                        None
+                    }
+                }
+            });
+        for (text, terms) in queries {
+            let similar = embedded.as_ref().and_then(|(embedder, embedded)| {
+                match recall::query_vectors(embedder.as_ref(), text, &speakers) {
+                    Ok(readings) => {
+                        self.report.recall_embedder = Some(embedder.name().to_owned());
+                        Some(recall::similarities_to(&readings, &meanings, embedded))
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
+                        None
+                    }
+                }
+            });
+            rankings.push(recall::order(
+                bm25.scores(terms),
+                |sessions, count| bm25.grouped(sessions, count).scores(terms),
+                &traits,
+                text,
+                alike,
+                similar.as_deref(),
+            ));
+        }
+        rankings
     }
 }
 
