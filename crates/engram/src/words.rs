@@ -134,7 +134,8 @@ const QUANTITIES: &[&str] = &[
 /// than at what it was about, each replaced by a space. Four kinds:
 ///
 /// - "mention" in any form ("I mentioned", "as mentioned", "does John mention"), and the other
-///   words of telling and of the talk itself ([`TALK`]; "come up", "came up"): every question
+///   words of telling and of the talk itself ("chat", "conversations", "discussed", "recap",
+///   "summarise" and the like; "come up", "came up"): every question
 ///   about a conversation is about what was mentioned, and the turns that say the word are
 ///   small talk about the talk ("as I mentioned"), not the answer.
 /// - The span of a question about the whole history, "from the first (time) to the last": a

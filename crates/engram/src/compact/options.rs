@@ -77,7 +77,7 @@ impl Strategy {
     }
 }
 
-/// Options of [`compact`].
+/// Options of [`compact`](super::compact).
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
     /// The hard total for the output, tool definitions and overheads included.
@@ -262,7 +262,7 @@ pub enum CompactError {
     Empty,
 }
 
-/// The result of [`compact`].
+/// The result of [`compact`](super::compact).
 #[derive(Debug, Clone)]
 pub struct Compacted {
     /// The view to send, in order.

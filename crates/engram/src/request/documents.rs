@@ -8,7 +8,7 @@ use crate::input::Conversation;
 use crate::session::Session;
 use crate::tokenize::Tokenizer;
 
-/// The answer to a [`CompactRequest`]: the request's other keys (model, temperature, ...) pass
+/// The answer to a [`CompactRequest`](super::CompactRequest): the request's other keys (model, temperature, ...) pass
 /// through, so that a compacted OpenAI request body is a request body again; then `messages`
 /// (`plain`: without provenance), the request's `tools`, and the `report` with the tokenizer
 /// that counted.
@@ -61,8 +61,8 @@ pub fn compacted_request(
     }
 }
 
-/// The answer to a [`NewSessionRequest`]: the created session's info, with the
-/// [`NewSessionRequest::model_warning`] as `warning` when there is one.
+/// The answer to a [`NewSessionRequest`](super::NewSessionRequest): the created session's info,
+/// with the [`NewSessionRequest::model_warning`](super::NewSessionRequest::model_warning) as `warning` when there is one.
 pub fn created_session_document(session: &Session<'_>, warning: Option<String>) -> Value {
     let mut info = serde_json::to_value(session.info()).unwrap_or_default();
     if let Some(warning) = warning {
@@ -71,7 +71,7 @@ pub fn created_session_document(session: &Session<'_>, warning: Option<String>) 
     info
 }
 
-/// The answer to a [`ContextRequest`]: `messages` (`plain`: without provenance) and the
+/// The answer to a [`ContextRequest`](super::ContextRequest): `messages` (`plain`: without provenance) and the
 /// `report`, naming the session, its window and its tokenizer.
 pub fn context_document(
     session: &Session<'_>,

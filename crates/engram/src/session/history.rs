@@ -873,7 +873,7 @@ impl Session<'_> {
         })
     }
 
-    /// The name the model knows `read_history` by ([`CompactOptions::read_tool`]), for the
+    /// The name the model knows `read_history` by ([`CompactOptions::read_tool`](crate::compact::CompactOptions::read_tool)), for the
     /// notes that say how to read more.
     fn read_name(&self) -> &str {
         self.options
