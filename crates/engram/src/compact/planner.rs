@@ -271,28 +271,26 @@ impl Planner<'_> {
                 ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
                 ranked
             };
-            let mut ranked = by_value(fused);
+            let fused = by_value(fused);
             // How many units the budget holds: hybrid recall's merge counts a place past it for
             // less, and the things a question lists share part of it.
-            let mean = ranked
+            let mean = fused
                 .iter()
                 .map(|(ui, _)| versions[ui].tokens as f64)
                 .sum::<f64>()
-                / ranked.len().max(1) as f64;
+                / fused.len().max(1) as f64;
             let holds = budget as f64 / mean.max(1.0);
-            if let Some(words) = words_only {
-                ranked = recall::fuse_ranks(&ranked, &by_value(words), holds);
-            }
+            // One ranking's order by value, merged by place with its order by words alone
+            // under hybrid recall.
+            let merged = |fused: Ranking, words: Option<Ranking>| match words {
+                Some(words) => recall::fuse_ranks(&fused, &by_value(words), holds),
+                None => fused,
+            };
+            let mut ranked = merged(fused, words_only);
             if !parts.is_empty() {
                 let parts: Vec<Ranking> = parts
                     .into_iter()
-                    .map(|(fused, words)| {
-                        let part = by_value(fused);
-                        match words {
-                            Some(words) => recall::fuse_ranks(&part, &by_value(words), holds),
-                            None => part,
-                        }
-                    })
+                    .map(|(fused, words)| merged(by_value(fused), words))
                     .collect();
                 ranked = recall::each_listed_first(&ranked, &parts, holds);
             }
