@@ -813,6 +813,55 @@ mod tests {
     }
 
     #[test]
+    fn a_question_about_what_someone_said_recalls_the_turn_that_leads_into_it() {
+        // A chat between Evan and Sam: early on Evan leads into his news, Sam asks, and Evan
+        // names it; the rest is small talk, each of Evan's turns matching his name alone.
+        let said = |name: &str, text: &str| {
+            let mut m = if name == "Evan" {
+                Message::user(text)
+            } else {
+                Message::assistant(text)
+            };
+            m.set_name(Some(name.into()));
+            m
+        };
+        let mut messages = vec![Message::system("You are a helpful companion.")];
+        for k in 0..30 {
+            messages.push(said("Evan", &format!("Quiet day {k}, I read a little.")));
+            messages.push(said("Sam", &format!("Sounds restful, day {k}.")));
+            if k == 3 {
+                messages.push(
+                    said("Evan", "Something big happened two weeks ago, guess what!")
+                        .with_id("lead-in"),
+                );
+                messages.push(said("Sam", "Oh no, what happened?"));
+                messages.push(
+                    said("Evan", "Work got so stressful that I took a week off.").with_id("news"),
+                );
+                messages.push(said("Sam", "Take good care of yourself."));
+            }
+        }
+        let recalled = |question: &str| {
+            let mut asked = messages.clone();
+            asked.push(said("Sam", question));
+            let ids: Vec<String> = compact_asked_last(asked, BUDGET)
+                .messages
+                .iter()
+                .filter_map(|m| m.message.id.clone())
+                .collect();
+            ids
+        };
+        const BUDGET: usize = 150;
+        let summary = recalled("Summarize everything Evan has told me about his stress.");
+        assert!(summary.iter().any(|id| id == "news"), "{summary:?}");
+        assert!(summary.iter().any(|id| id == "lead-in"), "{summary:?}");
+        // A question after the one fact does not reach back for it.
+        let fact = recalled("Why was Evan stressed?");
+        assert!(fact.iter().any(|id| id == "news"), "{fact:?}");
+        assert!(!fact.iter().any(|id| id == "lead-in"), "{fact:?}");
+    }
+
+    #[test]
     fn a_source_id_names_a_message_by_its_id_else_by_its_index() {
         let messages = vec![
             Message::system("s"),

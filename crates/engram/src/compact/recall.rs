@@ -203,7 +203,8 @@ pub(crate) type Ranking = Vec<(usize, f64)>;
 /// The sessions about the query's topic and those its time dates lift their matching units; a
 /// session's heading that shares the query's words leads to the session's first turn, as a
 /// question leads to its answer; replies inherit from the turn they answer, and in a chat
-/// between people a topic runs on into the turns after a good match; a named speaker
+/// between people a topic runs on into the turns after a good match (and, in a question about
+/// what someone said, back into the turns that lead into it); a named speaker
 /// and, in a question put to an assistant in the first person, the user weigh more. With
 /// `similar`, the scores are fused with meaning and the sessions nearest the query in meaning
 /// rise too, and the order by words alone comes second, for the caller to merge by place
@@ -268,7 +269,13 @@ pub(crate) fn order(
     let order_of = |matches: &[f64]| {
         let mut scores = with_neighbours(matches, &asks, alike);
         if alike {
-            follow_threads(&mut scores, matches, &sessions, &traits.headings);
+            // A question about what someone said asks for all of it, lead-ins too.
+            let ways = if traits.told_by.is_empty() {
+                Threads::Forward
+            } else {
+                Threads::BothWays
+            };
+            follow_threads(&mut scores, matches, &sessions, &traits.headings, ways);
         }
         favour_named_speakers(&mut scores, &traits.speakers, query);
         favour_the_tellers(&mut scores, &traits.speakers, &traits.told_by);
@@ -371,7 +378,9 @@ pub(crate) fn named_speakers<'a>(
 /// ([`follow_threads`]), and again the one after that. Measured on LoCoMo and its whole-history
 /// questions at 0.4, 0.5 and 0.6 (with [`THREAD_START`] at 0.3, 0.5 and 0.7): 0.4 lifted the
 /// whole-history summaries and LoCoMo's single-hop and open-domain questions most, while 0.5
-/// and more cost open-domain questions at 2,048 (docs/benchmarks-history.md).
+/// and more cost open-domain questions at 2,048 (docs/benchmarks-history.md). A thread that
+/// also runs back ([`Threads::BothWays`]) takes the same share: measured back at 0.3, 0.4, 0.5
+/// and 0.7, the summaries rose at each, most between 0.4 and 0.5 (docs/benchmarks.md).
 const THREAD: f64 = 0.4;
 
 /// How well a turn must match, as a share of the best match, to start a thread: a word said in
@@ -389,6 +398,15 @@ const THREAD_START: f64 = 0.5;
 /// merges the rankings by place, and a turn deep in the thread still holds one.
 const THREAD_END: f64 = 0.001;
 
+/// Which way a topic runs from a good match ([`follow_threads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Threads {
+    /// Into the turns after it.
+    Forward,
+    /// Into the turns after it and the turns that lead into it.
+    BothWays,
+}
+
 /// In a chat between people a topic runs over several short turns: one says "this pride parade
 /// I went to", the other asks "did you join in?", and the answer ("yes, it was amazing, I felt
 /// so accepted") shares no word with the question about the parade. Each turn after a good
@@ -397,21 +415,53 @@ const THREAD_END: f64 = 0.001;
 /// in `headings`) or the share is spent ([`THREAD_END`]). Assistant conversations are left
 /// alone: one long reply covers a topic there, and the lift cost LongMemEval's multi-session
 /// questions.
+///
+/// [`Threads::BothWays`] runs the same thread back into the turns that lead into the match, for
+/// a question about what someone said ("summarise everything Evan told me about stress"): a
+/// speaker leads into a topic before naming it ("something happened two weeks ago!" comes two
+/// turns before "it was so stressful"), and a summary of what they said needs the lead-in as
+/// much as the reply. A question after one fact does not: for it the turns before each match
+/// crowd out other matches (run both ways in every question, it cost LoCoMo's open-domain
+/// questions 0.031 at 2,048 and the whole-history order questions 0.020;
+/// docs/benchmarks.md).
 pub(crate) fn follow_threads(
     scores: &mut [f64],
     matches: &[f64],
     session_of: &[usize],
     headings: &[bool],
+    ways: Threads,
 ) {
     let best = matches.iter().copied().fold(0.0, f64::max);
+    // `from` and `to` are next to each other in one stretch: the same session, not across a
+    // heading, and `to` is a turn, not a heading.
+    let joined = |from: usize, to: usize| {
+        session_of[from] == session_of[to] && !headings[from.max(to)] && !headings[to]
+    };
+    let n = scores.len();
+    thread(scores, matches, best, (1..n).map(|i| (i - 1, i)), joined);
+    if ways == Threads::BothWays {
+        let back = (0..n.saturating_sub(1)).rev().map(|i| (i + 1, i));
+        thread(scores, matches, best, back, joined);
+    }
+}
+
+/// One direction of [`follow_threads`]: each step `(from, to)` passes on [`THREAD`] of a good
+/// match at `from` (or of the thread already running, whichever is more) to `to`.
+fn thread(
+    scores: &mut [f64],
+    matches: &[f64],
+    best: f64,
+    steps: impl Iterator<Item = (usize, usize)>,
+    joined: impl Fn(usize, usize) -> bool,
+) {
     let mut flow = 0.0;
-    for i in 1..scores.len() {
-        if session_of[i] != session_of[i - 1] || headings[i] {
+    for (from, to) in steps {
+        if !joined(from, to) {
             flow = 0.0;
             continue;
         }
-        let start = if matches[i - 1] >= THREAD_START * best {
-            matches[i - 1]
+        let start = if matches[from] >= THREAD_START * best {
+            matches[from]
         } else {
             0.0
         };
@@ -419,7 +469,7 @@ pub(crate) fn follow_threads(
         if flow < THREAD_END * best {
             flow = 0.0;
         }
-        scores[i] += flow;
+        scores[to] += flow;
     }
 }
 
@@ -1225,7 +1275,13 @@ mod tests {
         let session_of = [0, 0, 0, 0, 0, 0, 1, 1];
         let headings = [false, false, false, false, false, false, true, false];
         let mut scores = matches.to_vec();
-        follow_threads(&mut scores, &matches, &session_of, &headings);
+        follow_threads(
+            &mut scores,
+            &matches,
+            &session_of,
+            &headings,
+            Threads::Forward,
+        );
         let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
         assert_eq!(scores[0], 0.0, "a thread runs forward only");
         assert!(near(scores[2], 4.0 * THREAD));
@@ -1242,11 +1298,44 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_runs_back_into_the_lead_in_when_asked_both_ways() {
+        // Session 0 ends; session 1: its heading, two lead-in turns, a good match, a reply.
+        let matches = [0.0, 0.0, 0.0, 0.0, 4.0, 0.0];
+        let session_of = [0, 1, 1, 1, 1, 1];
+        let headings = [false, true, false, false, false, false];
+        let threaded = |ways| {
+            let mut scores = matches.to_vec();
+            follow_threads(&mut scores, &matches, &session_of, &headings, ways);
+            scores
+        };
+        let forward = threaded(Threads::Forward);
+        let both = threaded(Threads::BothWays);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert_eq!(
+            &forward[..4],
+            &[0.0; 4],
+            "forward: nothing before the match"
+        );
+        assert!(near(both[3], 4.0 * THREAD));
+        assert!(near(both[2], 4.0 * THREAD * THREAD), "fading turn by turn");
+        assert_eq!(both[1], 0.0, "a heading is no turn of the thread");
+        assert_eq!(both[0], 0.0, "nor does it run into the session before");
+        assert_eq!(both[5], forward[5], "the turns after it are as before");
+        assert!(near(both[5], 4.0 * THREAD));
+    }
+
+    #[test]
     fn a_thread_ends_when_its_share_is_spent() {
         let mut matches = vec![0.0; 12];
         matches[0] = 4.0;
         let mut scores = matches.clone();
-        follow_threads(&mut scores, &matches, &[0; 12], &[false; 12]);
+        follow_threads(
+            &mut scores,
+            &matches,
+            &[0; 12],
+            &[false; 12],
+            Threads::Forward,
+        );
         let reached = scores[1..].iter().filter(|&&s| s > 0.0).count();
         assert_eq!(reached, 7, "{scores:?}");
         assert!(scores[7] >= THREAD_END * 4.0);
