@@ -855,10 +855,14 @@ mod tests {
         let summary = recalled("Summarize everything Evan has told me about his stress.");
         assert!(summary.iter().any(|id| id == "news"), "{summary:?}");
         assert!(summary.iter().any(|id| id == "lead-in"), "{summary:?}");
-        // A question after the one fact does not reach back for it.
+        // A question after the one fact does not reach back for it, nor one that lists
+        // things, which asks for each thing's own turn.
         let fact = recalled("Why was Evan stressed?");
         assert!(fact.iter().any(|id| id == "news"), "{fact:?}");
         assert!(!fact.iter().any(|id| id == "lead-in"), "{fact:?}");
+        let listed = recalled("What has Evan told me about these: his stress; his work?");
+        assert!(listed.iter().any(|id| id == "news"), "{listed:?}");
+        assert!(!listed.iter().any(|id| id == "lead-in"), "{listed:?}");
     }
 
     #[test]

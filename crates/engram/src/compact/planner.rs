@@ -861,6 +861,13 @@ impl Planner<'_> {
                 })
                 .collect(),
             told_by: told_by.iter().map(|(name, _)| name.clone()).collect(),
+            // A summary of what someone said takes in the turns that lead into its topic; a
+            // question that lists things asks for each thing's own turn.
+            threads: if !told_by.is_empty() && queries.len() == 1 {
+                recall::Threads::BothWays
+            } else {
+                recall::Threads::Forward
+            },
         };
         let bm25 = recall::Bm25::with_lengths(documents, lengths);
         let mut rankings = Vec::with_capacity(queries.len());

@@ -189,6 +189,8 @@ pub(crate) struct Traits<'a> {
     /// when the query asks what someone said): the others' turns weigh less
     /// ([`favour_the_tellers`]). Empty for a search in the agent's own words.
     pub(crate) told_by: Vec<String>,
+    /// Which way a topic runs from a good match in a chat between people ([`follow_threads`]).
+    pub(crate) threads: Threads,
 }
 
 /// A ranking: unit indices with their scores, best first.
@@ -203,8 +205,8 @@ pub(crate) type Ranking = Vec<(usize, f64)>;
 /// The sessions about the query's topic and those its time dates lift their matching units; a
 /// session's heading that shares the query's words leads to the session's first turn, as a
 /// question leads to its answer; replies inherit from the turn they answer, and in a chat
-/// between people a topic runs on into the turns after a good match (and, in a question about
-/// what someone said, back into the turns that lead into it); a named speaker
+/// between people a topic runs on into the turns after a good match (and back into the turns
+/// that lead into it, when `traits` say so); a named speaker
 /// and, in a question put to an assistant in the first person, the user weigh more. With
 /// `similar`, the scores are fused with meaning and the sessions nearest the query in meaning
 /// rise too, and the order by words alone comes second, for the caller to merge by place
@@ -269,13 +271,13 @@ pub(crate) fn order(
     let order_of = |matches: &[f64]| {
         let mut scores = with_neighbours(matches, &asks, alike);
         if alike {
-            // A question about what someone said asks for all of it, lead-ins too.
-            let ways = if traits.told_by.is_empty() {
-                Threads::Forward
-            } else {
-                Threads::BothWays
-            };
-            follow_threads(&mut scores, matches, &sessions, &traits.headings, ways);
+            follow_threads(
+                &mut scores,
+                matches,
+                &sessions,
+                &traits.headings,
+                traits.threads,
+            );
         }
         favour_named_speakers(&mut scores, &traits.speakers, query);
         favour_the_tellers(&mut scores, &traits.speakers, &traits.told_by);
@@ -399,9 +401,10 @@ const THREAD_START: f64 = 0.5;
 const THREAD_END: f64 = 0.001;
 
 /// Which way a topic runs from a good match ([`follow_threads`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Threads {
     /// Into the turns after it.
+    #[default]
     Forward,
     /// Into the turns after it and the turns that lead into it.
     BothWays,
@@ -417,13 +420,14 @@ pub(crate) enum Threads {
 /// questions.
 ///
 /// [`Threads::BothWays`] runs the same thread back into the turns that lead into the match, for
-/// a question about what someone said ("summarise everything Evan told me about stress"): a
-/// speaker leads into a topic before naming it ("something happened two weeks ago!" comes two
-/// turns before "it was so stressful"), and a summary of what they said needs the lead-in as
-/// much as the reply. A question after one fact does not: for it the turns before each match
-/// crowd out other matches (run both ways in every question, it cost LoCoMo's open-domain
-/// questions 0.031 at 2,048 and the whole-history order questions 0.020;
-/// docs/benchmarks.md).
+/// a question about what someone said that lists nothing ("summarise everything Evan told me
+/// about stress"; compaction decides): a speaker leads into a topic before naming it
+/// ("something happened two weeks ago!" comes two turns before "it was so stressful"), and a
+/// summary of what they said needs the lead-in as much as the reply. A question after one fact
+/// or a few listed ones does not: for it the turns before each match crowd out other matches
+/// (run both ways in every question, it cost LoCoMo's open-domain questions 0.031 at 2,048 and
+/// the whole-history order questions 0.020; in an order question whose things say "mentions",
+/// hybrid recall lost one thing's turn; docs/benchmarks.md).
 pub(crate) fn follow_threads(
     scores: &mut [f64],
     matches: &[f64],

@@ -426,6 +426,7 @@ impl HistoryIndex {
             speakers: self.docs.iter().map(|d| d.speaker.as_deref()).collect(),
             users: self.docs.iter().map(|d| d.role == Role::User).collect(),
             told_by: Vec::new(),
+            threads: recall::Threads::Forward,
         }
     }
 
