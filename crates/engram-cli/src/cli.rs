@@ -37,7 +37,7 @@ pub(crate) struct GlobalArgs {
         hide_short_help = true
     )]
     pub(crate) models: Option<PathBuf>,
-    /// The memory database (SQLite). Default: ENGRAM_DB, else engram.db in the user's data
+    /// The default database (SQLite): sessions and memory. Default: ENGRAM_DB, else engram.db in the user's data
     /// directory (on Linux ~/.local/share/engram/engram.db).
     #[arg(
         long,
@@ -52,7 +52,7 @@ pub(crate) struct GlobalArgs {
     /// target, sleep_threshold, sleep_target; [summarizer] api, model, base_url, api_key_env;
     /// [server] listen, store, api_keys, upstream, anthropic_upstream, model_windows,
     /// max_body_mb, max_proxy_body_mb, upstream_timeout_secs, log_proxy_requests,
-    /// cache_breakpoints, recall_tools). Default:
+    /// cache_breakpoints, recall_tools, allowed_hosts). Default:
     /// ENGRAM_CONFIG, else config.toml in engram's config directory (on Linux
     /// ~/.config/engram/config.toml) when it exists. Environment variables (ENGRAM_TTL_HOURS,
     /// ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) and flags override it.
@@ -799,7 +799,7 @@ pub(crate) struct ServeArgs {
     pub(crate) listen: Option<String>,
     /// The store: sqlite:///PATH, or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE for several
     /// servers sharing one store. Default: ENGRAM_STORE, the config's [server] store, else the
-    /// memory database (--db).
+    /// default database (--db).
     #[arg(long, env = "ENGRAM_STORE", value_name = "URL")]
     pub(crate) store: Option<String>,
     /// A file of API keys, one `tenant:key` per line (keys of at least 16 characters; kept in
@@ -838,6 +838,12 @@ pub(crate) struct ServeArgs {
     /// The most connections served at once; more wait to be accepted.
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) max_connections: u64,
+    /// A host name clients reach the server by (its Host header), besides localhost and the
+    /// loopback addresses; repeatable; `*` takes any. A request whose Host names another server
+    /// is refused (403): it is how a web page's DNS rebinding reaches a local server. Also the
+    /// config's [server] allowed_hosts.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub(crate) allow_hosts: Vec<String>,
     /// Seconds the proxy's upstream has to start answering (its status and headers; a stream
     /// then takes as long as it needs); past it the caller gets a 504 naming the upstream.
     /// Default 600, or the config's [server] upstream_timeout_secs.

@@ -116,6 +116,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
             )
         })?;
     serve.max_connections = args.max_connections as usize;
+    serve.allowed_hosts = config
+        .server
+        .allowed_hosts
+        .iter()
+        .chain(&args.allow_hosts)
+        .map(|h| h.trim().to_ascii_lowercase())
+        .filter(|h| !h.is_empty())
+        .collect();
     let mib =
         |flag: Option<u32>, key: Option<usize>, name: &str| -> anyhow::Result<Option<usize>> {
             match flag.map(|m| m as usize).or(key) {

@@ -62,6 +62,10 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     /// The most connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// Host names the server answers to besides the loopback names (a server listening on
+    /// loopback) or instead of any name (a server listening elsewhere): a request whose `Host`
+    /// names another server is a web page's DNS rebinding, refused. `*` takes any name.
+    pub allowed_hosts: Vec<String>,
     /// The OpenAI/Anthropic proxy: upstreams and windows of unknown models.
     pub proxy: ProxyConfig,
 }
@@ -87,6 +91,7 @@ impl ServeConfig {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            allowed_hosts: Vec::new(),
             proxy: ProxyConfig::default(),
         }
     }

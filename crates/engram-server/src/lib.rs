@@ -25,6 +25,7 @@ mod auth;
 mod body;
 mod config;
 mod error;
+mod guard;
 mod keys;
 mod listen;
 pub mod mcp;

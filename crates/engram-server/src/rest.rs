@@ -473,6 +473,20 @@ pub(crate) async fn checkpoint(
     .await
 }
 
+/// `GET /v1/sessions/{id}/checkpoints`: the session's checkpoints, oldest first.
+pub(crate) async fn checkpoints(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        // Opening it answers 404 for a session this tenant does not have.
+        app.open_session(store, &id)?;
+        ok(json!({ "checkpoints": store.store.checkpoints(&id)? }))
+    })
+    .await
+}
+
 pub(crate) async fn restore(
     State(app): State<Arc<App>>,
     axum::Extension(tenant): axum::Extension<Tenant>,
@@ -548,14 +562,11 @@ pub(crate) async fn search(
 ) -> ApiResult {
     let query = request.into_query("q")?;
     with_store(&app, &tenant, move |app, store| {
-        let hits = match app.config.embedder() {
-            Some(embedder) => engram::memory::hybrid::search_hybrid(
-                store.store.as_ref(),
-                &query,
-                embedder.as_ref(),
-            )?,
-            None => store.store.search(&query)?,
-        };
+        let hits = engram::memory::search::find(
+            store.store.as_ref(),
+            &query,
+            app.config.embedder().map(AsRef::as_ref),
+        )?;
         let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         ok(json!({ "results": results }))
     })

@@ -1,5 +1,5 @@
-//! The router: every route of `engram serve` and the layers around them (the tenant, the body
-//! limits and deadline, the metrics). The handlers are in `rest`, `proxy`, `mcp` and `ui`.
+//! The router: every route of `engram serve` and the layers around them (what a web page can
+//! forge, the tenant, the body limits and deadline, the metrics). The handlers are in `rest`, `proxy`, `mcp` and `ui`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +15,7 @@ use crate::app::App;
 use crate::auth::authenticate;
 use crate::body::body_deadline;
 use crate::error::ApiError;
-use crate::rest;
+use crate::{guard, rest};
 
 /// The router (for tests and embedding).
 pub fn router(app: Arc<App>) -> Router {
@@ -44,7 +44,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/proxy/requests", get(crate::proxy::recent_requests))
         .route("/v1/sessions/{id}/tools/{name}", post(rest::tool_call))
         .route("/v1/tools", get(rest::tool_schemas))
-        .route("/v1/sessions/{id}/checkpoints", post(rest::checkpoint))
+        .route(
+            "/v1/sessions/{id}/checkpoints",
+            post(rest::checkpoint).get(rest::checkpoints),
+        )
         .route(
             "/v1/sessions/{id}/checkpoints/{name}/restore",
             post(rest::restore),
@@ -62,6 +65,8 @@ pub fn router(app: Arc<App>) -> Router {
                 crate::mcp::http_service(Arc::clone(&app)),
             ),
         )
+        .route("/metrics", get(rest::metrics))
+        .route_layer(middleware::from_fn(guard::json_body))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&app),
             authenticate,
@@ -72,18 +77,20 @@ pub fn router(app: Arc<App>) -> Router {
             body_deadline,
         ));
     // The proxy's routes check X-Engram-Key themselves: Authorization is the upstream's.
-    Router::new()
-        .merge(v1)
+    let proxy = Router::new()
         .route("/v1/chat/completions", post(crate::proxy::chat_completions))
         .route("/v1/messages", post(crate::proxy::anthropic_messages))
         .route("/v1/responses", post(crate::proxy::responses))
+        .route_layer(middleware::from_fn(guard::json_body));
+    Router::new()
+        .merge(v1)
+        .merge(proxy)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/ui", get(crate::ui::index))
         .route("/ui/", get(crate::ui::index))
         .route("/ui/app.js", get(crate::ui::script))
         .route("/ui/app.css", get(crate::ui::style))
         .route("/ui/config.json", get(crate::ui::config))
-        .route("/metrics", get(rest::metrics))
         .route("/openapi.json", get(rest::openapi))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
@@ -91,6 +98,11 @@ pub fn router(app: Arc<App>) -> Router {
         // keep their own limit (the innermost limit is the one that applies).
         .layer(DefaultBodyLimit::max(app.config.max_proxy_body_bytes))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), measure))
+        // Outermost: what a web page can forge is refused before anything reads the request.
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            guard::same_origin,
+        ))
         .with_state(app)
 }
 

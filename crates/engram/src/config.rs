@@ -55,7 +55,7 @@ pub struct Config {
 pub struct ServerConfig {
     /// Where to listen (`127.0.0.1:8420`).
     pub listen: Option<String>,
-    /// The store, `sqlite:///PATH` (default: the memory database).
+    /// The store, `sqlite:///PATH` (default: the default database, `--db`).
     pub store: Option<String>,
     /// A file of `tenant:key` lines.
     pub api_keys: Option<String>,
@@ -81,6 +81,10 @@ pub struct ServerConfig {
     /// Whether the proxy offers the model engram's history search and read once it sets
     /// history aside, and answers the model's calls to them: `auto` (the default) or `off`.
     pub recall_tools: Option<String>,
+    /// Host names clients reach the server by besides localhost and the loopback addresses
+    /// (`["engram.internal"]`; `"*"` takes any): another Host is refused.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[summarizer]`: the config-file equivalent of `--summarizer`.
