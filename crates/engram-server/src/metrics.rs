@@ -35,6 +35,25 @@ pub(crate) struct Metrics {
     upstream_latency: Mutex<BTreeMap<String, Histogram>>,
     /// (route, model) -> the upstream's usage.
     usage: Mutex<BTreeMap<(String, String), InputTokens>>,
+    /// The model names the registry does not know that have a label of their own.
+    unknown_models: Mutex<std::collections::BTreeSet<String>>,
+}
+
+/// The most model names unknown to the registry that get a label of their own; the others are
+/// counted as `other`, so that callers cannot grow the metrics without bound.
+const UNKNOWN_MODEL_LABELS: usize = 32;
+
+/// A model name as a header or a label shows it: the name when it is at most 64 characters of
+/// letters, digits and `._:/@+-` (every real model id), else `other`.
+pub(crate) fn bounded_model(name: &str) -> &str {
+    let plain = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b));
+    if plain && !name.is_empty() && name.len() <= 64 {
+        name
+    } else {
+        "other"
+    }
 }
 
 /// Input tokens an upstream reported: all of them, read from its cache, written to it.
@@ -90,6 +109,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Metrics {
+    /// The label of a proxied model: its bounded name when the registry knows it (`known`),
+    /// else the same for the first [`UNKNOWN_MODEL_LABELS`] unknown names and `other` after.
+    pub(crate) fn model_label(&self, name: &str, known: bool) -> String {
+        let name = bounded_model(name);
+        if known || name == "other" {
+            return name.to_owned();
+        }
+        let mut unknown = lock(&self.unknown_models);
+        if unknown.contains(name) || unknown.len() < UNKNOWN_MODEL_LABELS {
+            unknown.insert(name.to_owned());
+            name.to_owned()
+        } else {
+            "other".to_owned()
+        }
+    }
+
     pub(crate) fn request(&self, method: &str, route: &str, status: u16, seconds: f64) {
         *lock(&self.requests)
             .entry((method.to_owned(), route.to_owned(), status))
@@ -234,4 +269,34 @@ fn label(value: &str) -> String {
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_labels_are_bounded() {
+        let m = Metrics::default();
+        assert_eq!(m.model_label("gpt-4o", true), "gpt-4o");
+        assert_eq!(m.model_label(&"x".repeat(3000), true), "other");
+        assert_eq!(m.model_label("evil\"name", false), "other");
+        for i in 0..UNKNOWN_MODEL_LABELS {
+            assert_eq!(
+                m.model_label(&format!("local-{i}"), false),
+                format!("local-{i}")
+            );
+        }
+        assert_eq!(
+            m.model_label("local-0", false),
+            "local-0",
+            "a name seen keeps its label"
+        );
+        assert_eq!(m.model_label("one-too-many", false), "other");
+        assert_eq!(
+            m.model_label("gpt-4o-mini", true),
+            "gpt-4o-mini",
+            "known names always do"
+        );
+    }
 }

@@ -1983,3 +1983,50 @@ async fn the_history_tools_wait_until_what_is_set_aside_pays_for_the_prefix_they
         );
     }
 }
+
+/// A caller cannot grow the metrics or a header without bound: 100 requests with 3 KB model
+/// names (all unknown to the registry) leave `/metrics` within 1% of the size the same traffic
+/// with one known model gives, and the `x-engram-model` header stays short.
+#[tokio::test]
+async fn model_names_cannot_grow_the_metrics() {
+    let (base, _up) = upstream().await;
+    let ask = |model: String| {
+        let body = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+        post_json("/v1/chat/completions", body.to_string().as_bytes())
+    };
+    let metrics = |app: axum::Router| async move {
+        let (_, _, text) = send(
+            &app,
+            Request::builder()
+                .uri("/metrics")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await;
+        text.len()
+    };
+    let mut sizes = Vec::new();
+    for long in [false, true] {
+        let app = engram(&base, false);
+        // One known model and one long name first: the series every operator has.
+        send(&app, ask("gpt-4o".into())).await;
+        let (_, headers, _) = send(&app, ask("x".repeat(3_000))).await;
+        assert_eq!(header_str(&headers, "x-engram-model"), "other");
+        for i in 0..100 {
+            let model = if long {
+                format!("{i:03}{}", "m".repeat(3_000))
+            } else {
+                "gpt-4o".to_owned()
+            };
+            let (status, headers, _) = send(&app, ask(model)).await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(header_str(&headers, "x-engram-model").len() <= 64);
+        }
+        sizes.push(metrics(app).await);
+    }
+    let (known, long) = (sizes[0] as f64, sizes[1] as f64);
+    assert!(
+        (long - known).abs() <= known * 0.01,
+        "/metrics: {known} bytes after 100 requests for gpt-4o, {long} after 100 with 3 KB names"
+    );
+}

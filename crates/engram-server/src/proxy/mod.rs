@@ -93,6 +93,9 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
     };
     let number = |name: &str| header(name).parse::<u64>().unwrap_or(0);
     let model = header("x-engram-model");
+    let known = app.config.registry.resolve(&model).how != engram::ModelMatch::Fallback
+        || app.config.proxy.model_windows.contains_key(&model);
+    let label = app.metrics.model_label(&model, known);
     let cache = match header("x-engram-prefix").as_str() {
         "" => "none".to_owned(),
         cache => cache.to_owned(),
@@ -104,7 +107,7 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
     );
     app.metrics.proxied(&crate::metrics::Proxied {
         route,
-        model: &model,
+        model: &label,
         status,
         cache: &cache,
         tokens_before: before,
@@ -139,7 +142,7 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
         Box::new(move |usage| {
             let usage = usage.map(|u| Billed::of(&app2.config.registry, &recent, u));
             if let Some(u) = &usage {
-                app2.metrics.usage(&recent.route, &recent.model, &u.usage);
+                app2.metrics.usage(&recent.route, &label, &u.usage);
                 app2.proxy.billed(id, u.clone());
                 // What the upstream counted calibrates an estimated count (a store write: off
                 // the async threads).

@@ -63,7 +63,10 @@ impl Outcome {
                 headers.insert(HeaderName::from_static(name), v);
             }
         };
-        put("x-engram-model", self.model.clone());
+        put(
+            "x-engram-model",
+            crate::metrics::bounded_model(&self.model).to_owned(),
+        );
         put("x-engram-tokens-before", self.tokens_before.to_string());
         put("x-engram-tokens-after", self.tokens_after.to_string());
         put("x-engram-window", self.window.to_string());
@@ -88,6 +91,7 @@ impl Outcome {
                 "x-engram-note",
                 note.chars()
                     .filter(|c| c.is_ascii_graphic() || *c == ' ')
+                    .take(400)
                     .collect(),
             );
         }
