@@ -730,8 +730,9 @@ fn compact_cuts_a_recalled_output_too_long_for_the_budget_to_its_lines_about_the
     assert_eq!(
         out[at]["content"],
         "[EXCERPT - engram kept 1 of 80 lines and sentences of message log, those with the \
-         query's words; read_history ids=[log] returns it whole]\n\
-         test tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88"
+         query's words]\n\
+         test tokenizer ... FAILED: unterminated string literal at src/lexer.rs:88",
+        "a one-shot compaction names no history tool: the caller holds the originals"
     );
     assert_eq!(out[at]["tool_call_id"], "c1");
     assert_eq!(out[at - 1]["tool_calls"][0]["id"], "c1", "with its call");
@@ -1751,6 +1752,32 @@ fn secrets_are_redacted_before_they_enter_memory() {
         content.contains("[REDACTED:api_key]") && content.contains("password: [REDACTED:password]"),
         "{content}"
     );
+    // Passwords in the forms people write them, each stored without its value.
+    for (text, secret) in [
+        ("migrated DB_PASSWORD=P@ssw0rd!2026 today", "P@ssw0rd!2026"),
+        ("migrated db_password = simplepass123", "simplepass123"),
+        ("migrated PGPASSWORD=Xk9-vault-77", "Xk9-vault-77"),
+        ("migrated pwd: Tr0ub4dor&3", "Tr0ub4dor&3"),
+        (
+            "migrated: the password for the admin panel is \"Blue$ky-42\"",
+            "Blue$ky-42",
+        ),
+        ("migrated, and my password's hunter2", "hunter2"),
+        ("migrated password: Sup3rS3cret!", "Sup3rS3cret"),
+    ] {
+        ok(engram(
+            &["--db", db, "memory", "add", "--source", "shell", text],
+            None,
+        ));
+        let found = json(&engram(
+            &[
+                "--db", db, "memory", "search", "migrated", "--json", "--limit", "20",
+            ],
+            None,
+        ));
+        let all = found["results"].to_string();
+        assert!(!all.contains(secret), "{secret} stored in clear: {all}");
+    }
     // Configurable: off in the config file, stored as given.
     let config = dir.join("config.toml");
     std::fs::write(&config, "[memory]\nredact = false\n").expect("write");

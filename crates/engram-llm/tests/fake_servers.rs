@@ -533,6 +533,22 @@ fn secrets_never_leave_for_the_model() {
         "c1",
         "export ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz\nconnected with password=hunter22",
     ));
+    // Passwords in the forms people write them (in .env files, configs and prose).
+    let forms = [
+        ("DB_PASSWORD=P@ssw0rd!2026", "P@ssw0rd!2026"),
+        ("db_password = simplepass123", "simplepass123"),
+        ("PGPASSWORD=Xk9-vault-77", "Xk9-vault-77"),
+        ("pwd: Tr0ub4dor&3", "Tr0ub4dor&3"),
+        (
+            "the password for the admin panel is \"Blue$ky-42\"",
+            "Blue$ky-42",
+        ),
+        ("my password's hunter2", "hunter2"),
+        ("password: Sup3rS3cret!", "Sup3rS3cret"),
+    ];
+    for (text, _) in forms {
+        messages.push(Message::user(text));
+    }
     let refs: Vec<&Message> = messages.iter().collect();
     summarizer.summarize(&request(&refs)).expect("summary");
     let sent = fake.bodies.lock().expect("lock")[0].to_string();
@@ -540,6 +556,9 @@ fn secrets_never_leave_for_the_model() {
         !sent.contains("sk-ant-api03") && !sent.contains("hunter22"),
         "{sent}"
     );
+    for (_, secret) in forms {
+        assert!(!sent.contains(secret), "{secret} reached the model: {sent}");
+    }
     assert!(sent.contains("[REDACTED:api_key]"));
-    assert_eq!(summarizer.redacted(), 2);
+    assert_eq!(summarizer.redacted(), 2 + forms.len());
 }

@@ -108,17 +108,28 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             0,
             aws_secret,
         ),
-        // `password = value`, `"api_key": "value"`: the value, unless it is code.
+        // `password = value`, `DB_PASSWORD=value`, `"api_key": "value"`, `pwd: value`: the
+        // whole value (quoted, everything between the quotes), unless it is code.
         (
             "password",
-            r#"(?i)\b(?:password|passwd|passphrase|secret|secret_?key|client_?secret|api[_-]?key|access[_-]?token|auth[_-]?token|refresh[_-]?token|private[_-]?key)\b["']?[ \t]*(?::=|[:=])[ \t]*(["'`]?)([^\s"'`,;]{4,})"#,
-            2,
+            concat!(
+                r#"(?i)(?:^|[^A-Za-z0-9_.\-])([A-Za-z0-9_.\-]*?(?:pass(?:word|wd|phrase)|pwd|secret|token|api[_-]?key|private[_-]?key|access[_-]?key)[A-Za-z0-9_\-]*)"#,
+                r#"["']?([ \t]*)(?::=|[:=])[ \t]*"#,
+                r#"(?:"([^"\n]{3,})"|'([^'\n]{3,})'|`([^`\n]{3,})`|([^\s"'`,;]{4,}))"#,
+            ),
+            ASSIGNED_VALUE,
             assigned_secret,
         ),
-        // A password in prose: "my password is swordfish", "the wifi password was hunter22".
+        // A password in prose: "my password is swordfish", "the wifi password was hunter22",
+        // "the password for the admin panel is \"Blue$ky-42\"", "my password's hunter2".
         (
             "password",
-            r#"(?i)\b(?:(my|our|your|his|her|their|the)\s+(?:[a-z-]+\s+){0,2}?)?(?:password|passphrase|passcode|pin code)\s+(?:is|was|will be)\s*:?\s+["'“]?([^\s"'”]{3,})"#,
+            concat!(
+                r#"(?i)\b(?:(my|our|your|his|her|their|the)\s+(?:[a-z-]+\s+){0,2}?)?(?:password|passphrase|passcode|pin code)"#,
+                r#"(?:\s+(?:for|of|to|on|at)(?:\s+[\w.@:/-]+){1,4}?)?"#,
+                r#"(?:\s+(?:is|was|will be)\s*:?\s+|'s\s+|’s\s+)"#,
+                r#"(?:["'“]([^"'”\n]{3,})["'”]|([^\s"'”]{3,}))"#,
+            ),
             2,
             said_password,
         ),
@@ -134,23 +145,40 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The span of `caps`' secret: group `group`, else the first group that matched, else the whole
-/// match; trailing sentence punctuation is not part of it.
+/// The span of `caps`' secret: the first group from `group` on that matched (`0`: the first
+/// group that matched, else the whole match). A value in quotes is whole; a bare value loses
+/// the sentence punctuation after it, and an assigned one only what closes a bracket or a
+/// sentence (`password: Sup3rS3cret!` keeps its `!`).
 fn secret_span(caps: &Captures<'_>, group: usize, text: &str) -> Range<usize> {
-    let m = caps
-        .get(group)
-        .filter(|_| group > 0)
-        .or_else(|| (1..caps.len()).find_map(|i| caps.get(i)))
-        .or_else(|| caps.get(0))
-        .expect("a match has group 0");
+    let m = if group == 0 {
+        (1..caps.len())
+            .find_map(|i| caps.get(i))
+            .or_else(|| caps.get(0))
+    } else {
+        (group..caps.len()).find_map(|i| caps.get(i))
+    }
+    .expect("a rule's match has its secret's group");
     let mut value = &text[m.range()];
     if group > 0 {
         // A value in text that quotes code ends at an escape (`None:\n`).
         value = value.split('\\').next().unwrap_or_default();
     }
-    let value = value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '}']);
+    let quoted = m.start() > 0
+        && text[..m.start()].ends_with(['"', '\'', '`', '“'])
+        && text[m.end()..].starts_with(['"', '\'', '`', '”']);
+    let value = if quoted {
+        value
+    } else if group == ASSIGNED_VALUE {
+        value.trim_end_matches(['.', ',', ')', ']', '}'])
+    } else {
+        value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '}'])
+    };
     m.start()..m.start() + value.len()
 }
+
+/// The first of the assignment rule's value groups (the name is group 1, the spaces before
+/// the sign group 2).
+const ASSIGNED_VALUE: usize = 3;
 
 fn url_password(caps: &Captures<'_>, text: &str) -> bool {
     let span = secret_span(caps, 0, text);
@@ -184,46 +212,96 @@ fn case_changes(text: &str) -> usize {
         .count()
 }
 
+/// Whether a key's name says its value is a secret: it holds `password`, `passwd`,
+/// `passphrase` or `secret` (`PGPASSWORD`, `client_secret`), or ends in `pwd`, `token`, `apikey`,
+/// `privatekey` or `accesskey`, separators and a number after it aside (`db_pwd`,
+/// `GITHUB_TOKEN_2`, `x-api-key`). A name that only starts with one (`tokens`, `tokenizer`,
+/// `token_type`, `max_tokens`) does not.
+fn names_a_secret(name: &str) -> bool {
+    let compact: String = name
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    // A number after the name counts one of several (`DB_PASSWORD_2`, `token1`).
+    let compact = compact.trim_end_matches(|c: char| c.is_ascii_digit());
+    ["password", "passwd", "passphrase", "secret"]
+        .iter()
+        .any(|w| compact.contains(w))
+        || ["pwd", "token", "apikey", "privatekey", "accesskey"]
+            .iter()
+            .any(|w| compact.ends_with(w))
+}
+
 /// A value assigned to a secret's key is a secret unless it is code: a call or an index
 /// (`get_key()`, `settings['PASSWORD']`), an attribute (`self.secret`), a keyword (`None`), a
-/// variable named like the key (`password = raw_password`), or a placeholder (`$SECRET`).
-fn assigned_secret(caps: &Captures<'_>, _: &str) -> bool {
-    let quoted = caps.get(1).is_some_and(|q| !q.as_str().is_empty());
-    let Some(value) = caps.get(2) else {
+/// variable named like the key (`password = raw_password`), a placeholder (`$SECRET`), or a
+/// word of prose after a colon (`pwd: Shows the current directory`). A shell variable
+/// (`DB_PASSWORD=P@ss.w0rd`) holds a value, never code.
+fn assigned_secret(caps: &Captures<'_>, text: &str) -> bool {
+    let Some(name) = caps.get(1) else {
         return false;
     };
-    // In text that quotes code, `\n` ends the value.
-    let value = value.as_str().split('\\').next().unwrap_or_default();
+    if !names_a_secret(name.as_str()) {
+        return false;
+    }
+    let span = secret_span(caps, ASSIGNED_VALUE, text);
+    let value = &text[span.clone()];
     if value.is_empty() || is_placeholder(value) || names_itself(value) {
         return false;
     }
-    if quoted {
+    // A quoted value that starts or ends with a space is prose between code spans (`passwd=`
+    // in function calls? The `db=`), and a keyword is code's "no value", quoted or not.
+    if value.trim() != value || KEYWORDS.contains(&value.to_ascii_lowercase().as_str()) {
+        return false;
+    }
+    let bare = caps.get(6).is_some();
+    if !bare {
         return true;
     }
-    let key = caps
-        .get(0)
-        .map(|m| m.as_str().to_ascii_lowercase())
-        .unwrap_or_default();
+    let whole = caps.get(0).map_or("", |m| m.as_str());
+    let shell = !name.as_str().bytes().any(|b| b.is_ascii_lowercase())
+        && caps.get(2).is_some_and(|sp| sp.as_str().is_empty())
+        && whole.contains(&format!("{}=", name.as_str()));
+    if shell {
+        return true;
+    }
+    let key = name.as_str().to_ascii_lowercase();
     let lower = value.to_ascii_lowercase();
     let identifier = value
-        .trim_end_matches(['.', ',', ';', ':', ')'])
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    let prose = whole.contains(':')
+        && value.bytes().all(|b| b.is_ascii_alphabetic())
+        && text[span.end..]
+            .strip_prefix(' ')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_alphabetic()));
+    // The word that makes the key a secret's: a value that holds it too is a variable named
+    // like the key (`password = raw_password`), not a password (`simplepass123`).
+    let word = [
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "token",
+        "pwd",
+        "key",
+    ]
+    .into_iter()
+    .find(|w| key.contains(w));
     let code = value.contains(['(', '[', '{', '<', '>'])
-        || KEYWORDS.contains(&lower.trim_end_matches(['.', ',', ';', ':', ')']))
+        || KEYWORDS.contains(&lower.trim_end_matches(['.', ',', ':', ';', ')', ']', '}']))
         || (identifier
             && value.contains('.')
             && value.chars().next().is_some_and(char::is_alphabetic))
-        || (identifier
-            && ["pass", "secret", "key", "token"]
-                .iter()
-                .any(|w| lower.contains(w) && key.contains(w)));
-    !code
+        || (identifier && word.is_some_and(|w| lower.contains(w)));
+    !code && !prose
 }
 
 /// "My password is X": X is a secret unless it is a word that describes a password ("correct",
 /// "required", "None" in code). Without a possessive ("the password is X"), only a value with a
-/// digit or a symbol counts, which a word of prose does not have.
+/// digit or a symbol counts, which a word of prose does not have; a value in quotes always
+/// does.
 fn said_password(caps: &Captures<'_>, text: &str) -> bool {
     let span = secret_span(caps, 2, text);
     let value = &text[span];
@@ -242,10 +320,11 @@ fn said_password(caps: &Captures<'_>, text: &str) -> bool {
     {
         return false;
     }
+    let quoted = caps.get(2).is_some();
     let possessive = caps
         .get(1)
         .is_some_and(|p| !p.as_str().eq_ignore_ascii_case("the"));
-    possessive || value.bytes().any(|b| !b.is_ascii_alphabetic())
+    quoted || possessive || value.bytes().any(|b| !b.is_ascii_alphabetic())
 }
 
 /// Values that say they stand for a secret rather than being one: `password`, `mypassword`,
@@ -550,6 +629,94 @@ mod tests {
                 (text.to_owned(), 0),
                 "{text:?} is not a secret"
             );
+        }
+    }
+
+    /// Passwords in the forms people write them, each with the whole secret gone.
+    #[test]
+    fn passwords_in_every_common_form_are_redacted_whole() {
+        for (text, secret) in [
+            ("DB_PASSWORD=P@ssw0rd!2026", "P@ssw0rd!2026"),
+            ("db_password = simplepass123", "simplepass123"),
+            ("export PGPASSWORD=s3cr3t-Value", "s3cr3t-Value"),
+            ("pwd: Hunter2hunter", "Hunter2hunter"),
+            ("db_pwd=Tr0ub4dor&3", "Tr0ub4dor&3"),
+            (
+                "the password for the admin panel is \"Blue$ky-42\"",
+                "Blue$ky-42",
+            ),
+            ("my password's hunter2", "hunter2"),
+            ("password: Sup3rS3cret!", "Sup3rS3cret!"),
+            ("GITHUB_TOKEN=abc123def456", "abc123def456"),
+            ("auth_token: 'q9w8e7r6t5'", "q9w8e7r6t5"),
+            (
+                r#"{"password": "correct horse battery staple"}"#,
+                "correct horse battery staple",
+            ),
+            ("x-api-key: zz-91-aa-82-bb", "zz-91-aa-82-bb"),
+            ("client_secret=\"d8f7 a6s5\"", "d8f7 a6s5"),
+        ] {
+            let (out, n) = redact(text);
+            assert!(n >= 1, "nothing found in {text:?}");
+            assert!(!out.contains(secret), "{secret:?} survived in {out:?}");
+            assert_eq!(
+                redact(&out),
+                (out.clone(), 0),
+                "twice changes nothing: {out}"
+            );
+        }
+        assert_eq!(
+            redact("password: Sup3rS3cret!").0,
+            "password: [REDACTED:password]"
+        );
+    }
+
+    #[test]
+    fn names_that_only_start_like_a_secret_are_not_secrets() {
+        for text in [
+            "max_tokens=4096",
+            "\"prompt_tokens\": 1234",
+            "tokenizer = \"o200k_base\"",
+            "\"token_type\": \"bearer\"",
+            "\"eos_token\": \"<|endoftext|>\"",
+            "token = next_token",
+            "token = tokenizer.encode(text)",
+            "tokens: 512 of 4,096",
+        ] {
+            assert_eq!(
+                redact(text),
+                (text.to_owned(), 0),
+                "{text:?} is not a secret"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// No `name=value` survives whose name says it holds a secret, in any of the forms an
+        /// assignment takes.
+        #[test]
+        fn no_assigned_secret_survives(
+            prefix in "(db|DB|app|APP|my|x|PG|admin|)",
+            word in "(password|PASSWORD|passwd|Pwd|pwd|secret|SECRET|token|Token|TOKEN)",
+            suffix in "(|_1|2)",
+            sep in 0usize..6,
+            value in "[A-Za-z0-9!@#%^&*+=_-]{5,24}",
+        ) {
+            proptest::prop_assume!(value.bytes().any(|b| b.is_ascii_digit()));
+            proptest::prop_assume!(!names_itself(&value) && !is_placeholder(&value));
+            let joiner = if prefix.is_empty() || suffix.is_empty() && word.len() < 4 { "" } else { "_" };
+            let name = format!("{prefix}{joiner}{word}{suffix}");
+            let text = match sep {
+                0 => format!("{name}={value}"),
+                1 => format!("{name} = {value}"),
+                2 => format!("{name}: {value}"),
+                3 => format!("{name}=\"{value}\""),
+                4 => format!("\"{name}\": \"{value}\""),
+                _ => format!("set {name}='{value}' now"),
+            };
+            let (out, n) = redact(&text);
+            proptest::prop_assert!(n >= 1, "nothing found in {:?}", text);
+            proptest::prop_assert!(!out.contains(&value), "{:?} -> {:?}", text, out);
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The redactor on real conversations: coding agents' trajectories (code, paths, hashes, shell
 //! output), a support agent's, and long chats. It must replace only secrets there: the values
-//! below are literal secrets in the code agents read (a test's `SECRET_KEY='abcd' * 20`, an
-//! `"X-Secret": "open sesami"` header). Anything else it replaces is a false positive to fix.
+//! below are literal secrets in the code agents read (a test's `SECRET_KEY='abcd' * 20` and
+//! `new_secret = 'abcdefghijkl'`, an `"X-Secret": "open sesami"` header, a call's
+//! `connect(password='foo', passwd='bar')`). Anything else it replaces is a false positive to fix.
 //! The fixtures' conversations by default; every dev message with `ENGRAM_DEV_DATA`
 //! (`cargo run --example redaction_scan` prints the same report).
 
@@ -11,7 +12,13 @@ use std::path::Path;
 use engram::Message;
 
 /// What the redactor may replace in the dev data, by kind.
-const EXPECTED: [(&str, &str); 2] = [("password", "abcd"), ("password", "open")];
+const EXPECTED: [(&str, &str); 5] = [
+    ("password", "abcd"),
+    ("password", "open sesami"),
+    ("password", "abcdefghijkl"),
+    ("password", "foo"),
+    ("password", "bar"),
+];
 
 fn replaced(data: &Path) -> (usize, BTreeMap<(&'static str, String), usize>) {
     let mut found = BTreeMap::new();
