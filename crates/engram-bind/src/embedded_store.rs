@@ -125,11 +125,8 @@ impl Store {
             // Python and Node call the text `query`.
             .and_then(|r| r.into_query("query"))
             .map_err(err)?;
-        let hits = match &self.embeddings {
-            Some(e) => engram::memory::hybrid::search_hybrid(&self.store, &query, e.model.as_ref()),
-            None => self.store.search(&query),
-        }
-        .map_err(err)?;
+        let embedder = self.embeddings.as_ref().map(|e| e.model.as_ref());
+        let hits = engram::memory::search::find(&self.store, &query, embedder).map_err(err)?;
         let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         to_json(&results)
     }

@@ -174,12 +174,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                     _ => flag_error(e),
                 }
             })?;
-            let hits = match crate::embeddings::from_args(recall, crate::embeddings::Keep::Store) {
-                Some(embedder) => {
-                    engram::memory::hybrid::search_hybrid(&store, &query, embedder.as_ref())?
-                }
-                None => store.search(&query)?,
-            };
+            let embedder = crate::embeddings::from_args(recall, crate::embeddings::Keep::Store);
+            let hits = engram::memory::search::find(&store, &query, embedder.as_deref())?;
             if *json {
                 let results: Vec<Value> = hits
                     .iter()

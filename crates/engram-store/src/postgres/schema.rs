@@ -7,7 +7,7 @@ use engram::memory::StoreError;
 use super::{Pool, pg};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 /// The advisory lock that serialises schema changes ("ENGR").
 const SCHEMA_LOCK: i64 = 0x454e_4752;
@@ -237,6 +237,20 @@ CREATE TABLE IF NOT EXISTS engram_session_timeline (
 );
 "#;
 
+/// Version 10: the text is cut into words where the other backends cut it, at every character
+/// that is not a letter or a digit, before PostgreSQL's parser reads it: its parser reads
+/// `service-16` as `service` and the number `-16`, which a search for `16` (or `service-16`,
+/// whose words are `service` and `16`) never matched. The column is computed again, and its
+/// index built again, for every entry.
+const SCHEMA_V10: &str = r#"
+DROP INDEX engram_memory_text;
+ALTER TABLE engram_memory DROP COLUMN tsv;
+ALTER TABLE engram_memory ADD COLUMN tsv TSVECTOR
+    GENERATED ALWAYS AS (to_tsvector('engram_english'::regconfig,
+        regexp_replace(content, '[^[:alnum:]]+', ' ', 'g'))) STORED;
+CREATE INDEX engram_memory_text ON engram_memory USING GIN (tsv);
+"#;
+
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
@@ -342,6 +356,7 @@ pub(super) fn migrate(pool: &Pool) -> Result<(), StoreError> {
         (7, Migration::Sql(SCHEMA_V7)),
         (8, Migration::Sql(SCHEMA_V8)),
         (9, Migration::Sql(SCHEMA_V9)),
+        (10, Migration::Sql(SCHEMA_V10)),
     ] {
         if current < to {
             match step {

@@ -38,6 +38,7 @@ pub fn run(make: &dyn Fn() -> Box<dyn MemoryStore>) {
     a_partly_taken_group_is_skipped_whole(make().as_ref());
     an_entry_replaced_after_the_read_is_not_archived_in_its_place(make().as_ref());
     sleep_consolidates_by_source_and_session(make().as_ref());
+    every_fact_is_found_after_sleep(make().as_ref());
     the_cap_consolidates_early_and_never_deletes(make().as_ref());
     forget_updates_lineage_and_search(make().as_ref());
     export_pages_and_reads_back(make().as_ref(), make().as_ref());
@@ -766,6 +767,68 @@ fn sleep_consolidates_by_source_and_session(store: &dyn MemoryStore) {
     }
     let again = sleep(store, now, &SleepPolicy::default()).expect("sleep again");
     assert_eq!(again.items_consolidated, 0, "nothing is consolidated twice");
+}
+
+/// A session of 100 facts, slept: the default search (working and episodic memory, as the
+/// agent's `memory_search` runs it) still finds each fact by its own words, through the
+/// summary's lineage when the summary could not hold it; no hit with nothing in common pads
+/// the list.
+fn every_fact_is_found_after_sleep(store: &dyn MemoryStore) {
+    let now = parse_time("2026-01-10T00:00:00Z").expect("time");
+    let teams = ["payments", "search", "billing", "identity", "storage"];
+    let facts: Vec<String> = (0..100)
+        .map(|i| {
+            format!(
+                "service-{i} is owned by team {} and pages oncall-{} on failure",
+                teams[i % teams.len()],
+                1000 + i * 7
+            )
+        })
+        .collect();
+    let entries: Vec<NewEntry> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            entry(
+                &format!("f{i:03}"),
+                f,
+                "notes",
+                Some("s100"),
+                now - DAY - i as i64,
+            )
+        })
+        .collect();
+    store.insert(&entries).expect("insert");
+    let report = sleep(store, now, &SleepPolicy::default()).expect("sleep");
+    assert_eq!(report.items_consolidated, 100);
+    assert_eq!(store.stats().expect("stats").working, 0, "all of it slept");
+    for (i, fact) in facts.iter().enumerate() {
+        let query = SearchQuery::new(format!("service-{i} owner"), 5);
+        let hits = super::search::find(store, &query, None).expect("search");
+        assert!(
+            hits.first()
+                .is_some_and(|h| h.entry.content.contains(fact.as_str())),
+            "fact {i} ({fact}) is not the first hit of the default search: {:?}",
+            hits.iter()
+                .map(|h| (
+                    &h.entry.tier,
+                    &h.entry.content[..h.entry.content.len().min(60)]
+                ))
+                .collect::<Vec<_>>()
+        );
+        let pager = SearchQuery::new(format!("oncall-{}", 1000 + i * 7), 5);
+        let hits = super::search::find(store, &pager, None).expect("search");
+        assert!(
+            hits.iter().any(|h| h.entry.content.contains(fact.as_str())),
+            "fact {i} is not found by its pager"
+        );
+    }
+    let hits =
+        super::search::find(store, &SearchQuery::new("service-7 owner", 10), None).expect("search");
+    assert!(hits.iter().all(|h| h.score > 0.0), "no zero-score padding");
+    let nothing =
+        super::search::find(store, &SearchQuery::new("zeppelin", 10), None).expect("search");
+    assert!(nothing.is_empty(), "{nothing:?}");
 }
 
 fn the_cap_consolidates_early_and_never_deletes(store: &dyn MemoryStore) {

@@ -15,6 +15,7 @@
 pub mod conformance;
 pub mod consolidation;
 pub mod hybrid;
+pub mod search;
 
 use serde::Serialize;
 use serde_json::Value;

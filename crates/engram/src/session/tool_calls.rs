@@ -221,10 +221,7 @@ fn memory_search_tool(
     }
     .into_query("query")
     .map_err(|e| Failure::Arguments(request_error(&e)))?;
-    let hits = match embedder {
-        Some(embedder) => crate::memory::hybrid::search_hybrid(store, &query, embedder)?,
-        None => store.search(&query)?,
-    };
+    let hits = crate::memory::search::find(store, &query, embedder)?;
     let results: Vec<Value> = hits.iter().map(|h| h.to_json()).collect();
     Ok(ToolReply::data(&json!({ "results": results })))
 }
