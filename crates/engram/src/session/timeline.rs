@@ -274,12 +274,92 @@ impl super::Session<'_> {
     }
 }
 
-/// True when `m` is a heading: a short one-line system message.
+/// True when `m` is a heading: a short one-line system message that names a date or a time
+/// (a chat log's `[Session 2 - 1:14 pm on 25 May, 2023]`). A one-line system prompt ("You are
+/// a helpful assistant.") names none and is not one, nor are engram's own status lines.
 fn is_heading(m: &Message) -> bool {
     m.role == Role::System && {
         let text = m.text();
         let text = text.trim();
-        !text.is_empty() && text.chars().count() <= HEADING_CHARS && !text.contains('\n')
+        !text.is_empty()
+            && text.chars().count() <= HEADING_CHARS
+            && !text.contains('\n')
+            && names_a_time(text)
+    }
+}
+
+/// Whether `text` names a date or a time: a numeric date or time (`2023/05/21`, `19:50`), a
+/// year (1900 to 2099), a weekday, or a month's name (or its three letters) beside a number
+/// (`8 May`, `May 2023`: "may" alone is a verb).
+fn names_a_time(text: &str) -> bool {
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    const WEEKDAYS: [&str; 7] = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    let numeric = text.as_bytes().windows(3).any(|w| {
+        w[0].is_ascii_digit() && matches!(w[1], b'/' | b':' | b'-' | b'.') && w[2].is_ascii_digit()
+    });
+    if numeric {
+        return true;
+    }
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let number = |i: Option<&String>| i.is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()));
+    words.iter().enumerate().any(|(i, w)| {
+        let year = w.len() == 4 && w.parse::<u32>().is_ok_and(|y| (1900..2100).contains(&y));
+        let month = MONTHS
+            .iter()
+            .any(|m| m == w || (w.len() == 3 && m.starts_with(w.as_str())));
+        let beside_a_number = number(words.get(i + 1)) || i > 0 && number(words.get(i - 1));
+        year || WEEKDAYS.contains(&w.as_str()) || month && beside_a_number
+    })
+}
+
+#[cfg(test)]
+mod heading_tests {
+    use super::names_a_time;
+
+    #[test]
+    fn headings_name_a_date_or_a_time() {
+        for yes in [
+            "[Session 1 - 1:56 pm on 8 May, 2023]",
+            "[Session sf8b19e94f2 - 2023/05/21 (Sun) 19:50]",
+            "Tuesday",
+            "May 2023",
+            "3 Jan",
+        ] {
+            assert!(names_a_time(yes), "{yes}");
+        }
+        for no in [
+            "You are a helpful assistant.",
+            "You may use the tools below.",
+            "Answer in English.",
+            "[Session context consolidated]",
+        ] {
+            assert!(!names_a_time(no), "{no}");
+        }
     }
 }
 
@@ -289,7 +369,10 @@ pub fn parts(log: &[LoggedMessage]) -> Vec<std::ops::Range<usize>> {
     let mut start = 0;
     for i in 1..log.len() {
         let (before, m) = (&log[i - 1], &log[i]);
-        let heading = is_heading(&m.message) && before.message.role != Role::System;
+        // A heading opens a part unless the part so far is only system messages (a system
+        // prompt before the first session's heading stays with it).
+        let heading =
+            is_heading(&m.message) && log[start..i].iter().any(|m| m.message.role != Role::System);
         let pause = m.created_at - before.created_at >= PAUSE_MS;
         let long = i - start >= PART_MESSAGES && m.message.role == Role::User;
         if heading || pause || long {
@@ -338,8 +421,11 @@ pub fn build(
                 return (*p).clone();
             }
             built.written += 1;
-            let heading = Some(&first.message)
-                .filter(|m| is_heading(m))
+            let heading = messages
+                .iter()
+                .take_while(|m| m.message.role == Role::System)
+                .map(|m| &m.message)
+                .find(|m| is_heading(m))
                 .map(|m| m.text().trim().trim_matches(['[', ']']).trim().to_owned());
             let dwells = Dwells::of(messages);
             let (line, sources, written_by) = match summarizer.map(|s| (s, summarized(s, messages)))
@@ -526,8 +612,12 @@ fn extractive(
         if best.len() == LINE_SENTENCES {
             break;
         }
-        // One sentence per message: the line covers more of the part.
-        if best.iter().all(|b| b.0 != s.0) {
+        // One sentence per message, and no sentence twice (two greetings alike): the line
+        // covers more of the part.
+        if best
+            .iter()
+            .all(|b| b.0 != s.0 && !b.3.trim().eq_ignore_ascii_case(s.3.trim()))
+        {
             best.push(s);
         }
     }
@@ -640,6 +730,56 @@ mod tests {
         let (t, _) = build(&log, 2, 0, None, None, &|s| s);
         assert_eq!(t.parts.len(), 1);
         assert_eq!(t.parts[0].heading, None);
+    }
+
+    #[test]
+    fn a_one_line_system_prompt_is_not_the_first_parts_heading() {
+        let mut log = vec![logged(
+            0,
+            0,
+            Message::system("You are a helpful assistant."),
+        )];
+        log.extend(chat().into_iter().map(|mut m| {
+            m.seq += 1;
+            m.id = format!("m{}", m.seq);
+            m
+        }));
+        assert_eq!(parts(&log), vec![0..5, 5..8, 8..9]);
+        let (t, _) = build(&log, 9, 0, None, None, &|s| s);
+        assert_eq!(
+            t.parts[0].heading.as_deref(),
+            Some("Session 1 - 8 May, 2023")
+        );
+        assert_eq!(
+            t.parts[1].heading.as_deref(),
+            Some("Session 2 - 25 May, 2023")
+        );
+        // Without a heading of its own, a part is dated by its first message, not by a prompt.
+        let log = vec![
+            logged(0, 0, Message::system("You are a helpful assistant.")),
+            logged(1, 0, Message::user("Fix the build.")),
+        ];
+        let (t, _) = build(&log, 2, 0, None, None, &|s| s);
+        assert_eq!(t.parts[0].heading, None);
+    }
+
+    #[test]
+    fn a_line_quotes_no_sentence_twice() {
+        let log: Vec<LoggedMessage> = [
+            Message::user("Hey Mel! Good to see you again today!"),
+            Message::assistant("Hey Caroline! Good to see you again today!"),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| logged(i as u64, 0, m))
+        .collect();
+        let (t, _) = build(&log, 2, 0, None, None, &|s| s);
+        assert_eq!(
+            t.parts[0].line.matches("Good to see you").count(),
+            1,
+            "{}",
+            t.parts[0].line
+        );
     }
 
     #[test]
