@@ -270,7 +270,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
         } => {
             let session = open(id)?;
             let manual = SessionCompactRequest {
-                target: *target,
+                target: target.map(|t| t as f64),
                 strategy: Some(strategy.clone()),
                 focus: focus.clone(),
                 summary_prompt: crate::summarizer::prompt(summarizer)?,

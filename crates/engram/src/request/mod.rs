@@ -400,8 +400,10 @@ impl CheckpointRequest {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct SessionCompactRequest {
-    /// The tokens to compact down to (default: the policy's target).
-    pub target: Option<usize>,
+    /// What to compact down to: a number of tokens (`2000`), or a share of the window below 1
+    /// (`0.3`, as the configuration's `[session] target` says it). Default: the policy's
+    /// target.
+    pub target: Option<f64>,
     /// The strategy's name (default `auto`).
     pub strategy: Option<String>,
     /// What the summary should keep in particular.
@@ -444,7 +446,20 @@ impl SessionCompactRequest {
         trigger: &TriggerPolicy,
     ) -> Result<ManualCompaction, RequestError> {
         let strategy = strategy(self.strategy.as_deref())?;
-        let target = policy::requested_target(self.target, window, fixed, trigger)
+        let tokens = match self.target {
+            None => None,
+            Some(t) if t > 0.0 && t < 1.0 => Some(((t * window as f64).round() as usize).max(1)),
+            Some(t) if t >= 1.0 && t.fract() == 0.0 && t <= usize::MAX as f64 => Some(t as usize),
+            Some(t) => {
+                return Err(RequestError::new(
+                    "target",
+                    format!(
+                        "{t} is neither a number of tokens (a whole number, at least 1) nor a share of the window (above 0 and below 1, as 0.3)"
+                    ),
+                ));
+            }
+        };
+        let target = policy::requested_target(tokens, window, fixed, trigger)
             .map_err(|e| RequestError::new("target", e))?;
         Ok(ManualCompaction {
             target,
@@ -549,6 +564,9 @@ impl CompactRequest {
             options.recall_share = s;
         }
         options.prompt = text(self.summary_prompt);
+        // A one-shot compaction has no history tool to read the originals back with: the
+        // caller holds them, and each message's `source_ids` names those it stands for.
+        options.read_tool = None;
         Ok(Compaction {
             model,
             tokenizer,
@@ -606,6 +624,19 @@ impl SearchRequest {
     /// The query; `text_field` is what the surface calls the text (`q`, `query`).
     pub fn into_query(self, text_field: &str) -> Result<SearchQuery, RequestError> {
         let text = text(self.text).ok_or_else(|| RequestError::new(text_field, "is required"))?;
+        let words: Vec<String> = text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        if words.iter().all(|w| crate::words::is_stopword(w)) {
+            return Err(RequestError::new(
+                text_field,
+                format!(
+                    "{text:?} has no word to look for: search leaves out words as common as \"the\", \"a\" and \"of\" (name the thing you want)"
+                ),
+            ));
+        }
         let limit = positive("limit", self.limit)?.unwrap_or(crate::memory::DEFAULT_SEARCH_LIMIT);
         let tiers = match &self.tiers {
             None => Vec::new(),
@@ -1106,7 +1137,7 @@ mod tests {
         assert_eq!(e.flag(), "--digest-share");
         assert_eq!(e.message, "must be between 0 and 1, not 2");
         let e = SessionCompactRequest {
-            target: Some(0),
+            target: Some(0.0),
             ..Default::default()
         }
         .resolve(1_000, 0, &TriggerPolicy::default())

@@ -18,6 +18,7 @@ impl Session<'_> {
         budget: Option<usize>,
         query: Option<&str>,
     ) -> Result<Compacted, SessionError> {
+        self.within_window(budget)?;
         if budget.is_none() && query.is_none() {
             let view = self.view()?;
             let messages_before = view.messages.len();
@@ -62,6 +63,18 @@ impl Session<'_> {
         Ok(self.compact_for_context(&log, &options, &self.vectors())?)
     }
 
+    /// A budget larger than the session's window is a mistake to report, not a context the
+    /// model cannot take.
+    fn within_window(&self, budget: Option<usize>) -> Result<(), SessionError> {
+        match budget {
+            Some(b) if b > self.info.window => Err(SessionError::Invalid(format!(
+                "`budget`: {b} tokens is more than the session's window of {} tokens; ask for at most the window (or no budget: the window)",
+                self.info.window
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The log compacted for a context, the task statement pinned when the pipeline dropped
     /// it and keeping it still fits the budget, as the session's own compactions keep it.
     fn compact_for_context(
@@ -95,6 +108,7 @@ impl Session<'_> {
         query: Option<&str>,
     ) -> Result<Compacted, SessionError> {
         use crate::memory::Tier;
+        self.within_window(budget)?;
         let topic = match query {
             Some(q) => q.to_owned(),
             None => self
