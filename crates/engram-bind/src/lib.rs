@@ -176,6 +176,7 @@ pub fn models_json() -> Res<String> {
                 "price": {
                     "input_per_mtok": m.price.input,
                     "cached_input_per_mtok": m.price.cached_input,
+                    "cache_write_per_mtok": m.price.cache_write,
                     "output_per_mtok": m.price.output,
                 },
             })

@@ -37,7 +37,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ModelsArgs) -> anyhow::Result<()> 
                     "context_window": m.context_window, "max_output_tokens": m.max_output_tokens,
                     "tokenizer": m.tokenizer, "token_factor": m.token_factor,
                     "exact": m.counts_are_exact(),
-                    "price": {"input": m.price.input, "output": m.price.output, "cached_input": m.price.cached_input},
+                    "price": {"input": m.price.input, "output": m.price.output, "cached_input": m.price.cached_input, "cache_write": m.price.cache_write},
                 })
             })
             .collect();

@@ -153,9 +153,12 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
     let role = match map.get("role").and_then(Value::as_str) {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
+        // A system message among the messages (instructions given partway through, as
+        // Claude Code sends them): engram's developer role, an instruction kept in place.
+        Some("system") => Role::Developer,
         Some(other) => {
             return Err(InputError::new(format!(
-                "unknown role {other:?}; Anthropic messages are user or assistant (the system prompt goes in `system`)"
+                "unknown role {other:?}; Anthropic messages are user, assistant or system"
             ))
             .at_field("role"));
         }
@@ -309,6 +312,23 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
                         _ => None,
                     },
                 ),
+                // An instruction given partway through goes as a system message where the API
+                // takes one, right after a user turn (or another system message); after an
+                // assistant turn it is said in a user turn instead.
+                Role::Developer
+                    if messages
+                        .last()
+                        .is_none_or(|last| last.role != Role::Assistant) =>
+                {
+                    (
+                        Role::System,
+                        content_blocks(message),
+                        match &message.content {
+                            Some(Content::Text(s)) => Some(Value::String(s.clone())),
+                            _ => None,
+                        },
+                    )
+                }
                 Role::System | Role::Developer => {
                     let text = format!("[{}] {}", message.role, message.text());
                     (
@@ -333,7 +353,8 @@ pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
                 }
             };
         match messages.last_mut() {
-            Some(last) if last.role == role => {
+            // Each system message is its own, as the caller sent it.
+            Some(last) if last.role == role && role != Role::System => {
                 // The blocks already hold the text a plain string stood for.
                 last.plain = None;
                 last.blocks.extend(blocks);
@@ -524,9 +545,16 @@ pub fn keep_callers_json(written: &mut Value, original: &Value) {
     };
     let mut by_form: std::collections::HashMap<String, &Value> = std::collections::HashMap::new();
     for message in original {
-        if let Some(Value::Array(mut one)) = form(json!({ "messages": [message] }), "messages")
-            && one.len() == 1
-            && let Some(form) = one.pop()
+        // A system message is written as one after a user turn: its form is read there.
+        let system = message.get("role") == Some(&json!("system"));
+        let alone = if system {
+            json!({ "messages": [{"role": "user", "content": "."}, message] })
+        } else {
+            json!({ "messages": [message] })
+        };
+        if let Some(Value::Array(mut written)) = form(alone, "messages")
+            && written.len() == 1 + usize::from(system)
+            && let Some(form) = written.pop()
         {
             by_form.entry(form.to_string()).or_insert(message);
         }
@@ -858,9 +886,66 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("tool_calls[0].function.arguments"));
     }
 
+    /// Claude Code's requests carry system messages among the messages (instructions given
+    /// partway through), with `context_management`, `output_config` and adaptive thinking:
+    /// read as instructions in place, written back where they were, byte for byte.
+    #[test]
+    fn system_messages_among_the_messages_stay_where_they_are() {
+        let request = json!({
+            "model": "claude-opus-5-5", "max_tokens": 128000,
+            "system": [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Fix the build."}]},
+                {"role": "system", "content": [{"type": "text", "text": "# Environment\nPrimary working directory: /w"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "error: x"}]},
+                {"role": "system", "content": "Remember: run the tests before you finish."},
+                {"role": "system", "content": [{"type": "text", "text": "A second note."}]}
+            ],
+            "thinking": {"type": "adaptive", "display": "omitted"},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+            "output_config": {"effort": "medium"}
+        });
+        let conversation = from_anthropic(&request).expect("parses");
+        let roles: Vec<Role> = conversation.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::System,
+                Role::User,
+                Role::Developer,
+                Role::Assistant,
+                Role::Tool,
+                Role::Developer,
+                Role::Developer
+            ]
+        );
+        let back = rewrite_request(&request, &conversation, conversation.messages.clone())
+            .expect("writes");
+        assert_eq!(back, request, "the request goes back as sent");
+        // Without its preceding user turn, an instruction is said in a user turn instead (and
+        // the next one follows that turn).
+        let mut messages = conversation.messages.clone();
+        messages.remove(4);
+        let written = rewrite_request(&request, &conversation, messages).expect("writes");
+        let roles: Vec<&str> = written["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(roles, ["user", "system", "assistant", "user", "system"]);
+        assert!(
+            written["messages"][3]
+                .to_string()
+                .contains("[developer] Remember"),
+            "{written}"
+        );
+    }
+
     #[test]
     fn bad_anthropic_input_names_the_place() {
-        let e = from_anthropic(&json!({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]}))
+        let e = from_anthropic(&json!({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]}))
             .expect_err("role");
         assert_eq!((e.index, e.field.as_deref()), (Some(1), Some("role")));
         let e = from_anthropic(

@@ -29,13 +29,32 @@ pub struct Pricing {
     /// Input tokens read from the provider's prompt cache, when it has one.
     #[serde(default)]
     pub cached_input: Option<f64>,
+    /// Input tokens written to the provider's prompt cache, when it bills writes above the input
+    /// price (Anthropic, OpenAI's GPT-5.6 family: 1.25x); without it a write costs the input
+    /// price.
+    #[serde(default)]
+    pub cache_write: Option<f64>,
 }
 
 impl Pricing {
     /// The cost in USD of `input` uncached and `cached` cached input tokens and `output` tokens.
     pub fn cost(&self, input: usize, cached: usize, output: usize) -> f64 {
+        self.cost_with_writes(input, cached, 0, output)
+    }
+
+    /// The cost in USD of `input` uncached input tokens of which `written` were written to the
+    /// prompt cache, `cached` read from it, and `output` tokens.
+    pub fn cost_with_writes(
+        &self,
+        input: usize,
+        cached: usize,
+        written: usize,
+        output: usize,
+    ) -> f64 {
         let per_m = 1_000_000.0;
-        (input as f64 * self.input
+        let written = written.min(input);
+        ((input - written) as f64 * self.input
+            + written as f64 * self.cache_write.unwrap_or(self.input)
             + cached as f64 * self.cached_input.unwrap_or(self.input)
             + output as f64 * self.output)
             / per_m
@@ -523,8 +542,19 @@ mod tests {
             input: 2.5,
             output: 10.0,
             cached_input: Some(1.25),
+            cache_write: Some(3.125),
         };
         assert!((p.cost(1_000_000, 0, 0) - 2.5).abs() < 1e-9);
         assert!((p.cost(0, 1_000_000, 100_000) - 2.25).abs() < 1e-9);
+        // A write costs 1.25x the input price; more written than sent counts as sent.
+        assert!(
+            (p.cost_with_writes(1_000_000, 0, 400_000, 0) - (0.6 * 2.5 + 0.4 * 3.125)).abs() < 1e-9
+        );
+        assert!(
+            (p.cost_with_writes(10, 0, 20, 0) - p.cost_with_writes(10, 0, 10, 0)).abs() < 1e-12
+        );
+        let claude = ModelRegistry::builtin().resolve("claude-opus-5-5");
+        assert_eq!(claude.how, ModelMatch::Exact);
+        assert_eq!(claude.spec.context_window, 1_000_000);
     }
 }

@@ -22,6 +22,12 @@ fn n(v: &Value) -> usize {
     v.as_u64().unwrap_or(0) as usize
 }
 
+/// The tokens an OpenAI usage's details say were written to the prompt cache (GPT-5.6 and
+/// later bill them: `cache_write_tokens`, `cache_write_input_tokens` in some reports).
+fn written(details: &Value) -> usize {
+    n(&details["cache_write_tokens"]).max(n(&details["cache_write_input_tokens"]))
+}
+
 impl CallUsage {
     /// Chat Completions' shape (`prompt_tokens`, `completion_tokens`,
     /// `prompt_tokens_details.cached_tokens`); a missing number is 0.
@@ -29,7 +35,7 @@ impl CallUsage {
         CallUsage {
             input_tokens: n(&usage["prompt_tokens"]),
             cached_tokens: n(&usage["prompt_tokens_details"]["cached_tokens"]),
-            cache_write_tokens: 0,
+            cache_write_tokens: written(&usage["prompt_tokens_details"]),
             output_tokens: n(&usage["completion_tokens"]),
         }
     }
@@ -40,7 +46,7 @@ impl CallUsage {
         CallUsage {
             input_tokens: n(&usage["input_tokens"]),
             cached_tokens: n(&usage["input_tokens_details"]["cached_tokens"]),
-            cache_write_tokens: 0,
+            cache_write_tokens: written(&usage["input_tokens_details"]),
             output_tokens: n(&usage["output_tokens"]),
         }
     }
@@ -73,9 +79,10 @@ impl CallUsage {
 
     /// The cost in USD at `price` (cached tokens at the cached price).
     pub fn cost(&self, price: &crate::registry::Pricing) -> f64 {
-        price.cost(
+        price.cost_with_writes(
             self.input_tokens.saturating_sub(self.cached_tokens),
             self.cached_tokens,
+            self.cache_write_tokens,
             self.output_tokens,
         )
     }

@@ -29,6 +29,7 @@ pub mod units;
 mod digest;
 mod excerpt;
 mod mask;
+pub use mask::mask_newest_outputs;
 mod options;
 mod planner;
 pub(crate) mod recall;
@@ -128,10 +129,13 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
             .map(|i| counter.count_message(&i.message).total())
             .sum()
     });
-    // Messages the caller pinned, later in the history: kept verbatim with their unit.
+    // Messages the caller pinned, later in the history: kept verbatim with their unit. An
+    // instruction given partway through (a developer message; an Anthropic system message
+    // among the messages) is one: the model must still see it.
     let is_pinned = |item: &Item<'_>| {
         item.input.is_some()
             && (item.message.extra().get("pinned") == Some(&Value::Bool(true))
+                || item.message.role == crate::message::Role::Developer
                 || (!options.pinned_ids.is_empty() && {
                     let id = item.source_id();
                     options.pinned_ids.iter().any(|p| *p == id)

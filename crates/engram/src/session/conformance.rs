@@ -420,6 +420,7 @@ fn status_updates_come_on_schedule_with_the_cost(store: &dyn EngramStore) {
         input: 1_000.0,
         output: 2_000.0,
         cached_input: Some(100.0),
+        cache_write: None,
     };
     let mut s = Session::create(store, &new_session("st", 10_000))
         .expect("create")
