@@ -37,6 +37,11 @@ pub(crate) struct Metrics {
     usage: Mutex<BTreeMap<(String, String), InputTokens>>,
     /// The model names the registry does not know that have a label of their own.
     unknown_models: Mutex<std::collections::BTreeSet<String>>,
+    /// (route, model) -> engram's own rounds.
+    recall: Mutex<BTreeMap<(String, String), Rounds>>,
+    /// (route, model, reason) -> requests forwarded as sent because engram could not compact
+    /// them.
+    uncompacted: Mutex<BTreeMap<(String, String, String), u64>>,
 }
 
 /// The most model names unknown to the registry that get a label of their own; the others are
@@ -54,6 +59,15 @@ pub(crate) fn bounded_model(name: &str) -> &str {
     } else {
         "other"
     }
+}
+
+/// engram's own rounds for proxied requests: calls of its tools answered, requests that had
+/// any, and the input tokens of the rounds before the last.
+#[derive(Default)]
+struct Rounds {
+    calls: u64,
+    requests: u64,
+    earlier_input: u64,
 }
 
 /// Input tokens an upstream reported: all of them, read from its cache, written to it.
@@ -165,6 +179,31 @@ impl Metrics {
             .observe(&UPSTREAM_BUCKETS, p.seconds);
     }
 
+    /// engram's own rounds for one proxied request: `calls` of its tools answered, and the
+    /// input tokens of the rounds before the last (which the caller's usage leaves out).
+    pub(crate) fn recall(&self, route: &str, model: &str, calls: usize, earlier_input: usize) {
+        if calls == 0 {
+            return;
+        }
+        let mut all = lock(&self.recall);
+        let r = all.entry((route.to_owned(), model.to_owned())).or_default();
+        r.calls += calls as u64;
+        r.requests += 1;
+        r.earlier_input += earlier_input as u64;
+    }
+
+    /// A request forwarded as sent because engram could not compact it, and why; true the
+    /// first time for this model and reason (the time to say so in the log).
+    pub(crate) fn uncompacted(&self, route: &str, model: &str, reason: &str) -> bool {
+        let mut all = lock(&self.uncompacted);
+        let first = !all
+            .keys()
+            .any(|(_, m, r)| m.as_str() == model && r.as_str() == reason);
+        *all.entry((route.to_owned(), model.to_owned(), reason.to_owned()))
+            .or_default() += 1;
+        first
+    }
+
     /// What the upstream said a proxied call used.
     pub(crate) fn usage(&self, route: &str, model: &str, usage: &engram::usage::CallUsage) {
         let mut all = lock(&self.usage);
@@ -248,6 +287,36 @@ impl Metrics {
                     "engram_proxy_upstream_input_tokens_total{{route=\"{route}\",model=\"{model}\",kind=\"{kind}\"}} {n}"
                 );
             }
+        }
+        out.push_str("# HELP engram_proxy_recall_calls_total Calls of engram's history tools the proxy answered, by route and model.\n");
+        out.push_str("# TYPE engram_proxy_recall_calls_total counter\n");
+        out.push_str("# HELP engram_proxy_recall_input_tokens_total Input tokens of engram's own rounds before the last (the caller's usage describes the last round only).\n");
+        out.push_str("# TYPE engram_proxy_recall_input_tokens_total counter\n");
+        for ((route, model), r) in lock(&self.recall).iter() {
+            let (calls, requests, input) = (r.calls, r.requests, r.earlier_input);
+            let model = label(model);
+            let _ = writeln!(
+                out,
+                "engram_proxy_recall_calls_total{{route=\"{route}\",model=\"{model}\"}} {calls}"
+            );
+            let _ = writeln!(
+                out,
+                "engram_proxy_recall_requests_total{{route=\"{route}\",model=\"{model}\"}} {requests}"
+            );
+            let _ = writeln!(
+                out,
+                "engram_proxy_recall_input_tokens_total{{route=\"{route}\",model=\"{model}\"}} {input}"
+            );
+        }
+        out.push_str("# HELP engram_proxy_uncompacted_total Proxied requests forwarded as sent because engram could not compact them, by route, model and reason.\n");
+        out.push_str("# TYPE engram_proxy_uncompacted_total counter\n");
+        for ((route, model, reason), n) in lock(&self.uncompacted).iter() {
+            let _ = writeln!(
+                out,
+                "engram_proxy_uncompacted_total{{route=\"{route}\",model=\"{}\",reason=\"{}\"}} {n}",
+                label(model),
+                label(reason)
+            );
         }
         out.push_str("# HELP engram_proxy_duration_seconds Time until a proxied request has its answer (compaction and the upstream, to the headers), by route.\n");
         out.push_str("# TYPE engram_proxy_duration_seconds histogram\n");

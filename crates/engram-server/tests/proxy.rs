@@ -1891,8 +1891,8 @@ async fn the_model_gets_back_what_was_compacted_through_engrams_search() {
         "{reply}"
     );
     assert_eq!(
-        reply["usage"]["prompt_tokens"], 200,
-        "both rounds' usage: {reply}"
+        reply["usage"]["prompt_tokens"], 100,
+        "the last round's usage, never a sum over engram's rounds: {reply}"
     );
     let received = up.lock().expect("lock").received.clone();
     assert_eq!(received.len(), 2, "asked again once");

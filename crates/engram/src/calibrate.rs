@@ -31,6 +31,20 @@ pub const MAX_MARGIN: f64 = 0.5;
 /// Each observation's weight falls by half after this many later ones.
 const HALF_LIFE: f64 = 200.0;
 
+/// The provider's counts an observation may have, against engram's own count (cl100k): at least
+/// this share of it ...
+pub const MIN_RATIO: f64 = 0.5;
+
+/// ... and at most this multiple of it, plus [`MAX_OVERHEAD`]. Claude's tokenizer counts the same
+/// text 1.0 to 1.5 times cl100k's; a reply whose usage is outside these bounds does not describe
+/// the one request engram counted (a sum over several calls, a request rewritten on the way) and
+/// would teach the calibration a ratio no request has.
+pub const MAX_RATIO: f64 = 3.0;
+
+/// The most tokens a provider adds to a request on its own (Anthropic's hidden prompt for tool
+/// use is several hundred).
+pub const MAX_OVERHEAD: f64 = 2_000.0;
+
 /// What a model's counts have been, as the provider reported them: the decayed sums of the
 /// least squares fit of `reported = ratio * counted + overhead * tools`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -63,7 +77,8 @@ impl crate::stored::StoredJson for Calibration {
 impl Calibration {
     /// This calibration after one more request: engram counted `counted` tokens (without a
     /// factor) for a request with or without `tools`, the provider reported `reported`. A request
-    /// either count says is empty is not learned from.
+    /// either count says is empty is not learned from, nor one whose report is outside
+    /// [`MIN_RATIO`] and [`MAX_RATIO`] of the count ([`Calibration::plausible`]).
     #[must_use]
     pub fn observed(
         &self,
@@ -73,7 +88,7 @@ impl Calibration {
         at: Timestamp,
     ) -> Calibration {
         let mut next = self.clone();
-        if counted == 0 || reported == 0 {
+        if counted == 0 || reported == 0 || !Self::plausible(counted, reported) {
             return next;
         }
         let keep = 0.5_f64.powf(1.0 / HALF_LIFE);
@@ -90,6 +105,13 @@ impl Calibration {
         next.samples = self.samples + 1;
         next.updated_at = at;
         next
+    }
+
+    /// Whether a provider's count of `reported` tokens can describe a request engram counts
+    /// `counted` tokens (without a factor).
+    pub fn plausible(counted: usize, reported: usize) -> bool {
+        let (x, y) = (counted as f64, reported as f64);
+        y >= MIN_RATIO * x && y <= MAX_RATIO * x + MAX_OVERHEAD
     }
 
     /// The fit, `(ratio, overhead)`, once any request was observed: without a request that
@@ -252,6 +274,25 @@ mod tests {
             c.observed(1_000, false, if i % 2 == 0 { 500 } else { 2_000 }, 0)
         });
         assert_eq!(rough.margin(0.1), MAX_MARGIN, "a large error widens it");
+    }
+
+    /// A reply whose usage cannot describe the request counted (a sum over several calls, say
+    /// 1.53 times a 45,982-token prompt's plus its follow-ups') teaches nothing.
+    #[test]
+    fn a_report_no_single_request_could_have_is_not_learned() {
+        let c = (0..5usize).fold(Calibration::default(), |c, i| {
+            c.observed(40_000 + i, false, 50_000 + i, 0)
+        });
+        let factor = c.factor().expect("calibrated");
+        let summed = c.observed(45_982, false, 3 * 45_982 + 5_000, 1);
+        assert_eq!(summed, c, "three requests' usage in one reply");
+        let halved = c.observed(45_982, false, 20_000, 1);
+        assert_eq!(halved, c);
+        assert_eq!(c.observed(45_982, false, 57_000, 1).factor(), Some(factor));
+        assert!(
+            Calibration::plausible(100, 600),
+            "a short request with the tools' hidden prompt"
+        );
     }
 
     #[test]

@@ -580,3 +580,72 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("tools[0]"));
     }
 }
+
+/// `bytes` (JSON) with every lone UTF-16 surrogate escape (`\ud800` without its pair, or a
+/// second half alone) written as the replacement character `\ufffd`: JavaScript strings may
+/// hold one (a cut emoji), providers take it, and a strict parser refuses the whole document.
+/// Borrowed when there is none.
+pub fn mend_surrogates(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let hex = |at: usize| -> Option<u16> {
+        let digits = bytes.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let escape = |at: usize| -> Option<u16> {
+        (bytes.get(at) == Some(&b'\\') && bytes.get(at + 1) == Some(&b'u'))
+            .then(|| hex(at + 2))
+            .flatten()
+    };
+    let mut lone: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match escape(i) {
+            Some(0xD800..=0xDBFF) => {
+                if matches!(escape(i + 6), Some(0xDC00..=0xDFFF)) {
+                    i += 12;
+                } else {
+                    lone.push(i);
+                    i += 6;
+                }
+            }
+            Some(0xDC00..=0xDFFF) => {
+                lone.push(i);
+                i += 6;
+            }
+            Some(_) => i += 6,
+            // Any other escape is two bytes (`\\`, `\"`, `\n`, ...).
+            None => i += 2,
+        }
+    }
+    if lone.is_empty() {
+        return std::borrow::Cow::Borrowed(bytes);
+    }
+    let mut out = bytes.to_vec();
+    for at in lone {
+        out[at..at + 6].copy_from_slice(b"\\ufffd");
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod surrogate_tests {
+    use super::mend_surrogates;
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters_and_pairs_stay() {
+        let text = br#"{"a": "x\ud800y", "b": "\ud83d\ude00", "c": "\\ud800", "d": "\udc00"}"#;
+        let mended = mend_surrogates(text);
+        let value: serde_json::Value = serde_json::from_slice(&mended).expect("parses");
+        assert_eq!(value["a"], "x\u{fffd}y");
+        assert_eq!(value["b"], "\u{1f600}");
+        assert_eq!(value["c"], "\\ud800", "an escaped backslash is no escape");
+        assert_eq!(value["d"], "\u{fffd}");
+        assert!(matches!(
+            mend_surrogates(br#"{"ok": "\u00e9"}"#),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+}

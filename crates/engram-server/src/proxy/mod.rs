@@ -82,6 +82,10 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
         .unwrap_or_else(IntoResponse::into_response);
     let sent = response.extensions_mut().remove::<Sent>();
     let counted = response.extensions_mut().remove::<Counted>();
+    let rounds = response
+        .extensions_mut()
+        .remove::<recall::RecallCount>()
+        .unwrap_or_default();
     let seconds = started.elapsed().as_secs_f64();
     let header = |name: &str| {
         response
@@ -96,6 +100,16 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
     let known = app.config.registry.resolve(&model).how != engram::ModelMatch::Fallback
         || app.config.proxy.model_windows.contains_key(&model);
     let label = app.metrics.model_label(&model, known);
+    let uncompacted = header("x-engram-uncompacted");
+    if !uncompacted.is_empty() && app.metrics.uncompacted(route, &label, &uncompacted) {
+        tracing::warn!(
+            route,
+            model = %label,
+            reason = %uncompacted,
+            note = %header("x-engram-note"),
+            "proxy: a request engram cannot compact was forwarded as sent (said once per model and reason; counted in engram_proxy_uncompacted_total)"
+        );
+    }
     let cache = match header("x-engram-prefix").as_str() {
         "" => "none".to_owned(),
         cache => cache.to_owned(),
@@ -145,8 +159,19 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
                 app2.metrics.usage(&recent.route, &label, &u.usage);
                 app2.proxy.billed(id, u.clone());
                 // What the upstream counted calibrates an estimated count (a store write: off
-                // the async threads).
+                // the async threads), from a reply to one request only: after engram's own
+                // rounds the usage describes a longer request than the one counted.
+                let recalled = rounds.calls.load(std::sync::atomic::Ordering::Relaxed);
+                app2.metrics.recall(
+                    &recent.route,
+                    &label,
+                    recalled,
+                    rounds
+                        .earlier_input
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                );
                 if let Some(counted) = counted
+                    && recalled == 0
                     && u.usage.input_tokens > 0
                     && (200..300).contains(&recent.status)
                 {
@@ -258,10 +283,23 @@ async fn forward_compacted(
     let (mut outcome, parsed, plan, forwarded, key) = match decided {
         Ok(d) => d,
         // Not a request engram compacts (one it cannot read, or one whose conversation the
-        // provider holds): the upstream answers it as it would, and a header says why.
-        Err(why) => {
+        // provider holds): the upstream answers it as it would; a header, the log (once per
+        // model and reason) and the metrics say why.
+        Err(Skip {
+            why,
+            refuse: Some((tokens, window)),
+            ..
+        }) => {
+            return Ok(too_long(format, tokens, window, &why));
+        }
+        Err(Skip { reason, why, .. }) => {
             let outcome = Outcome {
+                model: serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v.get("model").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default(),
                 note: Some(format!("{why}; forwarded unchanged")),
+                uncompacted: Some(reason),
                 sent: Some(body.clone()),
                 ..Outcome::default()
             };
@@ -281,6 +319,9 @@ async fn forward_compacted(
         model: parsed.model.clone(),
         streamed: parsed.value.get("stream") == Some(&Value::Bool(true)),
         format,
+        in_view: std::mem::take(&mut outcome.in_view),
+        counter: Arc::clone(&plan.counter),
+        room: plan.room,
     });
     let sent = forwarded.clone();
     let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
@@ -291,7 +332,7 @@ async fn forward_compacted(
             url: &url,
             headers: &headers,
         };
-        return recall_rounds(&app, to, recall.as_ref(), &sent, response, &mut outcome).await;
+        return recall_rounds(&app, to, recall, &sent, response, &mut outcome).await;
     }
     // An error: read up to ERROR_BODY_CAP; a larger one is relayed as it comes, never held
     // whole. "Context length exceeded": compact harder once and retry.
@@ -376,19 +417,51 @@ async fn forward_compacted(
         url: &url,
         headers: &headers,
     };
-    recall_rounds(&app, to, recall.as_ref(), &bytes, response, &mut outcome).await
+    recall_rounds(&app, to, recall, &bytes, response, &mut outcome).await
 }
 
 /// What goes upstream: what engram did, the request, its budget, the body, and the key the
 /// view sent is kept under (when engram rewrote the request).
 type Decision = (Outcome, Parsed, Plan, Bytes, Option<u128>);
 
+/// Why engram leaves a request as it was sent (a reason for the metrics, and the detail), or
+/// refuses it: `refuse` gives the request's tokens and the window when it cannot fit at all.
+struct Skip {
+    reason: &'static str,
+    why: String,
+    refuse: Option<(usize, usize)>,
+}
+
+impl Skip {
+    fn new(reason: &'static str, why: impl Into<String>) -> Skip {
+        Skip {
+            reason,
+            why: why.into(),
+            refuse: None,
+        }
+    }
+}
+
 /// Counts the request and decides what goes upstream: as sent while nothing needs compacting;
 /// else the view this agent's previous request got plus what is new, while that stays under the
 /// threshold; else a compaction behind the head that view kept (or of the whole history). The
 /// reason when it is not a request engram compacts (forwarded unchanged).
-fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decision, String> {
-    let parsed = parse(format, body)?;
+fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decision, Skip> {
+    decide_once(app, tenant, format, body, false)
+}
+
+/// [`decide`]; `masked` once the newest tool outputs were masked (the last resort, tried once).
+fn decide_once(
+    app: &App,
+    tenant: &str,
+    format: Format,
+    body: &Bytes,
+    masked: bool,
+) -> Result<Decision, Skip> {
+    if let Some(why) = wire::provider_holds(format, body) {
+        return Err(Skip::new("provider_state", why));
+    }
+    let parsed = parse(format, body).map_err(|why| Skip::new("unreadable", why))?;
     let plan = plan(app, tenant, &parsed);
     let tokens = plan
         .counter
@@ -408,7 +481,7 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     let views = app.view_store(tenant);
     let previous = views
         .longest_view(&prefixes)
-        .map_err(|e| format!("the views kept: {e}"))?;
+        .map_err(|e| Skip::new("store", format!("the views kept: {e}")))?;
     // engram's history tools, under the names this conversation got them by (they stay
     // offered once they were, so that the prefix stays): their definitions take room too.
     // Offered for the first time only by a compaction (a request that extends a view keeps
@@ -482,8 +555,67 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
             (view, prefix, report.steps)
         }
         Err(e) => {
-            // What must be kept does not fit: the upstream gets the request as sent.
+            // What must be kept (the instructions, the task, the newest message) does not fit.
+            // The last resort: the newest tool outputs masked, with their way back.
+            let read = offered.as_ref().map(|o| o.read.clone());
+            let reads_back = |id: &str| match &read {
+                Some(tool) => format!("; {tool} ids=[{id}] returns it whole"),
+                None => String::new(),
+            };
+            if !masked
+                && let Some(messages) = engram::compact::mask_newest_outputs(
+                    &parsed.conversation.messages,
+                    &plan.counter,
+                    &reads_back,
+                )
+            {
+                let origins = messages
+                    .iter()
+                    .zip(&parsed.conversation.messages)
+                    .enumerate()
+                    .map(|(i, (m, was))| {
+                        if m == was {
+                            engram::responses::Origin::Same(i)
+                        } else {
+                            engram::responses::Origin::Edited(i)
+                        }
+                    })
+                    .collect();
+                let view = engram::compact::stable::SentView {
+                    covers: messages.len(),
+                    messages,
+                    origins,
+                    head: 0,
+                    offered: None,
+                };
+                if let Ok(bytes) = render(format, &parsed, &view, false) {
+                    let mut decided = decide_once(app, tenant, format, &Bytes::from(bytes), true)?;
+                    decided.0.tokens_before = tokens;
+                    decided.0.steps.insert(0, "mask-newest");
+                    if decided.4.is_none() && decided.0.uncompacted.is_none() {
+                        // Sent as masked, not compacted further: it was not sent as it came.
+                        decided.0.prefix = Some("rebuilt");
+                    }
+                    return Ok(decided);
+                }
+            }
+            // A request over the whole window cannot be answered: the caller gets the
+            // provider's own "too long" error, from engram, saying what did not fit.
+            let over = if plan.estimated {
+                tokens as f64 > plan.window as f64 * (1.0 + plan.margin)
+            } else {
+                tokens > plan.window
+            };
+            if over {
+                return Err(Skip {
+                    reason: "cannot_fit",
+                    why: format!("{e}"),
+                    refuse: Some((tokens, plan.window)),
+                });
+            }
+            // Within the window, the upstream may take it: sent as it came, and said so.
             outcome.note = Some(format!("not compacted: {e}"));
+            outcome.uncompacted = Some("cannot_fit");
             let sent = with_breakpoints(app.config.proxy.cache_breakpoints, format, &parsed)
                 .unwrap_or_else(|| body.clone());
             return Ok((outcome, parsed, plan, sent, None));
@@ -491,11 +623,18 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
     };
     let mut view = view;
     view.offered = offered;
+    outcome.in_view = view
+        .origins
+        .iter()
+        .filter_map(|o| o.same())
+        .map(|i| messages[i].id.clone().unwrap_or_else(|| format!("m{i}")))
+        .collect();
     let offered_tokens = view
         .offered
         .as_ref()
         .map_or(0, |o| plan.counter.count_tools(&o.definitions(wire)));
-    let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)?;
+    let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)
+        .map_err(|why| Skip::new("unreadable", why))?;
     outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools) + offered_tokens;
     outcome.offered = view.offered.clone();
     outcome.steps = steps;
@@ -510,6 +649,48 @@ fn decide(app: &App, tenant: &str, format: Format, body: &Bytes) -> Result<Decis
         tracing::warn!(error = %e, "proxy: the view sent could not be kept");
     }
     Ok((outcome, parsed, plan, Bytes::from(bytes), Some(key)))
+}
+
+/// The provider's own "prompt is too long" answer, from engram, for a request whose
+/// instructions, task and newest message alone are over the model's window: a client that
+/// handles the provider's error (compacting, or telling the user) handles this one.
+fn too_long(format: Format, tokens: usize, window: usize, why: &str) -> Response {
+    let detail = format!(
+        "engram: what must be kept of this request does not fit the model's window, even with the newest tool outputs masked ({why})"
+    );
+    let body = match format {
+        Format::Anthropic => serde_json::json!({
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": format!("prompt is too long: {tokens} tokens > {window} maximum ({detail})"),
+            }
+        }),
+        Format::OpenAi | Format::Responses => serde_json::json!({
+            "error": {
+                "message": format!("This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. ({detail})"),
+                "type": "invalid_request_error",
+                "param": if format == Format::OpenAi { "messages" } else { "input" },
+                "code": "context_length_exceeded",
+            }
+        }),
+    };
+    let mut response = (
+        StatusCode::BAD_REQUEST,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response();
+    let outcome = Outcome {
+        tokens_before: tokens,
+        tokens_after: tokens,
+        window,
+        uncompacted: Some("cannot_fit"),
+        note: Some(format!("refused: {why}")),
+        ..Outcome::default()
+    };
+    outcome.headers(response.headers_mut());
+    response
 }
 
 /// The window each model of the registry (and of `--model-window`) gets, for the start-up log.

@@ -25,6 +25,10 @@ pub(super) struct Outcome {
     /// summaries merged, or a retry).
     pub(super) prefix: Option<&'static str>,
     pub(super) note: Option<String>,
+    /// Why engram forwarded the request as sent, when it could not compact it: `unreadable`
+    /// (a shape engram does not read), `provider_state` (a conversation the provider holds),
+    /// `cannot_fit` (what must be kept is over the window).
+    pub(super) uncompacted: Option<&'static str>,
     /// The body sent upstream (for the inspector's list of recent requests).
     pub(super) sent: Option<Bytes>,
     /// engram's own count of what was sent, when its counts are estimates.
@@ -33,6 +37,9 @@ pub(super) struct Outcome {
     pub(super) offered: Option<engram::offered::Offered>,
     /// How many of the model's calls to them engram answered.
     pub(super) recall_calls: usize,
+    /// The ids (a message's own, else `m<position>`) of the caller's messages the view sent
+    /// holds verbatim: what `engram_search_history` says the model has in view.
+    pub(super) in_view: std::collections::HashSet<String>,
 }
 
 impl Outcome {
@@ -85,6 +92,9 @@ impl Outcome {
         put("x-engram-retried", self.retried.to_string());
         if let Some(prefix) = self.prefix {
             put("x-engram-prefix", prefix.to_owned());
+        }
+        if let Some(reason) = self.uncompacted {
+            put("x-engram-uncompacted", reason.to_owned());
         }
         if let Some(note) = &self.note {
             put(

@@ -16,6 +16,8 @@ pub(super) struct Plan {
     pub(super) window: usize,
     pub(super) room: usize,
     pub(super) estimated: bool,
+    /// The safety margin kept over an estimated count (0 for an exact one).
+    pub(super) margin: f64,
     /// The factor the counter multiplies its tokenizer's counts by.
     pub(super) factor: f64,
     /// The model the count's calibration is kept under.
@@ -41,8 +43,9 @@ pub(super) fn plan(app: &App, tenant: &str, parsed: &Parsed) -> Plan {
     } else {
         resolved.spec.id.clone()
     };
+    let mut margin = 0.0;
     if estimated {
-        let mut margin = app.config.proxy.estimate_margin;
+        margin = app.config.proxy.estimate_margin;
         let learned = app.proxy.calibration(tenant, &calibration, || {
             app.tenant_store(tenant).ok().map(|s| Arc::clone(&s.store))
         });
@@ -59,6 +62,7 @@ pub(super) fn plan(app: &App, tenant: &str, parsed: &Parsed) -> Plan {
         room = (room as f64 / (1.0 + margin)) as usize;
     }
     Plan {
+        margin,
         factor: tokenizer.factor(),
         counter: app.proxy.counter(tokenizer),
         window,

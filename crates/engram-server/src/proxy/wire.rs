@@ -47,6 +47,9 @@ pub(super) struct Parsed {
 /// The request as engram understands it, or why engram leaves it alone.
 pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
     let not_parsed = |why: String| format!("not parsed ({why})");
+    // A lone surrogate (a cut emoji) is the provider's to judge, not a reason to leave the
+    // conversation uncompacted.
+    let body = &*engram::input::mend_surrogates(body);
     let value: Value = serde_json::from_slice(body).map_err(|e| not_parsed(e.to_string()))?;
     let model = value
         .get("model")
@@ -62,9 +65,6 @@ pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
             engram::anthropic::from_anthropic(&value).map_err(|e| not_parsed(e.to_string()))?
         }
         Format::Responses => {
-            if let Some(why) = provider_state(&value) {
-                return Err(why.to_owned());
-            }
             let mut read =
                 engram::responses::from_request(&value).map_err(|e| not_parsed(e.to_string()))?;
             let conversation = std::mem::take(&mut read.conversation);
@@ -83,6 +83,16 @@ pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
         max_tokens,
         items,
     })
+}
+
+/// Why a request's conversation is the provider's to keep, not engram's to compact (a
+/// Responses request's only), read without parsing the rest.
+pub(super) fn provider_holds(format: Format, body: &[u8]) -> Option<&'static str> {
+    if format != Format::Responses {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(body).ok()?;
+    provider_state(&value)
 }
 
 /// Why a Responses request's conversation is the provider's to keep, not engram's to compact:

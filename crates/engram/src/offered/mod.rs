@@ -7,10 +7,14 @@
 //! the calls are read from it, whole or streamed ([`read_reply`]), answered from the conversation
 //! the request carried (the caller resends its whole history: nothing needs to be stored,
 //! [`answer`]), and the upstream is asked again with the model's turn and the answers
-//! ([`follow_up`]). The caller gets the last reply, its usage the sum of every round's
-//! ([`add_usage`]). Calls to the caller's own tools in a turn that also calls engram's are left
+//! ([`follow_up`]). The caller gets one reply made of the rounds ([`Relay`]), with the usage
+//! the upstream reported for the last of them, never a sum. Calls to the caller's own tools in a turn that also calls engram's are left
 //! out of the follow-up: the model makes them again, and the caller never sees a call to a tool
 //! it did not define.
+
+mod relay;
+
+pub use relay::{Ended, Relay};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -304,10 +308,9 @@ pub fn read_reply(wire: Wire, body: &[u8], streamed: bool, offered: &Offered) ->
     Some(turn)
 }
 
-/// One server-sent event: its raw text (with the blank line after it) and its data as JSON.
+/// One server-sent event: its data as JSON.
 #[derive(Debug, Clone)]
 struct Event {
-    raw: String,
     data: Option<Value>,
 }
 
@@ -327,7 +330,6 @@ fn sse_events(body: &[u8]) -> Vec<Event> {
             .collect::<Vec<_>>()
             .join("\n");
         events.push(Event {
-            raw: raw.to_owned(),
             data: serde_json::from_str(&data).ok(),
         });
         rest = next;
@@ -451,17 +453,29 @@ fn append(block: &mut Value, key: &str, piece: &Value) {
     block[key] = Value::String(joined);
 }
 
+/// What an answer may hold, and what the model already has: the most tokens a
+/// `read_history` answer may bring (the room the follow-up request leaves), and the ids of the
+/// messages the request sent holds verbatim (`search_history`'s `in_view`; `None`: all of them).
+#[derive(Debug, Clone, Default)]
+pub struct Answering {
+    /// The most tokens one read may bring back.
+    pub read_tokens: usize,
+    /// The ids (a message's own, else `m<position>`) the model has verbatim.
+    pub in_view: Option<std::collections::HashSet<String>>,
+}
+
 /// Answers `calls` from `messages`, the conversation the request carried (the caller's
 /// messages, in order: a message without an id is `m<position>`, as the digest and markers of
-/// the proxy name them), with the session tools' own search and read. `model` picks the
-/// tokenizer `read_history`'s budget is counted with; the answers' notes name the tools as
-/// `offered` names them.
+/// the proxy name them), with the session tools' own search and read, within `answering`'s
+/// room. `model` picks the tokenizer a read's budget is counted with; the answers' notes name
+/// the tools as `offered` names them.
 pub fn answer(
     calls: &[Call],
     messages: &[Message],
     registry: &ModelRegistry,
     model: &str,
     offered: &Offered,
+    answering: &Answering,
 ) -> Result<Vec<ToolReply>, SessionError> {
     let store = crate::in_memory::InMemoryStore::new();
     let new = crate::session::new_session(registry, model, Some(1 << 40), crate::timestamp::now());
@@ -469,17 +483,44 @@ pub fn answer(
     let mut options = session.options().clone();
     options.read_tool = Some(offered.read.clone());
     let mut session = session.with_options(options);
+    if let Some(ids) = &answering.in_view {
+        session = session.seeing(ids.clone());
+    }
     if !messages.is_empty() {
         session.append(messages.to_vec())?;
     }
     calls
         .iter()
         .map(|call| {
+            let mut arguments = call.arguments.clone();
+            if call.tool == tools::READ_HISTORY {
+                arguments = within(arguments, answering.read_tokens);
+            }
             session
-                .handle_tool_call(call.tool, &call.arguments)
+                .handle_tool_call(call.tool, &arguments)
                 .unwrap_or_else(|| Ok(ToolReply::error(tools::unknown_tool(call.tool))))
         })
         .collect()
+}
+
+/// A read's arguments with its `max_tokens` at most `room` (arguments that are not an object,
+/// or a JSON text of one, are left for the tool to refuse).
+fn within(arguments: Value, room: usize) -> Value {
+    let mut object = match arguments {
+        Value::String(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(value @ Value::Object(_)) => value,
+            _ => return Value::String(text),
+        },
+        other => other,
+    };
+    if let Value::Object(map) = &mut object {
+        let asked = map
+            .get("max_tokens")
+            .and_then(Value::as_u64)
+            .map_or(crate::session::history::DEFAULT_READ_TOKENS, |n| n as usize);
+        map.insert("max_tokens".into(), json!(asked.min(room).max(1)));
+    }
+    object
 }
 
 /// `request` (what was sent upstream) with the model's turn and the answers to its calls after
@@ -559,98 +600,6 @@ pub fn sum_usage(a: &Value, b: &Value) -> Value {
     }
 }
 
-/// The reply `body` with `earlier` (the usage of the rounds before it) added to what it reports:
-/// in a stream, each number to the last event that reports it (so that a client summing the
-/// stream's usage as the provider documents it gets the total). The rest of the body, byte for
-/// byte.
-pub fn add_usage(wire: Wire, body: &[u8], streamed: bool, earlier: &Value) -> Vec<u8> {
-    if earlier.is_null() || earlier.as_object().is_some_and(Map::is_empty) {
-        return body.to_vec();
-    }
-    if !streamed {
-        let Ok(mut reply) = serde_json::from_slice::<Value>(body) else {
-            return body.to_vec();
-        };
-        reply["usage"] = sum_usage(&reply["usage"], earlier);
-        return serde_json::to_vec(&reply).unwrap_or_else(|_| body.to_vec());
-    }
-    let mut events = sse_events(body);
-    // Where each event keeps its usage.
-    let place = |data: &Value| -> Option<&'static str> {
-        match wire {
-            Wire::Chat => data["usage"].is_object().then_some("/usage"),
-            Wire::Responses => data["response"]["usage"]
-                .is_object()
-                .then_some("/response/usage"),
-            Wire::Anthropic => {
-                if data["usage"].is_object() {
-                    Some("/usage")
-                } else if data["message"]["usage"].is_object() {
-                    Some("/message/usage")
-                } else {
-                    None
-                }
-            }
-        }
-    };
-    let Some(fields) = earlier.as_object() else {
-        return body.to_vec();
-    };
-    let mut changed = vec![false; events.len()];
-    for (key, value) in fields {
-        // The last event reporting this field, else the last reporting any usage.
-        let at = events
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, e)| {
-                e.data
-                    .as_ref()
-                    .and_then(|d| place(d).and_then(|p| d.pointer(p)))
-                    .is_some_and(|u| u.get(key).is_some())
-            })
-            .or_else(|| {
-                events
-                    .iter()
-                    .enumerate()
-                    .rev()
-                    .find(|(_, e)| e.data.as_ref().and_then(&place).is_some())
-            })
-            .map(|(i, _)| i);
-        let Some(at) = at else { continue };
-        let Some(data) = events[at].data.as_mut() else {
-            continue;
-        };
-        let Some(pointer) = place(data) else { continue };
-        if let Some(usage) = data.pointer_mut(pointer) {
-            let mut one = Map::new();
-            one.insert(key.clone(), value.clone());
-            *usage = sum_usage(usage, &Value::Object(one));
-            changed[at] = true;
-        }
-    }
-    let mut out = String::with_capacity(body.len() + 64);
-    for (event, changed) in events.iter().zip(changed) {
-        match (&event.data, changed) {
-            (Some(data), true) => {
-                for line in event
-                    .raw
-                    .lines()
-                    .filter(|l| !l.starts_with("data:") && !l.is_empty())
-                {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-                out.push_str("data: ");
-                out.push_str(&data.to_string());
-                out.push_str("\n\n");
-            }
-            _ => out.push_str(&event.raw),
-        }
-    }
-    out.into_bytes()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,16 +671,6 @@ mod tests {
         assert_eq!(messages[1]["tool_calls"].as_array().map(Vec::len), Some(1));
         assert_eq!(messages[2]["content"], "found");
         assert_eq!(request["tool_choice"], "none");
-        // The usage of the rounds before goes to the stream's usage chunk.
-        let summed = add_usage(
-            Wire::Chat,
-            body.as_bytes(),
-            true,
-            &json!({"prompt_tokens": 5}),
-        );
-        let summed = String::from_utf8(summed).expect("utf8");
-        assert!(summed.contains("\"prompt_tokens\":15"), "{summed}");
-        assert!(summed.ends_with("data: [DONE]\n\n"));
     }
 
     #[test]
@@ -755,16 +694,6 @@ mod tests {
         let turn = read_reply(Wire::Anthropic, body.as_bytes(), true, &offered).expect("a reply");
         assert_eq!(turn.calls[0].arguments, json!({"ids": ["m3"]}));
         assert_eq!(turn.usage, json!({"input_tokens": 7, "output_tokens": 9}));
-        let summed = add_usage(
-            Wire::Anthropic,
-            body.as_bytes(),
-            true,
-            &json!({"input_tokens": 3, "output_tokens": 4}),
-        );
-        let summed = String::from_utf8(summed).expect("utf8");
-        assert!(summed.contains("\"input_tokens\":10"), "{summed}");
-        assert!(summed.contains("\"output_tokens\":13"), "{summed}");
-        assert!(summed.contains("event: message_delta\ndata: "), "{summed}");
     }
 
     #[test]
@@ -803,6 +732,10 @@ mod tests {
             &ModelRegistry::builtin(),
             "gpt-4o",
             &offered,
+            &Answering {
+                read_tokens: 4_000,
+                in_view: None,
+            },
         )
         .expect("answers");
         assert!(replies[0].text.contains("\"m1\""), "{}", replies[0].text);

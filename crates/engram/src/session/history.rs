@@ -459,6 +459,9 @@ impl Session<'_> {
     /// The ids of the messages the view holds verbatim; `None` when the view is the whole
     /// active log (no compaction yet).
     fn verbatim_in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
+        if let Some(ids) = &self.in_view {
+            return Ok(Some(ids.clone()));
+        }
         if self.store.latest_compaction(&self.info.id)?.is_none() {
             return Ok(None);
         }

@@ -347,6 +347,9 @@ pub struct Session<'s> {
     options: CompactOptions,
     price: crate::registry::Pricing,
     schedule: crate::tools::StatusSchedule,
+    /// The ids of the messages the model has verbatim, when someone else decided them (the
+    /// proxy, whose history lives in the request and whose view is the request it sent).
+    in_view: Option<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Session<'_> {
@@ -477,6 +480,7 @@ impl<'s> Session<'s> {
             options: CompactOptions::new(window),
             price: crate::registry::Pricing::default(),
             schedule: crate::tools::StatusSchedule::default(),
+            in_view: None,
         })
     }
 
@@ -488,6 +492,15 @@ impl<'s> Session<'s> {
         } else {
             text
         }
+    }
+
+    /// The same session, whose model has verbatim only the messages of these ids (what
+    /// `search_history` says of each hit's `in_view`): for a history held elsewhere, whose view
+    /// the store does not know.
+    #[must_use]
+    pub fn seeing(mut self, ids: std::collections::HashSet<String>) -> Self {
+        self.in_view = Some(ids);
+        self
     }
 
     /// The same session with another policy.
