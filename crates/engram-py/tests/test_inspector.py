@@ -75,6 +75,9 @@ def served(trajectory):
     status, _ = call(base, "POST", "/v1/chat/completions", KEY_A,
                      {"model": "gpt-4o", "messages": trajectory, "max_tokens": 1000})
     assert status == 200
+    # And one engram cannot read (forwarded as sent): the page says so.
+    status, _ = call(base, "POST", "/v1/chat/completions", KEY_A,
+                     {"model": "gpt-4o", "messages": "not a list"})
     yield base, sid
     proc.terminate()
     proc.wait(timeout=30)
@@ -170,7 +173,8 @@ def test_the_inspector_shows_what_the_model_sees(served):
 
         # Proxy traffic, with what was sent upstream (kept for the latest 5).
         page.goto(f"{base}/ui#/proxy")
-        row = page.locator("#requests tbody tr[data-request]").first
+        expect(page.locator("#requests tr.note").first).to_contain_text("forwarded unchanged")
+        row = page.locator("#requests tbody tr[data-request]").nth(1)
         expect(row).to_contain_text("/v1/chat/completions")
         row.get_by_role("button", name="What was sent").click()
         expect(page.locator("#requests pre").first).to_contain_text('"messages"')

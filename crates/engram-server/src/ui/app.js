@@ -352,6 +352,8 @@ async function proxyPage() {
         r.usage ? `$${r.usage.cost_usd.toFixed(4)} (whole: $${r.usage.uncompacted_usd.toFixed(4)})` : ""),
       el("td", { class: "num" }, r.ms + " ms")];
     const row = el("tr", { "data-request": i }, cells);
+    // What engram could not do with this request (forwarded as sent, refused): said, never silent.
+    const note = r.note ? el("tr", { class: "note" }, el("td", { colspan: 12 }, "⚠ " + r.note)) : null;
     if (r.sent !== undefined) {
       const out = el("tr", { hidden: true }, el("td", { colspan: 11 }, el("pre", {}, JSON.stringify(r.sent, null, 2))));
       const button = el("button", { type: "button", "aria-expanded": "false", onclick: () => {
@@ -359,10 +361,10 @@ async function proxyPage() {
         button.setAttribute("aria-expanded", String(!out.hidden));
       } }, "What was sent");
       row.append(el("td", {}, button));
-      return [row, out];
+      return note ? [row, note, out] : [row, out];
     }
     row.append(el("td", {}));
-    return [row];
+    return note ? [row, note] : [row];
   });
   show(el("h1", {}, "Proxy traffic"),
     el("p", { class: "muted" }, keep > 0 ? `What was sent upstream is kept (redacted) for the latest ${keep} requests.` :
