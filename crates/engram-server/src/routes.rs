@@ -80,7 +80,10 @@ pub fn router(app: Arc<App>) -> Router {
     let proxy = Router::new()
         .route("/v1/chat/completions", post(crate::proxy::chat_completions))
         .route("/v1/messages", post(crate::proxy::anthropic_messages))
-        .route("/v1/responses", post(crate::proxy::responses))
+        .route(
+            "/v1/responses",
+            post(crate::proxy::responses).get(crate::proxy::responses_websocket),
+        )
         .route_layer(middleware::from_fn(guard::json_body));
     Router::new()
         .merge(v1)

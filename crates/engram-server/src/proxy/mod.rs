@@ -68,6 +68,25 @@ pub(crate) async fn responses(State(app): State<Arc<App>>, request: Request) -> 
     observed(app, Format::Responses, "/v1/responses", request).await
 }
 
+/// `GET /v1/responses`: the Responses API's WebSocket mode, which engram does not proxy. Codex
+/// opens it first and falls back to HTTP at once on a 426 (on a 404 or 405 it retries five
+/// times, several seconds); any other GET passes through.
+pub(crate) async fn responses_websocket(State(app): State<Arc<App>>, request: Request) -> Response {
+    let upgrade = request
+        .headers()
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !upgrade {
+        return pass_through(app, request).await;
+    }
+    ApiError::new(
+        StatusCode::UPGRADE_REQUIRED,
+        "engram's proxy takes the Responses API over HTTP (POST /v1/responses), not its WebSocket mode",
+    )
+    .into_response()
+}
+
 /// A model request forwarded, then counted in the metrics and listed for the inspector; when
 /// the reply has ended, what the upstream said it used (input tokens, those read from and
 /// written to its prompt cache, output) joins both and (with `log_requests`) one JSON line on
