@@ -141,6 +141,9 @@ enum Side {
     Output,
     /// The caller's side, an item engram does not know.
     CallerOpaque,
+    /// An item of another type that says whose it is (Codex's `additional_tools`, the tool
+    /// definitions given as a developer's item): that role's message, kept as it is.
+    CallerItem(Role),
     /// The assistant's side: its messages, reasoning, calls and built-in tool calls.
     Assistant,
 }
@@ -155,6 +158,12 @@ fn side(item: &Map<String, Value>) -> Side {
             Some("developer") => Side::Caller(Role::Developer),
             _ => Side::Assistant,
         };
+    }
+    match role {
+        Some("user") => return Side::CallerItem(Role::User),
+        Some("system") => return Side::CallerItem(Role::System),
+        Some("developer") => return Side::CallerItem(Role::Developer),
+        _ => {}
     }
     let kind = kind.unwrap_or_default();
     let has_call_id = item.get("call_id").is_some_and(Value::is_string);
@@ -220,6 +229,10 @@ pub fn from_items(items: Vec<Value>) -> Result<Items, InputError> {
                         message.content = Some(output_content(map.get("output")));
                         message
                     }
+                    Side::CallerItem(role) => Message::with_content(
+                        role,
+                        Some(Content::Parts(vec![ContentPart::Other(map.clone())])),
+                    ),
                     _ => Message::with_content(
                         Role::User,
                         Some(Content::Parts(vec![ContentPart::Other(map.clone())])),
@@ -492,6 +505,32 @@ mod tests {
                 {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}, {"type": "input_image", "image_url": "data:", "detail": "low"}]}
             ]
         })
+    }
+
+    /// Codex gives its tool definitions as a developer's `additional_tools` item before its
+    /// instructions: an instruction of the caller's, kept first and whole, never an assistant's
+    /// turn that compaction may drop.
+    #[test]
+    fn an_item_that_names_a_callers_role_is_that_callers() {
+        let request = json!({"model": "gpt-6.2-sol", "input": [
+            {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": [{"type": "namespace", "name": "functions", "tools": []}]},
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "say hi"}]}
+        ]});
+        let items = from_request(&request).unwrap();
+        let roles: Vec<&str> = items
+            .conversation
+            .messages
+            .iter()
+            .map(|m| m.role.as_str())
+            .collect();
+        assert_eq!(roles, ["developer", "developer", "user"]);
+        assert_eq!(crate::message::leading_instructions(&items.conversation.messages), 2);
+        let origins: Vec<Origin> = (0..3).map(Origin::Same).collect();
+        assert_eq!(
+            to_items(&items, &items.conversation.messages, &origins),
+            request["input"].as_array().unwrap().clone()
+        );
     }
 
     #[test]
