@@ -84,6 +84,10 @@ pub fn router(app: Arc<App>) -> Router {
             "/v1/responses",
             post(crate::proxy::responses).get(crate::proxy::responses_websocket),
         )
+        .route(
+            "/v1/responses/compact",
+            post(crate::proxy::responses_compact),
+        )
         .route_layer(middleware::from_fn(guard::json_body));
     Router::new()
         .merge(v1)

@@ -27,6 +27,7 @@
 mod outcome;
 mod plan;
 mod recall;
+mod responses_compact;
 mod upstream;
 mod wire;
 
@@ -48,6 +49,7 @@ use crate::proxy_state::{Billed, Counted, Recent, Sent};
 use outcome::Outcome;
 use plan::{Plan, options, plan, stable};
 use recall::{Recall, recall_rounds};
+pub(crate) use responses_compact::responses_compact;
 use upstream::{
     ERROR_BODY_CAP, Incoming, Upstream, context_exceeded, incoming, relay, replay, send,
 };
