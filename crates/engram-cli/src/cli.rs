@@ -52,7 +52,7 @@ pub(crate) struct GlobalArgs {
     /// target, sleep_threshold, sleep_target; [summarizer] api, model, base_url, api_key_env;
     /// [server] listen, store, api_keys, upstream, anthropic_upstream, model_windows,
     /// max_body_mb, max_proxy_body_mb, upstream_timeout_secs, log_proxy_requests,
-    /// cache_breakpoints, recall_tools, allowed_hosts). Default:
+    /// cache_breakpoints, recall_tools, allowed_hosts, observe). Default:
     /// ENGRAM_CONFIG, else config.toml in engram's config directory (on Linux
     /// ~/.config/engram/config.toml) when it exists. Environment variables (ENGRAM_TTL_HOURS,
     /// ENGRAM_WM_MAX, ENGRAM_AUTO_SLEEP) and flags override it.
@@ -875,6 +875,12 @@ pub(crate) struct ServeArgs {
     /// ends.
     #[arg(long, value_name = "auto|always|off", value_parser = ["auto", "always", "off"])]
     pub(crate) recall_tools: Option<String>,
+    /// Observe only: forward every proxied request byte for byte, and record what engram would
+    /// have sent and what that would have cost, from the upstream's reported usage (per request,
+    /// per conversation, in /metrics, the log line, GET /v1/proxy/savings and the inspector).
+    /// Also the config's [server] observe = true.
+    #[arg(long)]
+    pub(crate) observe: bool,
     /// The model that writes the summaries of the proxy's and the sessions' compactions and of
     /// sleep consolidation. Default: the config file's [summarizer], else the extractive digest.
     /// The proxy keeps each summary by the hash of the messages it replaces, so an agent

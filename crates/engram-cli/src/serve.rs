@@ -116,6 +116,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
             )
         })?;
     serve.max_connections = args.max_connections as usize;
+    serve.proxy.observe = args.observe || config.server.observe.unwrap_or(false);
     serve.allowed_hosts = config
         .server
         .allowed_hosts

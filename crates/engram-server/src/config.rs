@@ -204,6 +204,9 @@ pub struct ProxyConfig {
     /// `engram_read_history`) once a request's history is set aside, answering its calls from
     /// the history the request carried and asking the upstream again ([`engram::offered`]).
     pub recall_tools: RecallTools,
+    /// Observe: every request is forwarded byte for byte, and engram records what it would
+    /// have sent and what that would have cost (`--observe`, `[server] observe = true`).
+    pub observe: bool,
 }
 
 /// When the proxy offers its history tools ([`ProxyConfig::recall_tools`]).
@@ -247,6 +250,7 @@ impl Default for ProxyConfig {
             keep_bodies: 0,
             cache_breakpoints: true,
             recall_tools: RecallTools::Auto,
+            observe: false,
         }
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct Metrics {
     unknown_models: Mutex<std::collections::BTreeSet<String>>,
     /// (route, model) -> engram's own rounds.
     recall: Mutex<BTreeMap<(String, String), Rounds>>,
+    /// (route, model) -> observed bills: as sent, and as engram would have sent them (USD).
+    observed: Mutex<BTreeMap<(String, String), (f64, f64)>>,
     /// (route, model, reason) -> requests forwarded as sent because engram could not compact
     /// them.
     uncompacted: Mutex<BTreeMap<(String, String, String), u64>>,
@@ -192,6 +194,14 @@ impl Metrics {
         r.earlier_input += earlier_input as u64;
     }
 
+    /// An observed request's bill as sent and as engram would have sent it.
+    pub(crate) fn observed(&self, route: &str, model: &str, actual: f64, engram: f64) {
+        let mut all = lock(&self.observed);
+        let o = all.entry((route.to_owned(), model.to_owned())).or_default();
+        o.0 += actual;
+        o.1 += engram;
+    }
+
     /// A request forwarded as sent because engram could not compact it, and why; true the
     /// first time for this model and reason (the time to say so in the log).
     pub(crate) fn uncompacted(&self, route: &str, model: &str, reason: &str) -> bool {
@@ -306,6 +316,19 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "engram_proxy_recall_input_tokens_total{{route=\"{route}\",model=\"{model}\"}} {input}"
+            );
+        }
+        out.push_str("# HELP engram_proxy_observed_usd_total Observing: what proxied requests cost as sent (bill=\"actual\") and would have cost through engram (bill=\"engram\").\n");
+        out.push_str("# TYPE engram_proxy_observed_usd_total counter\n");
+        for ((route, model), (actual, engram)) in lock(&self.observed).iter() {
+            let model = label(model);
+            let _ = writeln!(
+                out,
+                "engram_proxy_observed_usd_total{{route=\"{route}\",model=\"{model}\",bill=\"actual\"}} {actual}"
+            );
+            let _ = writeln!(
+                out,
+                "engram_proxy_observed_usd_total{{route=\"{route}\",model=\"{model}\",bill=\"engram\"}} {engram}"
             );
         }
         out.push_str("# HELP engram_proxy_uncompacted_total Proxied requests forwarded as sent because engram could not compact them, by route, model and reason.\n");

@@ -23,6 +23,8 @@ pub(crate) struct Proxy {
     calibrations: Mutex<HashMap<(String, String), engram::calibrate::Calibration>>,
     pub(crate) recent: Mutex<VecDeque<Recent>>,
     next_id: std::sync::atomic::AtomicU64,
+    /// Observing: each tenant's [`Savings`].
+    savings: Mutex<HashMap<String, Savings>>,
 }
 
 /// A proxied request as the inspector lists it.
@@ -50,7 +52,43 @@ pub(crate) struct Recent {
     /// What went upstream, redacted (only with `keep_bodies`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) sent: Option<Value>,
+    /// Observing: what engram would have sent instead (`tokens_after` its tokens).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) observed: Option<Would>,
 }
+
+/// What engram would have sent for an observed request: of its tokens (`tokens_after`), those a
+/// provider's cache would read again, and the conversation it belongs to.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Would {
+    /// `None`: engram would have sent the request as it was sent.
+    pub(crate) reused: Option<u64>,
+    pub(crate) conversation: String,
+}
+
+/// What observing says of a tenant's traffic: what it cost, and what it would have cost through
+/// engram, in all and per conversation (the latest [`SAVINGS_CONVERSATIONS`]).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct Savings {
+    pub(crate) requests: u64,
+    pub(crate) actual_usd: f64,
+    pub(crate) engram_usd: f64,
+    pub(crate) tokens_before: u64,
+    pub(crate) tokens_after: u64,
+    pub(crate) conversations: Vec<Conversation>,
+}
+
+/// One conversation's part of [`Savings`].
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct Conversation {
+    pub(crate) id: String,
+    pub(crate) requests: u64,
+    pub(crate) actual_usd: f64,
+    pub(crate) engram_usd: f64,
+}
+
+/// The conversations [`Savings`] lists, the latest first.
+pub(crate) const SAVINGS_CONVERSATIONS: usize = 1_000;
 
 /// What the proxy sent upstream for a request, carried on the response to the request's observer.
 #[derive(Debug, Clone)]
@@ -87,6 +125,7 @@ impl Proxy {
             calibrations: Mutex::new(HashMap::new()),
             recent: Mutex::new(VecDeque::new()),
             next_id: std::sync::atomic::AtomicU64::new(0),
+            savings: Mutex::new(HashMap::new()),
         }
     }
 
@@ -107,6 +146,45 @@ impl Proxy {
             r.sent = None;
         }
         id
+    }
+
+    /// Adds an observed request's bill, as sent and as engram would have sent it.
+    pub(crate) fn observed(&self, recent: &Recent, billed: &Billed) {
+        let (Some(would), Some(engram_usd)) = (&recent.observed, billed.engram_usd) else {
+            return;
+        };
+        let mut all = self.savings.lock().unwrap_or_else(|p| p.into_inner());
+        let s = all.entry(recent.tenant.clone()).or_default();
+        s.requests += 1;
+        s.actual_usd += billed.cost_usd;
+        s.engram_usd += engram_usd;
+        s.tokens_before += recent.tokens_before;
+        s.tokens_after += recent.tokens_after;
+        let at = s
+            .conversations
+            .iter()
+            .position(|c| c.id == would.conversation);
+        let mut c = at
+            .map(|i| s.conversations.remove(i))
+            .unwrap_or_else(|| Conversation {
+                id: would.conversation.clone(),
+                ..Conversation::default()
+            });
+        c.requests += 1;
+        c.actual_usd += billed.cost_usd;
+        c.engram_usd += engram_usd;
+        s.conversations.insert(0, c);
+        s.conversations.truncate(SAVINGS_CONVERSATIONS);
+    }
+
+    /// The tenant's [`Savings`] so far.
+    pub(crate) fn savings(&self, tenant: &str) -> Savings {
+        self.savings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tenant)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// What the request listed as `id` used, once its reply has ended.
@@ -190,10 +268,13 @@ pub(crate) struct Billed {
     /// The share of the input read from the cache.
     cached_share: f64,
     /// What the call cost at the registry's prices.
-    cost_usd: f64,
+    pub(crate) cost_usd: f64,
     /// What it would have cost sent uncompacted (engram's count of the caller's request), with
     /// the same tokens read from the cache.
     uncompacted_usd: f64,
+    /// Observing: what it would have cost as engram would have sent it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) engram_usd: Option<f64>,
 }
 
 impl Billed {
@@ -204,7 +285,23 @@ impl Billed {
     ) -> Billed {
         let price = registry.resolve(&recent.model).spec.price;
         let sent_whole = (recent.tokens_before as usize).max(usage.input_tokens);
+        // What engram would have sent, as the provider counts: its tokens scaled by how the
+        // provider counted what was sent against engram's count of it; what the cache would
+        // read again at the cached price, the rest written to the cache (at the write price,
+        // where the provider bills writes).
+        let engram_usd = recent.observed.as_ref().map(|would| {
+            let Some(reused) = would.reused else {
+                // The same bytes: the same bill.
+                return usage.cost(&price);
+            };
+            let ratio = usage.input_tokens as f64 / recent.tokens_before.max(1) as f64;
+            let tokens = (recent.tokens_after as f64 * ratio).round() as usize;
+            let reused = ((reused as f64 * ratio).round() as usize).min(tokens);
+            let new = tokens - reused;
+            price.cost_with_writes(new, reused, new, usage.output_tokens)
+        });
         Billed {
+            engram_usd,
             usage,
             cached_share: if usage.input_tokens == 0 {
                 0.0

@@ -761,3 +761,53 @@ async fn a_request_engram_cannot_read_is_counted_and_said() {
         "{metrics}"
     );
 }
+
+/// Observing, every request goes upstream as the agent sent it, and engram says what it would
+/// have saved: per request and in all, from the upstream's reported usage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_forwards_every_request_as_sent_and_says_what_engram_would_save() {
+    let (engram, received) = setup(Arc::new(plain_text), Duration::ZERO, 30_000, |c| {
+        c.proxy.observe = true;
+    })
+    .await;
+    let mut sent = Vec::new();
+    for steps in (2..=30).step_by(2) {
+        let request = claude_code_request(steps, false);
+        let (status, headers, body) = post(&engram, &request).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(header(&headers, "x-engram-observed"), "true");
+        sent.push(request);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let received = received.lock().expect("lock").clone();
+    assert_eq!(
+        received, sent,
+        "every request went upstream as the agent sent it"
+    );
+    let savings: Value = reqwest::get(format!("{engram}/v1/proxy/savings"))
+        .await
+        .expect("savings")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(savings["observe"], true);
+    let s = &savings["savings"];
+    assert_eq!(s["requests"], sent.len() as u64);
+    let (actual, would) = (
+        s["actual_usd"].as_f64().expect("actual"),
+        s["engram_usd"].as_f64().expect("engram"),
+    );
+    assert!(
+        would < actual,
+        "engram would have cost {would}, the traffic cost {actual}"
+    );
+    assert!(savings["saved_share"].as_f64().expect("a share") > 0.0);
+    assert_eq!(s["conversations"].as_array().map(Vec::len), Some(1), "{s}");
+    let metrics = reqwest::get(format!("{engram}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(metrics.contains("engram_proxy_observed_usd_total{route=\"/v1/messages\",model=\"claude-opus-5-5\",bill=\"engram\"}"));
+}

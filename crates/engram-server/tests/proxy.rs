@@ -2039,12 +2039,18 @@ async fn an_upstream_without_responses_compaction_gets_engrams() {
     let app = engram_tuned(&base, false, |c| {
         c.proxy.model_windows.insert("gpt-4o".into(), 6_000);
     });
-    let mut input = vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]})];
+    let mut input = vec![
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]}),
+    ];
     for i in 0..30 {
-        input.push(json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
-            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}));
-        input.push(json!({"type": "function_call_output", "call_id": format!("call_{i}"),
-            "output": format!("fn module_{i}() {{}}\n").repeat(40)}));
+        input.push(
+            json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
+            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
+        );
+        input.push(
+            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+            "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
+        );
     }
     let body = json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": input});
     let (status, headers, reply) = send(
@@ -2052,21 +2058,51 @@ async fn an_upstream_without_responses_compaction_gets_engrams() {
         post_json("/v1/responses/compact", body.to_string().as_bytes()),
     )
     .await;
-    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply));
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
     let reply: Value = serde_json::from_slice(&reply).expect("JSON");
     assert_eq!(reply["object"], "response.compaction");
     let output = reply["output"].as_array().expect("output items");
-    assert!(output.len() < input.len(), "{} of {} items", output.len(), input.len());
+    assert!(
+        output.len() < input.len(),
+        "{} of {} items",
+        output.len(),
+        input.len()
+    );
     assert_eq!(output[0], input[0], "the task as it was sent");
-    let calls: Vec<&Value> = output.iter().filter(|i| i["type"] == "function_call").collect();
+    let calls: Vec<&Value> = output
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .collect();
     for call in &calls {
         assert!(
-            output.iter().any(|o| o["type"] == "function_call_output" && o["call_id"] == call["call_id"]),
+            output
+                .iter()
+                .any(|o| o["type"] == "function_call_output" && o["call_id"] == call["call_id"]),
             "a call without its output"
         );
     }
-    assert!(header_str(&headers, "x-engram-tokens-after").parse::<usize>().expect("a count")
-        < header_str(&headers, "x-engram-tokens-before").parse::<usize>().expect("a count"));
-    let asked: Vec<String> = up.lock().expect("lock").received.iter().map(|r| r.0.clone()).collect();
-    assert!(!asked.iter().any(|p| p == "/v1/responses"), "no model call: {asked:?}");
+    assert!(
+        header_str(&headers, "x-engram-tokens-after")
+            .parse::<usize>()
+            .expect("a count")
+            < header_str(&headers, "x-engram-tokens-before")
+                .parse::<usize>()
+                .expect("a count")
+    );
+    let asked: Vec<String> = up
+        .lock()
+        .expect("lock")
+        .received
+        .iter()
+        .map(|r| r.0.clone())
+        .collect();
+    assert!(
+        !asked.iter().any(|p| p == "/v1/responses"),
+        "no model call: {asked:?}"
+    );
 }

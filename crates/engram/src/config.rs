@@ -81,6 +81,9 @@ pub struct ServerConfig {
     /// Whether the proxy offers the model engram's history search and read once it sets
     /// history aside, and answers the model's calls to them: `auto` (the default) or `off`.
     pub recall_tools: Option<String>,
+    /// Observe only: forward proxied requests as sent and record what engram would have saved
+    /// (default false).
+    pub observe: Option<bool>,
     /// Host names clients reach the server by besides localhost and the loopback addresses
     /// (`["engram.internal"]`; `"*"` takes any): another Host is refused.
     #[serde(default)]

@@ -525,7 +525,10 @@ mod tests {
             .map(|m| m.role.as_str())
             .collect();
         assert_eq!(roles, ["developer", "developer", "user"]);
-        assert_eq!(crate::message::leading_instructions(&items.conversation.messages), 2);
+        assert_eq!(
+            crate::message::leading_instructions(&items.conversation.messages),
+            2
+        );
         let origins: Vec<Origin> = (0..3).map(Origin::Same).collect();
         assert_eq!(
             to_items(&items, &items.conversation.messages, &origins),

@@ -165,6 +165,10 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
         ms: (seconds * 1e4).round() / 10.0,
         note: header("x-engram-note"),
         usage: None,
+        observed: (header("x-engram-observed") == "true").then(|| crate::proxy_state::Would {
+            reused: (!header("x-engram-reused").is_empty()).then(|| number("x-engram-reused")),
+            conversation: header("x-engram-conversation"),
+        }),
         sent: sent.filter(|_| keep > 0).map(|Sent(bytes)| {
             let (text, _) = engram::redact::redact(&String::from_utf8_lossy(&bytes));
             serde_json::from_str(&text).unwrap_or(Value::String(text))
@@ -179,6 +183,11 @@ async fn observed(app: Arc<App>, format: Format, route: &str, request: Request) 
             if let Some(u) = &usage {
                 app2.metrics.usage(&recent.route, &label, &u.usage);
                 app2.proxy.billed(id, u.clone());
+                if let Some(engram_usd) = u.engram_usd {
+                    app2.proxy.observed(&recent, u);
+                    app2.metrics
+                        .observed(&recent.route, &label, u.cost_usd, engram_usd);
+                }
                 // What the upstream counted calibrates an estimated count (a store write: off
                 // the async threads), from a reply to one request only: after engram's own
                 // rounds the usage describes a longer request than the one counted.
@@ -260,6 +269,26 @@ pub(crate) async fn recent_requests(
     .into_response()
 }
 
+/// `GET /v1/proxy/savings`: observing (`--observe`), what the tenant's proxied traffic cost and
+/// what it would have cost through engram, in all and per conversation.
+pub(crate) async fn savings(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+) -> Response {
+    let s = app.proxy.savings(&tenant.0);
+    let saved = if s.actual_usd > 0.0 {
+        1.0 - s.engram_usd / s.actual_usd
+    } else {
+        0.0
+    };
+    axum::Json(serde_json::json!({
+        "observe": app.config.proxy.observe,
+        "saved_share": (saved * 1e4).round() / 1e4,
+        "savings": s,
+    }))
+    .into_response()
+}
+
 /// Any other `/v1/*` route: straight through (Anthropic's when the path or the headers say so).
 pub(crate) async fn pass_through(app: Arc<App>, request: Request) -> Response {
     let result = async {
@@ -310,7 +339,7 @@ async fn forward_compacted(
             why,
             refuse: Some((tokens, window)),
             ..
-        }) => {
+        }) if !app.config.proxy.observe => {
             return Ok(too_long(format, tokens, window, &why));
         }
         Err(Skip { reason, why, .. }) => {
@@ -332,8 +361,19 @@ async fn forward_compacted(
         elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
         "proxy: counted and compacted"
     );
+    // Observing: the request goes as the caller sent it; what engram would have sent is
+    // only counted.
+    let observe = app.config.proxy.observe;
+    let forwarded = if observe {
+        outcome.observed = true;
+        body.clone()
+    } else {
+        forwarded
+    };
     outcome.sent = Some(forwarded.clone());
-    outcome.count_sent(&plan, !parsed.conversation.tools.is_empty());
+    if !observe {
+        outcome.count_sent(&plan, !parsed.conversation.tools.is_empty());
+    }
     // What answering the model's calls to engram's tools needs of the request.
     let recall = outcome.offered.as_ref().map(|_| Recall {
         messages: Arc::new(parsed.conversation.messages.clone()),
@@ -347,7 +387,7 @@ async fn forward_compacted(
     let sent = forwarded.clone();
     let response = send(&app, method.clone(), &url, &headers, forwarded).await?;
     let status = response.status();
-    if !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
+    if observe || !(status == StatusCode::BAD_REQUEST || status == StatusCode::PAYLOAD_TOO_LARGE) {
         let to = Upstream {
             method: &method,
             url: &url,
@@ -499,6 +539,7 @@ fn decide_once(
     let messages = &parsed.conversation.messages;
     let scope = format!("{tenant}\0{}", format.name());
     let prefixes = crate::views::prefix_hashes(&scope, messages);
+    outcome.conversation = prefixes[messages.len().min(2)];
     let views = app.view_store(tenant);
     let previous = views
         .longest_view(&prefixes)
@@ -531,6 +572,8 @@ fn decide_once(
         engram::offered::worth_offering(set_aside, kept, definitions)
     };
     let offered = match app.config.proxy.recall_tools {
+        // Observing, nothing engram would answer goes upstream.
+        _ if app.config.proxy.observe => None,
         RecallTools::Off => None,
         _ if previous.as_ref().is_some_and(|p| p.offered.is_some()) => {
             previous.as_ref().and_then(|p| p.offered.clone())
@@ -663,6 +706,22 @@ fn decide_once(
     if prefix != "extended" {
         app.metrics.compaction(tokens, outcome.tokens_after);
     }
+    // What a provider's cache would read of it again: the tools and the messages it shares with
+    // what went before it (the view sent last, else the caller's own request, whose earlier
+    // form went as sent).
+    let before: &[engram::Message] = previous.as_ref().map_or(messages, |p| &p.messages);
+    let shared = view
+        .messages
+        .iter()
+        .zip(before)
+        .take_while(|(a, b)| a == b)
+        .count();
+    outcome.reused = plan.counter.count_tools(&parsed.conversation.tools)
+        + view.messages[..shared]
+            .iter()
+            .map(|m| plan.counter.count_message(m).total())
+            .sum::<usize>();
+    outcome.rewritten = true;
     let key = prefixes[messages.len()];
     let replaces = previous.map(|p| prefixes[p.covers]);
     if let Err(e) = views.keep_view(key, view, replaces) {

@@ -40,6 +40,16 @@ pub(super) struct Outcome {
     /// The ids (a message's own, else `m<position>`) of the caller's messages the view sent
     /// holds verbatim: what `engram_search_history` says the model has in view.
     pub(super) in_view: std::collections::HashSet<String>,
+    /// Of what engram sends (or would send), the tokens a provider's cache would read again:
+    /// the tools and the messages it shares with what went before it.
+    pub(super) reused: usize,
+    /// The conversation the request belongs to (its head's hash).
+    pub(super) conversation: u128,
+    /// Observing: the request went as sent; `tokens_after` is what engram would have sent.
+    pub(super) observed: bool,
+    /// Whether engram rewrote the request (or would have, observing): `reused` is then what a
+    /// cache would read again of it.
+    pub(super) rewritten: bool,
 }
 
 impl Outcome {
@@ -92,6 +102,16 @@ impl Outcome {
         put("x-engram-retried", self.retried.to_string());
         if let Some(prefix) = self.prefix {
             put("x-engram-prefix", prefix.to_owned());
+        }
+        if self.observed {
+            put("x-engram-observed", "true".to_owned());
+            if self.rewritten {
+                put("x-engram-reused", self.reused.to_string());
+            }
+            put(
+                "x-engram-conversation",
+                format!("{:032x}", self.conversation),
+            );
         }
         if let Some(reason) = self.uncompacted {
             put("x-engram-uncompacted", reason.to_owned());

@@ -39,7 +39,9 @@ async fn answer(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
         Ok(response)
             if !matches!(
                 response.status(),
-                StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_IMPLEMENTED
+                StatusCode::NOT_FOUND
+                    | StatusCode::METHOD_NOT_ALLOWED
+                    | StatusCode::NOT_IMPLEMENTED
             ) =>
         {
             return Ok(relay(response, None));
@@ -62,7 +64,8 @@ fn compacted(app: &App, tenant: &str, body: &Bytes) -> Result<Response, ApiError
     let plan = plan(app, tenant, &parsed);
     let conversation = &parsed.conversation;
     let tokens = plan.counter.count_conversation(conversation).total();
-    let fixed = engram::compact::policy::fixed_head(&conversation.messages, &plan.counter, plan.room);
+    let fixed =
+        engram::compact::policy::fixed_head(&conversation.messages, &plan.counter, plan.room);
     let target = app
         .config
         .policy()
@@ -74,10 +77,7 @@ fn compacted(app: &App, tenant: &str, body: &Bytes) -> Result<Response, ApiError
         .rebuild(conversation, &plan.counter, target)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     let output = engram::responses::to_items(items, &view.messages, &view.origins);
-    let id = format!(
-        "resp_engram_{:016x}",
-        xxhash_rust::xxh3::xxh3_64(body)
-    );
+    let id = format!("resp_engram_{:016x}", xxhash_rust::xxh3::xxh3_64(body));
     let answer = json!({
         "id": id,
         "object": "response.compaction",

@@ -343,6 +343,14 @@ async function memoryPage() {
 
 async function proxyPage() {
   const { requests, keep_bodies: keep } = await api("/v1/proxy/requests");
+  const saved = await api("/v1/proxy/savings");
+  // Observing: what engram would have saved on this traffic, from the upstream's own usage.
+  const observed = saved.observe ? el("p", { id: "savings" }, saved.savings.requests === 0 ?
+    "Observing: no request has ended yet." :
+    `Observing: on ${fmt(saved.savings.requests)} requests in ${fmt(saved.savings.conversations.length)} conversations, ` +
+    `engram would have cut the bill by ${Math.round(saved.saved_share * 100)}% ` +
+    `($${saved.savings.actual_usd.toFixed(4)} → $${saved.savings.engram_usd.toFixed(4)}) and the tokens sent from ` +
+    `${fmt(saved.savings.tokens_before)} to ${fmt(saved.savings.tokens_after)}.`) : null;
   const rows = requests.map((r, i) => {
     const cells = [el("td", {}, time(r.at)), el("td", {}, r.route), el("td", {}, r.model), el("td", { class: "num" }, r.status),
       el("td", { class: "num" }, `${fmt(r.tokens_before)} → ${fmt(r.tokens_after)}`), el("td", {}, r.steps), el("td", {}, r.cache),
@@ -366,7 +374,7 @@ async function proxyPage() {
     row.append(el("td", {}));
     return note ? [row, note] : [row];
   });
-  show(el("h1", {}, "Proxy traffic"),
+  show(el("h1", {}, "Proxy traffic"), ...(observed ? [observed] : []),
     el("p", { class: "muted" }, keep > 0 ? `What was sent upstream is kept (redacted) for the latest ${keep} requests.` :
       "Start engram serve with --inspect-proxy-bodies N to see what was sent upstream."),
     requests.length === 0 ? el("p", { class: "muted" }, "No proxied requests yet.") :
