@@ -2106,3 +2106,44 @@ async fn an_upstream_without_responses_compaction_gets_engrams() {
         "no model call: {asked:?}"
     );
 }
+
+/// A model that takes OpenAI's explicit cache breakpoints (GPT-5.6 and later) gets them on the
+/// stable prefix of a request that marks none; another model's request goes as it was sent.
+#[tokio::test]
+async fn openais_explicit_cache_breakpoints_mark_the_stable_prefix() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    for (model, marked) in [("gpt-6.2-sol", true), ("gpt-4o", false)] {
+        let body = json!({"model": model, "messages": [
+            {"role": "system", "content": "You are a careful agent."},
+            {"role": "user", "content": "Fix the build."},
+            {"role": "assistant", "content": "Looking."},
+            {"role": "user", "content": "Go on."}
+        ]});
+        let (status, _, _) = send(
+            &app,
+            post_json("/v1/chat/completions", body.to_string().as_bytes()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let sent: Value = serde_json::from_slice(&last_sent(&up)).expect("JSON");
+        let marks = sent.to_string().matches("prompt_cache_breakpoint").count();
+        assert_eq!(marks, if marked { 2 } else { 0 }, "{model}: {sent}");
+        if marked {
+            assert_eq!(
+                sent["messages"][0]["content"][0]["text"],
+                "You are a careful agent."
+            );
+            assert_eq!(
+                sent["messages"][1]["content"][0]["prompt_cache_breakpoint"]["mode"],
+                "explicit"
+            );
+            assert_eq!(
+                sent["messages"][3], body["messages"][3],
+                "the newest message as sent"
+            );
+        } else {
+            assert_eq!(sent, body);
+        }
+    }
+}

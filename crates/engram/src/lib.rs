@@ -59,6 +59,7 @@
 pub mod ai_sdk;
 pub mod anthropic;
 pub mod assembly;
+pub mod breakpoints;
 pub mod calibrate;
 pub mod compact;
 pub mod config;

@@ -91,6 +91,11 @@ pub struct ModelSpec {
     /// Prices; absent means unknown (costs are then reported as zero).
     #[serde(default)]
     pub price: Pricing,
+    /// The model takes OpenAI's explicit cache breakpoints (`prompt_cache_breakpoint` on a
+    /// content part; GPT-5.6 and later), where the proxy marks the stable prefix of a request
+    /// that marks none.
+    #[serde(default)]
+    pub prompt_cache_breakpoints: bool,
 }
 
 fn one() -> f64 {

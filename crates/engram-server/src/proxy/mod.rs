@@ -444,7 +444,17 @@ async fn forward_compacted(
             .rebuild(&parsed.conversation, &plan.counter, target)
             .map_err(|e| e.to_string())?;
         view.offered = offered;
-        let bytes = render(format, &parsed, &view, app2.config.proxy.cache_breakpoints)?;
+        let bytes = render(
+            format,
+            &parsed,
+            &view,
+            wire::breakpoints_for(
+                app2.config.proxy.cache_breakpoints,
+                format,
+                &app2.config.registry,
+                &parsed.model,
+            ),
+        )?;
         let tokens = report.tokens_after;
         if let Some(key) = key {
             let _ = app2.view_store(&tenant).keep_view(key, view, None);
@@ -524,6 +534,12 @@ fn decide_once(
     }
     let parsed = parse(format, body).map_err(|why| Skip::new("unreadable", why))?;
     let plan = plan(app, tenant, &parsed);
+    let marks = wire::breakpoints_for(
+        app.config.proxy.cache_breakpoints,
+        format,
+        &app.config.registry,
+        &parsed.model,
+    );
     let tokens = plan
         .counter
         .count_conversation(&parsed.conversation)
@@ -597,8 +613,7 @@ fn decide_once(
         stable(app, &plan, &options).next(previous.as_ref(), &parsed.conversation, &plan.counter);
     let (view, prefix, steps) = match next {
         Ok(Next::AsSent) => {
-            let sent = with_breakpoints(app.config.proxy.cache_breakpoints, format, &parsed)
-                .unwrap_or_else(|| body.clone());
+            let sent = with_breakpoints(marks, format, &parsed).unwrap_or_else(|| body.clone());
             return Ok((outcome, parsed, plan, sent, None));
         }
         Ok(Next::Extended(mut view)) => {
@@ -680,8 +695,7 @@ fn decide_once(
             // Within the window, the upstream may take it: sent as it came, and said so.
             outcome.note = Some(format!("not compacted: {e}"));
             outcome.uncompacted = Some("cannot_fit");
-            let sent = with_breakpoints(app.config.proxy.cache_breakpoints, format, &parsed)
-                .unwrap_or_else(|| body.clone());
+            let sent = with_breakpoints(marks, format, &parsed).unwrap_or_else(|| body.clone());
             return Ok((outcome, parsed, plan, sent, None));
         }
     };
@@ -697,8 +711,8 @@ fn decide_once(
         .offered
         .as_ref()
         .map_or(0, |o| plan.counter.count_tools(&o.definitions(wire)));
-    let bytes = render(format, &parsed, &view, app.config.proxy.cache_breakpoints)
-        .map_err(|why| Skip::new("unreadable", why))?;
+    let bytes =
+        render(format, &parsed, &view, marks).map_err(|why| Skip::new("unreadable", why))?;
     outcome.tokens_after = view.tokens(&plan.counter, &parsed.conversation.tools) + offered_tokens;
     outcome.offered = view.offered.clone();
     outcome.steps = steps;

@@ -133,6 +133,9 @@ pub(super) fn render(
             if let Some(offered) = &view.offered {
                 offered.offer(&mut value, format.wire());
             }
+            if breakpoints {
+                engram::breakpoints::mark(&mut value);
+            }
             value
         }
         Format::OpenAi => {
@@ -152,6 +155,9 @@ pub(super) fn render(
             );
             if let Some(offered) = &view.offered {
                 offered.offer(&mut value, format.wire());
+            }
+            if breakpoints {
+                engram::breakpoints::mark(&mut value);
             }
             value
         }
@@ -177,17 +183,36 @@ pub(super) fn render(
     serde_json::to_vec(&body).map_err(|e| e.to_string())
 }
 
-/// An Anthropic request sent as the caller sent it, with the breakpoints of its cache marked
-/// when the caller marked none and `enabled` ([`crate::ProxyConfig::cache_breakpoints`]); `None`: as it is.
+/// A request sent as the caller sent it, with the breakpoints of its provider's cache marked
+/// when the caller marked none and `enabled` (an Anthropic request, or a model that takes
+/// OpenAI's explicit breakpoints: [`breakpoints_for`]); `None`: as it is.
 pub(super) fn with_breakpoints(enabled: bool, format: Format, parsed: &Parsed) -> Option<Bytes> {
-    if format != Format::Anthropic
-        || !enabled
-        || engram::anthropic::has_cache_breakpoints(&parsed.value)
-    {
+    if !enabled {
         return None;
     }
     let mut value = parsed.value.clone();
-    (engram::anthropic::mark_cache_breakpoints(&mut value, None) > 0)
+    let marked = match format {
+        Format::Anthropic if !engram::anthropic::has_cache_breakpoints(&parsed.value) => {
+            engram::anthropic::mark_cache_breakpoints(&mut value, None)
+        }
+        Format::Anthropic => 0,
+        Format::OpenAi | Format::Responses => engram::breakpoints::mark(&mut value),
+    };
+    (marked > 0)
         .then(|| serde_json::to_vec(&value).ok().map(Bytes::from))
         .flatten()
+}
+
+/// Whether the proxy marks cache breakpoints on a request of `format` for `model`: on
+/// Anthropic's route always (nothing is cached without one), on OpenAI's for the models that
+/// take explicit breakpoints (the registry's `prompt_cache_breakpoints`); never with
+/// `--cache-breakpoints off`.
+pub(super) fn breakpoints_for(
+    enabled: bool,
+    format: Format,
+    registry: &engram::ModelRegistry,
+    model: &str,
+) -> bool {
+    enabled
+        && (format == Format::Anthropic || registry.resolve(model).spec.prompt_cache_breakpoints)
 }
