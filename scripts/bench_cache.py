@@ -17,6 +17,15 @@ reports:
 - cost: the input bill at a cache price of 0.1x and 0.5x for a repeated prefix (and 0.1x with a
   1.25x price for writing the rest to the cache, as Anthropic bills it), over the same for the
   uncompacted requests. A request pays `reused * price + (tokens - reused) * write`;
+- cost with breakpoints (chat and responses): the same bill (0.1x reads, 1.25x writes) as a provider
+  that caches only at breakpoints bills it (OpenAI's GPT-5.6 and later): a request reads the longest
+  prefix an earlier request wrote a cache entry at, and writes entries at its own breakpoints, the
+  provider's near its newest user or tool message and those it marks (`prompt_cache_breakpoint`,
+  which engram places on the instructions and the task for such models: compare a run with
+  `--serve-arg=--cache-breakpoints --serve-arg=off`);
+- with `--observe`: engram serve runs in observe mode against an upstream that reports usage as the
+  prefix cache above would (0.1x reads, 1.25x writes), and engram's own estimate of the saving
+  (`GET /v1/proxy/savings`) is printed beside this replay's measure of it;
 - task whole: the share of requests that hold the first user message (the task) verbatim;
 - next-step identifiers: of the identifiers the agent's next message uses (6+ characters with
   `_`, `.` or `/`; a tool call's arguments read as the JSON they encode, so that a name is not
@@ -251,6 +260,28 @@ class Handler(BaseHTTPRequestHandler):
         else:
             with self.server.lock:  # type: ignore[attr-defined]
                 self.server.bodies[key] = body  # type: ignore[attr-defined]
+        cache = getattr(self.server, "prefix_cache", None)
+        if cache is not None and count is not None and not self.path.endswith("/messages"):
+            # Usage as a provider caching every prefix reports it: the elements this request
+            # shares with the previous one of its trajectory read, the rest written.
+            route = "responses" if self.path.endswith("/responses") else "chat"
+            current = turns(body, route)
+            tokens = [count(t) for t in current]
+            trajectory = key.split(":")[0]
+            with self.server.lock:  # type: ignore[attr-defined]
+                previous = cache.get(trajectory, [])
+                cache[trajectory] = current
+            shared = 0
+            for a, b in zip(previous, current):
+                if a != b:
+                    break
+                shared += 1
+            total, read = sum(tokens), sum(tokens[:shared])
+            details = {"cached_tokens": read, "cache_write_tokens": total - read}
+            usage = ({"input_tokens": total, "input_tokens_details": details, "output_tokens": 0}
+                     if route == "responses" else
+                     {"prompt_tokens": total, "prompt_tokens_details": details, "completion_tokens": 0})
+            reply = dict(reply, usage=usage)
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -266,12 +297,13 @@ def free_port() -> int:
 
 
 def start_engram(binary: str, upstream: int, model: str, window: int, work: str, extra: list[str],
-                 session: dict[str, float]):
+                 session: dict[str, float], models: Optional[str] = None):
     port = free_port()
     config = os.path.join(work, "config.toml")
     with open(config, "w", encoding="utf-8") as f:
         f.write("[session]\n" + "".join(f"{k} = {v}\n" for k, v in session.items()))
-    cmd = [binary, "--db", os.path.join(work, "engram.db"), "--config", config, "serve", "--listen", f"127.0.0.1:{port}",
+    registry = ["--models", models] if models else []
+    cmd = [binary, "--db", os.path.join(work, "engram.db"), "--config", config, *registry, "serve", "--listen", f"127.0.0.1:{port}",
            "--upstream", f"http://127.0.0.1:{upstream}/v1",
            "--anthropic-upstream", f"http://127.0.0.1:{upstream}",
            "--model-window", f"{model}={window}", *extra]
@@ -335,6 +367,37 @@ class SessionReplay:
 # Measuring
 # ---------------------------------------------------------------------------------------------
 
+class BreakpointCache:
+    """A provider that caches only at breakpoints: the prefixes earlier requests wrote, by hash."""
+
+    def __init__(self):
+        self.entries: set[int] = set()
+
+    def read_and_write(self, current: list[str], breakpoints: list[int]) -> int:
+        """How many leading elements of `current` a cache entry holds; then writes its own."""
+        hashes, h = [], 0
+        for element in current:
+            h = hash((h, element))
+            hashes.append(h)
+        reused = max((n + 1 for n, x in enumerate(hashes) if x in self.entries), default=0)
+        for at in breakpoints:
+            if 0 <= at < len(hashes):
+                self.entries.add(hashes[at])
+        return reused
+
+
+def breakpoints(body: dict, route: str, offset: int) -> list[int]:
+    """Where a breakpoint-only cache writes for `body` (indexes of `turns`, after `offset` tool
+    definitions): the provider's own at the newest user or tool message, and the marked ones."""
+    items = body.get("input" if route == "responses" else "messages") or []
+    out = [offset + i for i, m in enumerate(items) if "prompt_cache_breakpoint" in json.dumps(m)]
+    newest = [i for i, m in enumerate(items) if isinstance(m, dict) and (
+        m.get("role") in ("user", "tool") or str(m.get("type", "")).endswith("_output"))]
+    if newest:
+        out.append(offset + newest[-1])
+    return out
+
+
 class Tally:
     """Sums over one sequence of requests (engram's upstream bodies, or the agent's own)."""
 
@@ -342,7 +405,12 @@ class Tally:
         self.requests = self.extends = 0
         self.tokens = self.reused = 0
         self.bytes = 0
-        self.cost = {"0.1": 0.0, "0.5": 0.0, "0.1+write": 0.0}
+        self.cost = {"0.1": 0.0, "0.5": 0.0, "0.1+write": 0.0, "breakpoints": 0.0}
+        self.cache = BreakpointCache()
+
+    def add_breakpoints(self, tokens: list[int], current: list[str], marks: list[int]) -> None:
+        reused = sum(tokens[: self.cache.read_and_write(current, marks)])
+        self.cost["breakpoints"] += reused * 0.1 + (sum(tokens) - reused) * 1.25
 
     def add(self, tokens: list[int], previous: Optional[list[str]], current: list[str], size: int) -> None:
         self.requests += 1
@@ -369,6 +437,38 @@ def part_tokens(harness, body: dict, route: str) -> list[int]:
     return [harness.count_text(t) for t in turns(body, route)]
 
 
+def observe_run(args, records: list[dict], model: str, harness) -> float:
+    """The same requests through `engram serve --observe`, priced as the replay prices them
+    (0.1x reads, 1.25x writes, through a registry file): the saving engram reports."""
+    upstream = Upstream()
+    upstream.count = harness.count_text  # type: ignore[attr-defined]
+    upstream.prefix_cache = {}  # type: ignore[attr-defined]
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    work = tempfile.mkdtemp(prefix="engram-bench-observe-")
+    models = os.path.join(work, "models.toml")
+    with open(models, "w", encoding="utf-8") as f:
+        f.write(f'[[model]]\nid = "{model}"\nprovider = "openai"\ncontext_window = {args.window}\n'
+                'max_output_tokens = 4096\ntokenizer = "o200k"\nexact_tokenizer = true\n'
+                'price = { input = 1.0, output = 0.0, cached_input = 0.1, cache_write = 1.25 }\n')
+    session = {k: v for k, v in (("target", args.target), ("threshold", args.threshold)) if v is not None}
+    proc, port = start_engram(args.engram_bin, upstream.server_address[1], model, args.window, work,
+                              ["--observe", *args.serve_arg], session, models=models)
+    try:
+        for r, record in enumerate(records):
+            messages = [{k: v for k, v in m.items() if k not in ("id", "meta")} for m in record["messages"]]
+            for t, m in enumerate(messages):
+                if m["role"] == "assistant" and t >= 2:
+                    post(port, args.route, request_body(args.route, messages[:t], model), f"{r}:{t}")
+        time.sleep(1.0)  # the last replies' usage is read after they end
+        saved = rest(port, "GET", "/v1/proxy/savings")
+        return saved["saved_share"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        upstream.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engram-bin", default="target/release/engram")
@@ -390,6 +490,9 @@ def main() -> int:
                     help="for each identifier a request lost, send it again with an upstream that looks the "
                     "identifier up with engram's offered search (one call): recovered when the search's answer "
                     "holds it (chat route)")
+    ap.add_argument("--observe", action="store_true",
+                    help="also replay through engram serve --observe against an upstream reporting prefix-cache "
+                    "usage, and print engram's own estimate of the saving beside the replay's (chat or responses)")
     ap.add_argument("--dump", help="write each request's lost identifiers to this JSONL file (with how many "
                     "messages before the request each was last seen)")
     args = ap.parse_args()
@@ -437,11 +540,15 @@ def main() -> int:
                 rebuilt += prefix == "rebuilt"
                 sent_turns, plain_turns = turns(sent, args.route), turns(body, args.route)
                 extended_before = engram.extends
-                engram.add(part_tokens(harness, sent, args.route), previous_sent, sent_turns, len(json.dumps(sent)))
+                sent_tokens, plain_tokens = part_tokens(harness, sent, args.route), part_tokens(harness, body, args.route)
+                engram.add(sent_tokens, previous_sent, sent_turns, len(json.dumps(sent)))
+                if args.route != "anthropic":
+                    engram.add_breakpoints(sent_tokens, sent_turns, breakpoints(sent, args.route, len(sent.get("tools") or [])))
+                    plain.add_breakpoints(plain_tokens, plain_turns, breakpoints(body, args.route, len(body.get("tools") or [])))
                 if previous_sent is not None and not compacted:
                     quiet += 1
                     quiet_extends += engram.extends - extended_before
-                plain.add(part_tokens(harness, body, args.route), previous_plain, plain_turns, len(json.dumps(body)))
+                plain.add(plain_tokens, previous_plain, plain_turns, len(json.dumps(body)))
                 previous_sent, previous_plain = sent_turns, plain_turns
                 sent_text = json.dumps(sent, ensure_ascii=False)
                 if task and json.dumps(task, ensure_ascii=False)[1:-1] in sent_text:
@@ -492,12 +599,17 @@ def main() -> int:
         "uncompacted_0.1_new": round((plain.tokens - plain.reused) / plain.cost["0.1"], 3),
         "cost_0.5": round(engram.cost["0.5"] / plain.cost["0.5"], 3),
         "cost_0.1_write_1.25": round(engram.cost["0.1+write"] / plain.cost["0.1+write"], 3),
+        **({"cost_breakpoints_write_1.25": round(engram.cost["breakpoints"] / plain.cost["breakpoints"], 3)}
+           if args.route != "anthropic" else {}),
         "task_whole": round(task_whole / max(1, engram.requests), 3),
         "next_step_identifiers": round(ids_kept / max(1, ids_held), 3),
         # With --recover: the identifiers in the request or brought back by one search call.
         **({"recoverable_identifiers": round((ids_kept + ids_recovered) / max(1, ids_held), 3)}
            if args.recover else {}),
     }
+    if args.observe and args.route != "anthropic":
+        figures["replay_saved_share"] = round(1 - engram.cost["0.1+write"] / plain.cost["0.1+write"], 3)
+        figures["observe_saved_share"] = observe_run(args, records, model, harness)
     if args.json:
         print(json.dumps(figures))
     else:
