@@ -518,12 +518,12 @@ fn idle_and_dribbling_connections_are_closed_while_the_server_answers() {
         .collect();
     let mut body = TcpStream::connect(&addr).expect("connect");
     body.write_all(
-        b"POST /v1/memory HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"con",
+        b"POST /v1/memory HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"con",
     )
     .expect("write");
     let http = reqwest::blocking::Client::new();
     // Dribble a byte per connection every 200 ms for 3 s, asking the server meanwhile.
-    let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     let mut answered = 0;
     for step in 0..15 {
         for c in &mut dribbling {
