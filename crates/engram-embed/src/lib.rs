@@ -168,6 +168,42 @@ impl MiniLm {
     }
 }
 
+impl MiniLm {
+    /// The vocabulary of the model's tokenizer, in the order of its ids.
+    pub fn vocabulary(&self) -> Vec<String> {
+        let vocab = self.tokenizer.get_vocab(true);
+        let mut tokens: Vec<(u32, String)> = vocab.into_iter().map(|(t, id)| (id, t)).collect();
+        tokens.sort();
+        tokens.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Each token id's vector as a static model distils it: the model's last layer read over the
+    /// token between the tokenizer's two special tokens (`[SEP] token [CLS]`, the order
+    /// model2vec found best) and averaged over the three places, not scaled. What
+    /// `examples/distill_static.rs` builds engram's built-in model from.
+    pub fn token_vectors(&self, ids: &[u32]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let special = |name: &str| {
+            self.tokenizer
+                .token_to_id(name)
+                .ok_or_else(|| EmbedError::new(&self.name, format!("no {name} token")))
+        };
+        let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
+        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+            let mut input = Vec::with_capacity(ids.len() * 3);
+            for &id in ids {
+                input.extend([sep, id, cls]);
+            }
+            let shape = (ids.len(), 3);
+            let input = Tensor::from_vec(input, shape, &Device::Cpu)?;
+            let mask = input.ones_like()?;
+            let types = input.zeros_like()?;
+            let hidden = self.model.forward(&input, &types, Some(&mask))?;
+            hidden.mean(1)?.to_vec2::<f32>()
+        };
+        run().map_err(|e| EmbedError::new(&self.name, e))
+    }
+}
+
 impl Embedder for MiniLm {
     fn name(&self) -> &str {
         &self.name

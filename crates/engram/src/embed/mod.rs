@@ -14,6 +14,11 @@ use std::fmt;
 
 use crate::StoreError;
 
+mod built_in;
+mod wordpiece;
+
+pub use built_in::{BUILT_IN_NAME, built_in};
+
 /// Turns texts into unit-length vectors whose dot product is their cosine similarity.
 pub trait Embedder: Send + Sync + fmt::Debug {
     /// A name for reports and cache keys: the model, and anything that changes its vectors.
@@ -21,6 +26,13 @@ pub trait Embedder: Send + Sync + fmt::Debug {
 
     /// One vector per text, in order, each of unit length.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Whether its vectors are worth keeping in a [`VectorStore`]: true for a model that takes
+    /// longer to compute a vector than a store takes to read one (MiniLM), false for one that
+    /// computes it in microseconds ([`built_in`]).
+    fn keeps_vectors(&self) -> bool {
+        true
+    }
 }
 
 /// Why an embedder gave no vectors: which embedder, and what went wrong.
@@ -126,6 +138,10 @@ impl<T: Embedder + ?Sized> Embedder for &T {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
     }
+
+    fn keeps_vectors(&self) -> bool {
+        (**self).keeps_vectors()
+    }
 }
 
 impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
@@ -135,6 +151,10 @@ impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
+    }
+
+    fn keeps_vectors(&self) -> bool {
+        (**self).keeps_vectors()
     }
 }
 
