@@ -12,6 +12,8 @@
 //!   [`proptest_cases`] lets `PROPTEST_CASES` raise or lower that for one run (a soak, a quick
 //!   look), as proptest's own default would.
 
+pub mod layers;
+
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -76,6 +76,7 @@ pub mod redact;
 pub mod registry;
 pub mod request;
 pub mod responses;
+pub mod retrieval;
 pub mod session;
 pub mod sleep;
 pub mod stored;
@@ -83,7 +84,6 @@ pub mod timestamp;
 pub mod tokenize;
 pub mod tools;
 pub mod usage;
-pub mod words;
 
 pub use compact::{CompactOptions, CompactReport, Compacted, Strategy, compact};
 pub use config::Config;

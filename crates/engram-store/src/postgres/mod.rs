@@ -37,7 +37,7 @@ use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
 };
-use engram::words::{BM25_B, BM25_K1, bm25_idf, bm25_weight};
+use engram::retrieval::bm25::{BM25_B, BM25_K1, bm25_idf, bm25_weight};
 use postgres::Transaction;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -289,7 +289,7 @@ const SEARCH_FILTERS: &str = "tenant = $1 AND tier = ANY($3)
     AND ($7::int8 IS NULL OR created_at < $7)";
 
 /// The query's words: letters and digits only, so nothing in the text is query syntax, and no
-/// stop word ([`engram::words::is_stopword`]): the index keeps every word, so the query decides
+/// stop word ([`engram::retrieval::words::is_stopword`]): the index keeps every word, so the query decides
 /// which count, by recall's list. At most 64, each once.
 fn query_words(text: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
@@ -298,7 +298,7 @@ fn query_words(text: &str) -> Vec<String> {
         .filter(|w| !w.is_empty())
     {
         let word = word.to_lowercase();
-        if !engram::words::is_stopword(&word) && !words.contains(&word) {
+        if !engram::retrieval::words::is_stopword(&word) && !words.contains(&word) {
             words.push(word);
         }
         if words.len() == 64 {
@@ -377,7 +377,7 @@ impl MemoryStore for PostgresStore {
     }
 
     fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
-        let words = query_words(&engram::words::without_asides(&query.text));
+        let words = query_words(&query.text);
         if words.is_empty() || query.limit == 0 {
             return Ok(Vec::new());
         }

@@ -162,7 +162,7 @@ CREATE TABLE engram_session_vector (
 CREATE INDEX engram_session_vector_key ON engram_session_vector (tenant, model, hash);
 "#;
 
-/// Version 5: memory search drops the stop words recall drops ([`engram::words`]), not
+/// Version 5: memory search drops the stop words recall drops ([`engram::retrieval::words`]), not
 /// PostgreSQL's own list. The text is indexed by a configuration whose dictionary is Snowball
 /// English with no stop words (the stemmer recall uses), and the query leaves out recall's stop
 /// words itself ([`query_words`]). The column is computed again, and its index built again, for

@@ -22,9 +22,10 @@ use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
 use super::Item;
-use super::salient::{message_lines_text, salient_tokens};
+use super::salient::salient_tokens;
 use crate::count::TokenCounter;
 use crate::message::{Content, Message, Role};
+use crate::retrieval::message_lines_text;
 
 use crate::session::facts::FACT_KEYWORDS;
 

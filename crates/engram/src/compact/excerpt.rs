@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use super::recall;
+use crate::retrieval;
 
 /// A sentence longer than this many characters is kept as a window of this size around its
 /// first word of the query: a line of minified JSON or a log line of thousands of characters
@@ -36,7 +36,7 @@ pub(super) struct Matches<'t> {
 }
 
 impl<'t> Matches<'t> {
-    /// The sentences of `text` that share a word with `wanted` (the query's [`recall::terms`]);
+    /// The sentences of `text` that share a word with `wanted` (the query's [`retrieval::terms`]);
     /// `None` when none does.
     pub(super) fn of(text: &'t str, wanted: &HashSet<String>) -> Option<Self> {
         let sentences = sentences(text);
@@ -47,7 +47,7 @@ impl<'t> Matches<'t> {
             // A line a log repeats is kept once.
             .filter(|&(_, s)| seen.insert(*s))
             .filter_map(|(at, s)| {
-                let shared: HashSet<String> = recall::terms(s)
+                let shared: HashSet<String> = retrieval::terms(s)
                     .into_iter()
                     .filter(|t| wanted.contains(t))
                     .collect();
@@ -87,7 +87,7 @@ impl<'t> Matches<'t> {
 }
 
 /// The parts of `text` an excerpt keeps or leaves out: its lines, and the sentences of a line
-/// longer than [`WHOLE_LINE_CHARS`] ([`recall::line_sentences`]); blank ones left out. A log's line
+/// longer than [`WHOLE_LINE_CHARS`] ([`retrieval::line_sentences`]); blank ones left out. A log's line
 /// is one record ("test a::b ... ok" is not two sentences), a paragraph of prose is several.
 fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -97,7 +97,7 @@ fn sentences(text: &str) -> Vec<&str> {
                 out.push(line.trim());
             }
         } else {
-            out.extend(recall::line_sentences(line));
+            out.extend(retrieval::line_sentences(line));
         }
     }
     out
@@ -125,7 +125,7 @@ fn clip(sentence: &str, wanted: &HashSet<String>) -> String {
                 .chars()
                 .take_while(|c| c.is_alphanumeric())
                 .collect();
-            recall::terms(&word).iter().any(|t| wanted.contains(t))
+            retrieval::terms(&word).iter().any(|t| wanted.contains(t))
         })
         .map_or(0, |(i, _)| sentence[..i].chars().count());
     let start = first
@@ -164,7 +164,7 @@ mod tests {
     }
 
     fn wanted(query: &str) -> HashSet<String> {
-        recall::terms(query).into_iter().collect()
+        retrieval::terms(query).into_iter().collect()
     }
 
     #[test]

@@ -32,7 +32,6 @@ mod mask;
 pub use mask::mask_newest_outputs;
 mod options;
 mod planner;
-pub(crate) mod recall;
 mod view;
 
 use std::time::Instant;
@@ -365,6 +364,7 @@ fn tokens_before<M: AsRef<Message>>(
 mod tests {
     use super::planner::recall_share_for;
     use super::*;
+    use crate::retrieval::RecallProfile;
     use crate::tokenize::Tokenizer;
 
     #[test]
@@ -413,7 +413,7 @@ mod tests {
             for k in 0..48 {
                 if k % (48 / sessions) == 0 {
                     messages.push(Message::system(format!(
-                        "[Session {}]",
+                        "[Session {} - 3 May, 2023]",
                         k / (48 / sessions)
                     )));
                 }
@@ -500,23 +500,15 @@ mod tests {
     }
 
     /// A chat with one long turn that answers the question and one short turn that shares a
-    /// single word with it; the rest is small talk. With `long_replies` the assistant's lines
-    /// run to five times the user's, else both say lines of the same middling length (and as
-    /// many words in all, so each turn matches the question about as well either way).
-    fn chat_with_one_long_answer(long_replies: bool) -> Vec<Message> {
+    /// single word with it; the rest is small talk, both sides saying lines of the same
+    /// middling length.
+    fn chat_with_one_long_answer() -> Vec<Message> {
         let mut messages = vec![Message::system("You are a helpful companion.")];
         for k in 0..30 {
-            let (user, assistant) = if long_replies {
-                (
-                    format!("Quiet day {k}."),
-                    format!("Nothing much happened today, I stayed in and read a novel {k}."),
-                )
-            } else {
-                (
-                    format!("Nothing much today, I read a while {k}."),
-                    format!("Quiet day in, read a novel too {k}."),
-                )
-            };
+            let (user, assistant) = (
+                format!("Nothing much today, I read a while {k}."),
+                format!("Quiet day in, read a novel too {k}."),
+            );
             messages.push(Message::user(user));
             messages.push(Message::assistant(assistant));
             if k == 10 {
@@ -543,25 +535,26 @@ mod tests {
     }
 
     #[test]
-    fn in_a_chat_between_people_the_best_match_is_recalled_whatever_its_length() {
+    fn a_long_match_pays_for_the_room_it_takes() {
         let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        // 110 tokens leave recall room for the answer or the one-word match, not both.
-        let kept = |long_replies: bool| {
-            let messages = chat_with_one_long_answer(long_replies);
+        // 110 tokens leave recall room for the long answer or the one-word match, not both.
+        let kept = |cost: f64| {
+            let messages = chat_with_one_long_answer();
             let mut options = CompactOptions::new(110);
             options.query = messages.last().map(|m| m.text().into_owned());
+            options.embedder = None;
+            options.recall.cost = cost;
             let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
             out.messages
                 .iter()
                 .filter_map(|m| m.message.id.clone())
                 .collect::<Vec<_>>()
         };
-        // Turns alike in length: the answer matches best, and is recalled.
-        assert_eq!(kept(false), ["answer"]);
-        // Beside long replies the cost counts, and the short match goes first.
-        assert_eq!(kept(true), ["one-word"]);
+        // By score alone, the long turn that shares most of the question's words.
+        assert_eq!(kept(0.0), ["answer"]);
+        // Its length counts against it (six times a typical turn): the short match goes first.
+        assert_eq!(kept(RecallProfile::default().cost), ["one-word"]);
     }
-
     /// An agent's run whose old test log is where an error was printed, followed by `turns`
     /// short exchanges; with `noted`, a note soon after the log names the error again.
     fn run_with_a_long_log(turns: usize, noted: bool) -> Vec<Message> {
@@ -598,8 +591,11 @@ mod tests {
 
     /// [`run_with_a_long_log`] compacted to `budget` for its last question, with `read_history`.
     fn compact_the_run(messages: Vec<Message>, budget: usize) -> Compacted {
+        compact_the_run_with(messages, CompactOptions::new(budget))
+    }
+
+    fn compact_the_run_with(messages: Vec<Message>, mut options: CompactOptions) -> Compacted {
         let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let mut options = CompactOptions::new(budget);
         options.query = messages.last().map(|m| m.text().into_owned());
         options.read_tool = Some("read_history".into());
         compact(&Conversation::new(messages), &counter, &options).expect("compacts")
@@ -636,8 +632,15 @@ mod tests {
     #[test]
     fn an_output_that_misses_what_is_left_is_cut_from_what_remains() {
         // At 600 tokens the log fits recall's budget, but not after the note that ranks above
-        // it; the turns after the note do not take what is left.
-        let out = compact_the_run(run_with_a_long_log(200, true), 600);
+        // it; the turns after the note do not take what is left. By words alone: with the
+        // built-in meaning, "keep going" turns that stand a little above the rest in meaning
+        // take the room first (a known weakness of the small static model on agent logs).
+        let lexical = |budget| {
+            let mut options = CompactOptions::new(budget);
+            options.embedder = None;
+            compact_the_run_with(run_with_a_long_log(200, true), options)
+        };
+        let out = lexical(600);
         let kinds = |out: &Compacted, id: &str| {
             out.messages
                 .iter()
@@ -649,7 +652,7 @@ mod tests {
         assert_eq!(kinds(&out, "log"), [Kind::Masked]);
         assert_eq!(out.report.excerpted, 1);
         // With room for it whole, it is recalled whole.
-        let out = compact_the_run(run_with_a_long_log(200, true), 700);
+        let out = lexical(700);
         assert_eq!(out.report.excerpted, 0);
         assert_eq!(kinds(&out, "log"), [Kind::Recalled]);
     }
@@ -678,146 +681,7 @@ mod tests {
     }
 
     #[test]
-    fn a_question_in_the_first_person_recalls_what_the_user_said() {
-        // An assistant's conversation: short turns from the user, longer replies. The user once
-        // said what they made for a friend; the assistant once gave a reply that shares more of
-        // the question's words. (The long turn before that reply keeps the share it inherits
-        // from the reply from making it a match worth recalling.)
-        let mut messages = vec![Message::system("You are a helpful assistant.")];
-        for k in 0..30 {
-            messages.push(Message::user(format!("Quiet day {k}.")));
-            messages.push(Message::assistant(format!(
-                "Nothing much happened today, so I stayed in and read a long novel {k}."
-            )));
-            if k == 10 {
-                messages.push(
-                    Message::user("I baked a chocolate cake for my friend's birthday.")
-                        .with_id("user"),
-                );
-                messages.push(Message::assistant("How kind."));
-            }
-            if k == 20 {
-                messages.push(Message::user(
-                    "Let me think about the weekend plans and the weather forecast for a while \
-                     before deciding anything else about the trip today.",
-                ));
-                messages.push(
-                    Message::assistant(
-                        "Making candles with a friend is fun, and so is making soap or pottery together.",
-                    )
-                    .with_id("reply"),
-                );
-            }
-        }
-        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        // 65 tokens leave recall room for one of the two.
-        let kept = |question: &str| {
-            let mut messages = messages.clone();
-            messages.push(Message::user(question));
-            let mut options = CompactOptions::new(65);
-            options.query = Some(question.to_owned());
-            let out = compact(&Conversation::new(messages), &counter, &options).expect("compacts");
-            out.messages
-                .iter()
-                .filter_map(|m| m.message.id.clone())
-                .collect::<Vec<_>>()
-        };
-        // Asked in the first person, the user's own turn is recalled...
-        assert_eq!(
-            kept("I mentioned making something for my friend. What was it?"),
-            ["user"]
-        );
-        // ...asked what the assistant said, or about someone else, the reply that matches best.
-        assert_eq!(
-            kept("What did you suggest making for my friend?"),
-            ["reply"]
-        );
-        assert_eq!(
-            kept("What did Sam suggest making for his friend?"),
-            ["reply"]
-        );
-    }
-
-    #[test]
-    fn a_question_searches_its_topic_not_its_asides() {
-        // The user's turns: small talk that says "mentioned" and "days ago", and once what they
-        // made for a friend, in words the question shares only "friend" with.
-        let mut messages = vec![Message::system("You are a helpful assistant.")];
-        for k in 0..30 {
-            let user = if k % 6 == 0 {
-                format!("As I mentioned, the rain two days ago was heavy {k}.")
-            } else {
-                format!("Quiet day {k}.")
-            };
-            messages.push(Message::user(user));
-            messages.push(Message::assistant(format!("I see, thank you {k}.")));
-            if k == 10 {
-                messages.push(
-                    Message::user("I baked a chocolate cake for my friend's birthday.")
-                        .with_id("cake"),
-                );
-                messages.push(Message::assistant("How kind."));
-            }
-        }
-        messages.push(Message::user(
-            "I mentioned cooking something for my friend a couple of days ago. What was it?",
-        ));
-        let kept: Vec<_> = compact_asked_last(messages, 60)
-            .messages
-            .iter()
-            .filter_map(|m| m.message.id.clone())
-            .collect();
-        assert_eq!(kept, ["cake"]);
-    }
-
-    #[test]
-    fn a_question_that_lists_things_recalls_each_ones_turn() {
-        // Many turns about the garden party, in all of the question's words about it; one turn
-        // about the bicycle, in one.
-        let mut messages = vec![Message::system("You are a helpful companion.")];
-        for k in 0..30 {
-            if k % 3 == 0 {
-                messages.push(
-                    Message::user(format!(
-                        "The lemon cake at the garden party was the best part, day {k}."
-                    ))
-                    .with_id(format!("party-{k}")),
-                );
-            } else {
-                messages.push(Message::user(format!("Quiet day {k}, nothing new.")));
-            }
-            messages.push(Message::assistant(format!("Good to hear, day {k}.")));
-            if k == 5 {
-                messages.push(
-                    Message::user(
-                        "I finally bought a bicycle, a green one with a basket in front \
-                         and bright lights for the evening rides along the canal.",
-                    )
-                    .with_id("bicycle"),
-                );
-                messages.push(Message::assistant("Enjoy the rides."));
-            }
-        }
-        let recalls_the_bicycle = |question: &str| {
-            let mut asked = messages.clone();
-            asked.push(Message::user(question));
-            compact_asked_last(asked, 120)
-                .messages
-                .iter()
-                .any(|m| m.message.id.as_deref() == Some("bicycle"))
-        };
-        // Listed, each thing's best turn is recalled.
-        assert!(recalls_the_bicycle(
-            "In what order did these come up: the lemon cake at the garden party; the bicycle?"
-        ));
-        // The same words as one phrase: the garden party's turns fill the budget.
-        assert!(!recalls_the_bicycle(
-            "In what order did these come up: the lemon cake at the garden party and the bicycle?"
-        ));
-    }
-
-    #[test]
-    fn a_question_about_what_someone_said_recalls_the_turn_that_leads_into_it() {
+    fn a_match_brings_the_turn_that_leads_into_it() {
         // A chat between Evan and Sam: early on Evan leads into his news, Sam asks, and Evan
         // names it; the rest is small talk, each of Evan's turns matching his name alone.
         let said = |name: &str, text: &str| {
@@ -856,17 +720,17 @@ mod tests {
             ids
         };
         const BUDGET: usize = 150;
-        let summary = recalled("Summarize everything Evan has told me about his stress.");
-        assert!(summary.iter().any(|id| id == "news"), "{summary:?}");
-        assert!(summary.iter().any(|id| id == "lead-in"), "{summary:?}");
-        // A question after the one fact does not reach back for it, nor one that lists
-        // things, which asks for each thing's own turn.
-        let fact = recalled("Why was Evan stressed?");
-        assert!(fact.iter().any(|id| id == "news"), "{fact:?}");
-        assert!(!fact.iter().any(|id| id == "lead-in"), "{fact:?}");
-        let listed = recalled("What has Evan told me about these: his stress; his work?");
-        assert!(listed.iter().any(|id| id == "news"), "{listed:?}");
-        assert!(!listed.iter().any(|id| id == "lead-in"), "{listed:?}");
+        // However the question is put, the turn that names the stress is recalled, and the
+        // lead-in two turns before it with it: a match lends to the turns around it.
+        for question in [
+            "Summarize everything Evan has told me about his stress.",
+            "Evan's stress: recap it for me.",
+            "Why was Evan stressed?",
+        ] {
+            let ids = recalled(question);
+            assert!(ids.iter().any(|id| id == "news"), "{question}: {ids:?}");
+            assert!(ids.iter().any(|id| id == "lead-in"), "{question}: {ids:?}");
+        }
     }
 
     #[test]

@@ -101,6 +101,8 @@ pub struct CompactOptions {
     /// longer the history, the less of it those two hold, and the more the answer is somewhere
     /// only recall can reach.
     pub recall_share: f64,
+    /// The weights of recall's order ([`crate::retrieval::RecallProfile`]); its default everywhere.
+    pub recall: crate::retrieval::RecallProfile,
     /// Writes summaries for `Summarize` (and for `Auto` when set); `None`: the extractive digest.
     pub summarizer: Option<std::sync::Arc<dyn summarize::Summarizer>>,
     /// The summarizer's instructions; `None`: [`summarize::DEFAULT_PROMPT`].
@@ -113,8 +115,8 @@ pub struct CompactOptions {
     /// Ids (or index strings) of messages kept verbatim whatever happens, like the leading
     /// system messages. A message with `"pinned": true` is pinned too.
     pub pinned_ids: Vec<String>,
-    /// Sentence embeddings for hybrid recall (BM25 fused with similarity of meaning); `None`:
-    /// lexical recall.
+    /// The model recall fuses with BM25 (similarity of meaning): by default the built-in static
+    /// model ([`crate::embed::built_in`]), MiniLM for hybrid recall; `None`: words alone.
     pub embedder: Option<std::sync::Arc<dyn crate::embed::Embedder>>,
     /// The first `head` input messages are a head that earlier requests sent and a provider's
     /// prompt cache holds (the system prompt, the task, earlier summaries): they stand first,
@@ -167,12 +169,13 @@ impl CompactOptions {
             preserve_window: false,
             digest_share: 0.5,
             recall_share: 0.8,
+            recall: crate::retrieval::RecallProfile::default(),
             summarizer: None,
             prompt: None,
             focus: None,
             previous_summary: None,
             pinned_ids: Vec::new(),
-            embedder: None,
+            embedder: Some(crate::embed::built_in()),
             head: 0,
             read_tool: Some(crate::tools::READ_HISTORY.to_owned()),
             logged_ids: None,

@@ -9,8 +9,9 @@ use crate::message::{Content, Message, Role};
 use super::mask::mask_text;
 use super::options::{CompactOptions, CompactReport, Strategy};
 use super::view::{Kind, ViewMessage};
-use super::{digest, excerpt, recall, summarize, units};
-use recall::Ranking;
+use super::{digest, excerpt, summarize, units};
+use crate::retrieval;
+use retrieval::Ranking;
 
 /// A message of the repaired history with where it came from.
 pub(super) struct Item<'a> {
@@ -94,10 +95,11 @@ impl Planner<'_> {
             .sum()
     }
 
-    /// Whether `unit` starts a session: it opens with a system message, as a chat log's dated
-    /// heading does.
+    /// Whether `unit` starts a session: it opens with a heading, a short system line that
+    /// names a date or a time ([`crate::retrieval::is_heading`]), as a chat log's sessions do.
     fn starts_session(&self, unit: &units::Unit) -> bool {
-        self.items[unit.start].message.role == Role::System
+        let first = &self.items[unit.start].message;
+        first.role == Role::System && crate::retrieval::is_heading(&first.text())
     }
 
     fn full(&self, unit: units::Unit) -> Version {
@@ -129,18 +131,6 @@ impl Planner<'_> {
             .sum();
         let sessions = older.iter().filter(|u| self.starts_session(u)).count();
         recall_share_for(self.options.recall_share, chars / 4, free, sessions)
-    }
-
-    /// Whether the two sides of `units` write alike (a chat between people, not an assistant's
-    /// conversation), from the lengths of the user's and the assistant's messages (see
-    /// [`recall::alike`]); by characters, as the ratio needs no exact count.
-    fn alike(&self, units: &[units::Unit]) -> bool {
-        recall::sides_alike(
-            units
-                .iter()
-                .flat_map(|u| &self.items[u.start..u.end])
-                .map(|item| (item.message.role, item.message.text().len())),
-        )
     }
 
     /// The middle of the view (between pinned messages and the newest unit) for `free` tokens,
@@ -233,39 +223,41 @@ impl Planner<'_> {
             let query = self.options.query.as_deref().unwrap_or_default();
             let budget = recall_budget + (window_budget - used);
             let mut recall_used = 0;
-            let alike = self.alike(dropped);
-            let query_terms = recall::terms(&crate::words::without_asides(query));
-            // The question, then each thing it lists that has words to search, each ranked
-            // alone.
-            let mut queries = vec![(query, query_terms.clone())];
-            queries.extend(
-                crate::words::listed(query)
-                    .into_iter()
-                    .map(|part| (part, recall::terms(&crate::words::without_asides(part))))
-                    .filter(|(_, terms)| !terms.is_empty()),
-            );
-            let mut rankings = self.rank(dropped, &queries, alike).into_iter();
-            let (fused, words_only) = rankings.next().expect("the question is ranked");
-            let parts: Vec<(Ranking, Option<Ranking>)> = rankings.collect();
-            // Each ranked unit's recalled version, made once (a unit is in more than one
-            // ranking with hybrid recall or a question that lists things).
+            let query_terms = retrieval::query_terms(query);
+            let profile = &self.options.recall;
+            let (fused, words_only) = self.rank(dropped, query, &query_terms);
+            // Each ranked unit's recalled version, made once (a unit is in both rankings with
+            // hybrid recall).
             let mut versions: HashMap<usize, Version> = HashMap::new();
-            for &(ui, _) in fused.iter().chain(words_only.iter().flatten()).chain(
-                parts
-                    .iter()
-                    .flat_map(|(f, w)| f.iter().chain(w.iter().flatten())),
-            ) {
+            for &(ui, _) in fused.iter().chain(words_only.iter().flatten()) {
                 if let std::collections::hash_map::Entry::Vacant(slot) = versions.entry(ui) {
                     slot.insert(self.version(dropped[ui], &replaced, false));
                 }
             }
-            let cost_weight = recall::cost_weight(alike);
+            // What each unit would take in the view: itself, or for one longer than the whole
+            // budget, which recall shows cut to its lines about the query, that excerpt.
+            let wanted: HashSet<String> = query_terms.iter().cloned().collect();
+            let shown: HashMap<usize, usize> = versions
+                .iter()
+                .map(|(&ui, v)| {
+                    let tokens = if v.tokens > budget {
+                        self.excerpt(dropped[ui], &wanted, budget)
+                            .map_or(v.tokens, |cut| cut.tokens)
+                    } else {
+                        v.tokens
+                    };
+                    (ui, tokens)
+                })
+                .collect();
+            let typical = retrieval::typical_tokens(fused.iter().map(|(ui, _)| shown[ui]));
             let by_value = |order: Ranking| {
                 let mut ranked: Ranking = order
                     .into_iter()
                     .map(|(ui, score)| {
-                        let value = recall::value(score, versions[&ui].tokens, cost_weight);
-                        (ui, value)
+                        (
+                            ui,
+                            retrieval::value(score, shown[&ui], typical, profile.cost),
+                        )
                     })
                     .collect();
                 ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
@@ -273,31 +265,22 @@ impl Planner<'_> {
             };
             let fused = by_value(fused);
             // How many units the budget holds: hybrid recall's merge counts a place past it for
-            // less, and the things a question lists share part of it.
+            // less.
             let mean = fused
                 .iter()
                 .map(|(ui, _)| versions[ui].tokens as f64)
                 .sum::<f64>()
                 / fused.len().max(1) as f64;
             let holds = budget as f64 / mean.max(1.0);
-            // One ranking's order by value, merged by place with its order by words alone
-            // under hybrid recall.
-            let merged = |fused: Ranking, words: Option<Ranking>| match words {
-                Some(words) => recall::fuse_ranks(&fused, &by_value(words), holds),
+            let ranked = match words_only {
+                Some(words) => {
+                    retrieval::fuse_ranks(&fused, &by_value(words), holds, profile.fuse_depth)
+                }
                 None => fused,
             };
-            let mut ranked = merged(fused, words_only);
-            if !parts.is_empty() {
-                let parts: Vec<Ranking> = parts
-                    .into_iter()
-                    .map(|(fused, words)| merged(by_value(fused), words))
-                    .collect();
-                ranked = recall::each_listed_first(&ranked, &parts, holds);
-            }
             // A unit longer than the whole budget is cut to what carries the query in its
             // place; one that only did not fit in what was left waits for what is left at the
             // end, if the ranking placed it inside the budget (before a unit that fitted).
-            let wanted: HashSet<String> = query_terms.into_iter().collect();
             let mut too_long: Vec<usize> = Vec::new();
             let mut ranked_inside = 0;
             for (ui, _) in ranked {
@@ -782,57 +765,43 @@ impl Planner<'_> {
         }
     }
 
-    /// For each of `queries` (its text and its searched words, [`recall::terms`] of it without
-    /// its asides), `dropped` unit indices with their scores, best match first; with hybrid
-    /// recall, the order by words alone as well (the two are merged by their places, see
-    /// [`recall::fuse_ranks`]). The first query is the question; the others are the things it
-    /// lists ([`crate::words::listed`]), searched in the same units and read as the question
-    /// reads (the speakers it asks about). `alike`: the sides write alike (a chat between
-    /// people).
+    /// `dropped` unit indices with their scores for `query` (its searched words `terms`), best
+    /// match first; with hybrid recall, the order by words alone as well (the two are merged by
+    /// their places, see [`retrieval::fuse_ranks`]).
     fn rank(
         &mut self,
         dropped: &[units::Unit],
-        queries: &[(&str, Vec<String>)],
-        alike: bool,
-    ) -> Vec<(Ranking, Option<Ranking>)> {
-        let query = queries[0].0;
+        query: &str,
+        terms: &[String],
+    ) -> (Ranking, Option<Ranking>) {
+        let profile = &self.options.recall;
         // Each unit's text is needed whole (and cut into sentences) only for embeddings;
         // otherwise only its terms are kept (a long log's texts would double what ranking holds).
         let keep_texts = self.options.embedder.is_some();
-        let mut meanings: Vec<recall::Meaning> = Vec::new();
-        let mut speakers = recall::Speakers::default();
-        let wanted: HashSet<&str> = queries
-            .iter()
-            .flat_map(|(_, terms)| terms)
-            .map(String::as_str)
-            .collect();
-        let mut lengths = Vec::with_capacity(dropped.len());
+        let mut meanings: Vec<retrieval::Meaning> = Vec::new();
+        let mut speakers = retrieval::Speakers::default();
+        let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
+        let mut lengths: Vec<usize> = Vec::with_capacity(dropped.len());
         let speaker = |u: &units::Unit| {
             self.items[u.start..u.end]
                 .iter()
                 .find_map(|i| i.message.name())
         };
-        let told_by = if crate::words::asks_what_was_said(query) {
-            recall::named_speakers(query, dropped.iter().filter_map(speaker))
-        } else {
-            Vec::new()
-        };
         let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
-                let mut meaning = recall::Meaning::default();
+                let mut meaning = retrieval::Meaning::default();
                 for item in &self.items[u.start..u.end] {
                     if keep_texts {
                         meaning.push(&item.message);
                         speakers.add(&item.message);
                     } else {
-                        recall::push_meaning_text(&item.message, &mut meaning.text);
+                        retrieval::push_meaning_text(&item.message, &mut meaning.text);
                     }
                 }
-                let (mut terms, joined) = recall::terms_and_joined(&meaning.text, |first| {
+                let (mut terms, joined) = retrieval::terms_and_joined(&meaning.text, |first| {
                     wanted.iter().any(|q| q.starts_with(first))
                 });
-                recall::leave_out_addressed(&mut terms, speaker(u), &told_by);
                 lengths.push(terms.len());
                 terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
                 if keep_texts {
@@ -841,7 +810,7 @@ impl Planner<'_> {
                 terms
             })
             .collect();
-        let traits = recall::Traits {
+        let traits = retrieval::Traits {
             asks: dropped
                 .iter()
                 .map(|u| {
@@ -852,59 +821,45 @@ impl Planner<'_> {
                 .collect(),
             headings: dropped.iter().map(|u| self.starts_session(u)).collect(),
             speakers: dropped.iter().map(speaker).collect(),
-            users: dropped
-                .iter()
-                .map(|u| {
-                    self.items[u.start..u.end]
-                        .iter()
-                        .any(|i| i.message.role == Role::User)
-                })
-                .collect(),
-            told_by: told_by.iter().map(|(name, _)| name.clone()).collect(),
-            // A summary of what someone said takes in the turns that lead into its topic; a
-            // question that lists things asks for each thing's own turn.
-            threads: if !told_by.is_empty() && queries.len() == 1 {
-                recall::Threads::BothWays
-            } else {
-                recall::Threads::Forward
-            },
+            lengths,
         };
-        let bm25 = recall::Bm25::with_lengths(documents, lengths);
-        let mut rankings = Vec::with_capacity(queries.len());
-        // With hybrid recall, the units' vectors, made once for every query.
-        let embedded =
-            self.options.embedder.as_ref().and_then(|embedder| {
-                match recall::unit_vectors(embedder.as_ref(), self.vectors, &meanings) {
-                    Ok(embedded) => Some((embedder.clone(), embedded)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
-                        None
-                    }
-                }
-            });
-        for (text, terms) in queries {
-            let similar = embedded.as_ref().and_then(|(embedder, embedded)| {
-                match recall::query_vectors(embedder.as_ref(), text, &speakers) {
-                    Ok(readings) => {
-                        self.report.recall_embedder = Some(embedder.name().to_owned());
-                        Some(recall::similarities_to(&readings, &meanings, embedded))
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "embeddings failed; recall is lexical");
-                        None
-                    }
-                }
-            });
-            rankings.push(recall::order(
-                bm25.scores(terms),
-                |sessions, count| bm25.grouped(sessions, count).scores(terms),
-                &traits,
-                text,
-                alike,
-                similar.as_deref(),
-            ));
+        let mut bm25 = retrieval::Bm25::default();
+        for (terms, &len) in documents.into_iter().zip(&traits.lengths) {
+            bm25.add(terms, len);
         }
-        rankings
+        // With hybrid recall, the units' vectors and their similarity to the query.
+        let similar = self.options.embedder.as_ref().and_then(|embedder| {
+            let embedded = retrieval::unit_vectors(embedder.as_ref(), self.vectors, &meanings)
+                .and_then(|embedded| {
+                    retrieval::query_vectors(embedder.as_ref(), query, &speakers).map(|readings| {
+                        retrieval::similarities_to(
+                            &readings,
+                            &meanings,
+                            &embedded,
+                            profile.best_sentence,
+                        )
+                    })
+                });
+            match embedded {
+                Ok(similar) => {
+                    self.report.recall_embedder = Some(embedder.name().to_owned());
+                    Some(similar)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "embeddings failed; recall is lexical");
+                    None
+                }
+            }
+        });
+        let (fused, words_only) = retrieval::order(
+            bm25.scores(terms),
+            |sessions, count| bm25.grouped_scores(terms, sessions, count),
+            &traits,
+            query,
+            similar.as_deref(),
+            profile,
+        );
+        (fused, words_only)
     }
 }
 

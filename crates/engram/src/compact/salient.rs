@@ -6,8 +6,6 @@
 //! tokens (`42`) are too common to mean anything. These are the entities the next action of a
 //! coding or support agent names: the file it edits, the function, the error, the order id.
 
-use std::borrow::Cow;
-
 /// Characters that separate tokens (besides whitespace).
 fn is_separator(c: char) -> bool {
     c.is_whitespace()
@@ -195,56 +193,10 @@ impl<'a> Iterator for SalientTokens<'a> {
     }
 }
 
-/// A message's searchable text: its content, then each tool call's arguments with JSON decoded
-/// into its keys and leaf values, one per line (so JSON escapes do not glue quotes or `\n`
-/// onto identifiers).
-pub fn message_lines_text(message: &crate::Message) -> Cow<'_, str> {
-    if message.calls().is_empty() {
-        return message.text();
-    }
-    let mut out = message.text().into_owned();
-    for call in message.calls() {
-        let args = call.arguments.trim();
-        let decoded = if args.starts_with('{') || args.starts_with('[') {
-            serde_json::from_str::<serde_json::Value>(args).ok()
-        } else {
-            None
-        };
-        let mut parts = Vec::new();
-        match decoded {
-            Some(value) => flatten_json(&value, &mut parts),
-            None if !args.is_empty() => parts.push(call.arguments.clone()),
-            None => {}
-        }
-        for part in parts {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(&part);
-        }
-    }
-    Cow::Owned(out)
-}
-
-fn flatten_json(value: &serde_json::Value, out: &mut Vec<String>) {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                out.push(k.clone());
-                flatten_json(v, out);
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|v| flatten_json(v, out)),
-        Value::Null => {}
-        Value::String(s) => out.push(s.clone()),
-        other => out.push(other.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retrieval::message_lines_text;
 
     #[test]
     fn salient_tokens_are_structured_words() {

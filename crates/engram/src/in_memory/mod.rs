@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::StoreError;
-use crate::compact::recall;
 use crate::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, Tier, empty_forget,
 };
+use crate::retrieval;
 use crate::timestamp::{Timestamp, new_id};
 
 /// A store in memory, for tests and short-lived processes.
@@ -165,13 +165,13 @@ impl MemoryStore for InMemoryStore {
         let state = self.lock();
         let candidates: Vec<&MemoryEntry> =
             state.entries.iter().filter(|e| query.admits(e)).collect();
-        let bm25 = recall::Bm25::new(
+        let bm25 = retrieval::Bm25::new(
             candidates
                 .iter()
-                .map(|e| recall::terms(&e.content))
+                .map(|e| retrieval::terms(&e.content))
                 .collect(),
         );
-        let scores = bm25.scores(&recall::terms(&crate::words::without_asides(&query.text)));
+        let scores = bm25.scores(&retrieval::terms(&query.text));
         let mut hits: Vec<SearchHit> = candidates
             .into_iter()
             .zip(scores)

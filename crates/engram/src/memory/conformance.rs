@@ -363,12 +363,12 @@ fn search_ids(store: &dyn MemoryStore, q: &str) -> Vec<String> {
         .collect()
 }
 
-/// Memory search reads words as recall does ([`crate::words`]): exactly its stop words are left
+/// Memory search reads words as recall does ([`crate::retrieval::words`]): exactly its stop words are left
 /// out (a word another list calls a stop word, such as "during" or "also", is found), and the
 /// words are stemmed alike.
 fn search_drops_the_stop_words_recall_drops(store: &dyn MemoryStore) {
     let t = parse_time("2026-01-01T00:00:00Z").expect("time");
-    let every_stop_word = crate::words::STOPWORDS.join(" ");
+    let every_stop_word = crate::retrieval::words::STOPWORDS.join(" ");
     store
         .insert(&[
             entry("w1", "We walked home during the storm", "chat", None, t),
@@ -380,12 +380,12 @@ fn search_drops_the_stop_words_recall_drops(store: &dyn MemoryStore) {
     assert_eq!(ids("during"), ["w1"], "\"during\" is not a stop word");
     assert_eq!(ids("also"), ["w2"], "\"also\" is not a stop word");
     assert_eq!(ids("paints"), ["w2"], "stemmed as recall stems");
-    for word in crate::words::STOPWORDS {
+    for word in crate::retrieval::words::STOPWORDS {
         assert!(ids(word).is_empty(), "{word:?} is a stop word");
     }
 }
 
-/// Every backend ranks by BM25 ([`crate::words::bm25_idf`]): a word few entries hold weighs
+/// Every backend ranks by BM25 ([`crate::retrieval::bm25::bm25_idf`]): a word few entries hold weighs
 /// more than one many hold, and an entry that says a word more often ranks higher.
 fn search_ranks_by_bm25(store: &dyn MemoryStore) {
     let t = parse_time("2026-01-01T00:00:00Z").expect("time");

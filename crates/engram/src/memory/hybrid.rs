@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use super::{MemoryEntry, MemoryStore, SearchHit, SearchQuery, StoreError};
-use crate::compact::recall;
 use crate::embed::{EmbedError, Embedder, TextHash, VectorStore, text_hash};
+use crate::retrieval::{self, RecallProfile};
 use crate::timestamp::Timestamp;
 
 /// The lexical hits fused with the similarities: the best this many by BM25 (an entry below
@@ -30,7 +30,7 @@ const PAGE: usize = 512;
 /// and, when it has more than one sentence, each sentence's. A store that forgets an entry
 /// forgets the vectors under these.
 pub fn vector_hashes(content: &str) -> Vec<TextHash> {
-    recall::Meaning::of_entry(content)
+    retrieval::Meaning::of_entry(content)
         .texts()
         .map(text_hash)
         .collect()
@@ -63,7 +63,7 @@ pub fn search_hybrid(
     let mut lexical: Vec<Option<SearchHit>> = lexical.into_iter().map(Some).collect();
 
     // Every admitted entry's similarity to the query (embedded once, for every page).
-    let q = match recall::query_vectors(embedder, &query.text, &recall::Speakers::default()) {
+    let q = match retrieval::query_vectors(embedder, &query.text, &retrieval::Speakers::default()) {
         Ok(q) => q,
         Err(e) => return Ok(lexical_only(lexical.into_iter().flatten(), limit, &e)),
     };
@@ -77,11 +77,17 @@ pub fn search_hybrid(
         let read = page.len();
         let page: Vec<MemoryEntry> = page.into_iter().filter(|e| query.admits(e)).collect();
         if !page.is_empty() {
-            let meanings: Vec<recall::Meaning> = page
+            let meanings: Vec<retrieval::Meaning> = page
                 .iter()
-                .map(|e| recall::Meaning::of_entry(&e.content))
+                .map(|e| retrieval::Meaning::of_entry(&e.content))
                 .collect();
-            match recall::meaning_similarities(embedder, Some(vectors), &q, &meanings) {
+            match retrieval::meaning_similarities(
+                embedder,
+                Some(vectors),
+                &q,
+                &meanings,
+                RecallProfile::default().best_sentence,
+            ) {
                 Ok(s) => similar.extend(s),
                 Err(e) => return Ok(lexical_only(lexical.into_iter().flatten(), limit, &e)),
             }
@@ -100,7 +106,7 @@ pub fn search_hybrid(
                 .map_or(0.0, |h| h.score)
         })
         .collect();
-    let fused = recall::fuse(&words, &similar, recall::MEANING);
+    let fused = retrieval::fuse(&words, &similar, RecallProfile::default().meaning);
     let mut ranked: Vec<(usize, f64)> = fused
         .into_iter()
         .enumerate()

@@ -496,6 +496,10 @@ pub struct CompactRequest {
     /// The share of the free budget recalled messages may take (more for a history many times
     /// the budget or of many sessions; see [`CompactOptions::recall_share`]).
     pub recall_share: Option<f64>,
+    /// How recall finds what serves the query: `meaning` (the default: words and the built-in
+    /// model's meaning) or `lexical` (words alone). A caller with a model of its own (MiniLM,
+    /// for hybrid recall) sets the options' embedder instead.
+    pub recall: Option<String>,
     /// A summary prompt instead of the structured handoff prompt.
     pub summary_prompt: Option<String>,
     /// The window instead of the model's (the default budget is computed from it).
@@ -563,6 +567,16 @@ impl CompactRequest {
         if let Some(s) = recall_share {
             options.recall_share = s;
         }
+        match self.recall.as_deref().map(str::trim) {
+            None | Some("meaning") => {}
+            Some("lexical") => options.embedder = None,
+            Some(other) => {
+                return Err(RequestError::new(
+                    "recall",
+                    format!("`{other}` is no way of recall: say meaning (the default) or lexical"),
+                ));
+            }
+        }
         options.prompt = text(self.summary_prompt);
         // A one-shot compaction has no history tool to read the originals back with: the
         // caller holds them, and each message's `source_ids` names those it stands for.
@@ -629,7 +643,10 @@ impl SearchRequest {
             .filter(|w| !w.is_empty())
             .map(str::to_lowercase)
             .collect();
-        if words.iter().all(|w| crate::words::is_stopword(w)) {
+        if words
+            .iter()
+            .all(|w| crate::retrieval::words::is_stopword(w))
+        {
             return Err(RequestError::new(
                 text_field,
                 format!(

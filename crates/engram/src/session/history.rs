@@ -1,7 +1,7 @@
 //! The agent's way back to what left its context: search and read the session's whole log.
 //!
 //! [`Session::search_history`] ranks every message of the session's log (in the view, masked,
-//! summarised, or set aside by a restore) by compaction's recall rule (`recall::order`: BM25
+//! summarised, or set aside by a restore) by compaction's recall rule (`retrieval::order`: BM25
 //! over stemmed words, the sessions about the query's topic or time, replies, named speakers;
 //! fused with similarity of meaning when the session's options carry an embedder), an exact
 //! match of the whole query first (marked `exact`), then what the view does not hold; the
@@ -15,8 +15,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{LoggedMessage, Session, SessionError};
-use crate::compact::{Kind, recall};
+use crate::compact::Kind;
 use crate::message::{Message, Role};
+use crate::retrieval;
 use crate::timestamp::format_time;
 use crate::tools;
 
@@ -296,9 +297,8 @@ struct Doc {
     role: Role,
     tool: Option<String>,
     abandoned: bool,
-    terms: u32,
-    /// Its text's length in characters (whether the two sides write alike).
-    chars: usize,
+    /// It is a heading ([`retrieval::is_heading`]): it starts a session.
+    heading: bool,
     /// Who speaks it (its `name`).
     speaker: Option<String>,
     /// It asks something (a question mark).
@@ -310,8 +310,8 @@ struct Doc {
 #[derive(Debug, Default)]
 struct HistoryIndex {
     docs: Vec<Doc>,
-    postings: HashMap<String, Vec<(u32, u32)>>,
-    total_terms: u64,
+    /// The messages' words, in the order of `docs`.
+    bm25: retrieval::Bm25,
     /// Tool calls' names by call id, for the outputs that answer them.
     calls: HashMap<String, String>,
     /// The sequence number after the last message indexed.
@@ -338,24 +338,17 @@ impl HistoryIndex {
                     .and_then(|id| self.calls.get(id).cloned())
             })
             .or_else(|| m.message.calls().first().map(|c| c.name.clone()));
-        let text = searchable(&m.message);
+        let text = retrieval::message_lines_text(&m.message);
         // The speaker's name counts as part of the text, as in compaction's recall.
         let speaker = m.message.name().filter(|_| !is_output).map(str::to_owned);
-        let (mut terms, joined) = recall::terms_and_joined(&text, |_| true);
+        let (mut terms, joined) = retrieval::terms_and_joined(&text, |_| true);
         if let Some(name) = &speaker {
-            terms.extend(recall::terms(name));
+            terms.extend(retrieval::terms(name));
         }
-        let doc = self.docs.len() as u32;
-        let mut tf: HashMap<String, u32> = HashMap::new();
         // Neighbouring words joined match a query's compound; they are not words of the
         // message (its length stays `terms`), as in compaction's recall.
-        for t in terms.iter().cloned().chain(joined) {
-            *tf.entry(t).or_default() += 1;
-        }
-        for (t, f) in tf {
-            self.postings.entry(t).or_default().push((doc, f));
-        }
-        self.total_terms += terms.len() as u64;
+        let len = terms.len();
+        self.bm25.add(terms.into_iter().chain(joined), len);
         if self.first_id.is_none() && !m.abandoned {
             self.first_id = Some(m.id.clone());
         }
@@ -367,72 +360,20 @@ impl HistoryIndex {
             role: m.message.role,
             tool,
             abandoned: m.abandoned,
-            terms: terms.len() as u32,
-            chars: m.message.text().len(),
+            heading: retrieval::is_heading_message(&m.message),
             speaker,
             asks: m.message.text().contains('?'),
         });
     }
 
-    /// Each document's BM25 score for the query terms.
-    fn scores(&self, query: &[String]) -> Vec<f64> {
-        let n = self.docs.len() as f64;
-        let avg = (self.total_terms as f64 / n.max(1.0)).max(1.0);
-        let mut scores = vec![0.0; self.docs.len()];
-        for t in recall::unique_terms(query) {
-            let Some(list) = self.postings.get(t) else {
-                continue;
-            };
-            let df = list.len() as f64;
-            for &(doc, f) in list {
-                let len = f64::from(self.docs[doc as usize].terms);
-                scores[doc as usize] += recall::bm25_weight(n, df, f64::from(f), len, avg);
-            }
-        }
-        scores
-    }
-
-    /// Each session's BM25 score for the query terms, a session (`session_of[doc]`, below
-    /// `count`) one document of all its messages' words.
-    fn session_scores(&self, query: &[String], session_of: &[usize], count: usize) -> Vec<f64> {
-        let mut lengths = vec![0.0; count];
-        for (d, &s) in self.docs.iter().zip(session_of) {
-            lengths[s] += f64::from(d.terms);
-        }
-        let n = count as f64;
-        let avg = (lengths.iter().sum::<f64>() / n.max(1.0)).max(1.0);
-        let mut scores = vec![0.0; count];
-        for t in recall::unique_terms(query) {
-            let Some(list) = self.postings.get(t) else {
-                continue;
-            };
-            let mut tf: HashMap<usize, u32> = HashMap::new();
-            for &(doc, f) in list {
-                *tf.entry(session_of[doc as usize]).or_default() += f;
-            }
-            let df = tf.len() as f64;
-            for (s, f) in tf {
-                scores[s] += recall::bm25_weight(n, df, f64::from(f), lengths[s], avg);
-            }
-        }
-        scores
-    }
-
     /// What recall knows of each message besides its words.
-    fn traits(&self) -> recall::Traits<'_> {
-        recall::Traits {
+    fn traits(&self) -> retrieval::Traits<'_> {
+        retrieval::Traits {
             asks: self.docs.iter().map(|d| d.asks).collect(),
-            headings: self.docs.iter().map(|d| d.role == Role::System).collect(),
+            headings: self.docs.iter().map(|d| d.heading).collect(),
             speakers: self.docs.iter().map(|d| d.speaker.as_deref()).collect(),
-            users: self.docs.iter().map(|d| d.role == Role::User).collect(),
-            told_by: Vec::new(),
-            threads: recall::Threads::Forward,
+            lengths: self.bm25.lengths().iter().map(|&l| l as usize).collect(),
         }
-    }
-
-    /// Whether the user and the assistant write alike (a chat between people).
-    fn alike(&self) -> bool {
-        recall::sides_alike(self.docs.iter().map(|d| (d.role, d.chars)))
     }
 }
 
@@ -538,14 +479,15 @@ impl Session<'_> {
         // Every word the agent gives is searched: reading a question without its asides ("days
         // ago", "mentioned") is for compaction's recall, which a question reaches; a search the
         // agent words itself looks for what it wrote.
-        let query_terms = recall::terms(query);
+        let query_terms = retrieval::query_terms(query);
         let similar = match &self.options.embedder {
             Some(embedder) => self.similarities(embedder.as_ref(), query, &index)?,
             None => None,
         };
         // Compaction's order (best first; among equals, the newest), merged with the order by
         // words alone by place with hybrid recall, the hits returned standing for the budget.
-        let scores = index.scores(&query_terms);
+        let profile = &self.options.recall;
+        let scores = index.bm25.scores(&query_terms);
         // The session's leading instructions (the system prompt) are in every view: listed
         // when they hold the query's words, not for the credit a matching first turn passes
         // back to the message before it.
@@ -556,16 +498,16 @@ impl Session<'_> {
             .take_while(|(d, _)| d.role.is_instruction())
             .map(|(_, &score)| score > 0.0)
             .collect();
-        let (fused, words_only) = recall::order(
+        let (fused, words_only) = retrieval::order(
             scores,
-            |sessions, count| index.session_scores(&query_terms, sessions, count),
+            |sessions, count| index.bm25.grouped_scores(&query_terms, sessions, count),
             &index.traits(),
             query,
-            index.alike(),
             similar.as_deref(),
+            profile,
         );
         let mut ranked: Vec<(u32, f64)> = match words_only {
-            Some(words) => recall::fuse_ranks(&fused, &words, limit as f64),
+            Some(words) => retrieval::fuse_ranks(&fused, &words, limit as f64, profile.fuse_depth),
             None => fused,
         }
         .into_iter()
@@ -723,7 +665,7 @@ impl Session<'_> {
     /// Each message's similarity of meaning to `query` (hybrid search, when the session's
     /// options carry an embedder), in the index's order; each message's vector is kept in the
     /// session's store and embedded once, by the text and sentences compaction embeds it by
-    /// ([`recall::Meaning`]), so either finds the other's. `None` when embedding fails: the
+    /// ([`retrieval::Meaning`]), so either finds the other's. `None` when embedding fails: the
     /// search is lexical.
     fn similarities(
         &self,
@@ -731,23 +673,32 @@ impl Session<'_> {
         query: &str,
         index: &HistoryIndex,
     ) -> Result<Option<Vec<f32>>, SessionError> {
-        let mut speakers = recall::Speakers::default();
-        let mut meanings: HashMap<String, recall::Meaning> = self
+        let mut speakers = retrieval::Speakers::default();
+        let mut meanings: HashMap<String, retrieval::Meaning> = self
             .whole_log()?
             .into_iter()
             .map(|m| {
-                let mut meaning = recall::Meaning::default();
+                let mut meaning = retrieval::Meaning::default();
                 meaning.push(&m.message);
                 speakers.add(&m.message);
                 (m.id, meaning)
             })
             .collect();
-        let meanings: Vec<recall::Meaning> = index
+        let meanings: Vec<retrieval::Meaning> = index
             .docs
             .iter()
             .map(|d| meanings.remove(&d.id).unwrap_or_default())
             .collect();
-        match recall::similarities(embedder, Some(&self.vectors()), query, &speakers, &meanings) {
+        let best_sentence = self.options.recall.best_sentence;
+        let vectors = self.vectors();
+        match retrieval::similarities(
+            embedder,
+            Some(&vectors),
+            query,
+            &speakers,
+            &meanings,
+            best_sentence,
+        ) {
             Ok(similar) => Ok(Some(similar)),
             Err(e) => {
                 tracing::warn!(error = %e, "embeddings failed; search_history is lexical");

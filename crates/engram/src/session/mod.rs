@@ -1064,7 +1064,7 @@ mod tests {
         let mut session = super::Session::create(&store, &new).expect("creates");
         let named = |name: &str, text: &str| {
             let mut m = Message::user(text);
-            m.extra_mut().insert("name".into(), name.into());
+            m.set_name(Some(name.into()));
             m
         };
         let mut messages = vec![
@@ -1280,10 +1280,7 @@ mod tests {
             .expect("searches");
         assert_eq!(embedder.embedded(), first + 1, "then only the query");
         let mut text = String::new();
-        crate::compact::recall::push_meaning_text(
-            &session.log().expect("log")[0].message,
-            &mut text,
-        );
+        crate::retrieval::push_meaning_text(&session.log().expect("log")[0].message, &mut text);
         let kept = store
             .vectors("counting", &[text_hash(&text)])
             .expect("reads");

@@ -18,9 +18,9 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::StoreError;
-use crate::compact::recall;
 use crate::compact::summarize::{Summarizer, SummaryRequest};
 use crate::message::{Message, Role};
+use crate::retrieval::{self, is_heading_message};
 use crate::session::LoggedMessage;
 use crate::timestamp::{Timestamp, format_minute, format_time};
 
@@ -29,9 +29,6 @@ pub const PAUSE_MS: i64 = 30 * 60 * 1000;
 
 /// A part this long ends before its next user turn.
 pub const PART_MESSAGES: usize = 40;
-
-/// A system message no longer than this (one line) reads as a heading, not as instructions.
-const HEADING_CHARS: usize = 120;
 
 /// The sentences an extractive line quotes.
 const LINE_SENTENCES: usize = 2;
@@ -135,12 +132,12 @@ impl Timeline {
             .parts
             .iter()
             .map(|p| {
-                let mut words = recall::terms(&p.render());
+                let mut words = retrieval::terms(&p.render());
                 words.extend(p.terms.iter().cloned());
                 words
             })
             .collect();
-        let scores = recall::Bm25::new(docs).scores(&recall::terms(query));
+        let scores = retrieval::Bm25::new(docs).scores(&retrieval::terms(query));
         let mut hits: Vec<(usize, f64)> = scores
             .into_iter()
             .enumerate()
@@ -274,95 +271,6 @@ impl super::Session<'_> {
     }
 }
 
-/// True when `m` is a heading: a short one-line system message that names a date or a time
-/// (a chat log's `[Session 2 - 1:14 pm on 25 May, 2023]`). A one-line system prompt ("You are
-/// a helpful assistant.") names none and is not one, nor are engram's own status lines.
-fn is_heading(m: &Message) -> bool {
-    m.role == Role::System && {
-        let text = m.text();
-        let text = text.trim();
-        !text.is_empty()
-            && text.chars().count() <= HEADING_CHARS
-            && !text.contains('\n')
-            && names_a_time(text)
-    }
-}
-
-/// Whether `text` names a date or a time: a numeric date or time (`2023/05/21`, `19:50`), a
-/// year (1900 to 2099), a weekday, or a month's name (or its three letters) beside a number
-/// (`8 May`, `May 2023`: "may" alone is a verb).
-fn names_a_time(text: &str) -> bool {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    const WEEKDAYS: [&str; 7] = [
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-    ];
-    let numeric = text.as_bytes().windows(3).any(|w| {
-        w[0].is_ascii_digit() && matches!(w[1], b'/' | b':' | b'-' | b'.') && w[2].is_ascii_digit()
-    });
-    if numeric {
-        return true;
-    }
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let number = |i: Option<&String>| i.is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()));
-    words.iter().enumerate().any(|(i, w)| {
-        let year = w.len() == 4 && w.parse::<u32>().is_ok_and(|y| (1900..2100).contains(&y));
-        let month = MONTHS
-            .iter()
-            .any(|m| m == w || (w.len() == 3 && m.starts_with(w.as_str())));
-        let beside_a_number = number(words.get(i + 1)) || i > 0 && number(words.get(i - 1));
-        year || WEEKDAYS.contains(&w.as_str()) || month && beside_a_number
-    })
-}
-
-#[cfg(test)]
-mod heading_tests {
-    use super::names_a_time;
-
-    #[test]
-    fn headings_name_a_date_or_a_time() {
-        for yes in [
-            "[Session 1 - 1:56 pm on 8 May, 2023]",
-            "[Session sf8b19e94f2 - 2023/05/21 (Sun) 19:50]",
-            "Tuesday",
-            "May 2023",
-            "3 Jan",
-        ] {
-            assert!(names_a_time(yes), "{yes}");
-        }
-        for no in [
-            "You are a helpful assistant.",
-            "You may use the tools below.",
-            "Answer in English.",
-            "[Session context consolidated]",
-        ] {
-            assert!(!names_a_time(no), "{no}");
-        }
-    }
-}
-
 /// The parts of `log` (its active messages, in order), as index ranges.
 pub fn parts(log: &[LoggedMessage]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
@@ -371,8 +279,8 @@ pub fn parts(log: &[LoggedMessage]) -> Vec<std::ops::Range<usize>> {
         let (before, m) = (&log[i - 1], &log[i]);
         // A heading opens a part unless the part so far is only system messages (a system
         // prompt before the first session's heading stays with it).
-        let heading =
-            is_heading(&m.message) && log[start..i].iter().any(|m| m.message.role != Role::System);
+        let heading = is_heading_message(&m.message)
+            && log[start..i].iter().any(|m| m.message.role != Role::System);
         let pause = m.created_at - before.created_at >= PAUSE_MS;
         let long = i - start >= PART_MESSAGES && m.message.role == Role::User;
         if heading || pause || long {
@@ -425,7 +333,7 @@ pub fn build(
                 .iter()
                 .take_while(|m| m.message.role == Role::System)
                 .map(|m| &m.message)
-                .find(|m| is_heading(m))
+                .find(|m| is_heading_message(m))
                 .map(|m| m.text().trim().trim_matches(['[', ']']).trim().to_owned());
             let dwells = Dwells::of(messages);
             let (line, sources, written_by) = match summarizer.map(|s| (s, summarized(s, messages)))
@@ -473,7 +381,7 @@ fn summarized(summarizer: &dyn Summarizer, messages: &[LoggedMessage]) -> Option
     let turns: Vec<&Message> = messages
         .iter()
         .map(|m| &m.message)
-        .filter(|m| !is_heading(m))
+        .filter(|m| !is_heading_message(m))
         .collect();
     if turns.is_empty() {
         return None;
@@ -503,7 +411,7 @@ impl Rarity {
             let words: HashSet<String> = log[r.clone()]
                 .iter()
                 .filter(|m| said(&m.message))
-                .flat_map(|m| recall::terms(&m.message.text()))
+                .flat_map(|m| retrieval::terms(&m.message.text()))
                 .collect();
             for w in words {
                 *df.entry(w).or_default() += 1;
@@ -543,7 +451,7 @@ impl Dwells {
         for m in messages.iter().filter(|m| said(&m.message)) {
             let text = m.message.text();
             for word in text.split(|c: char| !c.is_alphanumeric()) {
-                if let Some(stem) = recall::terms(word).into_iter().next() {
+                if let Some(stem) = retrieval::terms(word).into_iter().next() {
                     *uses.entry(stem.clone()).or_default() += 1.0;
                     surface.entry(stem).or_insert_with(|| word.to_lowercase());
                 }
@@ -596,8 +504,8 @@ fn extractive(
         .filter(|(_, m)| said(&m.message))
     {
         let text = m.message.text();
-        for (si, sentence) in recall::sentences(&text).enumerate() {
-            let words: HashSet<String> = recall::terms(sentence).into_iter().collect();
+        for (si, sentence) in retrieval::sentences(&text).enumerate() {
+            let words: HashSet<String> = retrieval::terms(sentence).into_iter().collect();
             if words.len() < 3 {
                 continue;
             }
@@ -820,7 +728,7 @@ mod tests {
     #[test]
     fn a_part_is_found_by_the_words_it_dwells_on_which_its_json_leaves_out() {
         let (mut t, _) = build(&chat(), 8, 0, None, None, &|s| s);
-        let pottery = recall::terms("pottery").remove(0);
+        let pottery = retrieval::terms("pottery").remove(0);
         // Said twice in the first part, counted twice; the others never say it.
         assert_eq!(
             t.parts[0].terms.iter().filter(|w| **w == pottery).count(),
@@ -828,7 +736,7 @@ mod tests {
         );
         assert!(!t.parts[2].terms.contains(&pottery));
         t.parts[1].line = "(nothing)".into();
-        t.parts[1].terms = vec![recall::terms("zeppelin").remove(0)];
+        t.parts[1].terms = vec![retrieval::terms("zeppelin").remove(0)];
         assert_eq!(t.search("zeppelin", 5).first().map(|h| h.0), Some(1));
         assert!(part_json(1, &t.parts[1]).get("terms").is_none());
     }

@@ -603,7 +603,7 @@ impl TextIndex {
         conn: &Connection,
         query: &SearchQuery,
     ) -> Result<Vec<SearchHit>, StoreError> {
-        let terms = self.terms(&engram::words::without_asides(&query.text));
+        let terms = self.terms(&query.text);
         let limit = query.clamped_limit();
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());

@@ -1,6 +1,6 @@
 //! The index's words: lowercased, stemmed (English Porter2), without stopwords.
 
-use engram::words::STOPWORDS;
+use engram::retrieval::words::STOPWORDS;
 
 /// The name the tokenizer is registered under. It is part of the schema: an index written
 /// with another tokenizer is rebuilt on open (engram's first indexed stop words; its second

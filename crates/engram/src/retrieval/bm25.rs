@@ -1,0 +1,207 @@
+//! BM25, the one ranking by words: compaction's recall, the agent's `search_history`, a
+//! session's timeline and the in-memory store rank with [`Bm25`]; the SQLite and PostgreSQL
+//! backends rank with the same formula ([`bm25_weight`]) inside their own indexes.
+
+use std::collections::HashMap;
+
+use super::words::unique_terms;
+
+/// BM25's saturation of a word's count in a text (recall, `search_history`, memory search on
+/// every backend; tantivy's default too).
+pub const BM25_K1: f64 = 1.2;
+
+/// BM25's weight of a text's length against the average length.
+pub const BM25_B: f64 = 0.75;
+
+/// BM25's inverse document frequency of a word that `df` of `n` texts hold.
+pub fn bm25_idf(n: f64, df: f64) -> f64 {
+    ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
+
+/// One query word's BM25 weight in one text: `n` texts, `df` of them holding the word, `f`
+/// times in this one of `len` words, `avg_len` words on average.
+pub fn bm25_weight(n: f64, df: f64, f: f64, len: f64, avg_len: f64) -> f64 {
+    bm25_idf(n, df) * f * (BM25_K1 + 1.0) / (f + BM25_K1 * (1.0 - BM25_B + BM25_B * len / avg_len))
+}
+
+/// An index of documents (each a list of searchable terms, [`super::words::terms`]) that ranks
+/// them by BM25 for a query. Documents are added one at a time and keep their order: a
+/// session's log grows by its newest messages and its index with it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Bm25 {
+    /// Each term's documents, with the term's count in each, in the order added.
+    postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Each document's length in words.
+    lengths: Vec<u32>,
+    /// The sum of the lengths.
+    total: u64,
+}
+
+impl Bm25 {
+    /// An index of `documents`, each as long as its terms.
+    pub(crate) fn new(documents: Vec<Vec<String>>) -> Self {
+        let mut index = Bm25::default();
+        for doc in documents {
+            let len = doc.len();
+            index.add(doc, len);
+        }
+        index
+    }
+
+    /// Adds a document of `terms` that is `len` words long: a document's terms may hold more
+    /// than its words ([`super::words::terms_and_joined`]'s compounds count as matches, not as
+    /// words).
+    pub(crate) fn add(&mut self, terms: impl IntoIterator<Item = String>, len: usize) {
+        let doc = self.lengths.len() as u32;
+        let mut tf: HashMap<String, u32> = HashMap::new();
+        for t in terms {
+            *tf.entry(t).or_default() += 1;
+        }
+        for (t, f) in tf {
+            self.postings.entry(t).or_default().push((doc, f));
+        }
+        self.lengths.push(len as u32);
+        self.total += len as u64;
+    }
+
+    /// How many documents the index holds.
+    pub(crate) fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// Each document's length in words.
+    pub(crate) fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    /// Each document's score for the query terms (a term the query repeats counts once).
+    pub(crate) fn scores(&self, query: &[String]) -> Vec<f64> {
+        let mut scores = vec![0.0; self.len()];
+        for (_, matches) in self.matches(query) {
+            for (doc, weight) in matches {
+                scores[doc] += weight;
+            }
+        }
+        scores
+    }
+
+    /// For each query term (once each) that some document holds, the documents holding it with
+    /// the term's BM25 weight in each; [`Bm25::scores`] is their sum per document.
+    pub(crate) fn matches<'a>(
+        &'a self,
+        query: &'a [String],
+    ) -> impl Iterator<Item = (&'a String, Vec<(usize, f64)>)> + 'a {
+        let n = self.len() as f64;
+        let avg = (self.total as f64 / n.max(1.0)).max(1.0);
+        unique_terms(query).into_iter().filter_map(move |t| {
+            let list = self.postings.get(t)?;
+            let df = list.len() as f64;
+            Some((
+                t,
+                list.iter()
+                    .map(|&(doc, f)| {
+                        let len = f64::from(self.lengths[doc as usize]);
+                        (doc as usize, bm25_weight(n, df, f64::from(f), len, avg))
+                    })
+                    .collect(),
+            ))
+        })
+    }
+
+    /// Each group's score for the query terms, a group (`group_of[doc]`, below `groups`) one
+    /// document of all its members' words: the sessions of a log ranked as wholes.
+    pub(crate) fn grouped_scores(
+        &self,
+        query: &[String],
+        group_of: &[usize],
+        groups: usize,
+    ) -> Vec<f64> {
+        let mut lengths = vec![0.0; groups];
+        for (&len, &g) in self.lengths.iter().zip(group_of) {
+            lengths[g] += f64::from(len);
+        }
+        let n = groups as f64;
+        let avg = (lengths.iter().sum::<f64>() / n.max(1.0)).max(1.0);
+        let mut scores = vec![0.0; groups];
+        for t in unique_terms(query) {
+            let Some(list) = self.postings.get(t) else {
+                continue;
+            };
+            let mut tf: HashMap<usize, u32> = HashMap::new();
+            for &(doc, f) in list {
+                *tf.entry(group_of[doc as usize]).or_default() += f;
+            }
+            let df = tf.len() as f64;
+            for (g, f) in tf {
+                scores[g] += bm25_weight(n, df, f64::from(f), lengths[g], avg);
+            }
+        }
+        scores
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieval::words::terms;
+
+    #[test]
+    fn grouping_sums_the_members_words() {
+        let bm25 = Bm25::new(vec![
+            terms("red apple"),
+            terms("green apple"),
+            terms("blue sky"),
+        ]);
+        let s = bm25.grouped_scores(&terms("apple"), &[0, 0, 1], 2);
+        assert!(s[0] > 0.0 && s[1] == 0.0, "{s:?}");
+        // The group of both apples is one document among two: it scores as a text that says
+        // "apple" twice in four words.
+        let alone = Bm25::new(vec![terms("red apple green apple"), terms("blue sky")]);
+        assert_eq!(s, alone.scores(&terms("apple")));
+    }
+
+    #[test]
+    fn documents_added_one_by_one_score_as_a_batch() {
+        let docs = [
+            "I went to a support group yesterday",
+            "The weather is nice today",
+            "We painted a sunrise together last week",
+        ];
+        let batch = Bm25::new(docs.iter().map(|d| terms(d)).collect());
+        let mut grown = Bm25::default();
+        for d in docs {
+            let t = terms(d);
+            let len = t.len();
+            grown.add(t, len);
+        }
+        let q = terms("paint the sunrise in a group");
+        assert_eq!(batch.scores(&q), grown.scores(&q));
+        // A term counted as a match but not as a word (a compound) does not lengthen its text.
+        let mut compound = Bm25::default();
+        compound.add(["roadtrip".to_owned(), "road".into(), "trip".into()], 2);
+        compound.add(["sky".to_owned(), "blue".into()], 2);
+        assert_eq!(compound.lengths(), [2, 2]);
+        let roadtrip = ["roadtrip".to_owned()];
+        let per_term: Vec<_> = compound.matches(&roadtrip).collect();
+        assert_eq!(per_term.len(), 1);
+        assert_eq!(per_term[0].1.len(), 1);
+        assert!(
+            compound
+                .scores(&["nothing".to_owned()])
+                .iter()
+                .all(|&s| s == 0.0)
+        );
+    }
+
+    #[test]
+    fn bm25_ranks_the_matching_document_first() {
+        let docs = [
+            "I went to a support group yesterday",
+            "The weather is nice today",
+            "We painted a sunrise together last week",
+        ];
+        let bm25 = Bm25::new(docs.iter().map(|d| terms(d)).collect());
+        let scores = bm25.scores(&terms("When did they paint the sunrise?"));
+        assert!(scores[2] > scores[0] && scores[2] > scores[1], "{scores:?}");
+    }
+}

@@ -1,0 +1,135 @@
+//! Every weight recall uses, in one value, each with the situation of an agent's history that
+//! it serves. Nothing here reads how a question is worded: each weight acts on where matches
+//! fall in the log (their turns, sessions, speakers, lengths) or on how two rankings merge.
+
+/// The weights of recall ([`super::rank::order`]) and of hybrid search's fusion
+/// ([`super::meaning::fuse`], [`super::meaning::fuse_ranks`]). [`RecallProfile::default`] is
+/// what every surface uses; the fields are public so that a test or an experiment can move
+/// one weight and see what it does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallProfile {
+    /// The share of a question's score that the turn right after it gets: a question is
+    /// answered by the next turn ("what did you take away from the book?" -> "it taught me
+    /// self-acceptance"), which often shares no word with it. Larger than [`Self::neighbour`]:
+    /// an answer is more surely about its question than any other neighbour.
+    pub answer: f64,
+    /// The share of a match's score that the turn right beside it gets, either way, and again
+    /// for each turn further (so `neighbour ^ k` at `k` turns): what a turn says is often in
+    /// its neighbours, the lead-in before it ("something happened two weeks ago!") and the
+    /// reply after it ("did you join in?" "yes, it was amazing"). Below one half: a neighbour
+    /// never outranks a match of half the strength.
+    pub neighbour: f64,
+    /// The words (searchable terms, stop words left out) over which a share passing over a turn
+    /// halves as well: a few short turns of a chat pass a topic on, a long reply or a tool's
+    /// output keeps it to itself. About a long paragraph.
+    pub reach: f64,
+    /// The share of the best unit's score that a session about the query's topic (its whole
+    /// text matches well) adds to its matching units: a word said in passing in small talk
+    /// weighs less than the same word in the session about it.
+    pub topical_session: f64,
+    /// The share of the best unit's score that a session whose heading matches the query adds
+    /// to its matching units: a question that names a time ("in August 2023") is answered in
+    /// the sessions of that time, whose headings carry the date while the answer does not.
+    pub dated_session: f64,
+    /// The share of the best unit's fused score that the sessions nearest the query in meaning
+    /// add to their units (hybrid recall): a session about the topic in other words.
+    pub session_meaning: f64,
+    /// The share by which a unit's score rises when the query names its speaker as a word: a
+    /// name that speaks half the turns weighs little in BM25, yet most questions about a person
+    /// are answered in that person's turns. A share, not a filter: half again, so that a
+    /// question that names the wrong person (or both) still finds the other's better match.
+    pub named_speaker: f64,
+    /// How much a unit's length beyond the typical recalled unit counts against it: the order
+    /// is by score over `(length / typical) ^ cost` for a longer unit. A long reply or output
+    /// shares more of any query's words without answering better, and takes the room of
+    /// several short turns; at the typical length and below, the score alone orders.
+    pub cost: f64,
+    /// The share of similarity of meaning in a ranking that stands alone (memory search):
+    /// less than the words' share, so that a turn that shares the query's words stays ahead
+    /// of one that is merely about the same kind of thing.
+    pub meaning: f64,
+    /// The share of similarity of meaning in compaction's fused ranking, which is then merged
+    /// by place with the order by words alone ([`super::meaning::fuse_ranks`]): the merge keeps
+    /// what words rank first in reach, so meaning may weigh as much as words here.
+    pub meaning_merged: f64,
+    /// The share of a unit's best sentence in its similarity of meaning (its whole text has the
+    /// rest): a turn that names the topic in passing ("off to taekwondo now!" in a turn about
+    /// the weekend) is near the query by that sentence alone.
+    pub best_sentence: f64,
+    /// The depth of the merge by place ([`super::meaning::fuse_ranks`]) as a share of the units
+    /// the budget holds: a small depth makes the head of each ranking count far more than its
+    /// tail, so each ranking's best come first.
+    pub fuse_depth: f64,
+}
+
+impl Default for RecallProfile {
+    fn default() -> Self {
+        RecallProfile {
+            answer: 0.6,
+            neighbour: 0.4,
+            reach: 64.0,
+            topical_session: 0.3,
+            dated_session: 0.3,
+            session_meaning: 0.1,
+            named_speaker: 0.5,
+            cost: 0.5,
+            meaning: 0.35,
+            meaning_merged: 0.5,
+            best_sentence: 0.5,
+            fuse_depth: 0.25,
+        }
+    }
+}
+
+impl RecallProfile {
+    /// The profile with each `NAME=VALUE` of `spec` (comma-separated; a name is a field's) set:
+    /// how an experiment moves a weight without a build. An unknown name or a value that is not a
+    /// number is an error that names it.
+    pub fn with(mut self, spec: &str) -> Result<Self, String> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: write a weight as NAME=VALUE"))?;
+            let value: f64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}`: {value} is not a number"))?;
+            let field = match name.trim() {
+                "answer" => &mut self.answer,
+                "neighbour" => &mut self.neighbour,
+                "reach" => &mut self.reach,
+                "topical_session" => &mut self.topical_session,
+                "dated_session" => &mut self.dated_session,
+                "session_meaning" => &mut self.session_meaning,
+                "named_speaker" => &mut self.named_speaker,
+                "cost" => &mut self.cost,
+                "meaning" => &mut self.meaning,
+                "meaning_merged" => &mut self.meaning_merged,
+                "best_sentence" => &mut self.best_sentence,
+                "fuse_depth" => &mut self.fuse_depth,
+                other => return Err(format!("`{other}` is no weight of recall")),
+            };
+            *field = value;
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_weight_is_set_by_its_name() {
+        let p = RecallProfile::default()
+            .with("neighbour=0.25, cost = 0.75,")
+            .expect("valid");
+        assert_eq!(p.neighbour, 0.25);
+        assert_eq!(p.cost, 0.75);
+        assert_eq!(p.answer, RecallProfile::default().answer);
+        let err = RecallProfile::default().with("nieghbour=1").unwrap_err();
+        assert!(err.contains("nieghbour"), "{err}");
+        assert!(RecallProfile::default().with("cost=lots").is_err());
+        assert!(RecallProfile::default().with("cost").is_err());
+    }
+}

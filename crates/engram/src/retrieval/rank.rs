@@ -1,0 +1,347 @@
+//! Recall's order of a log's units for a query, the one rule compaction's recall and the
+//! agent's `search_history` follow: BM25 over the units' words (the speaker's name counted as
+//! part of the text), lifted by the sessions about the query's topic or its time, passed on to
+//! the neighbouring turns, raised for the speaker the query names; with hybrid recall fused with
+//! similarity of meaning. Then the value of spending a budget on each ([`value`]).
+//!
+//! Every rule reads where matches fall in the log (turns, sessions, speakers, lengths), never
+//! how the query is worded: a question asked in other words finds the same turns.
+
+use std::collections::HashSet;
+
+use super::RecallProfile;
+use super::meaning::fuse;
+use super::sessions::{
+    favour_dated_sessions, favour_sessions_by_meaning, favour_topical_sessions, session_of,
+};
+
+/// What recall knows of each unit besides its words, in the log's order.
+#[derive(Debug, Default)]
+pub(crate) struct Traits<'a> {
+    /// The unit asks something (a question mark): the next turn answers it.
+    pub(crate) asks: Vec<bool>,
+    /// It starts with a heading ([`super::is_heading`]), which starts a session.
+    pub(crate) headings: Vec<bool>,
+    /// Who speaks it (a message's `name`).
+    pub(crate) speakers: Vec<Option<&'a str>>,
+    /// Its length in searchable words: how far a topic carries past it
+    /// ([`RecallProfile::reach`]).
+    pub(crate) lengths: Vec<usize>,
+}
+
+/// A ranking: unit indices with their scores, best first.
+pub(crate) type Ranking = Vec<(usize, f64)>;
+
+/// Recall's order of the units for `query`. `lexical` is each unit's BM25;
+/// `sessions_bm25(session_of, count)` the BM25 of each whole session (called only when the units
+/// hold more than one); `similar`, each unit's similarity of meaning to the query (hybrid
+/// recall).
+///
+/// The sessions about the query's topic and those its time dates lift their matching units; a
+/// session's heading that shares the query's words leads to the session's first turn, as a
+/// question leads to its answer; a match lends a share to the turns around it ([`neighbours`]);
+/// a named speaker's turns weigh more. With `similar`, the scores are fused with meaning and the
+/// sessions nearest the query in meaning rise too, and the order by words alone comes second,
+/// for the caller to merge by place ([`super::fuse_ranks`]). Units left at zero are left out.
+pub(crate) fn order(
+    mut lexical: Vec<f64>,
+    sessions_bm25: impl FnOnce(&[usize], usize) -> Vec<f64>,
+    traits: &Traits<'_>,
+    query: &str,
+    similar: Option<&[f32]>,
+    profile: &RecallProfile,
+) -> (Ranking, Option<Ranking>) {
+    let (sessions, count) = session_of(&traits.headings);
+    let mut names_a_time = false;
+    if count > 1 {
+        // Each session's heading score, read before the topical rise changes it.
+        let mut dated = vec![0.0; count];
+        for (i, &heading) in traits.headings.iter().enumerate() {
+            if heading {
+                dated[sessions[i]] = lexical[i];
+            }
+        }
+        // A heading that shares the query's words: the query names what a heading says (in a
+        // chat log, the session's date).
+        names_a_time = dated.iter().any(|&d| d > 0.0);
+        let by_session = sessions_bm25(&sessions, count);
+        favour_topical_sessions(
+            &mut lexical,
+            &sessions,
+            &by_session,
+            profile.topical_session,
+        );
+        favour_dated_sessions(&mut lexical, &sessions, &dated, profile.dated_session);
+    }
+    // A session's heading that shares the query's words leads to the session's first turn, as
+    // a question leads to its answer: "what was John doing in August 2023?" is answered by the
+    // turn after the heading dated 13 August, 2023 ("since we last chatted, I'm volunteering as
+    // a mentor"). By words only: a heading's similarity of meaning says nothing.
+    let asks: Vec<bool> = traits
+        .asks
+        .iter()
+        .zip(&traits.headings)
+        .zip(&lexical)
+        .map(|((&asks, &heading), &score)| asks || (heading && score > 0.0))
+        .collect();
+    let mut words_only: Option<Vec<f64>> = None;
+    if let Some(similar) = similar {
+        words_only = Some(lexical.clone());
+        lexical = fuse(&lexical, similar, profile.meaning_merged);
+        // A question that names a session's time is answered in the sessions of that time (the
+        // dated rise above); sessions lifted by their meaning would crowd them out.
+        if count > 1 && !names_a_time {
+            favour_sessions_by_meaning(
+                &mut lexical,
+                &sessions,
+                &traits.headings,
+                similar,
+                profile.session_meaning,
+            );
+        }
+    }
+    let order_of = |matches: &[f64]| {
+        let mut scores = neighbours(matches, &asks, &sessions, traits, profile);
+        favour_named_speakers(&mut scores, &traits.speakers, query, profile.named_speaker);
+        let mut order: Ranking = (0..scores.len())
+            .filter(|&i| scores[i] > 0.0)
+            .map(|i| (i, scores[i]))
+            .collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+        order
+    };
+    (order_of(&lexical), words_only.map(|w| order_of(&w)))
+}
+
+/// A lent share below this part of the best match is dropped: it would rank a turn above those
+/// that match nothing for no reason one could tell.
+const CRUMB: f64 = 0.001;
+
+/// What a turn says is often in the turns around it: the lead-in before it ("something
+/// happened two weeks ago!"), the reply after it ("did you join in?" "yes, it was amazing"),
+/// the answer to a question ("what did you take away from the book?" "it taught me
+/// self-acceptance"). Each unit's score plus what its neighbours lend it, each way: a match
+/// lends [`RecallProfile::neighbour`] of its score (over its length's cost, as [`value`] counts
+/// it, in words) to the turn beside it, and the share halves
+/// with every [`RecallProfile::reach`] words between them, so short turns pass a topic on to
+/// the next few while a long reply or a tool's output keeps it to itself. A question lends
+/// [`RecallProfile::answer`] to the turn right after it, however long. From each side a unit
+/// takes the largest lend that reaches it, not their sum. A session's end (its next heading)
+/// stops a lend; a heading lends only to its session's first turn (as a question), and takes
+/// nothing.
+pub(crate) fn neighbours(
+    matches: &[f64],
+    asks: &[bool],
+    session_of: &[usize],
+    traits: &Traits<'_>,
+    profile: &RecallProfile,
+) -> Vec<f64> {
+    let n = matches.len();
+    let best = matches.iter().copied().fold(0.0, f64::max);
+    let mut out = matches.to_vec();
+    if n < 2 || best <= 0.0 {
+        return out;
+    }
+    let headings = &traits.headings;
+    // How much of a lend survives passing over unit `i` whole: the neighbour's share again (a
+    // topic fades turn by turn), halved for every `reach` words of it.
+    let over = |i: usize| {
+        profile.neighbour * 0.5f64.powf(traits.lengths[i] as f64 / profile.reach.max(1e-9))
+    };
+    let floor = CRUMB * best;
+    let keep = |lend: f64| if lend < floor { 0.0 } else { lend };
+    // What a unit lends is its score over its length's cost ([`value`], in words against the
+    // typical unit's): a long output that holds the query's words among hundreds of others says
+    // less about the turns beside it than a short turn that holds them, and a neighbour never
+    // outranks, by its share, the match it borrows from.
+    let typical = typical_tokens(traits.lengths.iter().copied());
+    let lends: Vec<f64> = matches
+        .iter()
+        .zip(&traits.lengths)
+        .map(|(&score, &words)| value(score, words, typical, profile.cost))
+        .collect();
+    // Forward: what reaches unit `i` from the units before it.
+    let mut flow = 0.0f64;
+    for i in 1..n {
+        let from = i - 1;
+        if session_of[from] != session_of[i] || headings[i] {
+            flow = 0.0;
+            continue;
+        }
+        let share = if headings[from] {
+            0.0
+        } else {
+            profile.neighbour
+        };
+        let passed = flow * over(from);
+        let lent = if asks[from] {
+            (lends[from] * profile.answer).max(lends[from] * share)
+        } else {
+            lends[from] * share
+        };
+        flow = keep(passed.max(lent));
+        out[i] += flow;
+    }
+    // Back: what reaches unit `i` from the units after it.
+    let mut flow = 0.0f64;
+    for i in (0..n - 1).rev() {
+        let from = i + 1;
+        if session_of[from] != session_of[i] || headings[from] || headings[i] {
+            flow = 0.0;
+            continue;
+        }
+        let passed = flow * over(from);
+        flow = keep(passed.max(lends[from] * profile.neighbour));
+        out[i] += flow;
+    }
+    out
+}
+
+/// The query's words as written, lower-case: names, which [`super::terms`] would stem.
+fn query_words(query: &str) -> HashSet<String> {
+    query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// A query that names a speaker ("what activities does Melanie do?") is most often answered in
+/// that speaker's own turns, yet a name that speaks half the turns weighs little in BM25: the
+/// units whose speaker (`name`) the query names as a word rise by `share`
+/// ([`RecallProfile::named_speaker`]). A share, not a filter: a query that names the wrong
+/// speaker still finds the other one's turn when it matches better.
+pub(crate) fn favour_named_speakers(
+    scores: &mut [f64],
+    speakers: &[Option<&str>],
+    query: &str,
+    share: f64,
+) {
+    let words = query_words(query);
+    for (score, speaker) in scores.iter_mut().zip(speakers) {
+        if speaker.is_some_and(|s| words.contains(&s.to_lowercase())) {
+            *score *= 1.0 + share;
+        }
+    }
+}
+
+/// The typical length of the units a budget is spent on: the median of `tokens`, at least 1.
+pub(crate) fn typical_tokens(tokens: impl IntoIterator<Item = usize>) -> usize {
+    let mut tokens: Vec<usize> = tokens.into_iter().collect();
+    if tokens.is_empty() {
+        return 1;
+    }
+    let middle = tokens.len() / 2;
+    let (_, median, _) = tokens.select_nth_unstable(middle);
+    (*median).max(1)
+}
+
+/// The value of recalling a unit of `tokens` that scored `score`, where a typical unit has
+/// `typical` tokens: its score, over `(tokens / typical) ^ cost` when it is longer than typical
+/// ([`RecallProfile::cost`]). A long reply or tool output shares more of any query's words
+/// without answering better and takes the room of several turns; a turn of typical length or
+/// shorter is ordered by its score alone.
+pub(crate) fn value(score: f64, tokens: usize, typical: usize, cost: f64) -> f64 {
+    let longer = tokens as f64 / typical.max(1) as f64;
+    score / longer.max(1.0).powf(cost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traits(lengths: &[usize], headings: &[bool]) -> Traits<'static> {
+        Traits {
+            asks: vec![false; lengths.len()],
+            headings: headings.to_vec(),
+            speakers: vec![None; lengths.len()],
+            lengths: lengths.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_match_lends_to_its_neighbours_fading_with_the_words_between() {
+        let profile = RecallProfile::default();
+        // Short turns of one session, a match in the middle.
+        let matches = [0.0, 0.0, 4.0, 0.0, 0.0];
+        let t = traits(&[16; 5], &[false; 5]);
+        let session_of = [0; 5];
+        let scores = neighbours(&matches, &t.asks, &session_of, &t, &profile);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Right beside it, either way: the neighbour's share.
+        assert!(near(scores[3], 4.0 * profile.neighbour), "{scores:?}");
+        assert!(near(scores[1], 4.0 * profile.neighbour), "{scores:?}");
+        // One turn further: the neighbour's share again, and halved for every `reach` words of
+        // the turn passed over.
+        let passed = profile.neighbour * 0.5f64.powf(16.0 / profile.reach);
+        assert!(
+            near(scores[4], 4.0 * profile.neighbour * passed),
+            "{scores:?}"
+        );
+        assert!(
+            near(scores[0], 4.0 * profile.neighbour * passed),
+            "{scores:?}"
+        );
+        assert_eq!(scores[2], 4.0, "the match keeps its own score");
+
+        // A long reply between keeps the topic to itself: the turn after it gets little.
+        let t = traits(&[16, 400, 16], &[false; 3]);
+        let scores = neighbours(&[4.0, 0.0, 0.0], &t.asks, &[0; 3], &t, &profile);
+        assert!(near(scores[1], 4.0 * profile.neighbour));
+        assert!(scores[2] < 0.01 * 4.0, "{scores:?}");
+
+        // A question lends its answer more, however long the answer.
+        let mut t = traits(&[16, 400], &[false; 2]);
+        t.asks[0] = true;
+        let scores = neighbours(&[4.0, 0.0], &t.asks, &[0; 2], &t, &profile);
+        assert!(near(scores[1], 4.0 * profile.answer), "{scores:?}");
+
+        // A heading ends a session: nothing crosses it, and it takes nothing.
+        let t = traits(&[16; 4], &[false, false, true, false]);
+        let scores = neighbours(&[0.0, 4.0, 0.0, 0.0], &t.asks, &[0, 0, 1, 1], &t, &profile);
+        assert_eq!(&scores[2..], &[0.0, 0.0], "{scores:?}");
+        assert!(scores[0] > 0.0);
+    }
+
+    #[test]
+    fn a_named_speaker_weighs_more_without_silencing_the_other() {
+        let mut scores = vec![1.0, 1.0, 2.0, 0.0];
+        let speakers = [
+            Some("Melanie"),
+            Some("Caroline"),
+            Some("Caroline"),
+            Some("Melanie"),
+        ];
+        favour_named_speakers(&mut scores, &speakers, "What does melanie paint?", 0.3);
+        assert!(scores[0] > scores[1], "{scores:?}");
+        assert!(
+            scores[2] > scores[0],
+            "a better match by the other speaker still wins"
+        );
+        assert_eq!(scores[3], 0.0, "no match stays no match");
+        let mut scores = vec![1.0, 1.0];
+        favour_named_speakers(
+            &mut scores,
+            &[None, Some("Mel")],
+            "What does Melanie paint?",
+            0.3,
+        );
+        assert_eq!(scores, [1.0, 1.0], "a name is matched as a whole word");
+    }
+
+    #[test]
+    fn a_unit_longer_than_typical_pays_for_its_length() {
+        assert_eq!(typical_tokens([10, 300, 20, 30, 40]), 30);
+        assert_eq!(typical_tokens([]), 1);
+        // At the typical length or below, the score alone orders.
+        assert_eq!(value(2.0, 30, 30, 0.5), 2.0);
+        assert_eq!(value(2.0, 5, 30, 0.5), 2.0);
+        // Four times as long matches twice as well: no better than the typical turn.
+        assert_eq!(value(2.0, 120, 30, 0.5), 1.0);
+        assert_eq!(
+            value(2.0, 120, 30, 0.0),
+            2.0,
+            "a cost of zero: the score alone"
+        );
+    }
+}
