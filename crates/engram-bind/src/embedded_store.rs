@@ -125,8 +125,13 @@ impl Store {
             // Python and Node call the text `query`.
             .and_then(|r| r.into_query("query"))
             .map_err(err)?;
-        let embedder = self.embeddings.as_ref().map(|e| e.model.as_ref());
-        let hits = engram::memory::search::find(&self.store, &query, embedder).map_err(err)?;
+        // The store's model, else the built-in one, as every compaction recalls by default.
+        let embedder = self
+            .embeddings
+            .as_ref()
+            .map_or_else(engram::embed::built_in, |e| Arc::clone(&e.model));
+        let hits = engram::memory::search::find(&self.store, &query, Some(embedder.as_ref()))
+            .map_err(err)?;
         let results: Vec<Value> = hits.iter().map(SearchHit::to_json).collect();
         to_json(&results)
     }

@@ -202,7 +202,9 @@ fn compaction(
         .resolve(registry()?, conversation_model)
         .map_err(err)?;
     options.summarizer = summarizer;
-    options.embedder = embeddings.map(|e| Arc::clone(&e.cached));
+    if let Some(e) = embeddings {
+        options.embedder = Some(Arc::clone(&e.cached));
+    }
     Ok((TokenCounter::new(tokenizer), options))
 }
 
@@ -507,8 +509,9 @@ mod tests {
         let mut messages = pets.messages.clone();
         messages.push(json!({"role": "user", "content": pets.question}));
         let conversation = json!({ "messages": messages }).to_string();
-        let options = json!({"budget": 400, "query": pets.question}).to_string();
+        let lexical = json!({"budget": 400, "query": pets.question, "recall": "lexical"});
         let run = |embeddings: Option<&Embeddings>| -> Value {
+            let options = lexical.to_string();
             let out = compact_json(&conversation, &options, None, embeddings).expect("compacts");
             serde_json::from_str(&out).expect("json")
         };

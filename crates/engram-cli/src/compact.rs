@@ -58,6 +58,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &CompactArgs) -> anyhow::Result<()>
         options.summarizer = Some(Arc::clone(s) as Arc<dyn engram::compact::summarize::Summarizer>);
     }
     options.embedder = crate::embeddings::from_args(&args.recall, crate::embeddings::Keep::File);
+    if let Some(weights) = &args.recall.recall_weights {
+        options.recall = options
+            .recall
+            .clone()
+            .with(weights)
+            .map_err(|e| crate::user_error!("--recall-weights: {e}"))?;
+    }
     let compacted = compact(&conversation, &counter, &options)?;
 
     if args.plain {

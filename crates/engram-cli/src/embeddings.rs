@@ -1,5 +1,6 @@
-//! `--recall hybrid`: the sentence embedder recall fuses with BM25, when this build and this
-//! machine have one. Recall falls back to lexical, with a warning that says what is missing.
+//! `--recall`: the embedder recall fuses with BM25. By default engram's built-in static model;
+//! with `--recall hybrid` all-MiniLM-L6-v2, when this build and this machine have it (else the
+//! built-in model, with a warning that says what is missing); none with `--recall lexical`.
 
 use std::sync::Arc;
 
@@ -17,10 +18,11 @@ pub(crate) enum Keep {
 
 /// The embedder `args` ask for, or `None` (lexical recall).
 pub(crate) fn from_args(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
-    if args.recall == RecallMode::Lexical {
-        return None;
+    match args.recall {
+        RecallMode::Lexical => None,
+        RecallMode::Meaning => Some(engram::embed::built_in()),
+        RecallMode::Hybrid => load(args, keep).or_else(|| Some(engram::embed::built_in())),
     }
-    load(args, keep)
 }
 
 #[cfg(feature = "embeddings")]
@@ -31,14 +33,14 @@ fn load(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
     let Some(dir) = &args.embedding_model else {
         eprintln!(
             "engram: warning: --recall hybrid needs the model's directory (--embedding-model DIR \
-             or ENGRAM_EMBEDDING_MODEL); recall is lexical"
+             or ENGRAM_EMBEDDING_MODEL); recall uses the built-in model"
         );
         return None;
     };
     let model = match MiniLm::load(dir) {
         Ok(model) => model.with_progress(|total| eprintln!("engram: {}", progress_message(total))),
         Err(e) => {
-            eprintln!("engram: warning: {e}; recall is lexical");
+            eprintln!("engram: warning: {e}; recall uses the built-in model");
             return None;
         }
     };
@@ -58,7 +60,7 @@ fn load(args: &RecallArgs, keep: Keep) -> Option<Arc<dyn Embedder>> {
 fn load(_: &RecallArgs, _: Keep) -> Option<Arc<dyn Embedder>> {
     eprintln!(
         "engram: warning: this engram was built without embeddings (cargo build --release -p \
-         engram-cli --features embeddings); recall is lexical"
+         engram-cli --features embeddings); recall uses the built-in model"
     );
     None
 }

@@ -226,9 +226,9 @@ def compact(
     messages verbatim and a digest of the rest) and ``summarize`` (the digest written by ``summarizer``, else the model-free
     summary). The system prompt and the pending request are kept; a
     tool call is never split from its result. ``annotate`` keeps engram's provenance fields
-    (an ``engram`` object with ``kind`` and ``source_ids``) on each message. With
-    ``embeddings`` (an :class:`Embeddings`), recall for ``query`` is hybrid: what says the same
-    in other words is found too.
+    (an ``engram`` object with ``kind`` and ``source_ids``) on each message. Recall for
+    ``query`` finds older messages by their words and their meaning (engram's built-in model);
+    with ``embeddings`` (an :class:`Embeddings`), all-MiniLM-L6-v2 gives the meaning instead.
 
     ``messages`` is a list of messages (OpenAI dicts or LangChain messages, returned in the same
     form) or a request: an OpenAI body (``{"model", "messages", "tools", ...}``) or an Anthropic
