@@ -2297,14 +2297,17 @@ fn compact_pets(input: &[u8], recall: &str, model: &str, cache: &str) -> Output 
 }
 
 #[test]
-fn compact_recall_hybrid_without_a_model_says_why_and_recalls_lexically() {
+fn compact_recall_hybrid_without_a_model_says_why_and_recalls_with_the_built_in_model() {
     let input = pet_conversation();
     let cache = std::env::temp_dir().join(format!("engram-cli-hybrid-{}", std::process::id()));
     let missing = cache.join("no-model-here");
     let cache_env = cache.display().to_string();
     let out = compact_pets(&input, "hybrid", &missing.display().to_string(), &cache_env);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("recall is lexical"), "{stderr}");
+    assert!(
+        stderr.contains("recall uses the built-in model"),
+        "{stderr}"
+    );
     if cfg!(feature = "embeddings") {
         assert!(
             stderr.contains("no-model-here"),
@@ -2314,7 +2317,7 @@ fn compact_recall_hybrid_without_a_model_says_why_and_recalls_lexically() {
         assert!(stderr.contains("--features embeddings"), "{stderr}");
     }
     let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert!(doc["report"].get("recall_embedder").is_none());
+    assert_eq!(doc["report"]["recall_embedder"], "minilm-static");
     let _ = std::fs::remove_dir_all(&cache);
 }
 

@@ -1576,16 +1576,19 @@ async fn the_agents_tools_answer_over_rest() {
     assert_eq!(s, StatusCode::NOT_FOUND, "{e}");
 }
 
-/// With an embedder configured (`engram serve --recall hybrid`), memory search and a session's
-/// context with a query find what shares no word with the query; without one they do not.
+/// With an embedder (the built-in one by default, `engram serve --recall hybrid`), memory search
+/// and a session's context with a query find what shares no word with the query; with none
+/// (`--recall lexical`) they do not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_an_embedder_recalls_by_meaning() {
     for hybrid in [false, true] {
         let name = if hybrid { "hybrid" } else { "lexical" };
         let app = app_with(Backend::Sqlite, name, false, |c| {
-            if hybrid {
-                c.sleep.compact.embedder = Some(std::sync::Arc::new(engram::embed::Topics));
-            }
+            c.sleep.compact.embedder = if hybrid {
+                Some(std::sync::Arc::new(engram::embed::Topics))
+            } else {
+                None
+            };
         })
         .await
         .expect("sqlite");

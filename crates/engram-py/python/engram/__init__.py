@@ -219,6 +219,7 @@ def compact(
     tools: Optional[Sequence[Mapping]] = None,
     annotate: bool = False,
     embeddings: Optional[Embeddings] = None,
+    recall: Optional[str] = None,
 ) -> Compacted:
     """Compacts a conversation to ``budget`` tokens (default: the model's window less its reply
     share). Strategies: ``auto`` (cheapest first: dedupe, mask, an extractive digest, recall
@@ -228,7 +229,8 @@ def compact(
     tool call is never split from its result. ``annotate`` keeps engram's provenance fields
     (an ``engram`` object with ``kind`` and ``source_ids``) on each message. Recall for
     ``query`` finds older messages by their words and their meaning (engram's built-in model);
-    with ``embeddings`` (an :class:`Embeddings`), all-MiniLM-L6-v2 gives the meaning instead.
+    with ``embeddings`` (an :class:`Embeddings`), all-MiniLM-L6-v2 gives the meaning instead;
+    ``recall="lexical"`` recalls by words alone.
 
     ``messages`` is a list of messages (OpenAI dicts or LangChain messages, returned in the same
     form) or a request: an OpenAI body (``{"model", "messages", "tools", ...}``) or an Anthropic
@@ -255,6 +257,7 @@ def compact(
         "recall_share": recall_share,
         "summary_prompt": summary_prompt,
         "plain": not annotate,
+        "recall": recall,
     }
     doc = json.loads(_engram.compact_json(_dumps(data), _dumps(options), summarizer, embeddings))
     return Compacted(_back(doc["messages"], lc), doc["report"], doc.get("request"))

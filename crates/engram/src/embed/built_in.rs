@@ -110,6 +110,10 @@ impl Embedder for BuiltIn {
     fn keeps_vectors(&self) -> bool {
         false
     }
+
+    fn searches_memory(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]
@@ -146,5 +150,6 @@ mod tests {
         );
         assert_eq!(model.name(), BUILT_IN_NAME);
         assert!(!model.keeps_vectors());
+        assert!(!model.searches_memory());
     }
 }

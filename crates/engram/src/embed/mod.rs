@@ -33,6 +33,14 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn keeps_vectors(&self) -> bool {
         true
     }
+
+    /// Whether its similarity alone may bring back a memory entry that shares no word with
+    /// the query: true for a model that ranks alone well (MiniLM), false for [`built_in`],
+    /// whose every short note sits a little near every query, so that the nearest of a few
+    /// unrelated notes would pad a search's results. Recall in a conversation fuses either.
+    fn searches_memory(&self) -> bool {
+        true
+    }
 }
 
 /// Why an embedder gave no vectors: which embedder, and what went wrong.
@@ -142,6 +150,10 @@ impl<T: Embedder + ?Sized> Embedder for &T {
     fn keeps_vectors(&self) -> bool {
         (**self).keeps_vectors()
     }
+
+    fn searches_memory(&self) -> bool {
+        (**self).searches_memory()
+    }
 }
 
 impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
@@ -155,6 +167,10 @@ impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
 
     fn keeps_vectors(&self) -> bool {
         (**self).keeps_vectors()
+    }
+
+    fn searches_memory(&self) -> bool {
+        (**self).searches_memory()
     }
 }
 

@@ -38,6 +38,8 @@ pub fn find(
         // Room for the originals a summary already holds, which are dropped below.
         wide.limit = limit.saturating_mul(2).max(limit + 10);
     }
+    // Words alone with a model whose similarity cannot stand alone ([`Embedder::searches_memory`]).
+    let embedder = embedder.filter(|e| e.searches_memory());
     let mut hits = match embedder {
         Some(e) => super::hybrid::search_hybrid(store, &wide, e)?,
         None => store.search(&wide)?,

@@ -39,10 +39,10 @@ pub struct RecallProfile {
     /// are answered in that person's turns. A share, not a filter: half again, so that a
     /// question that names the wrong person (or both) still finds the other's better match.
     pub named_speaker: f64,
-    /// How much a unit's length beyond the typical recalled unit counts against it: the order
-    /// is by score over `(length / typical) ^ cost` for a longer unit. A long reply or output
-    /// shares more of any query's words without answering better, and takes the room of
-    /// several short turns; at the typical length and below, the score alone orders.
+    /// How much a unit's length counts against it: the order is by score over `(length /
+    /// typical) ^ cost`, what each token of the budget buys. A long reply or output shares more
+    /// of any query's words without answering better and takes the room of several short
+    /// turns; the square root keeps long evidence in reach.
     pub cost: f64,
     /// The share of similarity of meaning in a ranking that stands alone (memory search):
     /// less than the words' share, so that a turn that shares the query's words stays ahead

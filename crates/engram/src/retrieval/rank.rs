@@ -150,15 +150,15 @@ pub(crate) fn neighbours(
     };
     let floor = CRUMB * best;
     let keep = |lend: f64| if lend < floor { 0.0 } else { lend };
-    // What a unit lends is its score over its length's cost ([`value`], in words against the
-    // typical unit's): a long output that holds the query's words among hundreds of others says
+    // What a unit lends is its score over its length's cost when it is longer than typical
+    // ([`value`], in words against the typical unit's; a short turn lends its score): a long output that holds the query's words among hundreds of others says
     // less about the turns beside it than a short turn that holds them, and a neighbour never
     // outranks, by its share, the match it borrows from.
     let typical = typical_tokens(traits.lengths.iter().copied());
     let lends: Vec<f64> = matches
         .iter()
         .zip(&traits.lengths)
-        .map(|(&score, &words)| value(score, words, typical, profile.cost))
+        .map(|(&score, &words)| score / length_cost(words, typical, profile.cost).max(1.0))
         .collect();
     // Forward: what reaches unit `i` from the units before it.
     let mut flow = 0.0f64;
@@ -237,13 +237,18 @@ pub(crate) fn typical_tokens(tokens: impl IntoIterator<Item = usize>) -> usize {
 }
 
 /// The value of recalling a unit of `tokens` that scored `score`, where a typical unit has
-/// `typical` tokens: its score, over `(tokens / typical) ^ cost` when it is longer than typical
-/// ([`RecallProfile::cost`]). A long reply or tool output shares more of any query's words
-/// without answering better and takes the room of several turns; a turn of typical length or
-/// shorter is ordered by its score alone.
+/// `typical` tokens: its score over `(tokens / typical) ^ cost` ([`RecallProfile::cost`]), a
+/// budget spent on what each token of it buys. A long reply or tool output shares more of any
+/// query's words without answering better and takes the room of several turns, and a short
+/// message that answers (the user's "I moved to Denver in May" beside the assistant's long
+/// replies) is worth its small room; the root keeps long evidence in reach.
 pub(crate) fn value(score: f64, tokens: usize, typical: usize, cost: f64) -> f64 {
-    let longer = tokens as f64 / typical.max(1) as f64;
-    score / longer.max(1.0).powf(cost)
+    score / length_cost(tokens, typical, cost)
+}
+
+/// `(tokens / typical) ^ cost`: what a unit's length counts against its score ([`value`]).
+fn length_cost(tokens: usize, typical: usize, cost: f64) -> f64 {
+    (tokens.max(1) as f64 / typical.max(1) as f64).powf(cost)
 }
 
 #[cfg(test)]
@@ -330,14 +335,15 @@ mod tests {
     }
 
     #[test]
-    fn a_unit_longer_than_typical_pays_for_its_length() {
+    fn a_budget_is_spent_on_what_each_token_buys() {
         assert_eq!(typical_tokens([10, 300, 20, 30, 40]), 30);
         assert_eq!(typical_tokens([]), 1);
-        // At the typical length or below, the score alone orders.
+        // At the typical length, the score alone.
         assert_eq!(value(2.0, 30, 30, 0.5), 2.0);
-        assert_eq!(value(2.0, 5, 30, 0.5), 2.0);
         // Four times as long matches twice as well: no better than the typical turn.
         assert_eq!(value(2.0, 120, 30, 0.5), 1.0);
+        // A quarter as long is worth twice its score: the short answer beside long replies.
+        assert_eq!(value(2.0, 30, 120, 0.5), 4.0);
         assert_eq!(
             value(2.0, 120, 30, 0.0),
             2.0,
