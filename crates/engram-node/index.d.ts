@@ -90,6 +90,8 @@ export interface CompactOptions {
   summaryPrompt?: string
   /** Hybrid recall for the query: what says the same in other words is found too. */
   embeddings?: Embeddings
+  /** `meaning` (the default: words and the built-in model) or `lexical` (words alone). */
+  recall?: 'meaning' | 'lexical'
 }
 
 /** What was done: tokens before and after, steps, what was dropped, ... */

@@ -151,8 +151,10 @@ test('compact recalls by meaning with embeddings', async (t) => {
   const m = model(t)
   if (!m) return
   const messages = [...petConversation(), { role: 'user', content: QUESTION }]
-  const lexical = await compact(messages, 400, { query: QUESTION })
+  const lexical = await compact(messages, 400, { query: QUESTION, recall: 'lexical' })
   assert.ok(!hasDog(lexical.messages), 'words alone do not find the dog (the premise)')
+  const builtIn = await compact(messages, 400, { query: QUESTION })
+  assert.equal(builtIn.report.recall_embedder, 'minilm-static')
   const hybrid = await compact(messages, 400, { query: QUESTION, embeddings: m })
   assert.ok(hasDog(hybrid.messages))
   assert.equal(hybrid.report.recall_embedder, 'all-MiniLM-L6-v2')
@@ -175,8 +177,10 @@ test('a store with embeddings searches and recalls by meaning', async (t) => {
   const session = store.newSession('gpt-4o', { window: 100000 })
   await session.append(petConversation())
   assert.ok(hasDog((await session.context({ budget: 400, query: QUESTION })).messages))
-  const plain = lexical.session(session.id)
-  assert.ok(!hasDog((await plain.context({ budget: 400, query: QUESTION })).messages))
+  // The premise by words alone (a store without embeddings recalls by the built-in model).
+  const asked = [...petConversation(), { role: 'user', content: QUESTION }]
+  const words = await compact(asked, 400, { query: QUESTION, recall: 'lexical' })
+  assert.ok(!hasDog(words.messages))
 
   const found = await session.tool('search_history', { query: 'pet animal', limit: 3 })
   assert.equal(found.is_error, false)
