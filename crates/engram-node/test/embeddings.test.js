@@ -201,6 +201,9 @@ test('the AI SDK middleware recalls by meaning with embeddings', async (t) => {
     const out = await mw.transformParams({ params: { prompt }, type: 'generate' })
     return out.prompt.some((p) => JSON.stringify(p.content).includes(ANSWER))
   }
-  assert.equal(await run(undefined), false, 'words alone do not find the dog')
+  const asked = [...petConversation(), { role: 'user', content: QUESTION }]
+  const words = await compact(asked, 400, { query: QUESTION, recall: 'lexical' })
+  assert.ok(!hasDog(words.messages), 'words alone do not find the dog (the premise)')
+  assert.equal(await run(undefined), true, 'the built-in model finds it')
   assert.equal(await run(m), true)
 })
