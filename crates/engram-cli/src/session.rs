@@ -14,16 +14,12 @@ use serde_json::{Value, json};
 use crate::cli::{GlobalArgs, InputFormatArg, RecallArgs, SessionCommand};
 use crate::{config, conversation_file, flag_error, memory, registry, user_error};
 
-/// `session` with the embedder `--recall hybrid` asks for, when there is one.
+/// `session` with the embedder `--recall` asks for: the built-in model, MiniLM, or none (words
+/// alone).
 fn with_recall<'s>(session: Session<'s>, recall: &RecallArgs) -> Session<'s> {
-    match crate::embeddings::from_args(recall, crate::embeddings::Keep::Store) {
-        Some(embedder) => {
-            let mut options = session.options().clone();
-            options.embedder = Some(embedder);
-            session.with_options(options)
-        }
-        None => session,
-    }
+    let mut options = session.options().clone();
+    options.embedder = crate::embeddings::from_args(recall, crate::embeddings::Keep::Store);
+    session.with_options(options)
 }
 
 pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Result<()> {

@@ -14,6 +14,9 @@
 //! The file: `ENGSTAT1`, the vocabulary's size and the dimensions (u32 little-endian each), each
 //! token (u16 length, UTF-8 bytes), then each token's scale (f32) and its dimensions (i8).
 
+// Matrix code reads as its formulas: rows and columns by index.
+#![allow(clippy::needless_range_loop)]
+
 use std::io::Write;
 use std::path::PathBuf;
 

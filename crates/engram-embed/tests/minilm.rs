@@ -132,6 +132,8 @@ fn hybrid_recall_finds_what_shares_no_word_with_the_query() {
     let counter = TokenCounter::new(Tokenizer::from_name("cl100k").expect("cl100k"));
     let mut options = CompactOptions::new(400);
     options.query = Some(pets.question.clone());
+    // Words alone (the built-in model is the default).
+    options.embedder = None;
     let kept = |options: &CompactOptions| {
         let out = compact_messages(&messages, &[], &counter, options).expect("compacts");
         assert!(out.report.tokens_after <= 400);

@@ -476,9 +476,7 @@ impl Session<'_> {
     ) -> Result<Vec<HistoryHit>, SessionError> {
         let index = self.history_index()?;
         let index = index.lock().unwrap_or_else(|p| p.into_inner());
-        // Every word the agent gives is searched: reading a question without its asides ("days
-        // ago", "mentioned") is for compaction's recall, which a question reaches; a search the
-        // agent words itself looks for what it wrote.
+        // Every word the agent gives is searched (a list's numbers aside).
         let query_terms = retrieval::query_terms(query);
         let similar = match &self.options.embedder {
             Some(embedder) => self.similarities(embedder.as_ref(), query, &index)?,
@@ -486,7 +484,14 @@ impl Session<'_> {
         };
         // Compaction's order (best first; among equals, the newest), merged with the order by
         // words alone by place with hybrid recall, the hits returned standing for the budget.
-        let profile = &self.options.recall;
+        // A search lists what matches: the turns around a hit are one `read_history` away, and
+        // the shares they borrow in compaction's recall (which fills a budget with context)
+        // would push the matches themselves off a short list.
+        let profile = &retrieval::RecallProfile {
+            neighbour: 0.0,
+            answer: 0.0,
+            ..self.options.recall.clone()
+        };
         let scores = index.bm25.scores(&query_terms);
         // The session's leading instructions (the system prompt) are in every view: listed
         // when they hold the query's words, not for the credit a matching first turn passes
