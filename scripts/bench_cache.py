@@ -30,7 +30,9 @@ reports:
 - next-step identifiers: of the identifiers the agent's next message uses (6+ characters with
   `_`, `.` or `/`; a tool call's arguments read as the JSON they encode, so that a name is not
   glued to an escaped newline) that the history holds, the share the upstream request still
-  holds, its texts read the same way.
+  holds, its texts read the same way;
+- files named: in the requests engram rewrote, of the file paths the agent had named in its
+  commands so far (here-document bodies left out), the share the request still names.
 
     cargo build --release -p engram-cli
     python3 scripts/bench_cache.py --engram-bin target/release/engram --data ../shared/data/dev \\
@@ -90,6 +92,27 @@ def identifiers(text: str) -> set[str]:
 # ---------------------------------------------------------------------------------------------
 # The trajectories in each API's shape
 # ---------------------------------------------------------------------------------------------
+
+PATH = re.compile(r"(?<![\w/.$-])((?:[\w.-]+/)*[\w-]+\.[A-Za-z]\w{0,7})(?![\w/(])")
+
+
+def command_files(message: dict) -> set[str]:
+    """The file paths (with an extension) in the commands of an assistant message's tool calls."""
+    out: set[str] = set()
+    for call in message.get("tool_calls") or []:
+        try:
+            arguments = json.loads(call["function"]["arguments"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        command = arguments.get("command") if isinstance(arguments, dict) else None
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        if isinstance(command, str):
+            # Here-document bodies are data, not what the command names.
+            command = re.sub(r"<<-?\s*'?(\w+)'?.*?\n.*?\n\1\b", "", command, flags=re.S)
+            out.update(PATH.findall(command))
+    return out
+
 
 def strings(value: Any) -> list[str]:
     """Every string a JSON value holds, keys too, a string that is itself JSON (a tool call's
@@ -512,6 +535,7 @@ def main() -> int:
     compactions = rebuilt = task_whole = quiet = quiet_extends = 0
     dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
     ids_held = ids_kept = ids_recovered = 0
+    files_held = files_named = 0
     started = time.time()
     try:
         for r, record in enumerate(records):
@@ -519,6 +543,8 @@ def main() -> int:
             task = next((text_of(m["content"]) for m in messages if m["role"] == "user"), "")
             previous_sent: Optional[list[str]] = None
             previous_plain: Optional[list[str]] = None
+            named_files: set[str] = set()
+            files_seen = 0
             replay = SessionReplay(port, f"bench-{r}", model, args.window) if args.via == "session" else None
             for t, m in enumerate(messages):
                 if m["role"] != "assistant" or t < 2:
@@ -568,6 +594,18 @@ def main() -> int:
                         post(port, args.route, body, rkey, search=identifier)
                         found = upstream.bodies.pop(rkey + "/found", "")
                         ids_recovered += identifier in found
+                # The files the agent named in its commands so far, in a request engram rewrote.
+                for j in range(files_seen, t):
+                    if messages[j]["role"] == "assistant":
+                        named_files.update(command_files(messages[j]))
+                files_seen = t
+                if sent_turns != plain_turns:
+                    files_held += len(named_files)
+                    files_named += sum(1 for f in named_files if f in sent_words)
+                    if dump:
+                        missed = sorted(f for f in named_files if f not in sent_words)
+                        if missed:
+                            dump.write(json.dumps({"key": key, "missed_files": missed}) + "\n")
                 if dump and lost:
                     ago = {i: next(t - j for j in range(t - 1, -1, -1) if i in message_text(messages[j])) for i in lost}
                     dump.write(json.dumps({"key": key, "lost": ago, "held": len(held),
@@ -603,6 +641,9 @@ def main() -> int:
            if args.route != "anthropic" else {}),
         "task_whole": round(task_whole / max(1, engram.requests), 3),
         "next_step_identifiers": round(ids_kept / max(1, ids_held), 3),
+        # In the requests engram rewrote: the files the agent had named in its commands that
+        # the request still names.
+        "files_named": round(files_named / files_held, 3) if files_held else None,
         # With --recover: the identifiers in the request or brought back by one search call.
         **({"recoverable_identifiers": round((ids_kept + ids_recovered) / max(1, ids_held), 3)}
            if args.recover else {}),

@@ -610,6 +610,17 @@ pub(crate) enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The session's work ledger, from its tool calls and results: each file with the agent's
+    /// latest action on it (read, written, created, edited, deleted, ran) and the message it
+    /// was at, the failures no later step resolved and those it did, and the agent's latest
+    /// plan or todo list. Every compaction keeps the part of it that leaves the view.
+    Ledger {
+        /// The session.
+        id: String,
+        /// Print JSON: {"files", "commands", "failures", "plan", "messages"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the agent's `compact_history` tool call on the session and print the tool result.
     /// ARGUMENTS is the call's arguments, as the model sent them
     /// (`{"preserveRecentMessages": 10, "customPrompt": "..."}`); `--schema openai|anthropic`

@@ -301,6 +301,20 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
                 writeln!(out, "{}", status.text())?;
             }
         }
+        SessionCommand::Ledger { id, json } => {
+            let ledger = open(id)?.ledger()?;
+            if *json {
+                serde_json::to_writer_pretty(&mut out, &ledger)?;
+                writeln!(out)?;
+            } else if ledger.is_empty() {
+                writeln!(
+                    out,
+                    "session {id}: no tool call read or changed a file, ran a command or wrote a plan yet"
+                )?;
+            } else {
+                writeln!(out, "{}", ledger.render(usize::MAX))?;
+            }
+        }
         SessionCommand::Timeline {
             id,
             query,

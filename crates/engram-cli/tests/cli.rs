@@ -2790,3 +2790,68 @@ fn a_sessions_timeline_after_sleep() {
     assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `session ledger` shows what the agent's tool calls did: files with their latest action, a
+/// failure a later run fixed as resolved, one still failing as open; and says so when there is
+/// nothing yet.
+#[test]
+fn a_sessions_ledger_from_its_tool_calls() {
+    let (dir, db) = temp_db("ledger");
+    let db = db.as_str();
+    ok(engram(
+        &["--db", db, "session", "new", "--id", "agent"],
+        None,
+    ));
+    let empty = ok(engram(&["--db", db, "session", "ledger", "agent"], None));
+    assert!(
+        stdout(&empty).contains("no tool call"),
+        "{}",
+        stdout(&empty)
+    );
+    let call = |id: &str, command: &str| {
+        serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"id": id,
+            "type": "function", "function": {"name": "bash",
+            "arguments": serde_json::json!({"command": command}).to_string()}}]})
+    };
+    let result = |id: &str, code: i32| {
+        serde_json::json!({"role": "tool", "tool_call_id": id,
+            "content": format!("<returncode>{code}</returncode>\n<output>\n</output>")})
+    };
+    let messages = serde_json::json!({"messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the parser."},
+        call("c1", "cat src/parser.py"), result("c1", 0),
+        call("c2", "pytest tests/test_parser.py"), result("c2", 1),
+        call("c3", "sed -i 's/a/b/' src/parser.py"), result("c3", 0),
+        call("c4", "pytest tests/test_parser.py"), result("c4", 0),
+        call("c5", "python scripts/check.py"), result("c5", 2),
+    ]})
+    .to_string();
+    ok(engram(
+        &["--db", db, "session", "append", "agent", "-"],
+        Some(messages.as_bytes()),
+    ));
+    let text = stdout(&ok(engram(
+        &["--db", db, "session", "ledger", "agent"],
+        None,
+    )))
+    .to_owned();
+    assert!(text.contains("src/parser.py (edited at 6)"), "{text}");
+    assert!(
+        text.contains(
+            "Failures not yet resolved:\n- `python scripts/check.py` (exit 2, failed at 11)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("`pytest tests/test_parser.py` (exit 1, failed at 5, passed at 9)"),
+        "{text}"
+    );
+    let doc = json(&engram(
+        &["--db", db, "session", "ledger", "agent", "--json"],
+        None,
+    ));
+    assert_eq!(doc["files"][0]["path"], "src/parser.py");
+    assert_eq!(doc["failures"][1]["resolved_at"], serde_json::Value::Null);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -418,6 +418,21 @@ pub(crate) async fn timeline(
     .await
 }
 
+/// `GET .../ledger`: the session's work ledger (files, commands, failures, plan) and its text.
+pub(crate) async fn ledger(
+    State(app): State<Arc<App>>,
+    axum::Extension(tenant): axum::Extension<Tenant>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    with_store(&app, &tenant, move |app, store| {
+        let ledger = app.open_session(store, &id)?.ledger()?;
+        let mut value = serde_json::to_value(&ledger).map_err(ApiError::internal)?;
+        value["text"] = serde_json::Value::String(ledger.render(usize::MAX));
+        ok(value)
+    })
+    .await
+}
+
 /// `POST .../tools/{name}`: the agent's tool call, its arguments as the body; the answer is
 /// the tool's result (`is_error` for bad arguments: a tool error, not a failed request).
 pub(crate) async fn tool_call(

@@ -41,6 +41,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/sessions/{id}/status", get(rest::status))
         .route("/v1/sessions/{id}/window", get(rest::window))
         .route("/v1/sessions/{id}/timeline", get(rest::timeline))
+        .route("/v1/sessions/{id}/ledger", get(rest::ledger))
         .route("/v1/proxy/requests", get(crate::proxy::recent_requests))
         .route("/v1/proxy/savings", get(crate::proxy::savings))
         .route("/v1/sessions/{id}/tools/{name}", post(rest::tool_call))

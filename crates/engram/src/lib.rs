@@ -69,6 +69,7 @@ pub mod embed;
 pub mod error;
 pub mod in_memory;
 pub mod input;
+pub mod ledger;
 pub mod memory;
 pub mod message;
 pub mod offered;

@@ -41,3 +41,24 @@ fn retrieval_imports_nothing_above_it() {
         panic!("a circle of imports: {}", circle.join(" -> "));
     }
 }
+
+#[test]
+fn the_ledger_reads_messages_alone() {
+    let graph = layers::graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(graph.contains_key("ledger::tools"), "{graph:?}");
+    for module in graph
+        .keys()
+        .filter(|m| *m == "ledger" || m.starts_with("ledger::"))
+    {
+        let above: Vec<String> = layers::reached(&graph, module)
+            .into_iter()
+            .filter(|m| {
+                !(m == "ledger" || m.starts_with("ledger::") || m == "message" || m == "error")
+            })
+            .collect();
+        assert!(
+            above.is_empty(),
+            "{module} reaches {above:?}: the ledger reads messages alone"
+        );
+    }
+}

@@ -183,7 +183,20 @@ impl Planner<'_> {
         } else {
             0
         };
-        let mut window_budget = free - recall_budget - digest_reserve;
+        // The ledger of what may leave, with room of its own: the window does not take it.
+        let ledger_reserve = if digest {
+            self.ledger_of(older, &HashSet::new())
+                .and_then(|l| {
+                    let room = free - recall_budget;
+                    let share = (LEDGER_SHARE * room as f64) as usize;
+                    self.render_ledger(&l, share.max(SUMMARY_FLOOR.min(room)))
+                })
+                .map_or(0, |(_, tokens)| tokens)
+        } else {
+            0
+        };
+        let mut window_budget =
+            (free - recall_budget - digest_reserve).saturating_sub(ledger_reserve);
         if matches!(strategy, Strategy::Extractive | Strategy::Summarize) {
             // Seed 000: the last `keep_recent` messages, whatever they cost, then the digest.
             window_budget = free - digest_reserve.min(free / 2);
@@ -399,6 +412,21 @@ impl Planner<'_> {
                     .sum();
                 budget = budget.min(((share * replaced as f64) as usize).max(SUMMARY_FLOOR));
             }
+            // The work ledger of what leaves the view comes first: it is exact, and what the
+            // agent needs to go on (the files, the failures still open, its plan).
+            let ledger = self.ledger_of(dropped, &recalled_units).and_then(|l| {
+                let share = (LEDGER_SHARE * budget as f64) as usize;
+                let room = share.max(ledger_reserve).max(SUMMARY_FLOOR.min(budget));
+                self.render_ledger(&l, room.min(budget))
+            });
+            let whole = budget;
+            let budget = budget.saturating_sub(ledger.as_ref().map_or(0, |(_, t)| *t));
+            // What the ledger names (the paths, the commands) the digest need not repeat.
+            let ledger_message = ledger
+                .as_ref()
+                .map(|(text, _)| Message::system(text.clone()));
+            let mut visible = visible;
+            visible.extend(ledger_message.as_ref());
             let built = match self.summary(&sources, budget, dropped) {
                 Some(built) => Some(("summarize", built)),
                 None => digest::build(
@@ -411,8 +439,44 @@ impl Planner<'_> {
                 )
                 .map(|built| ("extractive", built)),
             };
+            // Joined, the texts may count a few tokens more than apart: what does not fit the
+            // room goes without the ledger.
+            let mut ledgered = ledger.is_some();
+            let built = match (built, ledger) {
+                (built, None) => built,
+                (Some((step, built)), Some((text, _))) => {
+                    let joined = self.with_ledger(&built, &text);
+                    if joined.tokens <= whole {
+                        Some((step, joined))
+                    } else {
+                        ledgered = false;
+                        Some((step, built))
+                    }
+                }
+                (None, Some((text, _))) => {
+                    let message = Message::system(text);
+                    let tokens = self.counter.count_message(&message).total();
+                    let source_ids = dropped
+                        .iter()
+                        .flat_map(|u| self.items[u.start..u.end].iter())
+                        .filter(|i| i.input.is_some())
+                        .map(|i| i.source_id().into_owned())
+                        .collect();
+                    (tokens <= whole).then_some((
+                        "ledger",
+                        digest::Built {
+                            tokens,
+                            message,
+                            source_ids,
+                        },
+                    ))
+                }
+            };
             if let Some((step, built)) = built {
                 self.report.steps.push(step);
+                if ledgered && step != "ledger" {
+                    self.report.steps.push("ledger");
+                }
                 self.report.summarized = built.source_ids.len();
                 self.report.summary_tokens = built.tokens;
                 used += built.tokens;
@@ -463,6 +527,60 @@ impl Planner<'_> {
             out.extend(version.messages.into_iter().map(|v| (at, v)));
         }
         out
+    }
+
+    /// The work ledger of `units` but those in `skip` (the recalled: they are in view), or
+    /// `None` when it records nothing.
+    fn ledger_of(
+        &self,
+        units: &[units::Unit],
+        skip: &HashSet<usize>,
+    ) -> Option<crate::ledger::Ledger> {
+        let mut ledger = crate::ledger::Ledger::default();
+        for (_, unit) in units
+            .iter()
+            .enumerate()
+            .filter(|(ui, _)| !skip.contains(ui))
+        {
+            for item in &self.items[unit.start..unit.end] {
+                if let Some(input) = item.input {
+                    ledger.add_message(&item.message, item.logged.unwrap_or(input));
+                }
+            }
+        }
+        (!ledger.is_empty()).then_some(ledger)
+    }
+
+    /// The ledger's text within `room` tokens, with its tokens (and the separator's before
+    /// it); `None` when not even its newest file fits.
+    fn render_ledger(
+        &self,
+        ledger: &crate::ledger::Ledger,
+        room: usize,
+    ) -> Option<(String, usize)> {
+        let separator = self.counter.count_text("\n\n");
+        let mut max_chars = room * 4;
+        while max_chars >= 60 {
+            let text = ledger.render(max_chars);
+            let tokens = self.counter.count_text(&text) + separator;
+            if tokens <= room {
+                // A heading alone names nothing.
+                return (text.lines().count() > 1).then_some((text, tokens));
+            }
+            max_chars = max_chars * room / tokens * 9 / 10;
+        }
+        None
+    }
+
+    /// `built` with the ledger's text after its own.
+    fn with_ledger(&self, built: &digest::Built, ledger: &str) -> digest::Built {
+        let text = format!("{}\n\n{ledger}", built.message.text());
+        let message = Message::system(text);
+        digest::Built {
+            tokens: self.counter.count_message(&message).total(),
+            message,
+            source_ids: built.source_ids.clone(),
+        }
     }
 
     /// A summary by the configured summarizer, when there is one and its summary fits;
@@ -871,6 +989,11 @@ const EXCERPT_ROOM: usize = 40;
 /// The tokens a summary held to a share of what it stands for
 /// ([`CompactOptions::summary_share`]) may take however little that is.
 pub(super) const SUMMARY_FLOOR: usize = 200;
+/// The share of the room left after recall that the work ledger may take, set aside before the
+/// recent window takes its part, and the share of a summary's room it may take: the exact
+/// record of files, failures and plan comes first (what an agent cannot find again without
+/// knowing to look), and the prose or key lines of what was said keep at least half.
+const LEDGER_SHARE: f64 = 0.5;
 
 /// Recall's share of `free` tokens for a history of `history` tokens in `sessions` sessions,
 /// given the configured `share`. The rest (the digest and the recent window) shrinks linearly,

@@ -36,6 +36,11 @@ pub const BLOCK_SHARE: f64 = 0.3;
 /// lines hold more of what the next steps use, per token, than older turns verbatim.
 pub const HEAD_DIGEST_SHARE: f64 = 0.7;
 
+/// What a block behind the head adds to its target for the work ledger of what leaves, at most
+/// this share of the limit: behind a head of summaries the target may leave no room at all, and
+/// the files and failures that leave must still be named.
+pub const BLOCK_LEDGER_SHARE: f64 = 0.05;
+
 /// A view sent upstream, as the next request builds on it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SentView {
@@ -248,6 +253,23 @@ impl Stable<'_> {
         counter: &TokenCounter,
         target: usize,
     ) -> Result<super::Compacted, CompactError> {
+        // A block behind the head gets room for the ledger of what it sets aside, on top of
+        // its target (never past the threshold).
+        let target = if block {
+            let cap = (BLOCK_LEDGER_SHARE * self.limit as f64) as usize;
+            let ledger =
+                crate::ledger::Ledger::of(&input.messages[head.min(input.messages.len())..], 0);
+            let extra = if ledger.is_empty() {
+                0
+            } else {
+                counter.count_text(&ledger.render(cap * 4)).min(cap)
+            };
+            (target + extra)
+                .min(self.trigger.threshold_tokens(self.limit))
+                .max(target)
+        } else {
+            target
+        };
         super::policy::within_target(target, self.limit, 0, |budget| {
             let mut options = self.options.clone();
             options.budget = budget;

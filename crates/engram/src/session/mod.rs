@@ -750,6 +750,17 @@ impl<'s> Session<'s> {
         }
     }
 
+    /// The work ledger of the session's whole log: the files the agent read and changed, the
+    /// commands it ran and the failures still open, its plan; each step is a message's place
+    /// in the log (what `read_history` takes).
+    pub fn ledger(&self) -> Result<crate::ledger::Ledger, SessionError> {
+        let mut ledger = crate::ledger::Ledger::default();
+        for m in self.store.session_log(&self.info.id, 0, false)? {
+            ledger.add_message(&m.message, m.seq as usize);
+        }
+        Ok(ledger)
+    }
+
     /// The view's tokens: the latest compaction's view plus what was appended since.
     pub fn view_tokens(&self) -> Result<usize, SessionError> {
         let latest = self.store.latest_compaction(&self.info.id)?;
