@@ -2853,5 +2853,23 @@ fn a_sessions_ledger_from_its_tool_calls() {
     ));
     assert_eq!(doc["files"][0]["path"], "src/parser.py");
     assert_eq!(doc["failures"][1]["resolved_at"], serde_json::Value::Null);
+    // The agent reads it back through its own status tool.
+    let status = json(&engram(
+        &[
+            "--db",
+            db,
+            "session",
+            "tool",
+            "agent",
+            "context_status",
+            "{}",
+        ],
+        None,
+    ));
+    let ledger = status["ledger"].as_str().unwrap_or_default();
+    assert!(
+        ledger.contains("`python scripts/check.py` (exit 2, failed at 11)"),
+        "{status}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -8,7 +8,7 @@
 //! | `search_history` | ranked hits over the session's whole log, in the view or not |
 //! | `read_history` | the originals, verbatim, by id (the ids markers and digests name) or by range |
 //! | `compact_history` | compacts now, keeping the newest messages (seed 004) |
-//! | `context_status` | the status update as data: tokens in the context, the window, the cost |
+//! | `context_status` | the status update as data: tokens in the context, the window, the cost, the work ledger |
 //! | `memory_search` | long-term memory's best entries for a query |
 //! | `memory_add` | one entry into working memory, tied to the session |
 
@@ -220,7 +220,7 @@ fn base_definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: CONTEXT_STATUS,
-            description: "How full your context is: tokens in it, the window, the share used, the cost so far, and the compactions so far.",
+            description: "How full your context is: tokens in it, the window, the share used, the cost so far, the compactions so far, and your work ledger (the files you read and changed with the message each was at, the failures no later step resolved, your latest plan).",
             parameters: json!({
                 "type": "object",
                 "properties": {},
@@ -232,6 +232,7 @@ fn base_definitions() -> Vec<ToolDefinition> {
                     "session_id": {"type": "string"}, "total_tokens": {"type": "integer"},
                     "max_tokens": {"type": "integer"}, "percent": {"type": "integer"},
                     "cost_usd": {"type": "number"}, "compactions": {"type": "integer"},
+                    "ledger": {"type": "string"},
                 },
                 "required": ["session_id", "total_tokens", "max_tokens", "percent", "compactions"],
             }),

@@ -326,9 +326,10 @@ impl Ledger {
         self.failures.iter().filter(|f| f.resolved_at.is_none())
     }
 
-    /// True when it recorded nothing.
+    /// True when it holds nothing its text shows: no file, no failure, no plan (commands that
+    /// ran without failing are not shown).
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.commands.is_empty() && self.plan.is_empty()
+        self.files.is_empty() && self.failures.is_empty() && self.plan.is_empty()
     }
 
     /// The ledger as text for a model, at most `max_chars` long: the failures still open, the

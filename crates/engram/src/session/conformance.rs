@@ -1571,6 +1571,10 @@ fn the_agents_history_tools(store: &dyn EngramStore) {
     let status: serde_json::Value = serde_json::from_str(&status.text).expect("json");
     assert_eq!(status["max_tokens"], 50_000);
     assert_eq!(status["compactions"], 1);
+    assert!(
+        status.get("ledger").is_none(),
+        "no tool call recorded anything: {status}"
+    );
     let added = call(
         "memory_add",
         json!({"content": "the legacy module is deprecated"}),

@@ -140,6 +140,8 @@ impl Session<'_> {
         Ok(ToolReply::data(&json!(read)))
     }
 
+    /// `context_status`: the status numbers and, once a tool call did something the ledger
+    /// records, the work ledger's text (at most [`STATUS_LEDGER_CHARS`]).
     fn status_tool(&self, args: Value) -> Result<ToolReply, Failure> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -154,9 +156,17 @@ impl Session<'_> {
         doc.insert("session_id".into(), json!(self.info.id));
         doc.extend(status.numbers());
         doc.insert("compactions".into(), json!(compactions));
+        let ledger = self.ledger()?;
+        if !ledger.is_empty() {
+            doc.insert("ledger".into(), json!(ledger.render(STATUS_LEDGER_CHARS)));
+        }
         Ok(ToolReply::data(&Value::Object(doc)))
     }
 }
+
+/// The most characters of the work ledger `context_status` returns: the open failures, the plan
+/// and the newest files first, about a thousand tokens.
+const STATUS_LEDGER_CHARS: usize = 4_000;
 
 /// Runs `memory_search` or `memory_add` on `store`, which need no session: a front serving
 /// several sessions (MCP without `--session`) calls this when the call names none, and a
