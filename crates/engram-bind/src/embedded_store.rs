@@ -343,7 +343,7 @@ impl Store {
         to_json(&outcome.to_value())
     }
 
-    /// Seed 004's status update for the session now, as a system message.
+    /// The status update for the session now, as a system message.
     pub fn session_status(&self, id: &str) -> Res<String> {
         let status = self.open_session(id)?.status().map_err(err)?;
         to_json(&status.to_document())

@@ -283,9 +283,9 @@ pub fn compact_prompt_json(
     }
 }
 
-/// Seed 001's budgeted assembly. `parts_json`: system, new_message?, history, memory_results,
+/// Budgeted assembly. `parts_json`: system, new_message?, history, memory_results,
 /// learnings, tool_definitions, summaries (`{depth, messages, from, to, text}`). `budget_json`:
-/// the `TokenBudget` fields. With `seed`, seed 001's own arithmetic
+/// the `TokenBudget` fields. With `seed`, the classic arithmetic
 /// ([`ContextBuilder::seed_rules`]): reserves kept, the fresh tail regardless of the budget, and
 /// the seed's characters/4 unless a model or tokenizer is named.
 pub fn build_context_json(
@@ -376,7 +376,7 @@ pub fn summarize_json(
     to_json(&json!({"summary": summary, "summarizer": name, "fallback": fallback}))
 }
 
-/// Seed 000's key facts of a list of messages, in order, each once.
+/// The key facts of a list of messages, in order, each once.
 pub fn extract_key_facts_json(messages_json: &str) -> Res<String> {
     let log: Vec<LoggedMessage> = messages(messages_json)?
         .into_iter()
@@ -413,7 +413,7 @@ pub fn tool_schemas_json(format: &str) -> Res<String> {
     to_json(&engram::tools::schemas(format))
 }
 
-/// Seed 004's status update (a system message) as JSON.
+/// The status update (a system message) as JSON.
 pub fn status_message_json(
     total_tokens: usize,
     max_tokens: usize,

@@ -1,4 +1,4 @@
-//! `engram memory …`: the fixed memory CLI contract (DESIGN.md).
+//! `engram memory …`: the memory CLI, a fixed contract.
 
 use engram::plural;
 use std::io::{BufRead, Write};

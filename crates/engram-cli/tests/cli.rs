@@ -86,7 +86,7 @@ fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).expect("stdout is JSON")
 }
 
-/// Issue 31, defect 7: `engram count /dev/zero` read without end. Input that does not start
+/// `engram count /dev/zero` once read without end. Input that does not start
 /// like JSON is refused after the first read; a JSON-looking input is capped.
 #[test]
 fn count_stops_reading_input_that_is_not_a_conversation() {
@@ -1271,7 +1271,7 @@ fn session_cli_drives_a_whole_agent_session() {
         stderr(&out)
     );
 
-    // Seed 004: the status update and the agent's compact_history tool.
+    // The status update and the agent's compact_history tool.
     let status = ok(engram(&["--db", db, "session", "status", "s1"], None));
     assert!(
         stdout(&status).starts_with("--- STATUS UPDATE ---\nToken Usage: "),

@@ -76,7 +76,7 @@ pub struct ProviderConfig {
     /// The first backoff; it doubles each retry, plus jitter, unless the server says
     /// `Retry-After`.
     pub retry_base: Duration,
-    /// Sampling temperature (seed 004: 0.3).
+    /// Sampling temperature (0.3).
     pub temperature: f64,
     /// The most tokens a summary may have, whatever the pipeline allows.
     pub max_summary_tokens: usize,

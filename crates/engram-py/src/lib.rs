@@ -239,7 +239,7 @@ fn compact_json(
     .map_err(err)
 }
 
-/// Seed 001's budgeted assembly; see `engram_bind::build_context_json`.
+/// Budgeted assembly; see `engram_bind::build_context_json`.
 #[pyfunction]
 #[pyo3(signature = (parts_json, budget_json, model=None, tokenizer=None, seed=false))]
 fn build_context_json(
@@ -271,7 +271,7 @@ fn summarize_json(
         .map_err(err)
 }
 
-/// Seed 000's key facts of a list of messages, in order, each once.
+/// The key facts of a list of messages, in order, each once.
 #[pyfunction]
 fn extract_key_facts_json(messages_json: &str) -> Res<String> {
     bind::extract_key_facts_json(messages_json).map_err(err)
@@ -291,7 +291,7 @@ fn tool_schemas_json(format: &str) -> Res<String> {
     bind::tool_schemas_json(format).map_err(err)
 }
 
-/// Seed 004's status update (a system message) as JSON.
+/// The status update (a system message) as JSON.
 #[pyfunction]
 #[pyo3(signature = (total_tokens, max_tokens, cost_usd=0.0, activities_json=None))]
 fn status_message_json(

@@ -1,5 +1,5 @@
-"""The seeds' classic APIs (seed 000's MemoryConsolidator, seed 001's ContextManager), as the
-seeds describe them and as their reference implementation behaves."""
+"""The classic APIs (MemoryConsolidator, ContextManager), as their reference implementation
+behaves."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Budgeted assembly (seed 001) natively and through the seed-compatible layer."""
+"""Budgeted assembly natively and through the seed-compatible layer."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_native_assembly_enriches_and_never_exceeds_the_budget():
 
 
 def test_the_seed_layer_reproduces_the_seeds_example():
-    # Seed 001's example: 30,000 tokens, 40 messages; the fresh tail (25-40) always, then the
+    # The classic example: 30,000 tokens, 40 messages; the fresh tail (25-40) always, then the
     # evictable prefix newest first until the history budget is spent.
     mgr = ContextManager()
     msgs = history(40, 3_000)  # ~750 tokens each at 4 characters per token

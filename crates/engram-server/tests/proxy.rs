@@ -342,7 +342,7 @@ async fn small_requests_pass_byte_for_byte_on_every_route() {
 }
 
 /// The proxy decides with the sessions' policy (`[session] threshold` and `target` of the
-/// configuration), measured against the room the request leaves for its reply (issue 30).
+/// configuration), measured against the room the request leaves for its reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_proxy_takes_its_threshold_and_target_from_the_session_policy() {
     let messages: Vec<Value> = (0..40)

@@ -650,7 +650,7 @@ async fn tenants_cannot_see_each_other_on_any_route() {
     .await;
 }
 
-/// Issue 31, defect 11: a tenant whose database file is not engram's got a bare 500. It gets a
+/// A tenant whose database file is not engram's once got a bare 500. It gets a
 /// 503 that says the server's log has the reason (the file is named there, not to the client),
 /// and the other tenants are served as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

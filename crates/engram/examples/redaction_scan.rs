@@ -4,7 +4,7 @@
 //! hash, a line of code) is a false positive to fix.
 //!
 //! ```text
-//! cargo run --release -p engram --example redaction_scan -- ../shared/data/dev/*.jsonl
+//! cargo run --release -p engram --example redaction_scan -- path/to/dev-data/*.jsonl
 //! ```
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Budgeted context assembly (seed 001): the system prompt enriched with relevant memory and
+//! Budgeted context assembly: the system prompt enriched with relevant memory and
 //! past learnings, summaries of older history, the evictable prefix filled newest first, a
 //! protected fresh tail, and the new message.
 //!
@@ -155,7 +155,7 @@ pub struct MemorySections {
     pub learnings_used: Vec<usize>,
 }
 
-/// Seed 001's memory sections, the one rule for assembled contexts and session contexts: memory
+/// The memory sections, the one rule for assembled contexts and session contexts: memory
 /// snippets (best first) as lines under "## Relevant Memory" within
 /// [`TokenBudget::memory_tokens`], and at most five learnings as "- " lines under
 /// "## Past Learnings" within [`TokenBudget::learnings_tokens`]. A snippet that does not fit is
@@ -210,7 +210,7 @@ pub struct ContextBuilder<'c> {
     seed: Option<SeedCount>,
 }
 
-/// How seed 001's own rules ([`ContextBuilder::seed_rules`]) count a message: by its text
+/// How the classic rules ([`ContextBuilder::seed_rules`]) count a message: by its text
 /// alone, at least 1 token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeedCount {
@@ -220,7 +220,7 @@ pub enum SeedCount {
     Exact,
 }
 
-/// The parts of a request, as seed 001's `build_messages` takes them.
+/// The parts of a request, as the classic `build_messages` takes them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Parts<'a> {
     /// The base system prompt.
@@ -249,7 +249,7 @@ impl<'c> ContextBuilder<'c> {
         }
     }
 
-    /// Seed 001's own rules, for code written against the seed (the seed-compatible Python
+    /// The classic rules, for code written against the classic API (the seed-compatible Python
     /// API), with messages counted as `count` says: the reserves stay reserved whatever the
     /// system prompt and the tools use, so the history has `available - memory - learnings`
     /// with the new message; the fresh tail is kept whole "regardless of budget", so the
@@ -373,7 +373,7 @@ impl<'c> ContextBuilder<'c> {
         Ok((out, report))
     }
 
-    /// [`ContextBuilder::build`] by seed 001's arithmetic ([`ContextBuilder::seed_rules`]).
+    /// [`ContextBuilder::build`] by the classic arithmetic ([`ContextBuilder::seed_rules`]).
     fn build_by_the_seed(
         &self,
         parts: &Parts<'_>,

@@ -41,7 +41,7 @@
 //! - [`compact`](mod@compact): the compaction pipeline (units, masking, digest, recall, summaries, live
 //!   contexts), [`compact::policy`]: when and how much to compact, for every caller, and
 //!   [`compact::stable`]: views that keep a provider's prompt cache warm.
-//! - [`assembly`]: budgeted context assembly (seed 001).
+//! - [`assembly`]: budgeted context assembly.
 //! - [`redact`]: secrets out of text that leaves for an LLM or enters memory.
 //! - [`registry`]: models' windows, output limits, tokenizers and prices, as data.
 //! - [`usage`]: what a model call used (cached tokens too), from a reply whole or streamed.

@@ -1,7 +1,7 @@
 //! Sleep as a whole (seeds 002 and 003), and the auto-sleep worker that runs it.
 //!
-//! One sleep tick consolidates working memory first (seed 003), then compacts the sessions
-//! above the sleep threshold (seed 002's phase 1: their key facts go to working memory, to be
+//! One sleep tick consolidates working memory first, then compacts the sessions
+//! above the sleep threshold (its first phase: their key facts go to working memory, to be
 //! consolidated by a later tick), then applies the archive retention when one is set.
 //!
 //! [`AutoSleep`] runs ticks on a background thread: every interval it claims the tick in the

@@ -1,13 +1,13 @@
 //! What the agent itself calls and sees: its tools, defined once here for every surface (the
 //! CLI, the REST API, Python and MCP print or serve these definitions and dispatch through
 //! [`Session::handle_tool_call`](crate::session::Session::handle_tool_call)), and the status
-//! updates that tell it how full its context is (seed 004).
+//! updates that tell it how full its context is.
 //!
 //! | tool | what it does |
 //! |---|---|
 //! | `search_history` | ranked hits over the session's whole log, in the view or not |
 //! | `read_history` | the originals, verbatim, by id (the ids markers and digests name) or by range |
-//! | `compact_history` | compacts now, keeping the newest messages (seed 004) |
+//! | `compact_history` | compacts now, keeping the newest messages |
 //! | `context_status` | the status update as data: tokens in the context, the window, the cost, the work ledger |
 //! | `memory_search` | long-term memory's best entries for a query |
 //! | `memory_add` | one entry into working memory, tied to the session |
@@ -560,7 +560,7 @@ impl CompactHistoryArgs {
     }
 }
 
-/// The tool result the agent reads after a compaction (seed 004's text, with the measured
+/// The tool result the agent reads after a compaction (the usual text, with the measured
 /// reduction in tokens rather than characters).
 pub fn compact_history_result(
     messages_compacted: usize,
@@ -597,7 +597,7 @@ pub struct Activity {
     pub description: String,
 }
 
-/// A status update's content (seed 004).
+/// A status update's content.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Status {
     /// Tokens in the context now.
@@ -642,7 +642,7 @@ impl Status {
         Value::Object(doc)
     }
 
-    /// The message to insert (a system message, seed 004's format).
+    /// The message to insert (a system message).
     pub fn to_message(&self) -> Message {
         let mut lines = vec![
             "--- STATUS UPDATE ---".to_owned(),
@@ -673,7 +673,7 @@ impl Status {
 }
 
 /// When to send a status update: every `every` turns, and whenever usage crosses one of the
-/// thresholds upwards (seed 004 sends one every 5 turns and suggests compacting above 70%).
+/// thresholds upwards (one every 5 turns, and a suggestion to compact above 70%).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusSchedule {
     /// Turns between updates.

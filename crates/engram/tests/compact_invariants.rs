@@ -338,7 +338,7 @@ fn check(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(engram_testkit::proptest_cases(200)))]
 
-    /// Seed 001's assembly under engram's invariants: the budget (less the reply reserve), the
+    /// The classic assembly under engram's invariants: the budget (less the reply reserve), the
     /// system prompt first, the new message last, a suffix of whole units in between.
     #[test]
     fn assembly_keeps_the_invariants(messages in history(), total in 100usize..6000, tail in 0usize..20,

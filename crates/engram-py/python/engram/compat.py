@@ -29,7 +29,7 @@ __all__ = ["TokenBudget", "ContextManager", "MemoryConsolidator"]
 
 @dataclass
 class TokenBudget:
-    """Seed 001's budget: the window, two reserves, the memory and learnings shares of what
+    """The classic budget: the window, two reserves, the memory and learnings shares of what
     remains, and the protected fresh tail."""
 
     total: int = 30_000
@@ -61,7 +61,7 @@ class TokenBudget:
 
 
 class ContextManager:
-    """Seed 001's ``ContextManager``: enriches the system prompt with "## Relevant Memory" and
+    """The classic ``ContextManager``: enriches the system prompt with "## Relevant Memory" and
     "## Past Learnings" (at most 5), inserts summaries that fit, always keeps the fresh tail and
     fills the rest of the history newest first, stopping at the first message that does not fit.
     Tool calls and their results are kept together (a unit is kept or dropped whole)."""
@@ -131,7 +131,7 @@ def _text(m: Any) -> str:
 
 
 class MemoryConsolidator:
-    """Seed 000's ``MemoryConsolidator``: at ``threshold_pct`` of ``max_tokens`` the history
+    """The classic ``MemoryConsolidator``: at ``threshold_pct`` of ``max_tokens`` the history
     older than the last 4 messages is replaced by one message of key facts."""
 
     KEEP_RECENT = 4

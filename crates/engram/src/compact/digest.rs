@@ -1,7 +1,7 @@
 //! The extractive digest: one `[Session context consolidated]` message standing for the
-//! messages that left the view (seed 000), built without an LLM.
+//! messages that left the view, built without an LLM.
 //!
-//! Seed 000 keeps lines with fact keywords, tool results cut to 200 characters and prefixed with
+//! The classic consolidator keeps lines with fact keywords, tool results cut to 200 characters and prefixed with
 //! the tool's name, and short user messages; it skips long assistant prose and removes
 //! duplicates. engram keeps those rules as candidates and then chooses what to keep within a
 //! budget by what the agent is likely to refer to again: a line earns the identifiers (paths,
@@ -29,7 +29,7 @@ use crate::retrieval::message_lines_text;
 
 use crate::session::facts::FACT_KEYWORDS;
 
-/// The digest's first line (seed 000).
+/// The digest's first line.
 pub(crate) const HEADER: &str = "[Session context consolidated]";
 
 /// Lines longer than this are kept as snippets around their identifiers.
@@ -262,7 +262,7 @@ pub(crate) fn build(
         let lines: Vec<&str> = text.lines().collect();
         let is_task = task == Some(si);
         let short_user = item.message.role == Role::User && text.chars().count() < 120;
-        // Seed 000: a tool result is kept as its first 200 characters, prefixed with the tool's
+        // A tool result is kept as its first 200 characters, prefixed with the tool's
         // name. Here it is a candidate of low value: it gets a place when the lines that carry
         // identifiers leave room.
         if item.message.role == Role::Tool {
@@ -347,7 +347,7 @@ pub(crate) fn build(
     let mut chosen: Vec<usize> = Vec::new();
     let mut labelled: HashSet<u32> = HashSet::new();
     let mut used = fixed;
-    // Two passes: the lines that carry something first; then tool results' heads (seed 000's
+    // Two passes: the lines that carry something first; then tool results' heads (the classic consolidator's
     // rule) for the outputs nothing else represents, while room remains.
     for heads in [false, true] {
         for &i in &order {

@@ -8,7 +8,7 @@ const MASK_HEAD_LINES: usize = 4;
 const MASK_TAIL_LINES: usize = 2;
 const MASK_LINE_CHARS: usize = 160;
 
-/// A tool output's masked form: its first and last lines around seed 002's archived-output
+/// A tool output's masked form: its first and last lines around the archived-output
 /// marker, which names the tool, the call, the size and where the original is. `None` when the
 /// output is too short for masking to save anything.
 pub(super) fn mask_text(

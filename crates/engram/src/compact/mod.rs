@@ -12,7 +12,7 @@
 //! deleted from the caller's data (the output only *selects* and *describes*), and every output
 //! message says which input messages it stands for.
 //!
-//! Invariants (DESIGN.md), enforced here for every strategy:
+//! Invariants, enforced here for every strategy:
 //! 1. units are kept or dropped whole, after [`units::repair`] made the history well formed;
 //! 2. leading system/developer messages are kept verbatim and first;
 //! 3. the newest unit is kept verbatim and last;

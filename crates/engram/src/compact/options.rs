@@ -20,7 +20,7 @@ pub enum Strategy {
     /// Observation masking: tool outputs older than the last `mask_keep_last` masked, then the
     /// window.
     Mask,
-    /// Seed 000's consolidation: the last `keep_recent` messages verbatim and one
+    /// The classic consolidation: the last `keep_recent` messages verbatim and one
     /// `[Session context consolidated]` digest of the older ones.
     Extractive,
     /// Like `Extractive`, with the summary written by the configured [`summarize::Summarizer`]
@@ -90,7 +90,7 @@ pub struct CompactOptions {
     pub mask_keep_last: usize,
     /// Messages the extractive strategy keeps verbatim, counted from the newest (default 4).
     pub keep_recent: usize,
-    /// Seed 002's preserve window for the extractive strategy: keep the last 20 messages or
+    /// The preserve window of the extractive strategy: keep the last 20 messages or
     /// 20% of the budget, whichever is larger (instead of `keep_recent`).
     pub preserve_window: bool,
     /// The share of the free budget the digest may take when older material is dropped.
@@ -191,7 +191,7 @@ impl CompactOptions {
     }
 }
 
-/// What compaction did: seed 000's audit event, and more.
+/// What compaction did: an audit event, and more.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CompactReport {
     /// The strategy asked for.

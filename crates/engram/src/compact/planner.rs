@@ -120,7 +120,7 @@ impl Planner<'_> {
     /// LongMemEval-S (about 60 times a 2,048-token budget) and LoCoMo (19 to 32 sessions) need
     /// the larger share to reach evidence spread over sessions, while LongMemEval's short
     /// conversations (about 3 times, at most 5 sessions) lose evidence the recent window held
-    /// if recall takes more (docs/benchmarks-history.md, issue 29).
+    /// if recall takes more (docs/benchmarks-history.md).
     fn recall_share(&self, older: &[units::Unit], free: usize) -> f64 {
         // Four characters a token: an estimate is enough for a ratio, and counting every
         // message of a long history exactly would cost more than ranking it.
@@ -198,7 +198,7 @@ impl Planner<'_> {
         let mut window_budget =
             (free - recall_budget - digest_reserve).saturating_sub(ledger_reserve);
         if matches!(strategy, Strategy::Extractive | Strategy::Summarize) {
-            // Seed 000: the last `keep_recent` messages, whatever they cost, then the digest.
+            // The last `keep_recent` messages, whatever they cost, then the digest.
             window_budget = free - digest_reserve.min(free / 2);
         }
 

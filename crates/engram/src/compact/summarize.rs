@@ -11,7 +11,7 @@ use std::fmt;
 
 use crate::message::{Message, Role};
 
-/// Seed 002's compaction prompt, as a structured handoff: the sections an agent needs to carry
+/// The compaction prompt, as a structured handoff: the sections an agent needs to carry
 /// on, with identifiers kept exactly.
 pub const DEFAULT_PROMPT: &str = "\
 Summarize the conversation history below for an agent that will continue the work without seeing it.
@@ -35,7 +35,7 @@ pub const SECTIONS: [&str; 6] = [
     "## Critical context",
 ];
 
-/// The first line of a model-written summary in a view (seed 002's storage format).
+/// The first line of a model-written summary in a view.
 pub const SUMMARY_HEADER: &str = "[CONTEXT SUMMARY]";
 
 /// What to summarise.

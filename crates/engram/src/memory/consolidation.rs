@@ -1,4 +1,4 @@
-//! Sleep consolidation (seed 003): working entries older than TTL/2 are grouped by source and
+//! Sleep consolidation: working entries older than TTL/2 are grouped by source and
 //! session, each group is summarised into one episodic entry whose `summary_of` names the
 //! originals, and the originals move to the archive, one group per transaction.
 //!
@@ -581,7 +581,7 @@ fn first_chars(s: &str, n: usize) -> &str {
     }
 }
 
-/// The extractive summary of a group (seed 003's text-substitution fallback, done better): a
+/// The extractive summary of a group (a text-substitution fallback, done better): a
 /// header with the count, source and time range, then each entry's most informative line
 /// (the one with the most identifiers, or its first), duplicates removed, newest last, within
 /// `max_chars`; the entries with the most identifiers win when not all fit.

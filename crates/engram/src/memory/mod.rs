@@ -4,7 +4,7 @@
 //! Every entry lives in exactly one tier. New entries go to *working* memory. Sleep turns groups
 //! of aged working entries into one *episodic* summary whose `summary_of` names them, and moves
 //! the originals to the *archive*: nothing is deleted unless a retention setting says so.
-//! *Learnings* (seed 001) and the *journal* (seed 002's `context_synthesis` entries) are tiers
+//! *Learnings* and the *journal* (`context_synthesis` entries) are tiers
 //! too, so that one search covers everything.
 //!
 //! Backends implement [`MemoryStore`] and run the same conformance suite
@@ -33,9 +33,9 @@ pub enum Tier {
     Episodic,
     /// Originals that left working memory, kept.
     Archive,
-    /// Lessons from earlier runs (seed 001).
+    /// Lessons from earlier runs.
     Learning,
-    /// Compaction summaries (seed 002's `context_synthesis`).
+    /// Compaction summaries (`context_synthesis`).
     Journal,
 }
 
@@ -269,7 +269,7 @@ pub struct Stats {
     pub journal: usize,
 }
 
-/// A consolidation, as the log records it (seed 003's columns, plus what an audit needs).
+/// A consolidation, as the log records it (its columns, and what an audit needs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConsolidationRecord {
     /// Assigned by the store.

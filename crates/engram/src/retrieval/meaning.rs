@@ -210,7 +210,7 @@ impl Speakers {
 /// "I just signed up for a pottery class". Read as asked too, so that the speaker still counts.
 /// Measured on LoCoMo with the name left out alone (temporal questions lost 0.015 at 2,048), with
 /// the mean of the two vectors (0.012) and with the mean of the similarities, which kept every
-/// category at least where it was (docs/benchmarks-history.md, issue 29).
+/// category at least where it was (docs/benchmarks-history.md).
 pub(crate) fn query_vectors(
     embedder: &dyn Embedder,
     query: &str,

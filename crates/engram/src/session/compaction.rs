@@ -277,7 +277,7 @@ impl Session<'_> {
         Ok((Compaction::Recorded(Box::new(record)), facts_extracted))
     }
 
-    /// The agent's `compact_history` tool (seed 004): everything but the last
+    /// The agent's `compact_history` tool: everything but the last
     /// `preserveRecentMessages` messages is summarised (by the configured summarizer, else
     /// extractively), with the agent's own prompt if it gave one; the compaction is recorded
     /// and the tool result reports the measured reduction. The log keeps every message. When
@@ -376,7 +376,7 @@ impl Session<'_> {
         Ok(text)
     }
 
-    /// Sleep-time compaction (seed 002 phase 1): when the view is above the sleep threshold
+    /// Sleep-time compaction: when the view is above the sleep threshold
     /// (0.5 of the window), the key facts of what leaves the view are written to working
     /// memory, then the log is compacted down to the sleep target (0.3).
     pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, SessionError> {
@@ -489,7 +489,7 @@ impl Drop for CompactionSlot {
 /// (`engram session compact`, the agent's `compact_history`).
 pub const MANUAL_SUMMARY_SHARE: f64 = 0.25;
 
-/// A recorded summary's header: seed 001's `[Summary: depth d, n messages, covers t1 to t2]`,
+/// A recorded summary's header: `[Summary: depth d, n messages, covers t1 to t2]`,
 /// then how to get the originals back (the agent's history tool), when it covers ids.
 fn summary_header(
     depth: u32,

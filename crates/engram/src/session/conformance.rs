@@ -844,7 +844,7 @@ fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn EngramStore
         .expect("the view has a summary");
     assert!(
         summary.message.text().starts_with("[Summary: depth "),
-        "seed 001's header: {}",
+        "the summary header: {}",
         summary.message.text()
     );
     // Each summary is journalled as a context_synthesis entry.
@@ -995,7 +995,7 @@ fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     ));
     assert_eq!(store.checkpoints("c").expect("list").len(), 2);
     // A page of the log holds the active messages from a sequence number on, at most `limit`
-    // (issue 31, defect 5: a page cost the rest of the log).
+    // (a page once cost the rest of the log).
     let active = store.session_log("c", 0, false).expect("log");
     let seqs = |log: &[crate::session::store::LoggedMessage]| -> Vec<u64> {
         log.iter().map(|m| m.seq).collect()

@@ -178,7 +178,7 @@ impl Session<'_> {
         learnings: Vec<(String, Vec<String>)>,
     ) -> Result<Compacted, SessionError> {
         let budget = budget.unwrap_or(self.info.window);
-        // Seed 001's shares (15% and 5%) of the whole budget, with no reserves: the session's
+        // The classic shares (15% and 5%) of the whole budget, with no reserves: the session's
         // own system prompt and its history are compacted into what the sections leave.
         let shares = crate::assembly::TokenBudget {
             system_reserve: 0,

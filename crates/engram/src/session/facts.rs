@@ -1,4 +1,4 @@
-//! Seed 000's key-fact extraction, used before sleep-time compaction so that what leaves the
+//! Key-fact extraction, used before sleep-time compaction so that what leaves the
 //! view is findable in working memory: tool results (cut to 200 characters, prefixed with the
 //! tool's name), lines with fact keywords (verbatim), and user messages under 120 characters;
 //! long assistant prose is skipped; identical facts are kept once.
@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use super::LoggedMessage;
 use crate::message::Role;
 
-/// Seed 000's fact keywords.
+/// The fact keywords.
 pub const FACT_KEYWORDS: [&str; 10] = [
     "result:",
     "decided:",

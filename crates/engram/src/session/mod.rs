@@ -5,11 +5,11 @@
 //! passes the threshold (0.8 of the window) the active log is compacted down to the target
 //! (0.6) and the result is recorded as a compaction: the view (originals stored as references
 //! to the log), the summaries it wrote with their lineage (which messages and earlier summaries
-//! each covers, its depth and time range, for seed 001's `[Summary: depth d, n messages, covers
-//! t1 to t2]` header, times to the minute) and a journal entry per summary (seed 002's
+//! each covers, its depth and time range, for the `[Summary: depth d, n messages, covers
+//! t1 to t2]` header, times to the minute) and a journal entry per summary (the
 //! `context_synthesis`).
 //! During sleep, sessions above 0.5 of their window are compacted down to 0.3, after their key
-//! facts are extracted into working memory (seed 002's phase 1); the two thresholds never
+//! facts are extracted into working memory first; the two thresholds never
 //! chase each other. Checkpoints name a state; restoring one marks what came after it as
 //! abandoned, never deleting it.
 
@@ -84,7 +84,7 @@ pub enum SessionError {
 /// When sessions compact.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SessionPolicy {
-    /// Emergency compaction (seed 002 phase 2): at 0.8 of the window, down to the depth the
+    /// Emergency compaction: at 0.8 of the window, down to the depth the
     /// bill asks for unless a target is configured ([`TriggerPolicy::target_tokens`]).
     pub trigger: TriggerPolicy,
     /// Sleep-time compaction (phase 1): sessions above this share of the window (0.5) ...
@@ -164,7 +164,7 @@ pub struct Appended {
     /// send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over_threshold: Option<String>,
-    /// Seed 004's status update, when one is due (every few user turns, or the view crossed
+    /// The status update, when one is due (every few user turns, or the view crossed
     /// one of the schedule's shares of the window): a system message for the caller to insert
     /// before the next model call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -809,7 +809,7 @@ impl<'s> Session<'s> {
         Ok(self.store.session_log(&self.info.id, 0, false)?)
     }
 
-    /// Seed 004's status update for this session now: the view's tokens of the window, and
+    /// The status update for this session now: the view's tokens of the window, and
     /// the cost so far (see [`Session::usage`]).
     pub fn status(&self) -> Result<crate::tools::Status, SessionError> {
         Ok(crate::tools::Status {

@@ -186,7 +186,7 @@ impl AsRef<Message> for LoggedMessage {
     }
 }
 
-/// A summary written by a compaction, with its lineage (seed 001's summary header).
+/// A summary written by a compaction, with its lineage (the summary header's fields).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRecord {
     /// Id.
@@ -239,7 +239,7 @@ pub struct NewCompaction {
     pub report: Value,
     /// The summaries it wrote; their `compaction_id` is assigned by the store.
     pub summaries: Vec<SummaryRecord>,
-    /// Journal entries (seed 002's `context_synthesis`), stored in the same transaction.
+    /// Journal entries (`context_synthesis`), stored in the same transaction.
     pub journal: Vec<NewEntry>,
     /// When it ran.
     pub created_at: Timestamp,

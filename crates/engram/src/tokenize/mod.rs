@@ -1,4 +1,4 @@
-//! Tiered token counting (seed 002): exact BPE for OpenAI encodings, Gemma 3's SentencePiece
+//! Tiered token counting: exact BPE for OpenAI encodings, Gemma 3's SentencePiece
 //! vocabulary for Gemini (`gemini.rs`), a HuggingFace `tokenizer.json` for open models, and
 //! chars/4 (seeds 000 and 001) as the last fallback.
 //!

@@ -340,7 +340,7 @@ mod tests {
         out
     }
 
-    /// Issue 31, defect 7: a huge entry is tokenised in batches, with the same tokens (and
+    /// A huge entry is tokenised in batches, with the same tokens (and
     /// positions running on across batches) as one pass over the whole text.
     #[test]
     fn the_token_stream_reads_a_long_text_in_batches() {
