@@ -32,7 +32,9 @@ reports:
   glued to an escaped newline) that the history holds, the share the upstream request still
   holds, its texts read the same way;
 - files named: in the requests engram rewrote, of the file paths the agent had named in its
-  commands so far (here-document bodies left out), the share the request still names.
+  commands so far (here-document bodies left out), the share the request still names; open
+  failures named: of the commands whose latest run failed (`<returncode>` not 0; a search that
+  found nothing aside), the share whose first line the request still holds.
 
     cargo build --release -p engram-cli
     python3 scripts/bench_cache.py --engram-bin target/release/engram --data ../shared/data/dev \\
@@ -112,6 +114,35 @@ def command_files(message: dict) -> set[str]:
             command = re.sub(r"<<-?\s*'?(\w+)'?.*?\n.*?\n\1\b", "", command, flags=re.S)
             out.update(PATH.findall(command))
     return out
+
+
+RETURNCODE = re.compile(r"<returncode>(-?\d+)</returncode>")
+
+
+def open_failures(messages: list[dict]) -> set[str]:
+    """The commands whose latest run failed (a nonzero `<returncode>`, searches that found
+    nothing aside), as the agent wrote them."""
+    calls: dict[str, str] = {}
+    latest: dict[str, bool] = {}
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            try:
+                command = json.loads(call["function"]["arguments"]).get("command")
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            if isinstance(command, str):
+                calls[call.get("id", "")] = command.strip()
+        if m.get("role") == "tool" and m.get("tool_call_id") in calls:
+            code = RETURNCODE.search(message_text(m)[:300])
+            command = calls[m["tool_call_id"]]
+            if code is None:
+                continue
+            searched = re.match(r"^\s*(grep|rg|find|diff)\b", command.splitlines()[-1] if command else "")
+            if code.group(1) != "0" and not (searched and code.group(1) == "1"):
+                latest[command] = False
+            elif code.group(1) == "0":
+                latest[command] = True
+    return {c for c, ok in latest.items() if not ok}
 
 
 def strings(value: Any) -> list[str]:
@@ -536,6 +567,7 @@ def main() -> int:
     dump = open(args.dump, "w", encoding="utf-8") if args.dump else None
     ids_held = ids_kept = ids_recovered = 0
     files_held = files_named = 0
+    failures_held = failures_named = 0
     started = time.time()
     try:
         for r, record in enumerate(records):
@@ -600,6 +632,10 @@ def main() -> int:
                         named_files.update(command_files(messages[j]))
                 files_seen = t
                 if sent_turns != plain_turns:
+                    failing = open_failures(messages[:t])
+                    failures_held += len(failing)
+                    # Named: the command's first line (up to 60 characters) is in the request.
+                    failures_named += sum(1 for c in failing if c.splitlines()[0][:60] in sent_words)
                     files_held += len(named_files)
                     files_named += sum(1 for f in named_files if f in sent_words)
                     if dump:
@@ -644,6 +680,8 @@ def main() -> int:
         # In the requests engram rewrote: the files the agent had named in its commands that
         # the request still names.
         "files_named": round(files_named / files_held, 3) if files_held else None,
+        # And of the commands whose latest run failed, the share the request still names.
+        "open_failures_named": round(failures_named / failures_held, 3) if failures_held else None,
         # With --recover: the identifiers in the request or brought back by one search call.
         **({"recoverable_identifiers": round((ids_kept + ids_recovered) / max(1, ids_held), 3)}
            if args.recover else {}),
