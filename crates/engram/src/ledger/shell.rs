@@ -270,13 +270,13 @@ fn command_events(words: &[String], out: &mut Vec<(String, FileAction)>) {
             push(paths(&after), FileAction::Read);
         }
         "sed" | "perl" => {
+            // `sed -i`, `sed -i.bak`; perl's flags bundle (`-pi`).
             let in_place = args.iter().any(|a| {
-                *a == "-i"
-                    || a.starts_with("-i")
-                    || (a.starts_with('-')
+                a.starts_with("-i")
+                    || (program == "perl"
+                        && a.starts_with('-')
                         && !a.starts_with("--")
-                        && a.contains('i')
-                        && program == "perl")
+                        && a.contains('i'))
             });
             // The script is the first word that is not an option (or follows -e).
             let mut files: Vec<&str> = Vec::new();
@@ -374,7 +374,6 @@ fn command_events(words: &[String], out: &mut Vec<(String, FileAction)>) {
             }
             _ => {}
         },
-        "patch" => {}
         _ => {}
     }
 }
