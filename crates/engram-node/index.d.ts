@@ -207,6 +207,18 @@ export interface Timeline {
   parts: TimelinePart[]
 }
 
+/** A session's work ledger, from its tool calls and results. */
+export interface Ledger {
+  /** Each file the agent named, in the order first seen, with its latest action and step. */
+  files: Array<{ path: string; action: 'read' | 'written' | 'created' | 'edited' | 'deleted' | 'ran'; step: number; changed: number | null }>
+  commands: Array<{ command: string; outcome: { status: 'ok' | 'unknown' } | { status: 'failed'; code: number | null }; step: number }>
+  failures: Array<{ command: string; code: number | null; step: number; resolved_at: number | null }>
+  plan: Array<{ text: string; status: string }>
+  messages: number
+  /** The ledger as every compaction's summary carries it. */
+  text: string
+}
+
 export interface Appended {
   ids: string[]
   view_tokens: number
@@ -239,6 +251,8 @@ export declare class Session {
   messages(): Promise<Message[]>
   compact(options?: { target?: number; focus?: string; strategy?: string; summaryPrompt?: string }): Promise<Record<string, unknown>>
   status(): { message: Message; total_tokens: number; max_tokens: number; percent: number; cost_usd: number }
+  /** The work ledger: files with their latest action, commands, failures (open while `resolved_at` is null), the plan. */
+  ledger(): Ledger
   /** The session's timeline as sleep built it (`built_to` is null before the first sleep); with `query`, the parts that carry it, best first. */
   timeline(query?: string, limit?: number): Timeline
   compactHistory(args?: { preserveRecentMessages?: number; customPrompt?: string } | string): Promise<string>

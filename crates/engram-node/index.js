@@ -440,6 +440,11 @@ class Session {
     return JSON.parse(call(() => this._n.sessionStatus(this.id)))
   }
 
+  /** The work ledger from the session's tool calls and results: files with their latest action, commands, failures (open while `resolved_at` is null), the plan, and `text` as compaction carries it. */
+  ledger() {
+    return JSON.parse(call(() => this._n.sessionLedger(this.id)))
+  }
+
   /** The session's timeline as sleep built it: a dated line per part of the history; with `query`, the parts that carry it, best first. */
   timeline(query, limit) {
     return JSON.parse(call(() => this._n.sessionTimeline(this.id, query ?? null, limit ?? null)))

@@ -96,6 +96,8 @@ export declare class NativeStore {
   sessionCompact(id: string, optionsJson: string): Promise<string>
   /** The status update now, as JSON. */
   sessionStatus(id: string): string
+  /** The session's work ledger (files, commands, failures, plan and its text), as JSON. */
+  sessionLedger(id: string): string
   /** The session's timeline as sleep built it, as JSON. */
   sessionTimeline(id: string, query?: string | undefined | null, limit?: number | undefined | null): string
   /** Runs the agent's `compact_history` tool call; resolves to the tool result text. */

@@ -349,6 +349,13 @@ impl Store {
         to_json(&status.to_document())
     }
 
+    /// The session's work ledger (`{"files", "commands", "failures", "plan", "messages",
+    /// "text"}`): what the agent read, changed and ran, and the failures left open.
+    pub fn session_ledger(&self, id: &str) -> Res<String> {
+        let ledger = self.open_session(id)?.ledger().map_err(err)?;
+        to_json(&ledger.to_document())
+    }
+
     /// The session's timeline as sleep built it (`{"session_id", "built_to", "parts"}`); with
     /// a query, the parts that carry it, best first, at most `limit`.
     pub fn session_timeline(

@@ -304,7 +304,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
         SessionCommand::Ledger { id, json } => {
             let ledger = open(id)?.ledger()?;
             if *json {
-                serde_json::to_writer_pretty(&mut out, &ledger)?;
+                serde_json::to_writer_pretty(&mut out, &ledger.to_document())?;
                 writeln!(out)?;
             } else if ledger.is_empty() {
                 writeln!(

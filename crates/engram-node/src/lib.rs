@@ -443,6 +443,12 @@ impl NativeStore {
         self.0.session_status(&id).map_err(err)
     }
 
+    /// The session's work ledger (files, commands, failures, plan and its text), as JSON.
+    #[napi]
+    pub fn session_ledger(&self, id: String) -> Result<String> {
+        self.0.session_ledger(&id).map_err(err)
+    }
+
     /// The session's timeline as sleep built it, as JSON.
     #[napi]
     pub fn session_timeline(

@@ -157,3 +157,26 @@ test('a sleep builds the timeline: a dated line per part, searched by topic', as
   assert.deepEqual(found.parts.map((p) => p.part), [1])
   assert.throws(() => session.timeline('Lisbon', 0), /limit/)
 })
+
+test('the work ledger tracks files and failures from tool calls and results', async () => {
+  const store = new Store(':memory:')
+  const session = store.newSession('gpt-4o-mini', { window: 8000 })
+  assert.deepEqual(session.ledger().files, [])
+  const bash = (id, command) => ({ role: 'assistant', content: null, tool_calls: [{ id, type: 'function', function: { name: 'bash', arguments: JSON.stringify({ command }) } }] })
+  const result = (id, code, output) => ({ role: 'tool', tool_call_id: id, content: `<returncode>${code}</returncode>\n<output>\n${output}\n</output>` })
+  await session.append([
+    { role: 'user', content: 'Fix the parser.' },
+    bash('c1', 'cat src/parser.py'), result('c1', 0, 'def parse(): ...'),
+    bash('c2', 'python -m pytest tests/test_parser.py'), result('c2', 1, 'FAILED tests/test_parser.py::test_x'),
+    bash('c3', 'python reproduce.py'), result('c3', 2, 'Traceback'),
+    bash('c4', "sed -i 's/a/b/' src/parser.py"), result('c4', 0, ''),
+    bash('c5', 'python -m pytest tests/test_parser.py'), result('c5', 0, '1 passed'),
+  ])
+  const ledger = session.ledger()
+  const action = Object.fromEntries(ledger.files.map((f) => [f.path, f.action]))
+  assert.equal(action['src/parser.py'], 'edited')
+  assert.equal(action['reproduce.py'], 'ran')
+  assert.deepEqual(ledger.failures.filter((f) => f.resolved_at === null).map((f) => f.command), ['python reproduce.py'])
+  assert.deepEqual(ledger.failures.filter((f) => f.resolved_at !== null).map((f) => f.command), ['python -m pytest tests/test_parser.py'])
+  assert.match(ledger.text, /^\[Work ledger\]/)
+})

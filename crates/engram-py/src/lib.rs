@@ -448,6 +448,10 @@ impl NativeStore {
         self.0.session_status(id).map_err(err)
     }
 
+    fn session_ledger(&self, id: &str) -> Res<String> {
+        self.0.session_ledger(id).map_err(err)
+    }
+
     #[pyo3(signature = (id, query=None, limit=None))]
     fn session_timeline(&self, id: &str, query: Option<&str>, limit: Option<usize>) -> Res<String> {
         self.0.session_timeline(id, query, limit).map_err(err)

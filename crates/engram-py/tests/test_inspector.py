@@ -120,6 +120,17 @@ def test_the_inspector_shows_what_the_model_sees(served):
         if shots:
             page.screenshot(path=os.path.join(shots, "inspector-session.png"), full_page=False)
 
+        # The work ledger: each file the agent's tool calls named, with its latest action, as
+        # the API has it.
+        _, ledger = call(base, "GET", f"/v1/sessions/{sid}/ledger", KEY_A)
+        assert ledger["files"], "the demo trajectory opens and edits files"
+        files = page.locator("#ledger-files tbody tr")
+        expect(files).to_have_count(len(ledger["files"]))
+        expect(files.first).to_contain_text(ledger["files"][0]["path"])
+        expect(files.first).to_contain_text(ledger["files"][0]["action"])
+        if ledger["failures"]:
+            expect(page.locator("#ledger-failures tbody tr")).to_have_count(len(ledger["failures"]))
+
         # The history part by part, as the sleep built its timeline; a search lists the parts
         # about a topic.
         _, timeline = call(base, "GET", f"/v1/sessions/{sid}/timeline", KEY_A)

@@ -236,3 +236,36 @@ def test_a_sleep_builds_each_sessions_timeline(store):
     assert store.sleep()["timeline_lines"] == 0, "unchanged: nothing written again"
     with pytest.raises(engram.EngramError, match="limit"):
         session.timeline(topic, limit=0)
+
+
+def _bash(call_id: str, command: str) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": call_id, "type": "function",
+        "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}
+
+
+def _result(call_id: str, code: int, output: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id,
+            "content": f"<returncode>{code}</returncode>\n<output>\n{output}\n</output>"}
+
+
+def test_the_work_ledger_tracks_files_and_failures(store):
+    session = store.new_session("gpt-4o-mini", window=8_000)
+    assert session.ledger()["files"] == [], "a new session's ledger is empty"
+    session.append([
+        {"role": "user", "content": "Fix the parser."},
+        _bash("c1", "cat src/parser.py"), _result("c1", 0, "def parse(): ..."),
+        _bash("c2", "python -m pytest tests/test_parser.py"),
+        _result("c2", 1, "FAILED tests/test_parser.py::test_x"),
+        _bash("c3", "python reproduce.py"), _result("c3", 2, "Traceback"),
+        _bash("c4", "sed -i 's/a/b/' src/parser.py"), _result("c4", 0, ""),
+        _bash("c5", "python -m pytest tests/test_parser.py"), _result("c5", 0, "1 passed"),
+    ])
+    ledger = session.ledger()
+    files = {f["path"]: f["action"] for f in ledger["files"]}
+    assert files["src/parser.py"] == "edited" and files["reproduce.py"] == "ran"
+    open_failures = [f["command"] for f in ledger["failures"] if f["resolved_at"] is None]
+    resolved = [f["command"] for f in ledger["failures"] if f["resolved_at"] is not None]
+    assert open_failures == ["python reproduce.py"]
+    assert resolved == ["python -m pytest tests/test_parser.py"]
+    assert ledger["text"].startswith("[Work ledger]") and "python reproduce.py" in ledger["text"]

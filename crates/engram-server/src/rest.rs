@@ -425,10 +425,7 @@ pub(crate) async fn ledger(
     Path(id): Path<String>,
 ) -> ApiResult {
     with_store(&app, &tenant, move |app, store| {
-        let ledger = app.open_session(store, &id)?.ledger()?;
-        let mut value = serde_json::to_value(&ledger).map_err(ApiError::internal)?;
-        value["text"] = serde_json::Value::String(ledger.render(usize::MAX));
-        ok(value)
+        ok(app.open_session(store, &id)?.ledger()?.to_document())
     })
     .await
 }

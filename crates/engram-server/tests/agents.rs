@@ -311,9 +311,6 @@ async fn claude_codes_requests_are_compacted_with_their_instructions_in_place() 
             "{:?}",
             header(&headers, "x-engram-note")
         );
-        if header(&headers, "x-engram-steps") != "none" {
-            compacted += 1;
-        }
         let sent = received
             .lock()
             .expect("lock")
@@ -321,6 +318,16 @@ async fn claude_codes_requests_are_compacted_with_their_instructions_in_place() 
             .cloned()
             .expect("a request");
         valid(&sent).unwrap_or_else(|e| panic!("step {steps}: {e}"));
+        if header(&headers, "x-engram-steps") != "none" {
+            compacted += 1;
+            // The work ledger names every test file the agent ran, the set-aside ones too.
+            let text = sent.to_string();
+            assert!(text.contains("[Work ledger]"), "step {steps}: no ledger");
+            for i in 0..steps {
+                let file = format!("tests/test_module_{i}.py");
+                assert!(text.contains(&file), "step {steps}: {file} is not named");
+            }
+        }
         for key in [
             "thinking",
             "context_management",

@@ -457,6 +457,21 @@ async fn drive(
                 .expect("n");
             assert!(after < before);
             assert_eq!(after, tokens, "the reported count is what the upstream got");
+            // The work ledger: every file the agent's calls named is still named.
+            let asked = engram::parse_conversation(body.to_string().as_bytes()).expect("parses");
+            let ledger = engram::ledger::Ledger::of(&asked.messages, 0);
+            let sent = got.to_string();
+            assert!(
+                ledger.is_empty() || sent.contains("[Work ledger]"),
+                "turn {end}: no work ledger"
+            );
+            for file in &ledger.files {
+                assert!(
+                    sent.contains(&file.path),
+                    "turn {end}: {} is no longer named",
+                    file.path
+                );
+            }
         }
         out.push((headers, got));
     }
@@ -1297,6 +1312,21 @@ async fn drive_responses(
             continue;
         }
         compacted += 1;
+        // The work ledger: every file the agent's calls named is still named, however much of
+        // the history was set aside.
+        let asked = engram::responses::from_request(&body).expect("items");
+        let ledger = engram::ledger::Ledger::of(&asked.conversation.messages, 0);
+        assert!(
+            ledger.is_empty() || sent_text.contains("[Work ledger]"),
+            "turn {end}: no work ledger"
+        );
+        for file in &ledger.files {
+            assert!(
+                sent_text.contains(&file.path),
+                "turn {end}: {} is no longer named",
+                file.path
+            );
+        }
         if header_str(&headers, "x-engram-prefix") == "extended" {
             hits += 1;
             let before = previous.as_ref().expect("a request before");

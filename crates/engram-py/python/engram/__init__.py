@@ -606,6 +606,13 @@ class Session:
         """The status update now: ``message`` (to insert), tokens, percent, cost."""
         return json.loads(self._n.session_status(self.id))
 
+    def ledger(self) -> dict:
+        """The work ledger, built from the session's tool calls and results: ``files`` (each
+        path with the agent's latest action and its step), ``commands`` (with exit status),
+        ``failures`` (``resolved_at`` is ``None`` while one is open), ``plan`` (the latest todo
+        list) and ``text``, the ledger as every compaction's summary carries it."""
+        return json.loads(self._n.session_ledger(self.id))
+
     def timeline(self, query: Optional[str] = None, limit: Optional[int] = None) -> dict:
         """The session's timeline as sleep built it: ``{"session_id", "built_to", "parts"}``,
         a dated ``line`` per part of the history with its ``from_id`` and ``to_id`` (what
@@ -667,6 +674,7 @@ class Session:
     acompact = _twin(compact)
     astatus = _twin(status)
     atimeline = _twin(timeline)
+    aledger = _twin(ledger)
     acompact_history = _twin(compact_history)
     atool = _twin(tool)
     ahandle_tool_call = _twin(handle_tool_call)

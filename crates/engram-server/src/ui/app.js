@@ -215,17 +215,43 @@ async function sessionPage(id) {
   const checkpoints = el("div", {}, el("p", { class: "muted" }, "Loading…"));
   const compactionsTitle = el("h2", {}, "Compactions");
   const history = el("div", { id: "history-section" }, el("p", { class: "muted" }, "Loading…"));
+  const ledger = el("div", { id: "ledger-section" }, el("p", { class: "muted" }, "Loading…"));
   show(title, about,
     el("h2", {}, "Context window"), ...windowBar(use),
     el("h2", {}, `The view: what the model sees (${fmt(messages.length)} messages)`), list, more,
+    el("h2", {}, "The work ledger"), ledger,
     el("h2", {}, "The history, part by part"), history,
     compactionsTitle, timeline, el("h2", {}, "Checkpoints"), checkpoints);
+  ledgerTables(path, ledger).catch((error) => ledger.replaceChildren(el("div", { class: "error" }, error.message)));
   historyParts(path, history).catch((error) => history.replaceChildren(el("div", { class: "error" }, error.message)));
   try {
     fillSession(await detailed, { title, about, timeline, checkpoints, compactionsTitle });
   } catch (error) {
     timeline.replaceChildren(el("div", { class: "error" }, error.message));
   }
+}
+
+/** The work ledger from the session's tool calls: the failures (open ones first), the plan, the files. */
+async function ledgerTables(path, at) {
+  const doc = await api(path + "/ledger");
+  if (doc.files.length === 0 && doc.failures.length === 0 && doc.plan.length === 0) {
+    at.replaceChildren(el("p", { class: "muted" }, "Nothing yet: no tool call read or changed a file, ran a command or wrote a plan."));
+    return;
+  }
+  const table = (id, heads, rows) => el("table", { id },
+    el("thead", {}, el("tr", {}, heads.map((h) => el("th", {}, h)))), el("tbody", {}, rows));
+  const failures = doc.failures.slice().sort((a, b) => (a.resolved_at === null ? 0 : 1) - (b.resolved_at === null ? 0 : 1));
+  const parts = [];
+  if (failures.length) parts.push(table("ledger-failures", ["failed", "step", "exit", "resolved"], failures.map((f) =>
+    el("tr", { class: f.resolved_at === null ? "open" : "muted" }, el("td", {}, el("code", {}, f.command)),
+      el("td", { class: "num" }, String(f.step)), el("td", { class: "num" }, f.code === null ? "" : String(f.code)),
+      el("td", {}, f.resolved_at === null ? "open" : `at step ${f.resolved_at}`)))));
+  if (doc.plan.length) parts.push(table("ledger-plan", ["plan", "status"], doc.plan.map((p) =>
+    el("tr", {}, el("td", {}, p.text), el("td", {}, p.status)))));
+  if (doc.files.length) parts.push(table("ledger-files", ["file", "latest action", "step", "last changed"], doc.files.map((f) =>
+    el("tr", {}, el("td", {}, el("code", {}, f.path)), el("td", {}, f.action),
+      el("td", { class: "num" }, String(f.step)), el("td", { class: "num" }, f.changed === null ? "" : String(f.changed))))));
+  at.replaceChildren(...parts);
 }
 
 /** The session's timeline as sleep built it: a dated line per part, with a search of the lines. */

@@ -321,6 +321,15 @@ impl Ledger {
         }
     }
 
+    /// The ledger as data with its text for a model (`{"files", "commands", "failures",
+    /// "plan", "messages", "text"}`): what the CLI's `--json`, the REST route and the bindings
+    /// hand out.
+    pub fn to_document(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        value["text"] = serde_json::Value::String(self.render(usize::MAX));
+        value
+    }
+
     /// The failures no later step resolved.
     pub fn open_failures(&self) -> impl Iterator<Item = &Failure> {
         self.failures.iter().filter(|f| f.resolved_at.is_none())

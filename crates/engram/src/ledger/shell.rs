@@ -16,7 +16,9 @@ pub(super) fn file_events(line: &str) -> Vec<(String, FileAction)> {
 
 /// The simple commands of a line: its words, split at `;`, `&&`, `||`, `|` and newlines outside
 /// quotes, with here-document bodies left out (their text is data, not commands) and the
-/// redirection targets kept as `>` `path` pairs.
+/// redirection targets kept as `>` `path` pairs. None for a line the shell itself would refuse
+/// (an unquoted `(` among a command's arguments): an agent's quoting gone wrong, whose words
+/// are not the arguments it meant, and which ran nothing.
 fn simple_commands(line: &str) -> Vec<Vec<String>> {
     let mut commands = Vec::new();
     let mut words: Vec<String> = Vec::new();
@@ -141,7 +143,22 @@ fn simple_commands(line: &str) -> Vec<Vec<String>> {
                 words.push(if c == '>' { ">" } else { "<" }.into());
             }
             c if c.is_whitespace() => end_word(&mut word, &mut in_word, &mut words),
-            '(' | ')' | '{' | '}' if !in_word => {
+            '(' if in_word
+                && !words.is_empty()
+                && !word.ends_with(['$', '=', '@', '!', '+', '*', '?']) =>
+            {
+                // `cmd arg f(x)`: a syntax error (`$(`, `a=(`, and extglob's `@(` are not).
+                return Vec::new();
+            }
+            '(' if !in_word
+                && words.len() >= 2
+                && !matches!(words.last().map(String::as_str), Some("<" | ">")) =>
+            {
+                // `cmd arg (x)`: a syntax error (`cmd <(x)` is a process substitution).
+                return Vec::new();
+            }
+            // `)` ends a word wherever it is (`(cat a.txt)`); `{` `}` only on their own.
+            ')' | '(' | '{' | '}' if c == ')' || !in_word => {
                 end_word(&mut word, &mut in_word, &mut words);
                 if !words.is_empty() {
                     commands.push(std::mem::take(&mut words));
@@ -504,6 +521,26 @@ mod tests {
         assert!(runs_tests("cd x && python -m pytest -q"));
         assert!(runs_tests("cargo test -p engram"));
         assert!(!runs_tests("python reproduce.py"));
+    }
+
+    #[test]
+    fn a_line_the_shell_would_refuse_names_nothing() {
+        // Quoting gone wrong: `\'` does not escape a quote inside single quotes, so the rest
+        // of the script is read as arguments, and bash refuses the `(` among them.
+        let line = "sed -i '3c\\    # Don\\'t show it as an alias.\\n    x = f(y)' src/app.py";
+        assert_eq!(events(line), vec![]);
+        assert_eq!(events("echo a (b) > out.txt"), vec![]);
+        // What the shell takes.
+        for line in [
+            "x=$(cat a.txt) && diff <(sort b.txt) c.txt",
+            "arr=(a b) ; f() { cat a.txt; }",
+        ] {
+            assert!(!simple_commands(line).is_empty(), "{line}");
+        }
+        assert_eq!(
+            events("(cat main.rs)"),
+            vec![pair("main.rs", FileAction::Read)]
+        );
     }
 
     #[test]
