@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use engram::registry::CallUsage;
+use engram::usage::CallUsage;
 use serde_json::{Value, json};
 
 /// The API a server speaks.

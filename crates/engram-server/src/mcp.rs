@@ -286,7 +286,7 @@ impl EngramMcp {
             (None, None) => {
                 // Memory is the store's, not a session's: its tools run without one.
                 let embedder = self.models.embedder.as_deref();
-                if let Some(reply) = engram::session::tool_calls::run_memory_tool(
+                if let Some(reply) = engram::request::tool_calls::run_memory_tool(
                     store.as_ref(),
                     embedder,
                     None,

@@ -86,7 +86,7 @@ fn postgres_passes_the_memory_conformance_suite() {
     let Some(tenants) = Tenants::new("memory") else {
         return;
     };
-    engram::memory::conformance::run(&|| Box::new(tenants.fresh()));
+    engram::conformance::memory::run(&|| Box::new(tenants.fresh()));
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn postgres_passes_the_session_conformance_suite() {
     let Some(tenants) = Tenants::new("session") else {
         return;
     };
-    engram::session::conformance::run(&|| Box::new(tenants.fresh()));
+    engram::conformance::session::run(&|| Box::new(tenants.fresh()));
 }
 
 #[test]

@@ -61,7 +61,8 @@ pub fn imports(module: &str, text: &str, known: &BTreeMap<String, PathBuf>) -> B
 }
 
 /// The modules of the crate whose source folder is `src`, each with the modules its code (the
-/// part of each file above its tests) imports through `crate::` or `super::` paths.
+/// part of each file above its tests, comments left out: a doc link is not an import) imports
+/// through `crate::` or `super::` paths.
 pub fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut known = BTreeMap::new();
     modules(src, "", &mut known);
@@ -70,8 +71,15 @@ pub fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         .map(|(m, path)| {
             let text = std::fs::read_to_string(path).expect("a source file");
             // Tests may reach anywhere; only the code above them counts.
-            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-            (m.clone(), imports(m, code, &known))
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            (m.clone(), imports(m, &code, &known))
         })
         .collect()
 }

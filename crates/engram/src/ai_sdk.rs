@@ -22,13 +22,13 @@ use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
+use crate::compact::Origin;
 use crate::compact::policy::{Decision, TriggerPolicy, fixed_head, within_target};
 use crate::compact::{CompactError, CompactOptions, CompactReport, compact};
 use crate::count::TokenCounter;
 use crate::error::InputError;
 use crate::input::Conversation;
 use crate::message::{Content, ContentPart, Message, Role, ToolCall, object_at, type_name};
-use crate::responses::Origin;
 
 /// A prompt's conversation, with where each message came from.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -63,6 +63,8 @@ pub mod breakpoints;
 pub mod calibrate;
 pub mod compact;
 pub mod config;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 pub mod count;
 pub mod discovery;
 pub mod embed;

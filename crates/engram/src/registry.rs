@@ -61,8 +61,6 @@ impl Pricing {
     }
 }
 
-pub use crate::usage::CallUsage;
-
 /// One model's entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -29,7 +29,7 @@ use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
-use crate::compact::{Kind, SourceIndex, ViewMessage};
+use crate::compact::Origin;
 use crate::error::InputError;
 use crate::input::Conversation;
 use crate::message::{Content, ContentPart, Message, Role, ToolCall, object_at, type_name};
@@ -43,47 +43,6 @@ pub struct Items {
     pub items: Vec<Value>,
     /// For each message, the range of `items` it stands for; `None` for the instructions.
     pub spans: Vec<Option<Range<usize>>>,
-}
-
-/// Where a message of a compacted view comes from, for a front that writes the caller's own
-/// format back: the input message exactly as it came, an input message engram changed (a
-/// masked tool output), or a message engram wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Origin {
-    /// The input message at this index, unchanged.
-    Same(usize),
-    /// The input message at this index, changed (masked).
-    Edited(usize),
-    /// A message engram wrote (a summary, a digest, a note).
-    New,
-}
-
-impl Origin {
-    /// Each view message's origin among `input`.
-    pub fn of_view<M: AsRef<Message>>(input: &[M], view: &[ViewMessage]) -> Vec<Origin> {
-        let index = SourceIndex::new(input);
-        view.iter()
-            .map(|v| {
-                if let Some(i) = index.unchanged(v) {
-                    return Origin::Same(i);
-                }
-                match (v.kind, v.source_ids.as_slice()) {
-                    (Kind::Original | Kind::Masked | Kind::Recalled, [id]) => {
-                        index.get(id).map_or(Origin::New, Origin::Edited)
-                    }
-                    _ => Origin::New,
-                }
-            })
-            .collect()
-    }
-
-    /// The input index of an unchanged message.
-    pub fn same(self) -> Option<usize> {
-        match self {
-            Origin::Same(i) => Some(i),
-            _ => None,
-        }
-    }
 }
 
 /// Reads a Responses request's `instructions`, `input` and `tools`.

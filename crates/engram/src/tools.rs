@@ -742,6 +742,16 @@ impl StatusSchedule {
     }
 }
 
+/// The names engram's tools go by in a conversation: `engram_search_history` and
+/// `engram_read_history`, or with `_2`, `_3`... when the caller has a tool of that name.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Offered {
+    /// `search_history`'s name.
+    pub search: String,
+    /// `read_history`'s name.
+    pub read: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

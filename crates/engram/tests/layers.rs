@@ -62,3 +62,82 @@ fn the_ledger_reads_messages_alone() {
         );
     }
 }
+
+/// The core's layers, bottom first. A module imports only from its own layer or those below;
+/// within a layer no import goes round in a circle.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "types and primitives: messages, tokens, prices, time, secrets, the embedding interface",
+        &[
+            "error",
+            "message",
+            "tokenize",
+            "usage",
+            "registry",
+            "timestamp",
+            "redact",
+            "stored",
+            "embed",
+        ],
+    ),
+    (
+        "reading requests and counting them; retrieval; the ledger; the agent's tool definitions",
+        &[
+            "input",
+            "count",
+            "anthropic",
+            "breakpoints",
+            "calibrate",
+            "retrieval",
+            "ledger",
+            "tools",
+        ],
+    ),
+    ("compaction", &["compact"]),
+    (
+        "what builds on compaction: memory, assembly, the Responses and AI SDK formats",
+        &["memory", "assembly", "responses", "ai_sdk"],
+    ),
+    ("sessions", &["session"]),
+    (
+        "stores, sleep, configuration, and the proxy's history tools",
+        &["in_memory", "sleep", "config", "discovery", "offered"],
+    ),
+    ("the request layer every front calls", &["request"]),
+    ("the backends' conformance suites", &["conformance"]),
+];
+
+#[test]
+fn the_core_imports_downward_only() {
+    let graph = layers::graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(
+        graph.contains_key("compact::planner") && graph.contains_key("request::tool_calls"),
+        "{graph:?}"
+    );
+    if let Some(circle) = layers::circle(&graph) {
+        panic!("a circle of imports: {}", circle.join(" -> "));
+    }
+    let layer = |module: &str| {
+        let top = module.split("::").next().unwrap_or(module);
+        LAYERS
+            .iter()
+            .position(|(_, modules)| modules.contains(&top))
+    };
+    for (module, imports) in &graph {
+        if module == "lib" {
+            continue;
+        }
+        let Some(at) = layer(module) else {
+            panic!("{module} is in no layer: add it to LAYERS where it belongs");
+        };
+        for import in imports {
+            let below = layer(import).expect("every module has a layer");
+            assert!(
+                below <= at,
+                "{module} ({}) imports {import} ({}), a layer above it",
+                LAYERS[at].0,
+                LAYERS[below].0
+            );
+        }
+    }
+}

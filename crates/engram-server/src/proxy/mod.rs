@@ -654,9 +654,9 @@ fn decide_once(
                     .enumerate()
                     .map(|(i, (m, was))| {
                         if m == was {
-                            engram::responses::Origin::Same(i)
+                            engram::compact::Origin::Same(i)
                         } else {
-                            engram::responses::Origin::Edited(i)
+                            engram::compact::Origin::Edited(i)
                         }
                     })
                     .collect();

@@ -1141,14 +1141,14 @@ mod tests {
 
     #[test]
     fn sqlite_passes_the_conformance_suite() {
-        engram::memory::conformance::run(&|| {
+        engram::conformance::memory::run(&|| {
             Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
         });
     }
 
     #[test]
     fn sqlite_passes_the_session_conformance_suite() {
-        engram::session::conformance::run(&|| {
+        engram::conformance::session::run(&|| {
             Box::new(SqliteStore::open_in_memory().expect("in-memory database"))
         });
     }

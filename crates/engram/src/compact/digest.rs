@@ -27,7 +27,7 @@ use crate::count::TokenCounter;
 use crate::message::{Content, Message, Role};
 use crate::retrieval::message_lines_text;
 
-use crate::session::facts::FACT_KEYWORDS;
+use super::salient::FACT_KEYWORDS;
 
 /// The digest's first line.
 pub(crate) const HEADER: &str = "[Session context consolidated]";

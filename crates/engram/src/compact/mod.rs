@@ -45,7 +45,7 @@ use crate::message::Message;
 pub use options::{CompactError, CompactOptions, CompactReport, Compacted, LoggedIds, Strategy};
 use planner::{Item, Planner};
 pub(crate) use view::view_tokens;
-pub use view::{Kind, SourceIndex, ViewMessage, render, repair_view};
+pub use view::{Kind, Origin, SourceIndex, ViewMessage, render, repair_view};
 
 /// Compacts a conversation to `options.budget` tokens as counted by `counter`.
 pub fn compact(

@@ -6,6 +6,21 @@
 //! tokens (`42`) are too common to mean anything. These are the entities the next action of a
 //! coding or support agent names: the file it edits, the function, the error, the order id.
 
+/// The words that mark a line as a fact an agent states for later: a result, a decision, a
+/// finding, an error, a change (`decided: deploy with blue-green`).
+pub const FACT_KEYWORDS: [&str; 10] = [
+    "result:",
+    "decided:",
+    "found:",
+    "error:",
+    "success:",
+    "created:",
+    "updated:",
+    "deleted:",
+    "confirmed:",
+    "output:",
+];
+
 /// Characters that separate tokens (besides whitespace).
 fn is_separator(c: char) -> bool {
     c.is_whitespace()

@@ -18,11 +18,10 @@
 //! view in its store.
 
 use super::policy::{Decision, TriggerPolicy, fixed_head};
-use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact};
+use super::{CompactError, CompactOptions, CompactReport, Kind, Origin, ViewMessage, compact};
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::Message;
-use crate::responses::Origin;
 
 /// The share of the limit the summary blocks of a head may take before they are merged into
 /// one: a merge rewrites the whole prefix, so blocks are merged rarely.
@@ -58,7 +57,7 @@ pub struct SentView {
     /// engram's history tools the view offers the model (under these names), once offered:
     /// they stay in every later request, so that its prefix stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offered: Option<crate::offered::Offered>,
+    pub offered: Option<crate::tools::Offered>,
 }
 
 impl SentView {

@@ -341,6 +341,11 @@ mod tests {
 
     #[test]
     fn the_in_memory_store_passes_the_memory_conformance_suite() {
-        crate::memory::conformance::run(&|| Box::new(InMemoryStore::new()));
+        crate::conformance::memory::run(&|| Box::new(InMemoryStore::new()));
+    }
+
+    #[test]
+    fn the_in_memory_store_passes_the_session_conformance_suite() {
+        crate::conformance::session::run(&|| Box::new(InMemoryStore::new()));
     }
 }

@@ -8,11 +8,9 @@
 //! too, so that one search covers everything.
 //!
 //! Backends implement [`MemoryStore`] and run the same conformance suite
-//! (`conformance::run`): [`InMemoryStore`](crate::in_memory::InMemoryStore), SQLite and
+//! ([`conformance::memory::run`](crate::conformance::memory::run)): [`InMemoryStore`](crate::in_memory::InMemoryStore), SQLite and
 //! PostgreSQL in `engram-store`.
 
-#[cfg(any(test, feature = "conformance"))]
-pub mod conformance;
 pub mod consolidation;
 pub mod hybrid;
 pub mod search;

@@ -16,7 +16,6 @@ mod relay;
 
 pub use relay::{Ended, Relay};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::message::Message;
@@ -35,15 +34,7 @@ pub enum Wire {
     Anthropic,
 }
 
-/// The names engram's tools go by in a conversation: `engram_search_history` and
-/// `engram_read_history`, or with `_2`, `_3`... when the caller has a tool of that name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Offered {
-    /// `search_history`'s name.
-    pub search: String,
-    /// `read_history`'s name.
-    pub read: String,
-}
+pub use crate::tools::Offered;
 
 const SEARCH: &str = "engram_search_history";
 const READ: &str = "engram_read_history";

@@ -25,6 +25,7 @@ use crate::tools::SchemaFormat;
 
 mod assembly;
 mod documents;
+pub mod tool_calls;
 
 pub use assembly::{AssemblyParts, PartsRequest, budget_over};
 pub use documents::{

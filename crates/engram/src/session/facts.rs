@@ -6,21 +6,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::LoggedMessage;
+use crate::compact::salient::FACT_KEYWORDS;
 use crate::message::Role;
-
-/// The fact keywords.
-pub const FACT_KEYWORDS: [&str; 10] = [
-    "result:",
-    "decided:",
-    "found:",
-    "error:",
-    "success:",
-    "created:",
-    "updated:",
-    "deleted:",
-    "confirmed:",
-    "output:",
-];
 
 /// The key facts of `messages` (a subset of `log`, which gives the tool calls' names), as
 /// `(message id, index within the message, fact)`.

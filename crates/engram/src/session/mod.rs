@@ -14,15 +14,12 @@
 //! abandoned, never deleting it.
 
 mod compaction;
-#[cfg(any(test, feature = "conformance"))]
-pub mod conformance;
 mod context;
 pub mod export;
 pub mod facts;
 pub mod history;
 pub mod store;
 pub mod timeline;
-pub mod tool_calls;
 mod view_codec;
 pub mod window;
 
@@ -377,7 +374,7 @@ fn check_append_key(key: &str) -> Result<(), SessionError> {
 }
 
 /// A hash of what an append stores, so that a key used again with other messages is noticed.
-fn fingerprint(rows: &[NewLogMessage]) -> String {
+pub(crate) fn fingerprint(rows: &[NewLogMessage]) -> String {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     for row in rows {
         hasher.update(row.message.to_value().to_string().as_bytes());
@@ -557,6 +554,16 @@ impl<'s> Session<'s> {
     pub fn with_status_schedule(mut self, schedule: crate::tools::StatusSchedule) -> Self {
         self.schedule = schedule;
         self
+    }
+
+    /// The session's policy: its trigger, target and what its memory keeps.
+    pub fn policy(&self) -> &SessionPolicy {
+        &self.policy
+    }
+
+    /// The store the session reads and writes.
+    pub(crate) fn store(&self) -> &'s dyn EngramStore {
+        self.store
     }
 
     /// The session as stored.
@@ -839,10 +846,10 @@ impl<'s> Session<'s> {
                     .message
                     .extra()
                     .get("usage")
-                    .and_then(crate::registry::CallUsage::detect)
+                    .and_then(crate::usage::CallUsage::detect)
                     .unwrap_or_else(|| {
                         usage.estimated_calls += 1;
-                        crate::registry::CallUsage {
+                        crate::usage::CallUsage {
                             // A call reads at most the window (a history appended in
                             // bulk is over it until the compaction that follows).
                             input_tokens: (view.max(0) as usize).min(self.info.window),
@@ -968,11 +975,6 @@ pub fn sleep_sessions(
 #[cfg(test)]
 mod tests {
     use crate::in_memory::InMemoryStore;
-
-    #[test]
-    fn the_in_memory_store_passes_the_session_conformance_suite() {
-        super::conformance::run(&|| Box::new(InMemoryStore::new()));
-    }
 
     /// Session "s" of a 100,000-token window, counted at four characters a token.
     fn chars4_session() -> super::NewSession {
@@ -1182,7 +1184,7 @@ mod tests {
     #[test]
     fn the_memory_tools_search_by_meaning_and_need_no_session() {
         use crate::embed::Topics;
-        use crate::session::tool_calls::run_memory_tool;
+        use crate::request::tool_calls::run_memory_tool;
         use crate::tools::{MEMORY_ADD, MEMORY_SEARCH, SEARCH_HISTORY};
         use serde_json::{Value, json};
         use std::sync::Arc;

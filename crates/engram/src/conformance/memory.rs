@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
-use super::consolidation::{SleepPolicy, sleep};
-use super::{
+use crate::memory::consolidation::{SleepPolicy, sleep};
+use crate::memory::{
     Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, StoreError, Tier, Timestamp,
     parse_time,
 };
@@ -152,7 +152,7 @@ fn forgetting_entries_forgets_their_vectors(store: &dyn MemoryStore) {
 
     // An entry of several sentences has a vector for each, and they go with it.
     let long = "I adopted a dog named Rex. He loves the park by the river!";
-    let by_sentence = super::hybrid::vector_hashes(long);
+    let by_sentence = crate::memory::hybrid::vector_hashes(long);
     assert_eq!(by_sentence.len(), 3, "the whole text and two sentences");
     store
         .insert(&[entry("v4", long, "a", None, now)])
@@ -210,9 +210,9 @@ fn retention_and_sleep_claims(store: &dyn MemoryStore) {
     );
 
     assert_eq!(store.meta("tier_history").expect("meta"), None);
-    super::record_tier_counts(store, now).expect("record");
-    super::record_tier_counts(store, now + DAY).expect("record");
-    let history = super::tier_history(store).expect("history");
+    crate::memory::record_tier_counts(store, now).expect("record");
+    crate::memory::record_tier_counts(store, now + DAY).expect("record");
+    let history = crate::memory::tier_history(store).expect("history");
     assert_eq!(history.len(), 2);
     assert_eq!((history[0].at, history[1].at), (now, now + DAY));
     assert_eq!((history[1].archive, history[1].episodic), (1, 1));
@@ -588,14 +588,14 @@ fn the_streamed_read_reads_what_the_read_reads(store: &dyn MemoryStore) {
 }
 
 /// One consolidation of `ids` into a summary `summary_id`, as sleep makes them.
-fn group(ids: &[&str], summary_id: &str, t: Timestamp) -> super::Consolidation {
-    super::Consolidation {
+fn group(ids: &[&str], summary_id: &str, t: Timestamp) -> crate::memory::Consolidation {
+    crate::memory::Consolidation {
         ids: ids.iter().map(|&id| id.to_owned()).collect(),
         summary: NewEntry {
             tier: Tier::Episodic,
             ..entry(summary_id, &format!("summary of {ids:?}"), "a", None, t)
         },
-        record: super::ConsolidationRecord {
+        record: crate::memory::ConsolidationRecord {
             id: 0,
             session_id: None,
             source: "a".into(),
@@ -630,7 +630,7 @@ fn an_entry_replaced_after_the_read_is_not_archived_in_its_place(store: &dyn Mem
         .collect();
     assert_eq!(read, ["keep", "gone"]);
     store
-        .forget(&super::Forget {
+        .forget(&crate::memory::Forget {
             id: Some("gone".into()),
             ..Default::default()
         })
@@ -804,7 +804,7 @@ fn every_fact_is_found_after_sleep(store: &dyn MemoryStore) {
     assert_eq!(store.stats().expect("stats").working, 0, "all of it slept");
     for (i, fact) in facts.iter().enumerate() {
         let query = SearchQuery::new(format!("service-{i} owner"), 5);
-        let hits = super::search::find(store, &query, None).expect("search");
+        let hits = crate::memory::search::find(store, &query, None).expect("search");
         assert!(
             hits.first()
                 .is_some_and(|h| h.entry.content.contains(fact.as_str())),
@@ -817,17 +817,17 @@ fn every_fact_is_found_after_sleep(store: &dyn MemoryStore) {
                 .collect::<Vec<_>>()
         );
         let pager = SearchQuery::new(format!("oncall-{}", 1000 + i * 7), 5);
-        let hits = super::search::find(store, &pager, None).expect("search");
+        let hits = crate::memory::search::find(store, &pager, None).expect("search");
         assert!(
             hits.iter().any(|h| h.entry.content.contains(fact.as_str())),
             "fact {i} is not found by its pager"
         );
     }
-    let hits =
-        super::search::find(store, &SearchQuery::new("service-7 owner", 10), None).expect("search");
+    let hits = crate::memory::search::find(store, &SearchQuery::new("service-7 owner", 10), None)
+        .expect("search");
     assert!(hits.iter().all(|h| h.score > 0.0), "no zero-score padding");
-    let nothing =
-        super::search::find(store, &SearchQuery::new("zeppelin", 10), None).expect("search");
+    let nothing = crate::memory::search::find(store, &SearchQuery::new("zeppelin", 10), None)
+        .expect("search");
     assert!(nothing.is_empty(), "{nothing:?}");
 }
 
@@ -985,7 +985,7 @@ fn export_pages_and_reads_back(store: &dyn MemoryStore, other: &dyn MemoryStore)
         .map(|e| {
             let value = serde_json::to_value(e).expect("json");
             let mut value = value;
-            value["created_at"] = json!(super::format_time(e.created_at));
+            value["created_at"] = json!(crate::memory::format_time(e.created_at));
             crate::request::AddMemory::new(false)
                 .entry(&value)
                 .expect("reads back")

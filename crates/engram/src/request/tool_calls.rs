@@ -6,11 +6,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::history::{
+use super::{AddMemory, Names, RequestError, SearchRequest, from_json};
+use crate::session::history::{
     DEFAULT_READ_TOKENS, DEFAULT_SEARCH_LIMIT, HistorySelection, MAX_SEARCH_LIMIT,
 };
-use super::{Session, SessionError};
-use crate::request::{AddMemory, Names, RequestError, SearchRequest, from_json};
+use crate::session::{Session, SessionError};
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
 
 /// The most parts of the timeline a `search_history` reply lists beside its hits.
@@ -39,11 +39,11 @@ impl Session<'_> {
             Err(e) => return Ok(ToolReply::error(format!("{name}: {e}"))),
         };
         if let Some(session) = args.get("session").and_then(Value::as_str)
-            && session != self.info.id
+            && session != self.info().id
         {
             return Ok(ToolReply::error(format!(
                 "`session`: this call is bound to session {}, not {session}",
-                self.info.id
+                self.info().id
             )));
         }
         let reply = match name {
@@ -55,12 +55,12 @@ impl Session<'_> {
             },
             tools::CONTEXT_STATUS => self.status_tool(args),
             tools::MEMORY_SEARCH => {
-                memory_search_tool(self.store, self.options.embedder.as_deref(), args)
+                memory_search_tool(self.store(), self.options().embedder.as_deref(), args)
             }
             tools::MEMORY_ADD => memory_add_tool(
-                self.store,
-                Some(&self.info.id),
-                self.policy.redact_memory,
+                self.store(),
+                Some(&self.info().id),
+                self.policy().redact_memory,
                 args,
             ),
             _ => Err(Failure::Arguments(tools::unknown_tool(name))),
@@ -151,9 +151,9 @@ impl Session<'_> {
         }
         let _: Args = parse(args)?;
         let status = self.status()?;
-        let compactions = self.store.compactions(&self.info.id, false)?.len();
+        let compactions = self.store().compactions(&self.info().id, false)?.len();
         let mut doc = serde_json::Map::new();
-        doc.insert("session_id".into(), json!(self.info.id));
+        doc.insert("session_id".into(), json!(self.info().id));
         doc.extend(status.numbers());
         doc.insert("compactions".into(), json!(compactions));
         let ledger = self.ledger()?;

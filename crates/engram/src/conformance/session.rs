@@ -4,14 +4,14 @@
 
 use serde_json::json;
 
-use super::{
-    EngramStore, NewSession, Session, SessionPolicy, SessionStore, Trigger, sleep_sessions,
-};
 use crate::StoreError;
 use crate::compact::{CompactOptions, Kind};
-use crate::memory::conformance::{Dice, assert_same};
+use crate::conformance::memory::{Dice, assert_same};
 use crate::memory::{NewEntry, SearchQuery, Tier};
 use crate::message::{Message, ToolCall};
+use crate::session::{
+    EngramStore, NewSession, Session, SessionPolicy, SessionStore, Trigger, sleep_sessions,
+};
 
 fn new_session(id: &str, window: usize) -> NewSession {
     NewSession {
@@ -192,10 +192,10 @@ fn random_step(store: &dyn EngramStore, s: &mut Session<'_>, step: u64, dice: &m
                 .expect("open")
                 .with_options(options);
             match manual.compact(Trigger::Manual, target, None) {
-                Ok(super::Compaction::Recorded(r)) => {
+                Ok(crate::session::Compaction::Recorded(r)) => {
                     format!("compacted {} -> {}", r.tokens_before, r.tokens_after)
                 }
-                Ok(super::Compaction::Unchanged { tokens, reason }) => {
+                Ok(crate::session::Compaction::Unchanged { tokens, reason }) => {
                     format!("unchanged at {tokens}: {reason}")
                 }
                 Err(e) => format!("compaction failed: {e}"),
@@ -287,7 +287,7 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
         // Exported from the store under test and imported into another store, the session is
         // the same, and goes on the same way: restores reach the same checkpoints' views
         // through the compaction ids the import assigned anew.
-        let dump = super::export_session(store, &id).expect("export");
+        let dump = crate::session::export_session(store, &id).expect("export");
         let imported = crate::in_memory::InMemoryStore::new();
         imported.import_session(&dump).expect("import");
         // With the session's memory (its journal and key facts), as `engram export --session`
@@ -298,7 +298,7 @@ fn random_sessions_match_the_reference(store: &dyn EngramStore) {
             .iter()
             .map(|e| {
                 crate::request::AddMemory::new(false)
-                    .entry(&super::export::memory_line(e))
+                    .entry(&crate::session::export::memory_line(e))
                     .expect("reads back")
             })
             .collect();
@@ -524,13 +524,13 @@ fn export_and_import_round_trip(store: &dyn EngramStore, other: &dyn EngramStore
     for i in 5..20 {
         s.append(turn(i)).expect("append");
     }
-    let dump = super::export_session(store, "x").expect("export");
+    let dump = crate::session::export_session(store, "x").expect("export");
     assert!(
         dump.messages.iter().any(|m| m.abandoned),
         "abandoned rows are exported"
     );
     other.import_session(&dump).expect("import");
-    let back = super::export_session(other, "x").expect("export again");
+    let back = crate::session::export_session(other, "x").expect("export again");
     assert_eq!(back.info, dump.info);
     assert_eq!(back.messages, dump.messages);
     assert_eq!(back.compactions.len(), dump.compactions.len());
@@ -579,7 +579,7 @@ fn create_get_list(store: &dyn EngramStore) {
     assert!(
         matches!(
             Session::open(store, "nope"),
-            Err(super::SessionError::Store(StoreError::NotFound(_)))
+            Err(crate::session::SessionError::Store(StoreError::NotFound(_)))
         ),
         "opening an unknown session says so"
     );
@@ -638,12 +638,12 @@ fn append_is_atomic_and_ids_are_unique(store: &dyn EngramStore) {
 /// other messages is refused; keys are kept a day and a thousand per session, and go with the
 /// session.
 fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
-    use super::store::{APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend};
+    use crate::session::store::{APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, KeyedAppend};
     store
         .create_session(&new_session("k", 100_000))
         .expect("create");
     let rows = |text: &str| {
-        vec![super::NewLogMessage {
+        vec![crate::session::NewLogMessage {
             message: Message::user(text),
             tokens: 3,
             created_at: 2_000,
@@ -660,7 +660,7 @@ fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
         .append_keyed(
             "k",
             &rows("deploy"),
-            &key("a", &super::fingerprint(&rows("deploy")), now),
+            &key("a", &crate::session::fingerprint(&rows("deploy")), now),
         )
         .expect("stored");
     let KeyedAppend::Stored(positions) = first else {
@@ -692,7 +692,7 @@ fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
         .append_once(vec![Message::user("something else")], Some("b"))
         .expect_err("another body");
     assert!(
-        matches!(&e, super::SessionError::Store(StoreError::Conflict(m)) if m.contains("Idempotency-Key")),
+        matches!(&e, crate::session::SessionError::Store(StoreError::Conflict(m)) if m.contains("Idempotency-Key")),
         "{e}"
     );
     assert_eq!(s.log().expect("log").len(), 2, "nothing stored");
@@ -703,7 +703,7 @@ fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
             &rows("deploy"),
             &key(
                 "a",
-                &super::fingerprint(&rows("deploy")),
+                &crate::session::fingerprint(&rows("deploy")),
                 now + APPEND_KEY_TTL_MS,
             ),
         )
@@ -957,7 +957,7 @@ fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     assert!(
         matches!(
             s.checkpoint("before-refactor"),
-            Err(super::SessionError::Store(StoreError::Conflict(_)))
+            Err(crate::session::SessionError::Store(StoreError::Conflict(_)))
         ),
         "checkpoint names are unique"
     );
@@ -987,11 +987,11 @@ fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     s.append(turn(3)).expect("the same turn again");
     assert!(matches!(
         s.restore("later"),
-        Err(super::SessionError::Store(StoreError::Conflict(_)))
+        Err(crate::session::SessionError::Store(StoreError::Conflict(_)))
     ));
     assert!(matches!(
         s.restore("nope"),
-        Err(super::SessionError::Store(StoreError::NotFound(_)))
+        Err(crate::session::SessionError::Store(StoreError::NotFound(_)))
     ));
     assert_eq!(store.checkpoints("c").expect("list").len(), 2);
     // A page of the log holds the active messages from a sequence number on, at most `limit`
@@ -1027,7 +1027,7 @@ fn a_compaction_from_before_a_restore_is_refused(store: &dyn EngramStore) {
     s.append(turn(1)).expect("append");
     s.restore("start").expect("restore");
     let err = store
-        .record_compaction(&super::NewCompaction {
+        .record_compaction(&crate::session::NewCompaction {
             session_id: "e".into(),
             expected_epoch: stale_epoch,
             trigger: "manual".into(),
@@ -1104,7 +1104,7 @@ fn sleep_compaction_extracts_facts_first(store: &dyn EngramStore) {
 /// A session's timeline: none until built, built at sleep, kept until the history changes,
 /// refused for an unknown session, and deleted with its session.
 fn timelines_are_kept_per_session(store: &dyn EngramStore) {
-    use super::timeline::Timeline;
+    use crate::session::timeline::Timeline;
     let mut s = Session::create(store, &new_session("t", 100_000)).expect("create");
     assert_eq!(store.timeline("t").expect("timeline"), None);
     s.append(vec![
