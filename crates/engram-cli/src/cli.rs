@@ -723,7 +723,7 @@ pub(crate) enum MemoryCommand {
         #[arg(allow_hyphen_values = true)]
         query: String,
         /// The most results.
-        #[arg(long, default_value_t = engram::memory::DEFAULT_SEARCH_LIMIT)]
+        #[arg(long, default_value_t = engram::memory::DEFAULT_MEMORY_HITS)]
         limit: usize,
         /// Tiers to search (working, episodic, archive, learning, journal); repeat or comma-separate.
         #[arg(long, value_delimiter = ',')]

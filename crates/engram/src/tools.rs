@@ -157,6 +157,12 @@ fn text_output() -> Value {
     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
 }
 
+/// The hits an agent's search tool (`search_history`, `memory_search`) returns when the call
+/// names no limit: a handful, for the model's context.
+pub const DEFAULT_TOOL_HITS: usize = 5;
+/// The most hits one call of an agent's search tool returns.
+pub const MAX_TOOL_HITS: usize = 50;
+
 fn base_definitions() -> Vec<ToolDefinition> {
     vec![
         ToolDefinition {
@@ -166,7 +172,7 @@ fn base_definitions() -> Vec<ToolDefinition> {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "Words to look for: a file name, an error, an identifier"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "The most hits to return"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_HITS, "default": DEFAULT_TOOL_HITS, "description": "The most hits to return"},
                 },
                 "required": ["query"],
                 "additionalProperties": false,
@@ -245,7 +251,7 @@ fn base_definitions() -> Vec<ToolDefinition> {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "Words to look for"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5, "description": "The most entries to return"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_HITS, "default": DEFAULT_TOOL_HITS, "description": "The most entries to return"},
                     "tier": {"type": "string", "description": "Only these tiers, comma-separated: working, episodic, archive, learning, journal (default: working and episodic)"},
                 },
                 "required": ["query"],

@@ -13,8 +13,8 @@
 //! A step is a message's place in the history the ledger was built from (plus the offset the
 //! caller gives), so a compaction can say where to read a file's history back.
 
+mod agent_calls;
 mod shell;
-mod tools;
 
 use std::collections::HashMap;
 
@@ -202,7 +202,7 @@ impl Ledger {
     }
 
     fn call(&mut self, id: &str, name: &str, arguments: &str, step: usize) {
-        let Some(events) = tools::read_call(name, arguments) else {
+        let Some(events) = agent_calls::read_call(name, arguments) else {
             return;
         };
         let mut files = events.files;
@@ -252,7 +252,7 @@ impl Ledger {
         let Some(pending) = self.pending.remove(id) else {
             return;
         };
-        let outcome = match (tools::exit_status(text), failed_flag) {
+        let outcome = match (agent_calls::exit_status(text), failed_flag) {
             (Some(0), false) => Outcome::Ok,
             (Some(0), true) | (None, true) => Outcome::Failed(None),
             (Some(code), _) => Outcome::Failed(Some(code)),

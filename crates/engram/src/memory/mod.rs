@@ -176,19 +176,19 @@ pub struct SearchQuery {
 
 /// The most hits one search returns, whatever limit it asked for: a larger limit is clamped
 /// (a limit reaches the index's collectors, which allocate for it).
-pub const MAX_SEARCH_LIMIT: usize = 10_000;
+pub const MAX_MEMORY_HITS: usize = 10_000;
 
 /// The most hits a search returns when it asks for no number (every surface).
-pub const DEFAULT_SEARCH_LIMIT: usize = 10;
+pub const DEFAULT_MEMORY_HITS: usize = 10;
 
 /// The most consolidation records a read of the log returns when it asks for no number (every
 /// surface: the CLI's `memory log`, `GET /v1/memory/log`, Python's and Node's `log()`).
 pub const DEFAULT_LOG_LIMIT: usize = 20;
 
 impl SearchQuery {
-    /// The limit, clamped to [`MAX_SEARCH_LIMIT`].
+    /// The limit, clamped to [`MAX_MEMORY_HITS`].
     pub fn clamped_limit(&self) -> usize {
-        self.limit.min(MAX_SEARCH_LIMIT)
+        self.limit.min(MAX_MEMORY_HITS)
     }
 
     /// A query for `text` with the default tiers, returning up to `limit` hits.

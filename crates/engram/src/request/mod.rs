@@ -620,7 +620,7 @@ pub struct SearchRequest {
     /// The words to look for (`q` in a URL).
     #[serde(alias = "q")]
     pub text: Option<String>,
-    /// The most hits (default [`crate::memory::DEFAULT_SEARCH_LIMIT`], 10).
+    /// The most hits (default [`crate::memory::DEFAULT_MEMORY_HITS`], 10).
     pub limit: Option<usize>,
     /// Only these tiers (default: working and episodic; `tier` in a URL).
     #[serde(alias = "tier")]
@@ -655,7 +655,7 @@ impl SearchRequest {
                 ),
             ));
         }
-        let limit = positive("limit", self.limit)?.unwrap_or(crate::memory::DEFAULT_SEARCH_LIMIT);
+        let limit = positive("limit", self.limit)?.unwrap_or(crate::memory::DEFAULT_MEMORY_HITS);
         let tiers = match &self.tiers {
             None => Vec::new(),
             Some(names) => names

@@ -7,9 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AddMemory, Names, RequestError, SearchRequest, from_json};
-use crate::session::history::{
-    DEFAULT_READ_TOKENS, DEFAULT_SEARCH_LIMIT, HistorySelection, MAX_SEARCH_LIMIT,
-};
+use crate::session::history::{DEFAULT_READ_TOKENS, HistorySelection};
 use crate::session::{Session, SessionError};
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
 
@@ -82,7 +80,7 @@ impl Session<'_> {
             .query
             .filter(|q| !q.trim().is_empty())
             .ok_or_else(|| args_error("`query` is required: the words to look for"))?;
-        let limit = limit(a.limit, DEFAULT_SEARCH_LIMIT)?;
+        let limit = limit(a.limit, tools::DEFAULT_TOOL_HITS)?;
         let hits = self.search_history(&query, limit)?;
         let mut reply = json!({ "query": query, "hits": hits });
         // The parts of the history that carried the topic, from the timeline sleep built:
@@ -225,7 +223,7 @@ fn memory_search_tool(
     let a: Args = parse(args)?;
     let query = SearchRequest {
         text: a.query,
-        limit: Some(limit(a.limit, DEFAULT_SEARCH_LIMIT)?),
+        limit: Some(limit(a.limit, tools::DEFAULT_TOOL_HITS)?),
         tiers: a.tier,
         ..SearchRequest::default()
     }
@@ -299,9 +297,10 @@ fn request_error(e: &RequestError) -> String {
 fn limit(value: Option<usize>, default: usize) -> Result<usize, Failure> {
     match value {
         None => Ok(default),
-        Some(n) if (1..=MAX_SEARCH_LIMIT).contains(&n) => Ok(n),
+        Some(n) if (1..=tools::MAX_TOOL_HITS).contains(&n) => Ok(n),
         Some(n) => Err(Failure::Arguments(format!(
-            "`limit` must be from 1 to {MAX_SEARCH_LIMIT}, not {n}"
+            "`limit` must be from 1 to {}, not {n}",
+            tools::MAX_TOOL_HITS
         ))),
     }
 }

@@ -90,7 +90,7 @@ const MAX_SENTENCES: usize = 32;
 /// A sentence shorter than this many words, its speaker's name counted ("John Wow!", "Thanks
 /// again."), says nothing on its own. Measured on LoCoMo against three words without the name
 /// (single-hop and temporal questions lost half a point at 2,048) and two.
-const SENTENCE_WORDS: usize = 3;
+const MIN_SENTENCE_WORDS: usize = 3;
 
 impl Meaning {
     /// Adds `message`: its text as [`push_meaning_text`] writes it, and its sentences, each led
@@ -130,7 +130,7 @@ impl Meaning {
     fn push_sentences(&mut self, lines: &str, name: &str) {
         let name_words = name.split_whitespace().count();
         let said = sentences(lines)
-            .filter(|s| name_words + s.split_whitespace().count() >= SENTENCE_WORDS)
+            .filter(|s| name_words + s.split_whitespace().count() >= MIN_SENTENCE_WORDS)
             .take(MAX_SENTENCES);
         for sentence in said {
             self.sentences.push(if name.is_empty() {

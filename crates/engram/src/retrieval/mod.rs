@@ -17,11 +17,11 @@
 
 pub mod bm25;
 pub(crate) mod headings;
+mod log_sessions;
 pub(crate) mod meaning;
 mod profile;
 pub(crate) mod rank;
 pub(crate) mod sentences;
-mod sessions;
 pub mod words;
 
 pub(crate) use bm25::Bm25;

@@ -21,10 +21,6 @@ use crate::retrieval;
 use crate::timestamp::format_time;
 use crate::tools;
 
-/// The hits `search_history` returns when the call names no limit.
-pub const DEFAULT_SEARCH_LIMIT: usize = 5;
-/// The most hits one `search_history` call returns.
-pub const MAX_SEARCH_LIMIT: usize = 50;
 /// The tokens `read_history` returns when the call names no budget.
 pub const DEFAULT_READ_TOKENS: usize = 4_000;
 /// Characters of context on each side of a hit's match.

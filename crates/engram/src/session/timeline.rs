@@ -34,7 +34,7 @@ pub const PART_MESSAGES: usize = 40;
 const LINE_SENTENCES: usize = 2;
 
 /// The words each quoted sentence keeps.
-const SENTENCE_WORDS: usize = 24;
+const QUOTED_SENTENCE_WORDS: usize = 24;
 
 /// The words a part dwells on, listed after its sentences.
 const TOPIC_WORDS: usize = 8;
@@ -535,7 +535,7 @@ fn extractive(
         .map(|(mi, _, _, sentence)| {
             let m = &messages[*mi].message;
             let who = m.name().unwrap_or(m.role.as_str());
-            format!("{who}: {}", clip(sentence, SENTENCE_WORDS))
+            format!("{who}: {}", clip(sentence, QUOTED_SENTENCE_WORDS))
         })
         .collect();
     let topics: Vec<&str> = dwells

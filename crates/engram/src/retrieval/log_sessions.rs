@@ -1,5 +1,6 @@
-//! Sessions: a log's stretches between headings ([`super::headings`]), and how the sessions
-//! about a query's topic, its time or its meaning lift their matching units.
+//! The sessions of a log, its stretches between headings ([`super::headings`]) (not engram's
+//! `Session`), and how the sessions about a query's topic, its time or its meaning lift their
+//! matching units.
 
 #[cfg(doc)]
 use super::RecallProfile;
