@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use engram::sleep::SleepSettings;
-use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, parse_model_window, parse_store_url};
+use engram_server::{ApiKeys, DEFAULT_LISTEN, ServeConfig, StoreLocation, parse_model_window};
 
 use crate::cli::{GlobalArgs, McpArgs, ServeArgs};
 use crate::user_error;
@@ -20,8 +20,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         user_error!("--listen {listen:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:8420)")
     })?;
     let store = match args.store.clone().or_else(|| config.server.store.clone()) {
-        Some(url) => parse_store_url(&url).map_err(|e| user_error!("{e}"))?,
-        None => engram_server::StoreLocation::Sqlite(crate::memory::db_path(global)?),
+        Some(url) => StoreLocation::parse(&url).map_err(|e| user_error!("--store {e}"))?,
+        None => StoreLocation::Sqlite(crate::memory::db_path(global)?),
     };
     let keys_file = args
         .api_keys
@@ -145,7 +145,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
         serve.max_proxy_body_bytes = mb << 20;
     }
     for text in &args.model_windows {
-        let (name, tokens) = parse_model_window(text).map_err(|e| user_error!("{e}"))?;
+        let (name, tokens) =
+            parse_model_window(text).map_err(|e| user_error!("--model-window {e}"))?;
         serve.proxy.model_windows.insert(name, tokens);
     }
     serve.listen = listen;

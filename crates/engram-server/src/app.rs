@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use engram::memory::StoreError;
 use engram::session::{EngramStore, Session, SessionError};
 use engram::sleep::{AutoSleep, sleep_tick};
-use engram_store::SqliteStore;
+use engram_store::{SqliteStore, StoreLocation};
 
-use crate::config::{LOCAL_TENANT, ServeConfig, StoreLocation};
+use crate::config::{LOCAL_TENANT, ServeConfig};
+use crate::error::Error;
 use crate::metrics;
 use crate::proxy_state::Proxy;
 
@@ -73,12 +74,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl App {
     /// The server's state; the local tenant's database (or the PostgreSQL server) is opened
     /// now, so that a bad path, a foreign file or a wrong address is reported at start-up.
-    pub fn new(config: ServeConfig) -> Result<Arc<App>, String> {
+    pub fn new(config: ServeConfig) -> Result<Arc<App>, Error> {
         #[cfg(feature = "postgres")]
         let postgres = match &config.store {
             StoreLocation::Postgres(url) => Some(
-                engram_store::PostgresStore::connect(url, LOCAL_TENANT)
-                    .map_err(|e| e.to_string())?,
+                engram_store::PostgresStore::connect(url, LOCAL_TENANT).map_err(|source| {
+                    Error::Store {
+                        store: config.store.to_string(),
+                        source,
+                    }
+                })?,
             ),
             StoreLocation::Sqlite(_) => None,
         };
@@ -93,8 +98,7 @@ impl App {
             large_appends: tokio::sync::Semaphore::new(1),
         });
         if app.config.api_keys.is_none() {
-            app.tenant_store(LOCAL_TENANT)
-                .map_err(|e| format!("{}: {e}", app.config.store))?;
+            app.tenant_store(LOCAL_TENANT)?;
         }
         Ok(app)
     }
@@ -108,31 +112,44 @@ impl App {
         }
     }
 
-    fn open_store(&self, tenant: &str) -> Result<OpenedStore, String> {
+    fn open_store(&self, tenant: &str) -> Result<OpenedStore, Error> {
+        let failed = |store: &dyn std::fmt::Display, source| Error::Store {
+            store: store.to_string(),
+            source,
+        };
         match &self.config.store {
             StoreLocation::Sqlite(base) => {
                 let path = tenant_path(base, tenant);
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+                        doing: dir.display().to_string(),
+                        source,
+                    })?;
                 }
-                let store = Arc::new(
-                    SqliteStore::open(&path).map_err(|e| format!("{}: {e}", path.display()))?,
-                );
+                let store =
+                    Arc::new(SqliteStore::open(&path).map_err(|e| failed(&path.display(), e))?);
                 Ok((Arc::clone(&store) as Arc<dyn EngramStore>, Some(store)))
             }
             #[cfg(feature = "postgres")]
             StoreLocation::Postgres(_) => {
-                let base = self
-                    .postgres
-                    .as_ref()
-                    .ok_or("the PostgreSQL connection is missing")?;
-                let store = base.for_tenant(tenant).map_err(|e| e.to_string())?;
+                let base = self.postgres.as_ref().ok_or_else(|| {
+                    failed(
+                        &self.config.store,
+                        StoreError::Backend("the PostgreSQL connection is missing".into()),
+                    )
+                })?;
+                let store = base
+                    .for_tenant(tenant)
+                    .map_err(|e| failed(&self.config.store, e))?;
                 Ok((Arc::new(store) as Arc<dyn EngramStore>, None))
             }
             #[cfg(not(feature = "postgres"))]
-            StoreLocation::Postgres(_) => {
-                Err("this engram was built without PostgreSQL (cargo feature `postgres`)".into())
-            }
+            StoreLocation::Postgres(_) => Err(failed(
+                &self.config.store,
+                StoreError::Rejected(
+                    "this engram was built without PostgreSQL (cargo feature `postgres`)".into(),
+                ),
+            )),
         }
     }
 
@@ -154,7 +171,7 @@ impl App {
         Box::new(&self.proxy.views)
     }
 
-    pub(crate) fn tenant_store(&self, tenant: &str) -> Result<Arc<TenantStore>, String> {
+    pub(crate) fn tenant_store(&self, tenant: &str) -> Result<Arc<TenantStore>, Error> {
         let mut stores = lock(&self.stores);
         if let Some(s) = stores.get(tenant) {
             return Ok(Arc::clone(s));

@@ -12,6 +12,9 @@ use engram::compact::summarize::Summarizer;
 use engram::session::SessionPolicy;
 use engram::sleep::SleepSettings;
 
+use engram_store::StoreLocation;
+
+use crate::error::Error;
 use crate::keys::ApiKeys;
 
 /// Default listen address: loopback only.
@@ -114,66 +117,6 @@ impl ServeConfig {
     }
 }
 
-/// Where the server keeps its data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreLocation {
-    /// The local tenant's SQLite database; other tenants' databases sit beside it.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database shared by every tenant (and by several servers).
-    Postgres(String),
-}
-
-impl std::fmt::Display for StoreLocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreLocation::Sqlite(path) => write!(f, "{}", path.display()),
-            StoreLocation::Postgres(url) => write!(f, "{}", redact_url(url)),
-        }
-    }
-}
-
-/// The URL with its password hidden.
-fn redact_url(url: &str) -> String {
-    #[cfg(feature = "postgres")]
-    {
-        engram_store::postgres::redact_url(url)
-    }
-    #[cfg(not(feature = "postgres"))]
-    {
-        url.split_once('@').map_or_else(
-            || url.to_owned(),
-            |(_, host)| format!("postgres://***@{host}"),
-        )
-    }
-}
-
-/// What a `--store` URL names: `sqlite:///ABS/PATH`, `sqlite://REL/PATH` or a plain path for
-/// SQLite; `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` for PostgreSQL.
-pub fn parse_store_url(url: &str) -> Result<StoreLocation, String> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        if cfg!(feature = "postgres") {
-            return Ok(StoreLocation::Postgres(url.to_owned()));
-        }
-        return Err(
-            "--store postgres://...: this engram was built without PostgreSQL (cargo feature `postgres`); rebuild with it or use sqlite:///PATH"
-                .into(),
-        );
-    }
-    let path = match url.strip_prefix("sqlite://") {
-        Some(rest) => rest,
-        None if url.contains("://") => {
-            return Err(format!(
-                "--store {url:?}: unknown scheme; expected sqlite:///PATH or postgres://USER@HOST/DATABASE"
-            ));
-        }
-        None => url,
-    };
-    if path.is_empty() {
-        return Err(format!("--store {url:?}: no path"));
-    }
-    Ok(StoreLocation::Sqlite(PathBuf::from(path)))
-}
-
 /// How the proxy decides and where it forwards.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
@@ -256,44 +199,23 @@ impl Default for ProxyConfig {
 }
 
 /// Parses `NAME=TOKENS` (the `--model-window` flag).
-pub fn parse_model_window(text: &str) -> Result<(String, usize), String> {
-    let (name, tokens) = text.split_once('=').ok_or_else(|| {
-        format!("--model-window {text:?}: expected NAME=TOKENS, like llama3=8192")
-    })?;
-    let tokens: usize =
-        tokens.trim().replace('_', "").parse().map_err(|_| {
-            format!("--model-window {text:?}: {tokens:?} is not a number of tokens")
-        })?;
+pub fn parse_model_window(text: &str) -> Result<(String, usize), Error> {
+    let invalid = |why: String| Error::Invalid {
+        setting: format!("{text:?}"),
+        why,
+    };
+    let (name, tokens) = text
+        .split_once('=')
+        .ok_or_else(|| invalid("expected NAME=TOKENS, like llama3=8192".into()))?;
+    let tokens: usize = tokens
+        .trim()
+        .replace('_', "")
+        .parse()
+        .map_err(|_| invalid(format!("{tokens:?} is not a number of tokens")))?;
     if name.trim().is_empty() || tokens == 0 {
-        return Err(format!(
-            "--model-window {text:?}: expected a model name and a positive window"
+        return Err(invalid(
+            "expected a model name and a positive window".into(),
         ));
     }
     Ok((name.trim().to_owned(), tokens))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn store_urls() {
-        assert_eq!(
-            parse_store_url("sqlite:///var/lib/engram.db"),
-            Ok(StoreLocation::Sqlite(PathBuf::from("/var/lib/engram.db")))
-        );
-        assert_eq!(
-            parse_store_url("data/e.db"),
-            Ok(StoreLocation::Sqlite(PathBuf::from("data/e.db")))
-        );
-        let pg = parse_store_url("postgres://me:secret@localhost/engram");
-        if cfg!(feature = "postgres") {
-            let pg = pg.expect("postgres");
-            assert!(matches!(pg, StoreLocation::Postgres(_)));
-            assert!(!pg.to_string().contains("secret"), "{pg}");
-        } else {
-            assert!(pg.unwrap_err().contains("feature `postgres`"));
-        }
-        assert!(parse_store_url("mysql://x").is_err());
-    }
 }

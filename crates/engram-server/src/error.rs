@@ -1,5 +1,6 @@
-//! Errors as every route reports them: `{"error": {"message", "field"?}}` with a status, from
-//! the core's typed errors.
+//! The server's errors: [`Error`], what stops it from starting or serving, for its caller to act
+//! on; and `ApiError`, errors as every route reports them (`{"error": {"message", "field"?}}`
+//! with a status, from the core's typed errors).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -7,6 +8,64 @@ use engram::memory::StoreError;
 use engram::request::RequestError;
 use engram::session::SessionError;
 use serde_json::{Value, json};
+
+/// What stops the server from starting or serving.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A setting the server does not take: `setting` names where it came from (a keys file's
+    /// line, a model window), `why` the rule it breaks. The caller adds its own flag's name.
+    Invalid {
+        /// Where the value came from.
+        setting: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Serving without API keys on an address other than loopback, where anyone could reach it.
+    Unprotected {
+        /// The address asked for.
+        listen: std::net::SocketAddr,
+    },
+    /// The store could not be opened (a bad path, a foreign file, a database that does not
+    /// answer).
+    Store {
+        /// The store, as shown (never with its password).
+        store: String,
+        /// What went wrong.
+        source: StoreError,
+    },
+    /// Listening or serving failed: the address is taken, standard input broke.
+    Io {
+        /// What was being done.
+        doing: String,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Invalid { setting, why } => write!(f, "{setting}: {why}"),
+            Error::Unprotected { listen } => write!(
+                f,
+                "refusing to serve {listen} without API keys: pass --api-keys FILE (one tenant:key per line), or listen on 127.0.0.1"
+            ),
+            Error::Store { store, source } => write!(f, "{store}: {source}"),
+            Error::Io { doing, source } => write!(f, "{doing}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Store { source, .. } => Some(source),
+            Error::Io { source, .. } => Some(source),
+            Error::Invalid { .. } | Error::Unprotected { .. } => None,
+        }
+    }
+}
 
 /// An error as the API reports it: `{"error": {"message", "field"?}}`.
 #[derive(Debug)]

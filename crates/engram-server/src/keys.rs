@@ -4,6 +4,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use sha2::{Digest, Sha256};
 
+use crate::error::Error;
+
 /// Tenants by the hash of their keys.
 #[derive(Clone, Default)]
 pub struct ApiKeys {
@@ -35,7 +37,14 @@ pub(crate) fn valid_tenant(name: &str) -> bool {
 impl ApiKeys {
     /// Reads `tenant:key` lines (blank lines and `#` comments skipped); `origin` names the
     /// source in errors, which give the line (never the key).
-    pub fn parse(text: &str, origin: &str) -> Result<ApiKeys, String> {
+    pub fn parse(text: &str, origin: &str) -> Result<ApiKeys, Error> {
+        let invalid = |line: Option<usize>, why: &str| Error::Invalid {
+            setting: match line {
+                Some(n) => format!("{origin}: line {n}"),
+                None => origin.to_owned(),
+            },
+            why: why.to_owned(),
+        };
         let mut keys = ApiKeys::default();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -44,27 +53,30 @@ impl ApiKeys {
             }
             let n = i + 1;
             let Some((tenant, key)) = line.split_once(':') else {
-                return Err(format!("{origin}: line {n}: expected tenant:key"));
+                return Err(invalid(Some(n), "expected tenant:key"));
             };
             let (tenant, key) = (tenant.trim(), key.trim());
             if !valid_tenant(tenant) {
-                return Err(format!(
-                    "{origin}: line {n}: tenant {tenant:?} must be 1-64 letters, digits, '-' or '_'"
+                return Err(invalid(
+                    Some(n),
+                    &format!("tenant {tenant:?} must be 1-64 letters, digits, '-' or '_'"),
                 ));
             }
             if key.len() < 16 {
-                return Err(format!(
-                    "{origin}: line {n}: the key is too short (at least 16 characters)"
+                return Err(invalid(
+                    Some(n),
+                    "the key is too short (at least 16 characters)",
                 ));
             }
             if keys.by_hash.insert(hash(key), tenant.to_owned()).is_some() {
-                return Err(format!(
-                    "{origin}: line {n}: this key is given twice (keys must be unique)"
+                return Err(invalid(
+                    Some(n),
+                    "this key is given twice (keys must be unique)",
                 ));
             }
         }
         if keys.by_hash.is_empty() {
-            return Err(format!("{origin}: no keys (one tenant:key per line)"));
+            return Err(invalid(None, "no keys (one tenant:key per line)"));
         }
         Ok(keys)
     }
@@ -108,20 +120,24 @@ mod tests {
         assert_eq!(keys.len(), 3);
         assert!(!format!("{keys:?}").contains("secret"));
         let err = ApiKeys::parse("acme\n", "k").unwrap_err();
-        assert_eq!(err, "k: line 1: expected tenant:key");
+        assert_eq!(err.to_string(), "k: line 1: expected tenant:key");
+        assert!(matches!(err, Error::Invalid { setting, .. } if setting == "k: line 1"));
         assert!(
             ApiKeys::parse("a/b:0123456789abcdef\n", "k")
                 .unwrap_err()
+                .to_string()
                 .contains("line 1")
         );
         assert!(
             ApiKeys::parse("a:short\n", "k")
                 .unwrap_err()
+                .to_string()
                 .contains("too short")
         );
         assert!(
             ApiKeys::parse("a:0123456789abcdef\nb:0123456789abcdef\n", "k")
                 .unwrap_err()
+                .to_string()
                 .contains("line 2")
         );
         assert!(ApiKeys::parse("\n# none\n", "k").is_err());

@@ -42,8 +42,10 @@ pub use app::App;
 pub use config::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_PROXY_BODY_BYTES, LOCAL_TENANT,
-    ProxyConfig, RecallTools, ServeConfig, StoreLocation, parse_model_window, parse_store_url,
+    ProxyConfig, RecallTools, ServeConfig, parse_model_window,
 };
+pub use engram_store::StoreLocation;
+pub use error::Error;
 pub use keys::ApiKeys;
 pub use listen::serve;
 pub use routes::router;

@@ -5,25 +5,39 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::App;
-use crate::config::{ServeConfig, StoreLocation};
+use engram_store::StoreLocation;
+
+use crate::config::ServeConfig;
+use crate::error::Error;
+
+/// A blocking task that panicked or was cancelled, as the error the server stops with.
+fn joined(e: tokio::task::JoinError) -> Error {
+    Error::Io {
+        doing: "a blocking task of the server".into(),
+        source: std::io::Error::other(e),
+    }
+}
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains, consolidates and returns.
-pub async fn serve(config: ServeConfig) -> Result<(), String> {
+pub async fn serve(config: ServeConfig) -> Result<(), Error> {
     if config.api_keys.is_none() && !config.listen.ip().is_loopback() {
-        return Err(format!(
-            "refusing to serve {} without API keys: pass --api-keys FILE (one tenant:key per line), or listen on 127.0.0.1",
-            config.listen
-        ));
+        return Err(Error::Unprotected {
+            listen: config.listen,
+        });
     }
     let listen = config.listen;
     // Opening a store blocks (files, or a PostgreSQL connection with its own runtime).
     let app = tokio::task::spawn_blocking(move || App::new(config))
         .await
-        .map_err(|e| e.to_string())??;
+        .map_err(joined)??;
+    let listening = |source| Error::Io {
+        doing: format!("cannot listen on {listen}"),
+        source,
+    };
     let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(listening)?;
+    let local = listener.local_addr().map_err(listening)?;
     match &app.config.api_keys {
         None => eprintln!(
             "engram serve: listening on http://{local} (no --api-keys: one local tenant, loopback only); store {}",
@@ -72,7 +86,7 @@ pub async fn serve(config: ServeConfig) -> Result<(), String> {
     let app2 = Arc::clone(&app);
     let consolidated = tokio::task::spawn_blocking(move || app2.shutdown())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(joined)?;
     eprintln!("engram serve: consolidated {consolidated} working entries; bye");
     Ok(())
 }

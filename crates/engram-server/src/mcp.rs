@@ -23,6 +23,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::error::Error;
+
 /// The tool that lists the sessions, offered when the server serves more than one.
 pub const SESSIONS_LIST: &str = "sessions_list";
 
@@ -115,7 +117,7 @@ impl EngramMcp {
     }
 
     /// Serves MCP on standard input and output until the client closes them.
-    pub async fn serve_stdio(self) -> Result<(), String> {
+    pub async fn serve_stdio(self) -> Result<(), Error> {
         self.serve_lines(tokio::io::stdin(), tokio::io::stdout())
             .await
     }
@@ -124,7 +126,7 @@ impl EngramMcp {
     /// Every line gets an answer: one that is not JSON a parse error (-32700), one that is not a
     /// JSON-RPC message an invalid request (-32600), one longer than [`MAX_LINE_BYTES`] an
     /// error naming the limit; the others go to the server.
-    pub async fn serve_lines<R, W>(self, input: R, output: W) -> Result<(), String>
+    pub async fn serve_lines<R, W>(self, input: R, output: W) -> Result<(), Error>
     where
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
         W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -203,9 +205,17 @@ impl EngramMcp {
                 let _ = writer.await;
                 return Ok(());
             }
-            Err(e) => return Err(format!("MCP start-up: {e}")),
+            Err(e) => {
+                return Err(Error::Io {
+                    doing: "MCP start-up".into(),
+                    source: std::io::Error::other(e),
+                });
+            }
         };
-        let served = running.waiting().await.map_err(|e| format!("MCP: {e}"));
+        let served = running.waiting().await.map_err(|e| Error::Io {
+            doing: "MCP".into(),
+            source: std::io::Error::other(e),
+        });
         let _ = reader.await;
         let _ = writer.await;
         served.map(|_| ())
@@ -458,9 +468,9 @@ impl EngramMcp {
     fn store_for(&self, tenant: Option<&str>) -> Result<Arc<dyn EngramStore>, String> {
         match (&self.backing, tenant) {
             (Backing::Store(store), _) => Ok(Arc::clone(store)),
-            (Backing::Served(app), Some(tenant)) => {
-                Ok(Arc::clone(&app.tenant_store(tenant)?.store))
-            }
+            (Backing::Served(app), Some(tenant)) => Ok(Arc::clone(
+                &app.tenant_store(tenant).map_err(|e| e.to_string())?.store,
+            )),
             (Backing::Served(_), None) => Err("no tenant on the request".to_owned()),
         }
     }

@@ -16,13 +16,16 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | `location` | `StoreLocation`: where a store lives, read from its URL |
 //! | `sqlite` | `SqliteStore`: memory (`mod.rs`), sessions (`sessions.rs`), the search index (`search.rs`), hybrid recall's vectors and `VectorFile` (`vectors.rs`), count calibrations (`calibration.rs`) |
 //! | `postgres` (feature `postgres`) | `PostgresStore`: memory (`mod.rs`), sessions (`sessions.rs`), the proxy's views (`views.rs`), count calibrations (`calibration.rs`), the connection pool (`pool.rs`) |
 
+mod location;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
 
+pub use location::{StoreLocation, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sqlite::{APPLICATION_ID, SCHEMA_VERSION, SqliteStore, read_calibration};

@@ -43,7 +43,7 @@ use postgres::error::SqlState;
 use postgres::types::ToSql;
 use serde_json::Value;
 
-pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool, redact_url};
+pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool};
 pub use schema::SCHEMA_VERSION;
 
 /// One tenant's view of a PostgreSQL database.

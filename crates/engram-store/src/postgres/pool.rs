@@ -9,6 +9,8 @@ use std::time::Duration;
 use engram::memory::StoreError;
 use postgres::{Client, NoTls};
 
+use crate::location::redact_url;
+
 /// The most connections a pool opens unless told otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 8;
 
@@ -34,17 +36,6 @@ impl std::fmt::Debug for Pool {
             .field("max", &self.max)
             .finish_non_exhaustive()
     }
-}
-
-/// The URL with its password replaced, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    // postgres://user:password@host/db -> postgres://user:***@host/db
-    let parts = url.split_once("://").and_then(|(scheme, rest)| {
-        let (userinfo, host) = rest.split_once('@')?;
-        let (user, _) = userinfo.split_once(':')?;
-        Some(format!("{scheme}://{user}:***@{host}"))
-    });
-    parts.unwrap_or_else(|| url.to_owned())
 }
 
 impl Pool {

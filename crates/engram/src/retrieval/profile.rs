@@ -2,6 +2,24 @@
 //! it serves. Nothing here reads how a question is worded: each weight acts on where matches
 //! fall in the log (their turns, sessions, speakers, lengths) or on how two rankings merge.
 
+use crate::error::ValueError;
+
+/// The names [`RecallProfile::with`] takes, one per weight.
+const WEIGHTS: [&str; 12] = [
+    "answer",
+    "neighbour",
+    "reach",
+    "topical_session",
+    "dated_session",
+    "session_meaning",
+    "named_speaker",
+    "cost",
+    "meaning",
+    "meaning_merged",
+    "best_sentence",
+    "fuse_depth",
+];
+
 /// The weights of recall ([`super::rank::order`]) and of hybrid search's fusion
 /// ([`super::meaning::fuse`], [`super::meaning::fuse_ranks`]). [`RecallProfile::default`] is
 /// what every surface uses; the fields are public so that a test or an experiment can move
@@ -85,15 +103,15 @@ impl RecallProfile {
     /// The profile with each `NAME=VALUE` of `spec` (comma-separated; a name is a field's) set:
     /// how an experiment moves a weight without a build. An unknown name or a value that is not a
     /// number is an error that names it.
-    pub fn with(mut self, spec: &str) -> Result<Self, String> {
+    pub fn with(mut self, spec: &str) -> Result<Self, ValueError> {
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = part
-                .split_once('=')
-                .ok_or_else(|| format!("`{part}`: write a weight as NAME=VALUE"))?;
+            let (name, value) = part.split_once('=').ok_or_else(|| {
+                ValueError::Malformed(format!("`{part}`: write a weight as NAME=VALUE"))
+            })?;
             let value: f64 = value
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{part}`: {value} is not a number"))?;
+                .map_err(|_| ValueError::Malformed(format!("`{part}`: {value} is not a number")))?;
             let field = match name.trim() {
                 "answer" => &mut self.answer,
                 "neighbour" => &mut self.neighbour,
@@ -107,7 +125,13 @@ impl RecallProfile {
                 "meaning_merged" => &mut self.meaning_merged,
                 "best_sentence" => &mut self.best_sentence,
                 "fuse_depth" => &mut self.fuse_depth,
-                other => return Err(format!("`{other}` is no weight of recall")),
+                other => {
+                    return Err(ValueError::UnknownName {
+                        what: "recall weight",
+                        given: other.to_owned(),
+                        expected: WEIGHTS.join(", "),
+                    });
+                }
             };
             *field = value;
         }
@@ -128,7 +152,11 @@ mod tests {
         assert_eq!(p.cost, 0.75);
         assert_eq!(p.answer, RecallProfile::default().answer);
         let err = RecallProfile::default().with("nieghbour=1").unwrap_err();
-        assert!(err.contains("nieghbour"), "{err}");
+        assert!(err.to_string().contains("nieghbour"), "{err}");
+        assert!(
+            err.to_string().contains("neighbour"),
+            "the names taken: {err}"
+        );
         assert!(RecallProfile::default().with("cost=lots").is_err());
         assert!(RecallProfile::default().with("cost").is_err());
     }
