@@ -6,7 +6,7 @@
 - trimming to a budget: LangChain's `trim_messages` (strategy "last", tiktoken counter) vs
   `engram.compact` (truncate and auto), half of each conversation's tokens as the budget.
 
-    TIKTOKEN_CACHE_DIR=../shared/eval/tiktoken_cache python3 crates/engram-py/bench/bench_py.py
+    TIKTOKEN_CACHE_DIR=DIR python3 crates/engram-py/bench/bench_py.py   # DIR: a tiktoken cache
 
 Prints a Markdown table of medians and ratios (docs/benchmarks-history.md records it).
 """

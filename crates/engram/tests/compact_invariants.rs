@@ -1,4 +1,4 @@
-//! The invariants of DESIGN.md, for every strategy, over random histories: tool pairs intact,
+//! The compaction invariants, for every strategy, over random histories: tool pairs intact,
 //! pinned instructions first and verbatim, the newest unit last and verbatim, the budget met by
 //! exact count (or a CannotFit error that is right to refuse), provenance pointing at real input
 //! messages, and the input left untouched.
