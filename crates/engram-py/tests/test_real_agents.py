@@ -19,6 +19,7 @@ import glob
 import json
 import os
 import pathlib
+import re
 import subprocess
 import tempfile
 import time
@@ -200,6 +201,45 @@ def test_codex_with_its_built_in_provider_is_compacted():
         assert "engram_" not in out.stdout, "an engram tool reached Codex"
         requests = check_run(run, responses_valid)
         print(f"Codex {version(codex)}: {len(requests)} requests")
+    finally:
+        run.close()
+
+
+def test_codex_compacting_on_its_own_through_an_upstream_without_compaction():
+    """Codex compacts by itself at its own limit (`model_auto_compact_token_limit`), below the
+    window engram compacts at: its built-in provider asks with a trigger item at the end of a
+    request, which an upstream that is not OpenAI (here the scripted model) answers as a turn.
+    engram answers it with one compaction item, and Codex goes on to the end."""
+    codex = need("Codex CLI", "node_modules/@openai/codex-linux-*/vendor/*/bin/codex")
+    run = Run("--upstream", "gpt-6.2-sol", Script(steps=14, recall_at=()))
+    try:
+        codex_home = run.dir / "home" / ".codex"
+        codex_home.mkdir()
+        (codex_home / "config.toml").write_text(
+            f'openai_base_url = "{run.base}/v1"\nmodel_auto_compact_token_limit = 30000\n')
+        out = subprocess.run(
+            [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+             "Read the build log step by step."],
+            cwd=run.dir / "work", env=run.env(OPENAI_API_KEY="sk-test"),
+            capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        assert "DONE" in out.stdout, out.stdout[-2000:]
+        bodies = [r["body"] for r in run.model.received if r["path"].split("?")[0].endswith("/responses")]
+        asked = [b for b in bodies if (b.get("input") or [{}])[-1].get("type") == "compaction_trigger"]
+        assert asked, "Codex never asked for a compaction (was its limit reached?)"
+        answered = [r for r in proxied(run.base) if "engram compacted" in r["note"]]
+        assert len(answered) == len(asked), (len(answered), len(asked))
+        for r in answered:
+            assert r["tokens_after"] < r["tokens_before"], r
+        after = bodies[bodies.index(asked[0]) + 1:]
+        assert after, "Codex went on after its compaction"
+        for body in bodies:
+            responses_valid(body)
+            assert "engram-compaction-v1:" not in json.dumps(body), "the upstream got engram's item"
+        # What the item stands for reaches the model: the newest step it ran before compacting.
+        steps = [int(n) for n in re.findall(r"call_step(\d+)", json.dumps(asked[0]))]
+        assert f"call_step{max(steps)}" in json.dumps(after[0]), "the newest step, kept through the item"
+        print(f"Codex {version(codex)}: {len(asked)} compactions of its own answered by engram")
     finally:
         run.close()
 

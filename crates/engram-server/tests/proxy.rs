@@ -28,6 +28,9 @@ struct Upstream {
     reject: usize,
     /// Answer every chat request with a 400 and this body.
     error_body: Option<Bytes>,
+    /// Answer a Responses request that ends with the compaction trigger with a compaction item,
+    /// as OpenAI does (otherwise it is answered as any turn, as a local model server does).
+    compacts: bool,
 }
 
 type Shared = Arc<Mutex<Upstream>>;
@@ -125,6 +128,16 @@ async fn responses(State(up): State<Shared>, headers: HeaderMap, body: Bytes) ->
             .into_response();
     }
     let request: Value = serde_json::from_slice(&body).expect("the proxy sends JSON");
+    if up.compacts && engram::remote_compaction::asks_compaction(&request) {
+        return (
+            [(header::CONTENT_TYPE, "application/json")],
+            json!({"id": "resp_c", "object": "response", "status": "completed",
+                   "output": [{"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA-provider"}],
+                   "usage": {"input_tokens": 10, "output_tokens": 3, "total_tokens": 13}})
+            .to_string(),
+        )
+            .into_response();
+    }
     if request["stream"] == json!(true) {
         return (
             [(header::CONTENT_TYPE, "text/event-stream")],
@@ -2176,4 +2189,119 @@ async fn openais_explicit_cache_breakpoints_mark_the_stable_prefix() {
             assert_eq!(sent, body);
         }
     }
+}
+
+/// Codex's compaction within a conversation (a Responses request whose input ends with the
+/// compaction trigger): an upstream that answers it as a turn gets engram's compaction item,
+/// which later requests carry and the upstream receives as the items it stands for; an upstream
+/// that compacts is answered as it answered.
+#[tokio::test]
+async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_items() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let task = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]});
+    let mut input = vec![task.clone()];
+    for i in 0..30 {
+        input.push(
+            json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
+            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
+        );
+        input.push(
+            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+            "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
+        );
+    }
+    let mut asked = input.clone();
+    asked.push(json!({"type": "compaction_trigger"}));
+    for stream in [true, false] {
+        let body = json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": asked, "stream": stream});
+        let (status, headers, reply) = send(
+            &app,
+            post_json("/v1/responses", body.to_string().as_bytes()),
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
+        assert_eq!(
+            engram::remote_compaction::compactions_in_reply(&reply),
+            1,
+            "stream {stream}: {}",
+            String::from_utf8_lossy(&reply)
+        );
+        assert!(header_str(&headers, "x-engram-note").contains("engram compacted"));
+        let sent: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
+        assert_eq!(
+            sent["input"], body["input"],
+            "the upstream was asked first, as sent"
+        );
+    }
+    let reply: Value = serde_json::from_slice(
+        &send(
+            &app,
+            post_json(
+                "/v1/responses",
+                json!({"model": "gpt-4o", "input": asked})
+                    .to_string()
+                    .as_bytes(),
+            ),
+        )
+        .await
+        .2,
+    )
+    .expect("json");
+    let item = reply["output"][0].clone();
+    assert_eq!(item["type"], "compaction");
+
+    // The next request, as Codex sends it: the task, the compaction item, a new turn.
+    let next = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Now run the tests."}]});
+    let body =
+        json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": [task, item, next]});
+    let (status, _, _) = send(
+        &app,
+        post_json("/v1/responses", body.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let sent_bytes = last_sent(&up);
+    let sent: Value = serde_json::from_slice(&sent_bytes).expect("json");
+    let items = sent["input"].as_array().expect("input");
+    assert!(
+        !String::from_utf8_lossy(&sent_bytes).contains(engram::remote_compaction::MARK),
+        "the upstream never sees engram's item"
+    );
+    assert!(
+        items.len() > 3,
+        "the item became the items it stands for: {items:?}"
+    );
+    assert_eq!(items.first(), Some(&task));
+    assert_eq!(items.last(), Some(&next));
+    for call in items.iter().filter(|i| i["type"] == "function_call") {
+        assert!(
+            items
+                .iter()
+                .any(|o| o["type"] == "function_call_output" && o["call_id"] == call["call_id"]),
+            "a call without its output: {call}"
+        );
+    }
+    assert!(
+        items.iter().any(|i| i["call_id"] == "call_29"),
+        "the newest call is kept"
+    );
+
+    // An upstream that compacts answers for itself.
+    up.lock().expect("lock").compacts = true;
+    let body = json!({"model": "gpt-4o", "input": asked});
+    let (status, headers, reply) = send(
+        &app,
+        post_json("/v1/responses", body.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(header_str(&headers, "x-engram-note"), "");
+    let reply: Value = serde_json::from_slice(&reply).expect("json");
+    assert_eq!(reply["output"][0]["encrypted_content"], "gAAAA-provider");
 }

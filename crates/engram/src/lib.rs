@@ -32,7 +32,9 @@
 //!   line, message index and field.
 //! - [`tools`]: what the agent itself calls and sees: status updates and the
 //!   `compact_history` tool.
-//! - [`anthropic`]: conversion to and from the Anthropic Messages format.
+//! - [`anthropic`]: conversion to and from the Anthropic Messages format; [`responses`]: to and
+//!   from Responses items; [`remote_compaction`]: Codex's compaction trigger, answered with a
+//!   compaction item when the upstream cannot.
 //! - [`offered`]: engram's history tools offered to a model through a provider's API (the
 //!   proxy), its calls to them answered from the request's own conversation.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
@@ -77,6 +79,7 @@ pub mod message;
 pub mod offered;
 pub mod redact;
 pub mod registry;
+pub mod remote_compaction;
 pub mod request;
 pub mod responses;
 pub mod retrieval;

@@ -96,7 +96,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("compaction", &["compact"]),
     (
         "what builds on compaction: memory, assembly, the Responses and AI SDK formats",
-        &["memory", "assembly", "responses", "ai_sdk"],
+        &[
+            "memory",
+            "assembly",
+            "responses",
+            "remote_compaction",
+            "ai_sdk",
+        ],
     ),
     ("sessions", &["session"]),
     (

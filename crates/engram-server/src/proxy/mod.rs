@@ -315,12 +315,25 @@ async fn forward_compacted(
     request: Request,
 ) -> Result<Response, ApiError> {
     let tenant = proxy_tenant(&app, request.headers())?;
+    let mut incoming = incoming(&app, format, request).await?;
+    if format == Format::Responses {
+        // Codex's compaction: the compaction items engram wrote become the items they stand
+        // for again, and a request that asks for one is answered as one.
+        if let Some(expanded) = engram::remote_compaction::expand_body(&incoming.body)
+            .map_err(|e| ApiError::bad(e.to_string()))?
+        {
+            incoming.body = Bytes::from(expanded);
+        }
+        if engram::remote_compaction::body_asks_compaction(&incoming.body) {
+            return responses_compact::trigger(app, tenant, incoming).await;
+        }
+    }
     let Incoming {
         url,
         method,
         headers,
         body,
-    } = incoming(&app, format, request).await?;
+    } = incoming;
 
     // Count and compact off the async threads (tokenizers and compaction are CPU work).
     let started = Instant::now();

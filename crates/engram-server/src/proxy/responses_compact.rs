@@ -1,19 +1,25 @@
-//! `POST /v1/responses/compact`: the Responses API's compaction, which Codex calls when its
-//! context fills up. Passed to the upstream; an upstream that does not offer it (a local model
-//! server answers 404, 405 or 501) gets engram's own: the conversation compacted to the policy's
-//! target, in the shape Codex reads back (`object: response.compaction`, the new history as
-//! `output` items: the caller's items kept as they were, engram's summaries as messages).
+//! The Responses API's compaction, which Codex asks for when its context fills up, in either of
+//! its two forms; each is passed to the upstream first, and answered by engram's own compaction
+//! (the conversation compacted to the policy's target) when the upstream cannot:
+//! - `POST /v1/responses/compact`: an upstream that answers 404, 405 or 501 gets engram's, in
+//!   the shape Codex reads back (`object: response.compaction`, the new history as `output`
+//!   items: the caller's items kept as they were, engram's summaries as messages);
+//! - a `POST /v1/responses` whose input ends with the compaction trigger: an upstream whose
+//!   answer holds no compaction item (it answered a turn, or refused the item) gets engram's,
+//!   one compaction item that carries the compacted items and that engram expands in every
+//!   later request (`engram::remote_compaction`).
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use engram::remote_compaction;
+use serde_json::{Value, json};
 
 use super::plan::{options, plan, stable};
-use super::upstream::{Incoming, incoming, relay, send};
+use super::upstream::{Incoming, incoming, relay, send, skipped};
 use super::wire::{Format, parse};
 use crate::app::App;
 use crate::auth::proxy_tenant;
@@ -49,13 +55,122 @@ async fn answer(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
         _ => {}
     }
     let app2 = Arc::clone(&app);
-    tokio::task::spawn_blocking(move || compacted(&app2, &tenant, &body))
+    let compacted = tokio::task::spawn_blocking(move || compact_items(&app2, &tenant, &body))
         .await
-        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)??;
+    let answer = json!({
+        "id": format!("resp_engram_{:016x}", compacted.hash),
+        "object": "response.compaction",
+        "created_at": engram::timestamp::now() / 1000,
+        "output": compacted.items,
+        "usage": usage(compacted.tokens),
+    });
+    Ok(compacted.answer("application/json", answer.to_string()))
 }
 
-/// engram's compaction of a Responses conversation, as the compaction endpoint answers it.
-fn compacted(app: &App, tenant: &str, body: &Bytes) -> Result<Response, ApiError> {
+/// A Responses request whose input ends with the compaction trigger: the upstream's answer when
+/// it holds exactly one compaction item, else engram's.
+pub(super) async fn trigger(
+    app: Arc<App>,
+    tenant: String,
+    incoming: Incoming,
+) -> Result<Response, ApiError> {
+    let Incoming {
+        url,
+        method,
+        headers,
+        body,
+    } = incoming;
+    if let Ok(response) = send(&app, method, &url, &headers, body.clone()).await {
+        let status = response.status();
+        let head = response.headers().clone();
+        if let Ok(reply) = response.bytes().await
+            && status.is_success()
+            && remote_compaction::compactions_in_reply(&reply) == 1
+        {
+            let mut out = Response::new(Body::from(reply));
+            *out.status_mut() = status;
+            for (name, value) in &head {
+                if !skipped(name) {
+                    out.headers_mut().append(name.clone(), value.clone());
+                }
+            }
+            return Ok(out);
+        }
+    }
+    let request: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad(e.to_string()))?;
+    let stream = request["stream"] == true;
+    let asked = remote_compaction::without_trigger(&request);
+    let input = asked["input"].as_array().cloned().unwrap_or_default();
+    let asked = Bytes::from(asked.to_string());
+    let app2 = Arc::clone(&app);
+    let compacted = tokio::task::spawn_blocking(move || compact_items(&app2, &tenant, &asked))
+        .await
+        .map_err(ApiError::internal)??;
+    let item = remote_compaction::item_for(&compacted.items, &input);
+    let text = remote_compaction::reply(&request, &item, &usage(compacted.tokens), stream);
+    let kind = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    Ok(compacted.answer(kind, text))
+}
+
+/// The `usage` of engram's answer: the conversation's tokens read, none written.
+fn usage(tokens: usize) -> Value {
+    json!({
+        "input_tokens": tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": tokens,
+    })
+}
+
+/// A conversation engram compacted for a caller that asked for a compaction.
+struct Compacted {
+    /// The new history, as Responses items.
+    items: Vec<Value>,
+    /// The conversation's tokens before.
+    tokens: usize,
+    /// What compaction did.
+    report: Box<engram::CompactReport>,
+    /// A hash of the request, for the answer's id.
+    hash: u64,
+}
+
+impl Compacted {
+    /// `body` as the answer, with engram's headers saying what it did.
+    fn answer(&self, content_type: &'static str, body: String) -> Response {
+        let mut response =
+            ([(axum::http::header::CONTENT_TYPE, content_type)], body).into_response();
+        let headers = response.headers_mut();
+        for (name, value) in [
+            ("x-engram-tokens-before", self.tokens.to_string()),
+            (
+                "x-engram-tokens-after",
+                self.report.tokens_after.to_string(),
+            ),
+            ("x-engram-steps", self.report.steps.join(",")),
+            (
+                "x-engram-note",
+                "the upstream offers no compaction: engram compacted the conversation".to_owned(),
+            ),
+        ] {
+            if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
+                headers.insert(axum::http::HeaderName::from_static(name), value);
+            }
+        }
+        response
+    }
+}
+
+/// engram's compaction of a Responses conversation (`body`, a request). A caller that asks for
+/// a compaction has reached its own limit, which may be below the model's window: the
+/// conversation is compacted to the policy's target for a limit of its own size (or of the
+/// model's room, when that is smaller).
+fn compact_items(app: &App, tenant: &str, body: &Bytes) -> Result<Compacted, ApiError> {
     let parsed = parse(Format::Responses, body).map_err(ApiError::bad)?;
     let items = parsed
         .items
@@ -64,51 +179,22 @@ fn compacted(app: &App, tenant: &str, body: &Bytes) -> Result<Response, ApiError
     let plan = plan(app, tenant, &parsed);
     let conversation = &parsed.conversation;
     let tokens = plan.counter.count_conversation(conversation).total();
-    let fixed =
-        engram::compact::policy::fixed_head(&conversation.messages, &plan.counter, plan.room);
+    let limit = plan.room.min(tokens);
+    let fixed = engram::compact::policy::fixed_head(&conversation.messages, &plan.counter, limit);
     let target = app
         .config
         .policy()
         .trigger
-        .target_tokens(plan.room, fixed.tokens)
+        .target_tokens(limit, fixed.tokens)
         .min(tokens);
     let options = options(app);
     let (view, report) = stable(app, &plan, &options)
         .rebuild(conversation, &plan.counter, target)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-    let output = engram::responses::to_items(items, &view.messages, &view.origins);
-    let id = format!("resp_engram_{:016x}", xxhash_rust::xxh3::xxh3_64(body));
-    let answer = json!({
-        "id": id,
-        "object": "response.compaction",
-        "created_at": engram::timestamp::now() / 1000,
-        "output": output,
-        "usage": {
-            "input_tokens": tokens,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 0,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": tokens,
-        },
-    });
-    let mut response = (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        answer.to_string(),
-    )
-        .into_response();
-    let headers = response.headers_mut();
-    for (name, value) in [
-        ("x-engram-tokens-before", tokens.to_string()),
-        ("x-engram-tokens-after", report.tokens_after.to_string()),
-        ("x-engram-steps", report.steps.join(",")),
-        (
-            "x-engram-note",
-            "the upstream offers no compaction: engram compacted the conversation".to_owned(),
-        ),
-    ] {
-        if let Ok(value) = axum::http::HeaderValue::from_str(&value) {
-            headers.insert(axum::http::HeaderName::from_static(name), value);
-        }
-    }
-    Ok(response)
+    Ok(Compacted {
+        items: engram::responses::to_items(items, &view.messages, &view.origins),
+        tokens,
+        report,
+        hash: xxhash_rust::xxh3::xxh3_64(body),
+    })
 }
