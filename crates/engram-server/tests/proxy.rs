@@ -2305,3 +2305,41 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let reply: Value = serde_json::from_slice(&reply).expect("json");
     assert_eq!(reply["output"][0]["encrypted_content"], "gAAAA-provider");
 }
+
+/// A provider's compaction item stands for everything before it: a request that carries one and
+/// outgrows the window is compacted around it, the item kept as it came.
+#[tokio::test]
+async fn a_providers_compaction_item_is_kept_through_engrams_compaction() {
+    let (base, up) = upstream().await;
+    let app = engram_tuned(&base, false, |c| {
+        c.proxy.model_windows.insert("gpt-4o".into(), 6_000);
+    });
+    let task = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]});
+    let theirs = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": format!("gAAAA-provider-{}", "x".repeat(400))});
+    let mut input = vec![task, theirs.clone()];
+    for i in 0..30 {
+        input.push(
+            json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
+            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
+        );
+        input.push(
+            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+            "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
+        );
+    }
+    let body = json!({"model": "gpt-4o", "input": input});
+    let (status, headers, _) = send(
+        &app,
+        post_json("/v1/responses", body.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none", "compacted");
+    let sent: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
+    let items = sent["input"].as_array().expect("input");
+    assert!(items.len() < 62, "compacted: {} items", items.len());
+    assert!(
+        items.contains(&theirs),
+        "the provider's item, as it came: {items:?}"
+    );
+}

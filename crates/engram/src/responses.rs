@@ -118,6 +118,11 @@ fn side(item: &Map<String, Value>) -> Side {
             _ => Side::Assistant,
         };
     }
+    // A provider's compaction item stands for everything before it, opaque: pinned, kept
+    // whole and in its place, as a developer's instructions among the items are.
+    if kind == Some(crate::remote_compaction::COMPACTION) {
+        return Side::CallerItem(Role::Developer);
+    }
     match role {
         Some("user") => return Side::CallerItem(Role::User),
         Some("system") => return Side::CallerItem(Role::System),
