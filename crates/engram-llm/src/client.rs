@@ -91,16 +91,18 @@ impl ProviderConfig {
         model: &str,
         base_url: Option<&str>,
         api_key_env: Option<&str>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, LlmError> {
         let api = Api::parse(api).ok_or_else(|| {
-            format!("unknown summarizer API {api:?}; expected openai, anthropic or ollama")
+            LlmError::Config(format!(
+                "unknown summarizer API {api:?}; expected openai, anthropic or ollama"
+            ))
         })?;
         let mut config = ProviderConfig::new(api, model);
         if let Some(url) = base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
+                return Err(LlmError::Config(format!(
                     "base_url {url:?} must start with http:// or https://"
-                ));
+                )));
             }
             config.base_url = url.to_owned();
         }
