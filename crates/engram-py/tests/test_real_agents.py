@@ -181,20 +181,27 @@ def responses_valid(body: dict) -> None:
     assert calls <= outputs, f"calls without their outputs: {calls - outputs}"
 
 
+def run_codex(codex: str, run: Run, config: str = "") -> subprocess.CompletedProcess:
+    """Codex's `exec` on the task, its built-in provider pointed at engram (`config`: more lines
+    of its config.toml)."""
+    codex_home = run.dir / "home" / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(f'openai_base_url = "{run.base}/v1"\n{config}')
+    out = subprocess.run(
+        [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+         "Read the build log step by step."],
+        cwd=run.dir / "work", env=run.env(OPENAI_API_KEY="sk-test"),
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out
+
+
 def test_codex_with_its_built_in_provider_is_compacted():
     codex = need("Codex CLI", "node_modules/@openai/codex-linux-*/vendor/*/bin/codex")
     run = Run("--upstream", "gpt-6.2-sol", Script(steps=14, recall_at=(12,)))
     try:
-        codex_home = run.dir / "home" / ".codex"
-        codex_home.mkdir()
-        (codex_home / "config.toml").write_text(f'openai_base_url = "{run.base}/v1"\n')
         started = time.time()
-        out = subprocess.run(
-            [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-             "Read the build log step by step."],
-            cwd=run.dir / "work", env=run.env(OPENAI_API_KEY="sk-test"),
-            capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        out = run_codex(codex, run)
         assert "DONE" in out.stdout, out.stdout[-2000:]
         first = min(r["t"] for r in run.model.received)
         assert first - started < 1.0, f"Codex's first model request came {first - started:.2f} s after its start"
@@ -213,16 +220,7 @@ def test_codex_compacting_on_its_own_through_an_upstream_without_compaction():
     codex = need("Codex CLI", "node_modules/@openai/codex-linux-*/vendor/*/bin/codex")
     run = Run("--upstream", "gpt-6.2-sol", Script(steps=14, recall_at=()))
     try:
-        codex_home = run.dir / "home" / ".codex"
-        codex_home.mkdir()
-        (codex_home / "config.toml").write_text(
-            f'openai_base_url = "{run.base}/v1"\nmodel_auto_compact_token_limit = 30000\n')
-        out = subprocess.run(
-            [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-             "Read the build log step by step."],
-            cwd=run.dir / "work", env=run.env(OPENAI_API_KEY="sk-test"),
-            capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        out = run_codex(codex, run, "model_auto_compact_token_limit = 30000\n")
         assert "DONE" in out.stdout, out.stdout[-2000:]
         bodies = [r["body"] for r in run.model.received if r["path"].split("?")[0].endswith("/responses")]
         asked = [b for b in bodies if (b.get("input") or [{}])[-1].get("type") == "compaction_trigger"]

@@ -2074,6 +2074,20 @@ async fn model_names_cannot_grow_the_metrics() {
     );
 }
 
+/// `n` calls of a shell tool reading a file each, with their outputs, as Responses items.
+fn shell_items(n: usize) -> Vec<Value> {
+    (0..n)
+        .flat_map(|i| {
+            [
+                json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
+                "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
+                json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+                "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
+            ]
+        })
+        .collect()
+}
+
 /// `POST /v1/responses/compact` (what Codex calls when its context fills up): an upstream that
 /// does not offer it gets engram's own compaction, in the shape Codex reads back.
 #[tokio::test]
@@ -2085,16 +2099,7 @@ async fn an_upstream_without_responses_compaction_gets_engrams() {
     let mut input = vec![
         json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]}),
     ];
-    for i in 0..30 {
-        input.push(
-            json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
-            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
-        );
-        input.push(
-            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
-            "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
-        );
-    }
+    input.extend(shell_items(30));
     let body = json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": input});
     let (status, headers, reply) = send(
         &app,
@@ -2201,16 +2206,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let app = engram(&base, false);
     let task = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]});
     let mut input = vec![task.clone()];
-    for i in 0..30 {
-        input.push(
-            json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
-            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
-        );
-        input.push(
-            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
-            "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
-        );
-    }
+    input.extend(shell_items(30));
     let mut asked = input.clone();
     asked.push(json!({"type": "compaction_trigger"}));
     for stream in [true, false] {
@@ -2317,16 +2313,7 @@ async fn a_providers_compaction_item_is_kept_through_engrams_compaction() {
     let task = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]});
     let theirs = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": format!("gAAAA-provider-{}", "x".repeat(400))});
     let mut input = vec![task, theirs.clone()];
-    for i in 0..30 {
-        input.push(
-            json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
-            "arguments": json!({"command": ["cat", format!("src/module_{i}.rs")]}).to_string()}),
-        );
-        input.push(
-            json!({"type": "function_call_output", "call_id": format!("call_{i}"),
-            "output": format!("fn module_{i}() {{}}\n").repeat(40)}),
-        );
-    }
+    input.extend(shell_items(30));
     let body = json!({"model": "gpt-4o", "input": input});
     let (status, headers, _) = send(
         &app,

@@ -75,13 +75,15 @@ pub(super) async fn trigger(
     tenant: String,
     incoming: Incoming,
 ) -> Result<Response, ApiError> {
-    let Incoming {
-        url,
-        method,
-        headers,
-        body,
-    } = incoming;
-    if let Ok(response) = send(&app, method, &url, &headers, body.clone()).await {
+    let body = incoming.body;
+    let asked_upstream = send(
+        &app,
+        incoming.method,
+        &incoming.url,
+        &incoming.headers,
+        body.clone(),
+    );
+    if let Ok(response) = asked_upstream.await {
         let status = response.status();
         let head = response.headers().clone();
         if let Ok(reply) = response.bytes().await
