@@ -8,7 +8,7 @@
 //! - [`sentences`]: the one way text is cut into sentences.
 //! - [`headings`]: the system lines that start a log's sessions and name their time.
 //! - [`meaning`]: the text a unit is embedded by, similarity of meaning, fusion with words.
-//! - [`sessions`]: the sessions about a query's topic, time or meaning lift their units.
+//! - `log_sessions`: the sessions about a query's topic, time or meaning lift their units.
 //! - [`rank`]: recall's order (neighbours, named speakers) and how a budget is spent on it.
 //! - [`RecallProfile`]: every weight of the above, each with the situation it serves.
 //!
