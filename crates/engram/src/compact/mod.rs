@@ -8,9 +8,12 @@
 //! (a query), the older units that match it best are recalled verbatim, or, when one is too
 //! long to fit, cut to the lines that hold the query's words (`excerpt.rs`).
 //!
-//! Every step is a pure function of the messages, the counter and the options; nothing is
-//! deleted from the caller's data (the output only *selects* and *describes*), and every output
-//! message says which input messages it stands for.
+//! Every step is a function of the messages, the counter and the options, with two calls out
+//! that the options bring: a configured summarizer writes the summary, and with hybrid recall
+//! the embedder (and the vector store, which keeps what it embedded) gives the set-aside units'
+//! similarity to the query. Nothing is deleted from the caller's data (the output only
+//! *selects* and *describes*), and every output message says which input messages it stands
+//! for.
 //!
 //! Invariants, enforced here for every strategy:
 //! 1. units are kept or dropped whole, after [`units::repair`] made the history well formed;
