@@ -318,13 +318,16 @@ async fn forward_compacted(
     let mut incoming = incoming(&app, format, request).await?;
     if format == Format::Responses {
         // Codex's compaction: the compaction items engram wrote become the items they stand
-        // for again, and a request that asks for one is answered as one.
+        // for again, and a request that asks for one is answered as one (observing, it goes
+        // upstream as sent, like any other).
         if let Some(expanded) = engram::remote_compaction::expand_body(&incoming.body)
             .map_err(|e| ApiError::bad(e.to_string()))?
         {
             incoming.body = Bytes::from(expanded);
         }
-        if engram::remote_compaction::body_asks_compaction(&incoming.body) {
+        if !app.config.proxy.observe
+            && engram::remote_compaction::body_asks_compaction(&incoming.body)
+        {
             return responses_compact::trigger(app, tenant, incoming).await;
         }
     }
