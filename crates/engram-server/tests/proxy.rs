@@ -2074,9 +2074,10 @@ async fn model_names_cannot_grow_the_metrics() {
     );
 }
 
-/// `n` calls of a shell tool reading a file each, with their outputs, as Responses items.
-fn shell_items(n: usize) -> Vec<Value> {
-    (0..n)
+/// Calls of a shell tool reading a file each (the `files`-th), with their outputs, as
+/// Responses items.
+fn shell_items(files: std::ops::Range<usize>) -> Vec<Value> {
+    files
         .flat_map(|i| {
             [
                 json!({"type": "function_call", "call_id": format!("call_{i}"), "name": "shell",
@@ -2099,7 +2100,7 @@ async fn an_upstream_without_responses_compaction_gets_engrams() {
     let mut input = vec![
         json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]}),
     ];
-    input.extend(shell_items(30));
+    input.extend(shell_items(0..30));
     let body = json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": input});
     let (status, headers, reply) = send(
         &app,
@@ -2206,7 +2207,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let app = engram(&base, false);
     let task = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]});
     let mut input = vec![task.clone()];
-    input.extend(shell_items(30));
+    input.extend(shell_items(0..30));
     let mut asked = input.clone();
     asked.push(json!({"type": "compaction_trigger"}));
     for stream in [true, false] {
@@ -2287,6 +2288,43 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
         items.iter().any(|i| i["call_id"] == "call_29"),
         "the newest call is kept"
     );
+    // engram's summaries, which the item carries as a developer's messages (kept whole).
+    let summary = |items: &[Value]| -> String {
+        items
+            .iter()
+            .map(|i| i["content"].to_string())
+            .filter(|text| text.contains(engram::compact::DIGEST_HEADER))
+            .collect()
+    };
+    assert!(
+        summary(items).contains("src/module_0.rs"),
+        "the summary names the first file read"
+    );
+
+    // Compacting again once the conversation has grown as much: what the first item stood for
+    // competes with the new steps for the second item's summary.
+    let mut again = vec![task.clone(), item.clone(), next.clone()];
+    again.extend(shell_items(30..60));
+    again.push(json!({"type": "compaction_trigger"}));
+    let body = json!({"model": "gpt-4o", "input": again});
+    let reply: Value = serde_json::from_slice(
+        &send(
+            &app,
+            post_json("/v1/responses", body.to_string().as_bytes()),
+        )
+        .await
+        .2,
+    )
+    .expect("json");
+    let second = reply["output"][0].clone();
+    assert_eq!(second["type"], "compaction");
+    let mut request = json!({"input": [task, second]});
+    engram::remote_compaction::expand(&mut request).expect("expands");
+    let items = request["input"].as_array().expect("input");
+    assert!(
+        summary(items).contains("src/module_0.rs"),
+        "the first summary is kept through the second compaction: {items:?}"
+    );
 
     // An upstream that compacts answers for itself.
     up.lock().expect("lock").compacts = true;
@@ -2313,7 +2351,7 @@ async fn a_providers_compaction_item_is_kept_through_engrams_compaction() {
     let task = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser's trailing commas."}]});
     let theirs = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": format!("gAAAA-provider-{}", "x".repeat(400))});
     let mut input = vec![task, theirs.clone()];
-    input.extend(shell_items(30));
+    input.extend(shell_items(0..30));
     let body = json!({"model": "gpt-4o", "input": input});
     let (status, headers, _) = send(
         &app,
@@ -2329,4 +2367,37 @@ async fn a_providers_compaction_item_is_kept_through_engrams_compaction() {
         items.contains(&theirs),
         "the provider's item, as it came: {items:?}"
     );
+}
+
+/// engram's earlier summaries, which its compaction items keep whole, are summarised with the
+/// rest once they no longer fit what a compaction may keep.
+#[tokio::test]
+async fn kept_summaries_that_no_longer_fit_are_summarised_again() {
+    let (base, _up) = upstream().await;
+    let app = engram(&base, false);
+    let task =
+        json!({"type": "message", "role": "user", "content": "Fix the parser's trailing commas."});
+    let lines: String = (0..2000)
+        .map(|i| format!("- [shell] read src/earlier_{i}.rs: fn earlier_{i}() {{}}\n"))
+        .collect();
+    let summary = json!({"type": "message", "role": "system",
+        "content": format!("{} (key lines of 2000 earlier messages)\n{lines}", engram::compact::DIGEST_HEADER)});
+    // An earlier compaction item of engram's, which holds the summary kept whole.
+    let earlier = engram::remote_compaction::item_for(&[summary], &[]);
+    let mut input = vec![task, earlier];
+    input.extend(shell_items(0..30));
+    input.push(json!({"type": "compaction_trigger"}));
+    let body = json!({"model": "gpt-4o", "input": input});
+    let (status, _, reply) = send(
+        &app,
+        post_json("/v1/responses", body.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    assert_eq!(engram::remote_compaction::compactions_in_reply(&reply), 1);
 }

@@ -43,16 +43,29 @@ pub fn without_trigger(request: &Value) -> Value {
 }
 
 /// The compaction item that stands for `compacted` (the conversation compacted, as Responses
-/// items) in a conversation whose items were `input`. The caller's own items (those of a user,
-/// developer or system role: its messages, instructions, tool lists) are left out: the agent
-/// keeps its user messages and sends its instructions beside the item itself, so the item holds
-/// engram's summaries and the model's side of the work.
+/// items) in a conversation whose items the caller sent as `input` (before [`expand`]). The
+/// caller's own items (those of a user, developer or system role: its messages, instructions,
+/// tool lists) are left out: the agent keeps its user messages and sends its instructions beside
+/// the item itself, so the item holds engram's summaries, what an earlier item stood for, and
+/// the model's side of the work. engram's summaries go in as a developer's messages, which
+/// compaction keeps whole: at the agent's next compaction they are kept as they are (with their
+/// work ledger) rather than summarised again, while they fit ([`unpin_summaries`]).
 pub fn item_for(compacted: &[Value], input: &[Value]) -> Value {
     let callers = |item: &Value| {
         matches!(item["role"].as_str(), Some("user" | "developer" | "system"))
             && input.contains(item)
     };
-    let kept: Vec<Value> = compacted.iter().filter(|i| !callers(i)).cloned().collect();
+    let kept: Vec<Value> = compacted
+        .iter()
+        .filter(|i| !callers(i))
+        .map(|i| {
+            let mut i = i.clone();
+            if i["role"] == "system" && is_summary(&i) {
+                i["role"] = json!("developer");
+            }
+            i
+        })
+        .collect();
     let content = format!("{MARK}{}", Value::Array(kept));
     let id = format!(
         "cmp_engram_{:016x}",
@@ -112,6 +125,37 @@ pub fn expand_body(body: &[u8]) -> Result<Option<String>, InputError> {
 pub fn body_asks_compaction(body: &[u8]) -> bool {
     memchr::memmem::find(body, TRIGGER.as_bytes()).is_some()
         && serde_json::from_slice::<Value>(body).is_ok_and(|request| asks_compaction(&request))
+}
+
+/// Turns the summaries [`item_for`] kept whole back into system messages, which compaction
+/// summarises with the rest: for a conversation whose kept summaries no longer fit its budget.
+/// Returns how many it turned.
+pub fn unpin_summaries(request: &mut Value) -> usize {
+    let Some(items) = request.get_mut("input").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let mut turned = 0;
+    for item in items.iter_mut() {
+        if item["role"] == "developer" && is_summary(item) {
+            item["role"] = json!("system");
+            turned += 1;
+        }
+    }
+    turned
+}
+
+/// A message of engram's summaries: its text starts with the digest's or a summary's header.
+fn is_summary(item: &Value) -> bool {
+    let text = match &item["content"] {
+        Value::String(text) => text.as_str(),
+        Value::Array(parts) => parts
+            .first()
+            .and_then(|p| p["text"].as_str())
+            .unwrap_or_default(),
+        _ => "",
+    };
+    text.starts_with(crate::compact::DIGEST_HEADER)
+        || text.starts_with(crate::compact::summarize::SUMMARY_HEADER)
 }
 
 fn is_engrams(item: &Value) -> bool {
@@ -220,6 +264,26 @@ mod tests {
             err.to_string().contains("input[0].encrypted_content"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn engrams_summaries_are_kept_whole_until_unpinned() {
+        let summary = json!({"type": "message", "role": "system",
+            "content": format!("{} (key lines of 9 earlier messages)\n- src/a.rs", crate::compact::DIGEST_HEADER)});
+        let note = json!({"type": "message", "role": "system", "content": "Reminder: be brief."});
+        let item = item_for(&[summary.clone(), note.clone()], &[]);
+        let mut request = json!({"input": [item]});
+        expand(&mut request).expect("expands");
+        assert_eq!(
+            request["input"][0]["role"], "developer",
+            "a summary is pinned"
+        );
+        assert_eq!(
+            request["input"][1], note,
+            "any other message stays as it was"
+        );
+        assert_eq!(unpin_summaries(&mut request), 1);
+        assert_eq!(request["input"][0], summary);
     }
 
     #[test]

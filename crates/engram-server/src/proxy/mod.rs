@@ -320,6 +320,7 @@ async fn forward_compacted(
         // Codex's compaction: the compaction items engram wrote become the items they stand
         // for again, and a request that asks for one is answered as one (observing, it goes
         // upstream as sent, like any other).
+        let as_sent = incoming.body.clone();
         if let Some(expanded) = engram::remote_compaction::expand_body(&incoming.body)
             .map_err(|e| ApiError::bad(e.to_string()))?
         {
@@ -328,7 +329,7 @@ async fn forward_compacted(
         if !app.config.proxy.observe
             && engram::remote_compaction::body_asks_compaction(&incoming.body)
         {
-            return responses_compact::trigger(app, tenant, incoming).await;
+            return responses_compact::trigger(app, tenant, incoming, &as_sent).await;
         }
     }
     let Incoming {

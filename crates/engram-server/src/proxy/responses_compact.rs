@@ -68,12 +68,14 @@ async fn answer(app: Arc<App>, request: Request) -> Result<Response, ApiError> {
     Ok(compacted.answer("application/json", answer.to_string()))
 }
 
-/// A Responses request whose input ends with the compaction trigger: the upstream's answer when
-/// it holds exactly one compaction item, else engram's.
+/// A Responses request whose input ends with the compaction trigger (`incoming`, engram's earlier
+/// compaction items expanded; `as_sent`, the caller's body): the upstream's answer when it holds
+/// exactly one compaction item, else engram's.
 pub(super) async fn trigger(
     app: Arc<App>,
     tenant: String,
     incoming: Incoming,
+    as_sent: &[u8],
 ) -> Result<Response, ApiError> {
     let body = incoming.body;
     let asked_upstream = send(
@@ -103,7 +105,12 @@ pub(super) async fn trigger(
     let request: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad(e.to_string()))?;
     let stream = request["stream"] == true;
     let asked = remote_compaction::without_trigger(&request);
-    let input = asked["input"].as_array().cloned().unwrap_or_default();
+    // The caller's own items, as it sent them: what an earlier item of engram's stood for is
+    // not among them, and stays in the new item.
+    let input = serde_json::from_slice::<Value>(as_sent)
+        .ok()
+        .and_then(|sent| sent["input"].as_array().cloned())
+        .unwrap_or_default();
     let asked = Bytes::from(asked.to_string());
     let app2 = Arc::clone(&app);
     let compacted = tokio::task::spawn_blocking(move || compact_items(&app2, &tenant, &asked))
@@ -190,9 +197,23 @@ fn compact_items(app: &App, tenant: &str, body: &Bytes) -> Result<Compacted, Api
         .target_tokens(limit, fixed.tokens)
         .min(tokens);
     let options = options(app);
-    let (view, report) = stable(app, &plan, &options)
-        .rebuild(conversation, &plan.counter, target)
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    let (view, report) =
+        match stable(app, &plan, &options).rebuild(conversation, &plan.counter, target) {
+            Ok(done) => done,
+            Err(e) => {
+                // engram's earlier summaries, kept whole, no longer fit: summarised with the rest.
+                if matches!(e, engram::compact::CompactError::CannotFit { .. })
+                    && let Ok(mut request) = serde_json::from_slice::<Value>(body)
+                    && remote_compaction::unpin_summaries(&mut request) > 0
+                {
+                    return compact_items(app, tenant, &Bytes::from(request.to_string()));
+                }
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    e.to_string(),
+                ));
+            }
+        };
     Ok(Compacted {
         items: engram::responses::to_items(items, &view.messages, &view.origins),
         tokens,

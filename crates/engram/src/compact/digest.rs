@@ -30,7 +30,7 @@ use crate::retrieval::message_lines_text;
 use super::salient::FACT_KEYWORDS;
 
 /// The digest's first line.
-pub(crate) const HEADER: &str = "[Session context consolidated]";
+pub const HEADER: &str = "[Session context consolidated]";
 
 /// Lines longer than this are kept as snippets around their identifiers.
 const MAX_LINE_CHARS: usize = 240;

@@ -32,6 +32,7 @@ pub mod units;
 mod digest;
 mod excerpt;
 mod mask;
+pub use digest::HEADER as DIGEST_HEADER;
 pub use mask::mask_newest_outputs;
 mod options;
 mod planner;
