@@ -2197,6 +2197,19 @@ async fn openais_explicit_cache_breakpoints_mark_the_stable_prefix() {
     }
 }
 
+/// `body` posted to `/v1/responses`, answered 200 (the body says why not); the headers and body.
+async fn responses_ok(app: &axum::Router, body: &Value) -> (HeaderMap, Bytes) {
+    let (status, headers, reply) =
+        send(app, post_json("/v1/responses", body.to_string().as_bytes())).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    (headers, reply)
+}
+
 /// Codex's compaction within a conversation (a Responses request whose input ends with the
 /// compaction trigger): an upstream that answers it as a turn gets engram's compaction item,
 /// which later requests carry and the upstream receives as the items it stands for; an upstream
@@ -2212,17 +2225,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     asked.push(json!({"type": "compaction_trigger"}));
     for stream in [true, false] {
         let body = json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": asked, "stream": stream});
-        let (status, headers, reply) = send(
-            &app,
-            post_json("/v1/responses", body.to_string().as_bytes()),
-        )
-        .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "{}",
-            String::from_utf8_lossy(&reply)
-        );
+        let (headers, reply) = responses_ok(&app, &body).await;
         assert_eq!(
             engram::remote_compaction::compactions_in_reply(&reply),
             1,
@@ -2236,20 +2239,8 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
             "the upstream was asked first, as sent"
         );
     }
-    let reply: Value = serde_json::from_slice(
-        &send(
-            &app,
-            post_json(
-                "/v1/responses",
-                json!({"model": "gpt-4o", "input": asked})
-                    .to_string()
-                    .as_bytes(),
-            ),
-        )
-        .await
-        .2,
-    )
-    .expect("json");
+    let (_, reply) = responses_ok(&app, &json!({"model": "gpt-4o", "input": asked})).await;
+    let reply: Value = serde_json::from_slice(&reply).expect("json");
     let item = reply["output"][0].clone();
     assert_eq!(item["type"], "compaction");
 
@@ -2257,12 +2248,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let next = json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Now run the tests."}]});
     let body =
         json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": [task, item, next]});
-    let (status, _, _) = send(
-        &app,
-        post_json("/v1/responses", body.to_string().as_bytes()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    responses_ok(&app, &body).await;
     let sent_bytes = last_sent(&up);
     let sent: Value = serde_json::from_slice(&sent_bytes).expect("json");
     let items = sent["input"].as_array().expect("input");
@@ -2306,16 +2292,8 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let mut again = vec![task.clone(), item.clone(), next.clone()];
     again.extend(shell_items(30..60));
     again.push(json!({"type": "compaction_trigger"}));
-    let body = json!({"model": "gpt-4o", "input": again});
-    let reply: Value = serde_json::from_slice(
-        &send(
-            &app,
-            post_json("/v1/responses", body.to_string().as_bytes()),
-        )
-        .await
-        .2,
-    )
-    .expect("json");
+    let (_, reply) = responses_ok(&app, &json!({"model": "gpt-4o", "input": again})).await;
+    let reply: Value = serde_json::from_slice(&reply).expect("json");
     let second = reply["output"][0].clone();
     assert_eq!(second["type"], "compaction");
     let mut request = json!({"input": [task, second]});
@@ -2328,13 +2306,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
 
     // An upstream that compacts answers for itself.
     up.lock().expect("lock").compacts = true;
-    let body = json!({"model": "gpt-4o", "input": asked});
-    let (status, headers, reply) = send(
-        &app,
-        post_json("/v1/responses", body.to_string().as_bytes()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    let (headers, reply) = responses_ok(&app, &json!({"model": "gpt-4o", "input": asked})).await;
     assert_eq!(header_str(&headers, "x-engram-note"), "");
     let reply: Value = serde_json::from_slice(&reply).expect("json");
     assert_eq!(reply["output"][0]["encrypted_content"], "gAAAA-provider");
@@ -2352,13 +2324,7 @@ async fn a_providers_compaction_item_is_kept_through_engrams_compaction() {
     let theirs = json!({"type": "compaction", "id": "cmp_1", "encrypted_content": format!("gAAAA-provider-{}", "x".repeat(400))});
     let mut input = vec![task, theirs.clone()];
     input.extend(shell_items(0..30));
-    let body = json!({"model": "gpt-4o", "input": input});
-    let (status, headers, _) = send(
-        &app,
-        post_json("/v1/responses", body.to_string().as_bytes()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    let (headers, _) = responses_ok(&app, &json!({"model": "gpt-4o", "input": input})).await;
     assert_ne!(header_str(&headers, "x-engram-steps"), "none", "compacted");
     let sent: Value = serde_json::from_slice(&last_sent(&up)).expect("json");
     let items = sent["input"].as_array().expect("input");
@@ -2387,17 +2353,6 @@ async fn kept_summaries_that_no_longer_fit_are_summarised_again() {
     let mut input = vec![task, earlier];
     input.extend(shell_items(0..30));
     input.push(json!({"type": "compaction_trigger"}));
-    let body = json!({"model": "gpt-4o", "input": input});
-    let (status, _, reply) = send(
-        &app,
-        post_json("/v1/responses", body.to_string().as_bytes()),
-    )
-    .await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "{}",
-        String::from_utf8_lossy(&reply)
-    );
+    let (_, reply) = responses_ok(&app, &json!({"model": "gpt-4o", "input": input})).await;
     assert_eq!(engram::remote_compaction::compactions_in_reply(&reply), 1);
 }
