@@ -34,10 +34,14 @@ def command(step: int) -> str:
 
 
 class Script:
-    def __init__(self, steps: int = 12, recall_at: tuple[int, ...] = (6, 10), pause: float = 0.01):
+    def __init__(self, steps: int = 12, recall_at: tuple[int, ...] = (6, 10), pause: float = 0.01,
+                 compacts: bool = False):
         self.steps = steps
         self.recall_at = recall_at
         self.pause = pause
+        # Answer a Responses request that ends with Codex's compaction trigger as OpenAI does: one
+        # opaque compaction item (which names the newest step, so that the script goes on).
+        self.compacts = compacts
 
     def decide(self, text: str, offered: set[str], shell: str | None) -> dict:
         """What to say to a request whose JSON text is `text`: {"text"} or {"call": (name, args)}."""
@@ -148,6 +152,16 @@ def responses_tools(request: dict) -> set[str]:
 
 
 def responses_reply(script: Script, request: dict) -> dict:
+    items = request.get("input") if isinstance(request.get("input"), list) else []
+    if script.compacts and items and items[-1].get("type") == "compaction_trigger":
+        steps = [int(n) for n in STEP.findall(json.dumps(request))]
+        item = {"type": "compaction", "id": f"cmp_{next(IDS):06d}",
+                "encrypted_content": f"gAAAA-scripted_step{max(steps, default=0)}"}
+        return {"id": f"resp_{next(IDS):06d}", "object": "response", "created_at": int(time.time()),
+                "status": "completed", "model": request.get("model"), "output": [item],
+                "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0},
+                          "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
+                          "total_tokens": 120}}
     tools = responses_tools(request)
     shell = "exec_command" if "exec_command" in tools else ("exec" if "exec" in tools else ("shell" if "shell" in tools else None))
     said = script.decide(json.dumps(request), tools, shell)

@@ -242,6 +242,30 @@ def test_codex_compacting_on_its_own_through_an_upstream_without_compaction():
         run.close()
 
 
+def test_codex_compacting_on_its_own_with_an_upstream_that_compacts():
+    """Codex's own compaction through engram in front of an upstream that compacts as OpenAI does
+    (one opaque compaction item): the trigger reaches the upstream, its item reaches Codex, and
+    every later request carries the item back to the upstream as it came."""
+    codex = need("Codex CLI", "node_modules/@openai/codex-linux-*/vendor/*/bin/codex")
+    run = Run("--upstream", "gpt-6.2-sol", Script(steps=20, recall_at=(), compacts=True))
+    try:
+        out = run_codex(codex, run, "model_auto_compact_token_limit = 35000\n")
+        assert "DONE" in out.stdout, out.stdout[-2000:]
+        bodies = [r["body"] for r in run.model.received if r["path"].split("?")[0].endswith("/responses")]
+        asked = [i for i, b in enumerate(bodies) if (b.get("input") or [{}])[-1].get("type") == "compaction_trigger"]
+        assert asked, "Codex never asked for a compaction (was its limit reached?)"
+        assert not [r for r in proxied(run.base) if "engram compacted" in r["note"]], "the upstream answered"
+        for body in bodies:
+            responses_valid(body)
+        # Each request after a compaction carries the upstream's item, as it came.
+        after = bodies[asked[0] + 1]
+        items = [i for i in after["input"] if i.get("type") == "compaction"]
+        assert len(items) == 1 and items[0]["encrypted_content"].startswith("gAAAA-scripted"), items
+        print(f"Codex {version(codex)}: {len(asked)} compactions by the upstream, through engram")
+    finally:
+        run.close()
+
+
 def chat_valid(body: dict) -> None:
     messages = body.get("messages") or []
     for i, m in enumerate(messages):
