@@ -125,7 +125,7 @@ pub(crate) fn flag_error(e: engram::request::RequestError) -> anyhow::Error {
 /// What to run next, for the errors whose core message names no command (the core's messages
 /// also reach HTTP clients, who have no CLI).
 fn hint(err: &anyhow::Error) -> String {
-    let Some(engram::memory::StoreError::NotFound(what)) = err.chain().find_map(|c| {
+    let Some(engram::memory::StoreError::NotFound { missing, .. }) = err.chain().find_map(|c| {
         c.downcast_ref::<engram::memory::StoreError>().or_else(|| {
             match c.downcast_ref::<engram::session::SessionError>() {
                 Some(engram::session::SessionError::Store(e)) => Some(e),
@@ -135,18 +135,12 @@ fn hint(err: &anyhow::Error) -> String {
     }) else {
         return String::new();
     };
-    if what.starts_with("no session ") {
-        " (`engram session list` shows them)".into()
-    } else if let Some(rest) = what.strip_prefix("session ")
-        && rest.contains(" has no checkpoint named ")
-    {
-        let id = rest.split(" has no checkpoint").next().unwrap_or_default();
-        format!(
-            " (`engram session show {}` lists them)",
-            id.trim_matches('"')
-        )
-    } else {
-        String::new()
+    match missing {
+        engram::Missing::Session { .. } => " (`engram session list` shows them)".into(),
+        engram::Missing::Checkpoint { session, .. } => {
+            format!(" (`engram session show {session}` lists them)")
+        }
+        _ => String::new(),
     }
 }
 
@@ -172,7 +166,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 engram::session::SessionError::Compact(_) => return 2,
                 engram::session::SessionError::Store(
                     engram::memory::StoreError::Foreign(_)
-                    | engram::memory::StoreError::NotFound(_)
+                    | engram::memory::StoreError::NotFound { .. }
                     | engram::memory::StoreError::Conflict(_),
                 ) => return 2,
                 _ => {}
@@ -182,7 +176,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return match e {
                 engram::memory::StoreError::Foreign(_)
                 | engram::memory::StoreError::Rejected(_)
-                | engram::memory::StoreError::NotFound(_)
+                | engram::memory::StoreError::NotFound { .. }
                 | engram::memory::StoreError::Conflict(_) => 2,
                 _ => 1,
             };

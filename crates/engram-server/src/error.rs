@@ -131,7 +131,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, m),
+            StoreError::NotFound { message, .. } => ApiError::new(StatusCode::NOT_FOUND, message),
             StoreError::Rejected(m) => ApiError::bad(m),
             StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
             other => ApiError::internal(other),

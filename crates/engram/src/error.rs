@@ -159,6 +159,27 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
+/// What a store does not hold, for a caller that answers by the kind (a 404, a hint of the
+/// command that lists what there is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missing {
+    /// A session, by its id.
+    Session {
+        /// The id asked for.
+        id: String,
+    },
+    /// A checkpoint of a session, by its name.
+    Checkpoint {
+        /// The session's id.
+        session: String,
+        /// The name asked for.
+        name: String,
+    },
+    /// Memory entries that a filter (an id, a session, a source) matched none of.
+    MemoryEntries,
+}
+
 /// What can go wrong in a store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -176,9 +197,14 @@ pub enum StoreError {
     /// The input is wrong (the message names the place); nothing was changed.
     #[error("{0}")]
     Rejected(String),
-    /// What was asked for does not exist (a session, a checkpoint).
-    #[error("{0}")]
-    NotFound(String),
+    /// What was asked for does not exist: `missing` says what, `message` says it for a person.
+    #[error("{message}")]
+    NotFound {
+        /// What does not exist.
+        missing: Missing,
+        /// The message.
+        message: String,
+    },
     /// The change contradicts what is stored (a duplicate id or name, a compaction computed
     /// before a restore); nothing was changed.
     #[error("{0}")]

@@ -97,7 +97,7 @@ pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
 };
 pub use discovery::Discovery;
-pub use error::{Error, InputError, Result, StoreError, ValueError};
+pub use error::{Error, InputError, Missing, Result, StoreError, ValueError};
 pub use in_memory::InMemoryStore;
 pub use input::{
     Conversation, InputFormat, MessageStream, parse_conversation, parse_conversation_with_format,

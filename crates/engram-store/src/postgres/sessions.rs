@@ -318,7 +318,7 @@ impl SessionStore for PostgresStore {
     fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         match session_in(&mut *self.pool.get()?, &self.tenant, id, false) {
             Ok(info) => Ok(Some(info)),
-            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }

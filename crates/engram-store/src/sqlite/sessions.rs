@@ -289,7 +289,7 @@ impl SessionStore for SqliteStore {
     fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         match session_in(&self.conn(), id) {
             Ok(info) => Ok(Some(info)),
-            Err(StoreError::NotFound(_)) => Ok(None),
+            Err(StoreError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -579,7 +579,9 @@ fn create_get_list(store: &dyn EngramStore) {
     assert!(
         matches!(
             Session::open(store, "nope"),
-            Err(crate::session::SessionError::Store(StoreError::NotFound(_)))
+            Err(crate::session::SessionError::Store(
+                StoreError::NotFound { .. }
+            ))
         ),
         "opening an unknown session says so"
     );
@@ -991,7 +993,9 @@ fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     ));
     assert!(matches!(
         s.restore("nope"),
-        Err(crate::session::SessionError::Store(StoreError::NotFound(_)))
+        Err(crate::session::SessionError::Store(
+            StoreError::NotFound { .. }
+        ))
     ));
     assert_eq!(store.checkpoints("c").expect("list").len(), 2);
     // A page of the log holds the active messages from a sequence number on, at most `limit`
@@ -1194,11 +1198,11 @@ fn timelines_are_kept_per_session(store: &dyn EngramStore) {
     assert_eq!(store.timeline("t").expect("timeline"), Some(empty.clone()));
     assert!(matches!(
         store.put_timeline("nope", &empty),
-        Err(StoreError::NotFound(_))
+        Err(StoreError::NotFound { .. })
     ));
     assert!(matches!(
         store.timeline("nope"),
-        Err(StoreError::NotFound(_))
+        Err(StoreError::NotFound { .. })
     ));
     drop(s);
     store.delete_session("t").expect("delete");
@@ -1241,7 +1245,7 @@ fn deleting_a_session_removes_what_it_owns(store: &dyn EngramStore) {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(matches!(
         store.delete_session("d"),
-        Err(StoreError::NotFound(_))
+        Err(StoreError::NotFound { .. })
     ));
 }
 
@@ -1279,7 +1283,7 @@ fn deleting_a_session_forgets_its_vectors(store: &dyn EngramStore) {
     store.put_vectors("m", &[(memory, &v)]).expect("put");
     assert!(matches!(
         store.put_session_vectors("nobody", "m", &[(own, &v)]),
-        Err(StoreError::NotFound(_))
+        Err(StoreError::NotFound { .. })
     ));
     store.delete_session("va").expect("delete");
     assert!(

@@ -352,7 +352,10 @@ impl Forget {
             (_, _, Some(s)) => format!("no memory entries from source {s:?}"),
             _ => "no memory entries matched".to_owned(),
         };
-        StoreError::NotFound(format!("{what}; nothing was forgotten"))
+        StoreError::NotFound {
+            missing: crate::error::Missing::MemoryEntries,
+            message: format!("{what}; nothing was forgotten"),
+        }
     }
 
     /// True when `entry` matches every filter given.

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::StoreError;
+use crate::error::Missing;
 use crate::memory::NewEntry;
 use crate::message::Message;
 use crate::timestamp::Timestamp;
@@ -504,7 +505,10 @@ pub fn logged_message(message: &Message, seq: u64) -> Message {
 
 /// The error for an unknown session.
 pub fn no_session(id: &str) -> StoreError {
-    StoreError::NotFound(format!("no session {id:?}"))
+    StoreError::NotFound {
+        missing: Missing::Session { id: id.to_owned() },
+        message: format!("no session {id:?}"),
+    }
 }
 
 /// The error for a message id already in the session.
@@ -533,9 +537,13 @@ pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), Sto
 
 /// The error for an unknown checkpoint.
 pub fn no_checkpoint(session_id: &str, name: &str) -> StoreError {
-    StoreError::NotFound(format!(
-        "session {session_id:?} has no checkpoint named {name:?}"
-    ))
+    StoreError::NotFound {
+        missing: Missing::Checkpoint {
+            session: session_id.to_owned(),
+            name: name.to_owned(),
+        },
+        message: format!("session {session_id:?} has no checkpoint named {name:?}"),
+    }
 }
 
 /// The error for a checkpoint an earlier restore set aside.
