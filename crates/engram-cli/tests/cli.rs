@@ -1227,7 +1227,8 @@ fn session_cli_drives_a_whole_agent_session() {
     let out = engram(&["--db", db, "session", "restore", "s1", "nope"], None);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("no checkpoint named \"nope\""),
+        stderr(&out).contains("no checkpoint named \"nope\"")
+            && stderr(&out).contains("(`engram session show s1` lists them)"),
         "{}",
         stderr(&out)
     );
@@ -2790,6 +2791,11 @@ fn a_sessions_timeline_after_sleep() {
     assert!(stderr(&bad).contains("--limit"), "{}", stderr(&bad));
     let missing = engram(&["--db", db, "session", "timeline", "nope"], None);
     assert_eq!(missing.status.code(), Some(2), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("no session \"nope\" (`engram session list` shows them)"),
+        "{}",
+        stderr(&missing)
+    );
     std::fs::remove_dir_all(dir).ok();
 }
 
