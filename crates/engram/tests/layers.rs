@@ -106,10 +106,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("sessions", &["session"]),
     (
-        "stores, sleep, configuration, and the proxy's history tools",
-        &["in_memory", "sleep", "config", "discovery", "offered"],
+        "stores, sleep, configuration",
+        &["in_memory", "sleep", "config", "discovery"],
     ),
-    ("the request layer every front calls", &["request"]),
+    (
+        "the request layer every front calls, and the proxy's history tools",
+        &["request", "offered"],
+    ),
     ("the backends' conformance suites", &["conformance"]),
 ];
 

@@ -20,7 +20,9 @@ use serde_json::{Map, Value, json};
 
 use crate::message::Message;
 use crate::registry::ModelRegistry;
-use crate::session::{Session, SessionError};
+use crate::request::tool_calls::run_history_tool;
+use crate::session::SessionError;
+use crate::session::history::Carried;
 use crate::tools::{self, ToolReply};
 
 /// The wire formats the proxy speaks.
@@ -457,9 +459,10 @@ pub struct Answering {
 
 /// Answers `calls` from `messages`, the conversation the request carried (the caller's
 /// messages, in order: a message without an id is `m<position>`, as the digest and markers of
-/// the proxy name them), with the session tools' own search and read, within `answering`'s
-/// room. `model` picks the tokenizer a read's budget is counted with; the answers' notes name
-/// the tools as `offered` names them.
+/// the proxy name them), by the same search and read a session's tools run, over that
+/// conversation as a history of its own (no store, no session), within `answering`'s room.
+/// `model` picks the tokenizer a read's budget is counted with; the answers' notes name the
+/// tools as `offered` names them.
 pub fn answer(
     calls: &[Call],
     messages: &[Message],
@@ -468,30 +471,30 @@ pub fn answer(
     offered: &Offered,
     answering: &Answering,
 ) -> Result<Vec<ToolReply>, SessionError> {
-    let store = crate::in_memory::InMemoryStore::new();
-    let new = crate::session::new_session(registry, model, Some(1 << 40), crate::timestamp::now());
-    let session = Session::create(&store, &new)?;
-    let mut options = session.options().clone();
+    // The model's tokenizer, as a session of it would count.
+    let new = crate::session::new_session(registry, model, None, crate::timestamp::now());
+    let tokenizer = crate::tokenize::Tokenizer::from_name(&new.tokenizer)
+        .map_err(|e| SessionError::Invalid(format!("model {model}: tokenizer: {e}")))?
+        .scaled(new.token_factor);
+    let mut options = crate::compact::CompactOptions::new(new.window);
     options.read_tool = Some(offered.read.clone());
-    let mut session = session.with_options(options);
-    if let Some(ids) = &answering.in_view {
-        session = session.seeing(ids.clone());
-    }
-    if !messages.is_empty() {
-        session.append(messages.to_vec())?;
-    }
-    calls
+    let history = Carried::new(
+        messages,
+        crate::count::TokenCounter::new(tokenizer),
+        options,
+        answering.in_view.clone(),
+    );
+    Ok(calls
         .iter()
         .map(|call| {
             let mut arguments = call.arguments.clone();
             if call.tool == tools::READ_HISTORY {
                 arguments = within(arguments, answering.read_tokens);
             }
-            session
-                .handle_tool_call(call.tool, &arguments)
-                .unwrap_or_else(|| Ok(ToolReply::error(tools::unknown_tool(call.tool))))
+            run_history_tool(&history, call.tool, &arguments)
+                .unwrap_or_else(|| ToolReply::error(tools::unknown_tool(call.tool)))
         })
-        .collect()
+        .collect())
 }
 
 /// A read's arguments with its `max_tokens` at most `room` (arguments that are not an object,

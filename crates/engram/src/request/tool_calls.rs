@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AddMemory, Names, RequestError, SearchRequest, from_json};
-use crate::session::history::{DEFAULT_READ_TOKENS, HistorySelection};
+use crate::session::history::{self, DEFAULT_READ_TOKENS, History, HistorySelection};
+use crate::session::timeline::Timeline;
 use crate::session::{Session, SessionError};
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
 
@@ -45,8 +46,8 @@ impl Session<'_> {
             )));
         }
         let reply = match name {
-            tools::SEARCH_HISTORY => self.search_tool(args),
-            tools::READ_HISTORY => self.read_tool(args),
+            tools::SEARCH_HISTORY => search_tool(self, args, self.timeline()?.as_ref()),
+            tools::READ_HISTORY => read_tool(self, args),
             tools::COMPACT_HISTORY => match CompactHistoryArgs::parse(&args) {
                 Ok(a) => Ok(ToolReply::ok(self.compact_history(&a)?)),
                 Err(e) => Err(Failure::Arguments(e.into())),
@@ -64,78 +65,6 @@ impl Session<'_> {
             _ => Err(Failure::Arguments(tools::unknown_tool(name))),
         };
         tool_reply(name, reply)
-    }
-
-    fn search_tool(&self, args: Value) -> Result<ToolReply, Failure> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            query: Option<String>,
-            limit: Option<usize>,
-            #[allow(dead_code)]
-            session: Option<String>,
-        }
-        let a: Args = parse(args)?;
-        let query = a
-            .query
-            .filter(|q| !q.trim().is_empty())
-            .ok_or_else(|| args_error("`query` is required: the words to look for"))?;
-        let limit = limit(a.limit, tools::DEFAULT_TOOL_HITS)?;
-        let hits = self.search_history(&query, limit)?;
-        let mut reply = json!({ "query": query, "hits": hits });
-        // The parts of the history that carried the topic, from the timeline sleep built:
-        // each with the first and last ids `read_history` takes to read it whole.
-        if let Some(timeline) = self.timeline()? {
-            let parts = timeline.search_json(&query, TIMELINE_PARTS);
-            if !parts.is_empty() {
-                reply["timeline"] = Value::Array(parts);
-            }
-        }
-        Ok(ToolReply::data(&reply))
-    }
-
-    fn read_tool(&self, args: Value) -> Result<ToolReply, Failure> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            ids: Option<Names>,
-            from: Option<String>,
-            to: Option<String>,
-            max_tokens: Option<usize>,
-            metadata: Option<bool>,
-            #[allow(dead_code)]
-            session: Option<String>,
-        }
-        let a: Args = parse(args)?;
-        let selection = match (a.ids, a.from) {
-            (Some(_), Some(_)) => {
-                return Err(args_error("give `ids` or `from` (and `to`), not both"));
-            }
-            (Some(ids), None) => {
-                let ids: Vec<String> = match ids {
-                    Names::One(s) => s.split(',').map(|i| i.trim().to_owned()).collect(),
-                    Names::Many(v) => v,
-                };
-                let ids: Vec<String> = ids.into_iter().filter(|i| !i.is_empty()).collect();
-                if ids.is_empty() {
-                    return Err(args_error("`ids` is empty: name the messages to read"));
-                }
-                HistorySelection::Ids(ids)
-            }
-            (None, Some(from)) => HistorySelection::Range { from, to: a.to },
-            (None, None) => {
-                return Err(args_error(
-                    "`ids` or `from` is required: the messages to read",
-                ));
-            }
-        };
-        let max_tokens = match a.max_tokens {
-            Some(0) => return Err(args_error("`max_tokens` must be positive")),
-            Some(n) => n,
-            None => DEFAULT_READ_TOKENS,
-        };
-        let read = self.read_history(&selection, max_tokens, a.metadata.unwrap_or(false))?;
-        Ok(ToolReply::data(&json!(read)))
     }
 
     /// `context_status`: the status numbers and, once a tool call did something the ledger
@@ -160,6 +89,104 @@ impl Session<'_> {
         }
         Ok(ToolReply::data(&Value::Object(doc)))
     }
+}
+
+/// `search_history` over `h`, with the parts of `timeline` that carry the query.
+fn search_tool(
+    h: &dyn History,
+    args: Value,
+    timeline: Option<&Timeline>,
+) -> Result<ToolReply, Failure> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        query: Option<String>,
+        limit: Option<usize>,
+        #[allow(dead_code)]
+        session: Option<String>,
+    }
+    let a: Args = parse(args)?;
+    let query = a
+        .query
+        .filter(|q| !q.trim().is_empty())
+        .ok_or_else(|| args_error("`query` is required: the words to look for"))?;
+    let limit = limit(a.limit, tools::DEFAULT_TOOL_HITS)?;
+    let hits = history::search(h, &query, limit)?;
+    let mut reply = json!({ "query": query, "hits": hits });
+    // The parts of the history that carried the topic, from the timeline sleep built:
+    // each with the first and last ids `read_history` takes to read it whole.
+    if let Some(timeline) = timeline {
+        let parts = timeline.search_json(&query, TIMELINE_PARTS);
+        if !parts.is_empty() {
+            reply["timeline"] = Value::Array(parts);
+        }
+    }
+    Ok(ToolReply::data(&reply))
+}
+
+/// `read_history` over `h`.
+fn read_tool(h: &dyn History, args: Value) -> Result<ToolReply, Failure> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        ids: Option<Names>,
+        from: Option<String>,
+        to: Option<String>,
+        max_tokens: Option<usize>,
+        metadata: Option<bool>,
+        #[allow(dead_code)]
+        session: Option<String>,
+    }
+    let a: Args = parse(args)?;
+    let selection = match (a.ids, a.from) {
+        (Some(_), Some(_)) => {
+            return Err(args_error("give `ids` or `from` (and `to`), not both"));
+        }
+        (Some(ids), None) => {
+            let ids: Vec<String> = match ids {
+                Names::One(s) => s.split(',').map(|i| i.trim().to_owned()).collect(),
+                Names::Many(v) => v,
+            };
+            let ids: Vec<String> = ids.into_iter().filter(|i| !i.is_empty()).collect();
+            if ids.is_empty() {
+                return Err(args_error("`ids` is empty: name the messages to read"));
+            }
+            HistorySelection::Ids(ids)
+        }
+        (None, Some(from)) => HistorySelection::Range { from, to: a.to },
+        (None, None) => {
+            return Err(args_error(
+                "`ids` or `from` is required: the messages to read",
+            ));
+        }
+    };
+    let max_tokens = match a.max_tokens {
+        Some(0) => return Err(args_error("`max_tokens` must be positive")),
+        Some(n) => n,
+        None => DEFAULT_READ_TOKENS,
+    };
+    let read = history::read(h, &selection, max_tokens, a.metadata.unwrap_or(false))?;
+    Ok(ToolReply::data(&json!(read)))
+}
+
+/// Runs `search_history` or `read_history` over a history that is not a session's (a request
+/// that carries its whole conversation): the tools' one argument check and answer, as a
+/// session's calls get them. `None` for every other tool.
+pub(crate) fn run_history_tool(
+    h: &dyn History,
+    name: &str,
+    arguments: &Value,
+) -> Option<ToolReply> {
+    let args = match tools::arguments_object(arguments) {
+        Ok(args) => args,
+        Err(e) => return Some(ToolReply::error(format!("{name}: {e}"))),
+    };
+    let reply = match name {
+        tools::SEARCH_HISTORY => search_tool(h, args, None),
+        tools::READ_HISTORY => read_tool(h, args),
+        _ => return None,
+    };
+    Some(tool_reply(name, reply).unwrap_or_else(|e| ToolReply::error(format!("{name}: {e}"))))
 }
 
 /// The most characters of the work ledger `context_status` returns: the open failures, the plan

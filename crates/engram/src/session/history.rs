@@ -15,7 +15,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{LoggedMessage, Session, SessionError};
-use crate::compact::Kind;
+use crate::compact::{CompactOptions, Kind};
+use crate::count::TokenCounter;
 use crate::message::{Message, Role};
 use crate::retrieval;
 use crate::timestamp::format_time;
@@ -304,7 +305,7 @@ struct Doc {
 /// An inverted index of one session's whole log (BM25 over stemmed words), kept between calls
 /// in the process and extended with what was appended since; rebuilt after a restore.
 #[derive(Debug, Default)]
-struct HistoryIndex {
+pub(crate) struct HistoryIndex {
     docs: Vec<Doc>,
     /// The messages' words, in the order of `docs`.
     bm25: retrieval::Bm25,
@@ -387,15 +388,61 @@ const CACHED_INDEXES: usize = 16;
 /// Candidates re-ranked with their text (an exact match of the whole query first).
 const RERANKED: usize = 4;
 
-impl Session<'_> {
-    /// The whole log: abandoned messages too.
-    fn whole_log(&self) -> Result<Vec<LoggedMessage>, SessionError> {
+/// What history search and read read: a conversation's messages as logged (abandoned ones
+/// too), the ids the model has verbatim, and where the embedder's vectors are kept. A session
+/// is one, read from its store; a request that carries its whole conversation (the proxy's) is
+/// another ([`Carried`]).
+pub(crate) trait History {
+    /// The index of every message, up to date.
+    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError>;
+    /// The active messages of these ids.
+    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, SessionError>;
+    /// The message at `seq`, abandoned or not.
+    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, SessionError>;
+    /// Every message, abandoned ones too.
+    fn whole(&self) -> Result<Vec<LoggedMessage>, SessionError>;
+    /// The ids of the messages the model has verbatim; `None`: all of them.
+    fn in_view(&self) -> Result<Option<HashSet<String>>, SessionError>;
+    /// Where the embedder's vectors are kept, when anywhere.
+    fn vectors(&self) -> Option<Box<dyn crate::embed::VectorStore + '_>>;
+    /// The embedder, the recall profile and the read tool's name.
+    fn options(&self) -> &CompactOptions;
+    /// The counter of the model.
+    fn counter(&self) -> &TokenCounter;
+}
+
+impl History for Session<'_> {
+    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, SessionError> {
+        Ok(self.store.messages_by_id(&self.info.id, ids)?)
+    }
+
+    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, SessionError> {
+        Ok(self
+            .store
+            .session_log(&self.info.id, seq, true)?
+            .into_iter()
+            .next())
+    }
+
+    fn whole(&self) -> Result<Vec<LoggedMessage>, SessionError> {
         Ok(self.store.session_log(&self.info.id, 0, true)?)
+    }
+
+    fn vectors(&self) -> Option<Box<dyn crate::embed::VectorStore + '_>> {
+        Some(Box::new(Session::vectors(self)))
+    }
+
+    fn options(&self) -> &CompactOptions {
+        &self.options
+    }
+
+    fn counter(&self) -> &TokenCounter {
+        &self.counter
     }
 
     /// The ids of the messages the view holds verbatim; `None` when the view is the whole
     /// active log (no compaction yet).
-    fn verbatim_in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
+    fn in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
         if let Some(ids) = &self.in_view {
             return Ok(Some(ids.clone()));
         }
@@ -413,9 +460,7 @@ impl Session<'_> {
     }
 
     /// This session's index, brought up to date with what was appended since it was built.
-    fn history_index(
-        &self,
-    ) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError> {
+    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError> {
         let key: IndexKey = (
             std::ptr::from_ref(self.store).cast::<()>() as usize,
             self.info.id.clone(),
@@ -460,402 +505,492 @@ impl Session<'_> {
         }
         Ok(index)
     }
+}
 
-    /// Ranks the session's whole log for `query` as compaction's recall does; the best `limit`
-    /// hits that it reaches at all (a message that matches, the reply to a matching question,
-    /// the turn a matching reply answers): an exact match of the whole query first, then those
-    /// the view does not hold verbatim.
+impl Session<'_> {
+    /// Ranks the session's whole log for `query` as compaction's recall does ([`search`]).
     pub fn search_history(
         &self,
         query: &str,
         limit: usize,
     ) -> Result<Vec<HistoryHit>, SessionError> {
-        let index = self.history_index()?;
-        let index = index.lock().unwrap_or_else(|p| p.into_inner());
-        // Every word the agent gives is searched (a list's numbers aside).
-        let query_terms = retrieval::query_terms(query);
-        let similar = match &self.options.embedder {
-            Some(embedder) => self.similarities(embedder.as_ref(), query, &index)?,
-            None => None,
-        };
-        // Compaction's order (best first; among equals, the newest), merged with the order by
-        // words alone by place with hybrid recall, the hits returned standing for the budget.
-        // A search lists what matches: the turns around a hit are one `read_history` away, and
-        // the shares they borrow in compaction's recall (which fills a budget with context)
-        // would push the matches themselves off a short list.
-        let profile = &retrieval::RecallProfile {
-            neighbour: 0.0,
-            answer: 0.0,
-            ..self.options.recall.clone()
-        };
-        let scores = index.bm25.scores(&query_terms);
-        // The session's leading instructions (the system prompt) are in every view: listed
-        // when they hold the query's words, not for the credit a matching first turn passes
-        // back to the message before it.
-        let leading_matches: Vec<bool> = index
-            .docs
-            .iter()
-            .zip(&scores)
-            .take_while(|(d, _)| d.role.is_instruction())
-            .map(|(_, &score)| score > 0.0)
-            .collect();
-        let (fused, words_only) = retrieval::order(
-            scores,
-            |sessions, count| index.bm25.grouped_scores(&query_terms, sessions, count),
-            &index.traits(),
-            query,
-            similar.as_deref(),
-            profile,
-        );
-        let mut ranked: Vec<(u32, f64)> = match words_only {
-            Some(words) => retrieval::fuse_ranks(&fused, &words, limit as f64, profile.fuse_depth),
-            None => fused,
-        }
-        .into_iter()
-        .map(|(doc, score)| (doc as u32, score))
-        .collect();
-        // An exact match of the whole query first (what the agent asked for, word for word),
-        // then what it cannot see: a message its context holds verbatim is there to read
-        // already, and compaction kept the best matches, so the next ones are what the search
-        // is for. The candidates: the best by score, and as many of the best the view does not
-        // hold.
-        let in_view = self.verbatim_in_view()?;
-        let seen = |doc: u32| {
-            let d = &index.docs[doc as usize];
-            !d.abandoned && in_view.as_ref().is_none_or(|ids| ids.contains(&d.id))
-        };
-        let pool = limit * RERANKED;
-        let unseen: Vec<(u32, f64)> = ranked
-            .iter()
-            .skip(pool)
-            .filter(|&&(doc, _)| !seen(doc))
-            .take(pool)
-            .copied()
-            .collect();
-        // Every message that holds a query word, for the exact match below.
-        let matching: Vec<u32> = ranked.iter().skip(pool).map(|&(doc, _)| doc).collect();
-        ranked.truncate(pool);
-        ranked.extend(unseen);
-        let phrase = query.trim().to_lowercase();
-        if ranked.is_empty() && phrase.is_empty() {
-            return Ok(Vec::new());
-        }
-        let needles = snippet_needles(query);
-        // The candidates' texts: the active ones in one read, a set-aside one from its place.
-        let active: Vec<String> = ranked
-            .iter()
-            .map(|&(doc, _)| &index.docs[doc as usize])
-            .filter(|d| !d.abandoned)
-            .map(|d| d.id.clone())
-            .collect();
-        let mut texts: HashMap<String, String> = self
-            .store
-            .messages_by_id(&self.info.id, &active)?
-            .into_iter()
-            .map(|m| (m.id, searchable(&m.message)))
-            .collect();
-        let mut candidates = Vec::with_capacity(ranked.len());
-        for (doc, score) in ranked {
-            let d = &index.docs[doc as usize];
-            let text = match texts.remove(&d.id) {
-                Some(text) => text,
-                None => match self
-                    .store
-                    .session_log(&self.info.id, d.seq, true)?
-                    .into_iter()
-                    .next()
-                    .filter(|m| m.id == d.id)
-                {
-                    Some(m) => searchable(&m.message),
-                    None => continue,
-                },
-            };
-            let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
-            if leading_matches.get(doc as usize) == Some(&false) && !exact {
-                continue;
-            }
-            candidates.push((doc, score, text, exact));
-        }
-        // The words as written are always found: when none of the best holds the query word
-        // for word, the other messages holding its words are read, newest first, until one does
-        // (and every message, when the query has no word the index keeps, only stop words or
-        // signs).
-        if !phrase.is_empty()
-            && !candidates.iter().any(|c| c.3)
-            && let Some(found) =
-                self.exact_match(&index, &matching, query_terms.is_empty(), &phrase)?
-        {
-            candidates.push(found);
-        }
-        candidates.sort_by(|a, b| {
-            b.3.cmp(&a.3)
-                .then(seen(a.0).cmp(&seen(b.0)))
-                .then(b.1.total_cmp(&a.1))
-                .then(b.0.cmp(&a.0))
-        });
-        candidates.truncate(limit);
-        Ok(candidates
-            .into_iter()
-            .map(|(doc, score, text, exact)| {
-                let d = &index.docs[doc as usize];
-                HistoryHit {
-                    id: d.id.clone(),
-                    seq: d.seq,
-                    role: d.role.to_string(),
-                    tool: d.tool.clone(),
-                    time: format_time(d.created_at),
-                    snippet: snippet(&text, &needles),
-                    in_view: seen(doc),
-                    abandoned: d.abandoned,
-                    exact,
-                    score: (score * 1000.0).round() / 1000.0,
-                }
-            })
-            .collect())
+        search(self, query, limit)
     }
 
-    /// The newest message holding `phrase` among `matching` (every message of the log when
-    /// `scan_all`), as a search candidate `(doc, score, text, exact)`.
-    fn exact_match(
-        &self,
-        index: &HistoryIndex,
-        matching: &[u32],
-        scan_all: bool,
-        phrase: &str,
-    ) -> Result<Option<(u32, f64, String, bool)>, SessionError> {
-        let mut docs: Vec<u32> = if scan_all {
-            (0..index.docs.len() as u32).collect()
-        } else {
-            matching.to_vec()
-        };
-        docs.sort_unstable_by(|a, b| b.cmp(a));
-        for batch in docs.chunks(EXACT_BATCH) {
-            let ids: Vec<String> = batch
-                .iter()
-                .map(|&d| index.docs[d as usize].id.clone())
-                .collect();
-            let texts: HashMap<String, String> = self
-                .store
-                .messages_by_id(&self.info.id, &ids)?
-                .into_iter()
-                .map(|m| (m.id, searchable(&m.message)))
-                .collect();
-            for &doc in batch {
-                let d = &index.docs[doc as usize];
-                // A message set aside by a restore is read from its place.
-                let text = match texts.get(&d.id) {
-                    Some(text) => Some(text.clone()),
-                    None => self
-                        .store
-                        .session_log(&self.info.id, d.seq, true)?
-                        .into_iter()
-                        .next()
-                        .filter(|m| m.id == d.id)
-                        .map(|m| searchable(&m.message)),
-                };
-                if let Some(text) = text
-                    && text.to_lowercase().contains(phrase)
-                {
-                    return Ok(Some((doc, 0.0, text, true)));
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    /// Each message's similarity of meaning to `query` (hybrid search, when the session's
-    /// options carry an embedder), in the index's order; each message's vector is kept in the
-    /// session's store and embedded once, by the text and sentences compaction embeds it by
-    /// ([`retrieval::Meaning`]), so either finds the other's. `None` when embedding fails: the
-    /// search is lexical.
-    fn similarities(
-        &self,
-        embedder: &dyn crate::embed::Embedder,
-        query: &str,
-        index: &HistoryIndex,
-    ) -> Result<Option<Vec<f32>>, SessionError> {
-        let mut speakers = retrieval::Speakers::default();
-        let mut meanings: HashMap<String, retrieval::Meaning> = self
-            .whole_log()?
-            .into_iter()
-            .map(|m| {
-                let mut meaning = retrieval::Meaning::default();
-                meaning.push(&m.message);
-                speakers.add(&m.message);
-                (m.id, meaning)
-            })
-            .collect();
-        let meanings: Vec<retrieval::Meaning> = index
-            .docs
-            .iter()
-            .map(|d| meanings.remove(&d.id).unwrap_or_default())
-            .collect();
-        let best_sentence = self.options.recall.best_sentence;
-        let vectors = self.vectors();
-        match retrieval::similarities(
-            embedder,
-            Some(&vectors),
-            query,
-            &speakers,
-            &meanings,
-            best_sentence,
-        ) {
-            Ok(similar) => Ok(Some(similar)),
-            Err(e) => {
-                tracing::warn!(error = %e, "embeddings failed; search_history is lexical");
-                Ok(None)
-            }
-        }
-    }
-
-    /// The originals `selection` names, verbatim, within `max_tokens` (at least the first, cut
-    /// to the budget when it alone is over it); what is left out is said in the note.
+    /// The originals `selection` names, verbatim, within `max_tokens` ([`read`]).
     pub fn read_history(
         &self,
         selection: &HistorySelection,
         max_tokens: usize,
         metadata: bool,
     ) -> Result<HistoryRead, SessionError> {
-        let mut not_found = Vec::new();
-        let wanted: Vec<LoggedMessage> = match selection {
-            HistorySelection::Ids(ids) => {
-                let mut seen = HashSet::new();
-                let ids: Vec<String> = ids
-                    .iter()
-                    .filter(|id| seen.insert(id.as_str()))
-                    .cloned()
-                    .collect();
-                let mut found: HashMap<String, LoggedMessage> = self
-                    .store
-                    .messages_by_id(&self.info.id, &ids)?
-                    .into_iter()
-                    .map(|m| (m.id.clone(), m))
-                    .collect();
-                if found.len() < ids.len() {
-                    // Set aside by a restore, or not the session's: the whole log says which.
-                    for m in self.whole_log()? {
-                        if m.abandoned && seen.contains(m.id.as_str()) {
-                            found.insert(m.id.clone(), m);
-                        }
+        read(self, selection, max_tokens, metadata)
+    }
+}
+
+/// A conversation a request carries whole (the proxy's): its messages logged in order, each
+/// with its own id or `m<position>`, as the proxy's digest and markers name them.
+pub(crate) struct Carried {
+    log: Vec<LoggedMessage>,
+    in_view: Option<HashSet<String>>,
+    options: CompactOptions,
+    counter: TokenCounter,
+}
+
+impl Carried {
+    /// `messages` as a history the model sees `in_view` of (`None`: all), counted by `counter`.
+    pub(crate) fn new(
+        messages: &[crate::message::Message],
+        counter: TokenCounter,
+        options: CompactOptions,
+        in_view: Option<HashSet<String>>,
+    ) -> Carried {
+        let now = crate::timestamp::now();
+        let log = messages
+            .iter()
+            .enumerate()
+            .map(|(seq, m)| {
+                let message = super::store::logged_message(m, seq as u64);
+                LoggedMessage {
+                    seq: seq as u64,
+                    id: message.id.clone().unwrap_or_default(),
+                    created_at: now,
+                    tokens: counter.count_message(&message).total(),
+                    message,
+                    abandoned: false,
+                }
+            })
+            .collect();
+        Carried {
+            log,
+            in_view,
+            options,
+            counter,
+        }
+    }
+}
+
+impl History for Carried {
+    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError> {
+        let mut index = HistoryIndex::default();
+        for m in &self.log {
+            index.add(m);
+        }
+        Ok(std::sync::Arc::new(std::sync::Mutex::new(index)))
+    }
+
+    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, SessionError> {
+        Ok(self
+            .log
+            .iter()
+            .filter(|m| ids.contains(&m.id))
+            .cloned()
+            .collect())
+    }
+
+    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, SessionError> {
+        Ok(self.log.get(seq as usize).cloned())
+    }
+
+    fn whole(&self) -> Result<Vec<LoggedMessage>, SessionError> {
+        Ok(self.log.clone())
+    }
+
+    fn in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
+        Ok(self.in_view.clone())
+    }
+
+    fn vectors(&self) -> Option<Box<dyn crate::embed::VectorStore + '_>> {
+        None
+    }
+
+    fn options(&self) -> &CompactOptions {
+        &self.options
+    }
+
+    fn counter(&self) -> &TokenCounter {
+        &self.counter
+    }
+}
+
+/// Ranks the session's whole log for `query` as compaction's recall does; the best `limit`
+/// hits that it reaches at all (a message that matches, the reply to a matching question,
+/// the turn a matching reply answers): an exact match of the whole query first, then those
+/// the view does not hold verbatim.
+pub(crate) fn search(
+    h: &dyn History,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<HistoryHit>, SessionError> {
+    let index = h.index()?;
+    let index = index.lock().unwrap_or_else(|p| p.into_inner());
+    // Every word the agent gives is searched (a list's numbers aside).
+    let query_terms = retrieval::query_terms(query);
+    let similar = match &h.options().embedder {
+        Some(embedder) => similarities(h, embedder.as_ref(), query, &index)?,
+        None => None,
+    };
+    // Compaction's order (best first; among equals, the newest), merged with the order by
+    // words alone by place with hybrid recall, the hits returned standing for the budget.
+    // A search lists what matches: the turns around a hit are one `read_history` away, and
+    // the shares they borrow in compaction's recall (which fills a budget with context)
+    // would push the matches themselves off a short list.
+    let profile = &retrieval::RecallProfile {
+        neighbour: 0.0,
+        answer: 0.0,
+        ..h.options().recall.clone()
+    };
+    let scores = index.bm25.scores(&query_terms);
+    // The session's leading instructions (the system prompt) are in every view: listed
+    // when they hold the query's words, not for the credit a matching first turn passes
+    // back to the message before it.
+    let leading_matches: Vec<bool> = index
+        .docs
+        .iter()
+        .zip(&scores)
+        .take_while(|(d, _)| d.role.is_instruction())
+        .map(|(_, &score)| score > 0.0)
+        .collect();
+    let (fused, words_only) = retrieval::order(
+        scores,
+        |sessions, count| index.bm25.grouped_scores(&query_terms, sessions, count),
+        &index.traits(),
+        query,
+        similar.as_deref(),
+        profile,
+    );
+    let mut ranked: Vec<(u32, f64)> = match words_only {
+        Some(words) => retrieval::fuse_ranks(&fused, &words, limit as f64, profile.fuse_depth),
+        None => fused,
+    }
+    .into_iter()
+    .map(|(doc, score)| (doc as u32, score))
+    .collect();
+    // An exact match of the whole query first (what the agent asked for, word for word),
+    // then what it cannot see: a message its context holds verbatim is there to read
+    // already, and compaction kept the best matches, so the next ones are what the search
+    // is for. The candidates: the best by score, and as many of the best the view does not
+    // hold.
+    let in_view = h.in_view()?;
+    let seen = |doc: u32| {
+        let d = &index.docs[doc as usize];
+        !d.abandoned && in_view.as_ref().is_none_or(|ids| ids.contains(&d.id))
+    };
+    let pool = limit * RERANKED;
+    let unseen: Vec<(u32, f64)> = ranked
+        .iter()
+        .skip(pool)
+        .filter(|&&(doc, _)| !seen(doc))
+        .take(pool)
+        .copied()
+        .collect();
+    // Every message that holds a query word, for the exact match below.
+    let matching: Vec<u32> = ranked.iter().skip(pool).map(|&(doc, _)| doc).collect();
+    ranked.truncate(pool);
+    ranked.extend(unseen);
+    let phrase = query.trim().to_lowercase();
+    if ranked.is_empty() && phrase.is_empty() {
+        return Ok(Vec::new());
+    }
+    let needles = snippet_needles(query);
+    // The candidates' texts: the active ones in one read, a set-aside one from its place.
+    let active: Vec<String> = ranked
+        .iter()
+        .map(|&(doc, _)| &index.docs[doc as usize])
+        .filter(|d| !d.abandoned)
+        .map(|d| d.id.clone())
+        .collect();
+    let mut texts: HashMap<String, String> = h
+        .by_ids(&active)?
+        .into_iter()
+        .map(|m| (m.id, searchable(&m.message)))
+        .collect();
+    let mut candidates = Vec::with_capacity(ranked.len());
+    for (doc, score) in ranked {
+        let d = &index.docs[doc as usize];
+        let text = match texts.remove(&d.id) {
+            Some(text) => text,
+            None => match h.at(d.seq)?.filter(|m| m.id == d.id) {
+                Some(m) => searchable(&m.message),
+                None => continue,
+            },
+        };
+        let exact = !phrase.is_empty() && text.to_lowercase().contains(&phrase);
+        if leading_matches.get(doc as usize) == Some(&false) && !exact {
+            continue;
+        }
+        candidates.push((doc, score, text, exact));
+    }
+    // The words as written are always found: when none of the best holds the query word
+    // for word, the other messages holding its words are read, newest first, until one does
+    // (and every message, when the query has no word the index keeps, only stop words or
+    // signs).
+    if !phrase.is_empty()
+        && !candidates.iter().any(|c| c.3)
+        && let Some(found) = exact_match(h, &index, &matching, query_terms.is_empty(), &phrase)?
+    {
+        candidates.push(found);
+    }
+    candidates.sort_by(|a, b| {
+        b.3.cmp(&a.3)
+            .then(seen(a.0).cmp(&seen(b.0)))
+            .then(b.1.total_cmp(&a.1))
+            .then(b.0.cmp(&a.0))
+    });
+    candidates.truncate(limit);
+    Ok(candidates
+        .into_iter()
+        .map(|(doc, score, text, exact)| {
+            let d = &index.docs[doc as usize];
+            HistoryHit {
+                id: d.id.clone(),
+                seq: d.seq,
+                role: d.role.to_string(),
+                tool: d.tool.clone(),
+                time: format_time(d.created_at),
+                snippet: snippet(&text, &needles),
+                in_view: seen(doc),
+                abandoned: d.abandoned,
+                exact,
+                score: (score * 1000.0).round() / 1000.0,
+            }
+        })
+        .collect())
+}
+
+/// The newest message holding `phrase` among `matching` (every message of the log when
+/// `scan_all`), as a search candidate `(doc, score, text, exact)`.
+fn exact_match(
+    h: &dyn History,
+    index: &HistoryIndex,
+    matching: &[u32],
+    scan_all: bool,
+    phrase: &str,
+) -> Result<Option<(u32, f64, String, bool)>, SessionError> {
+    let mut docs: Vec<u32> = if scan_all {
+        (0..index.docs.len() as u32).collect()
+    } else {
+        matching.to_vec()
+    };
+    docs.sort_unstable_by(|a, b| b.cmp(a));
+    for batch in docs.chunks(EXACT_BATCH) {
+        let ids: Vec<String> = batch
+            .iter()
+            .map(|&d| index.docs[d as usize].id.clone())
+            .collect();
+        let texts: HashMap<String, String> = h
+            .by_ids(&ids)?
+            .into_iter()
+            .map(|m| (m.id, searchable(&m.message)))
+            .collect();
+        for &doc in batch {
+            let d = &index.docs[doc as usize];
+            // A message set aside by a restore is read from its place.
+            let text = match texts.get(&d.id) {
+                Some(text) => Some(text.clone()),
+                None => h
+                    .at(d.seq)?
+                    .filter(|m| m.id == d.id)
+                    .map(|m| searchable(&m.message)),
+            };
+            if let Some(text) = text
+                && text.to_lowercase().contains(phrase)
+            {
+                return Ok(Some((doc, 0.0, text, true)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Each message's similarity of meaning to `query` (hybrid search, when the session's
+/// options carry an embedder), in the index's order; each message's vector is kept in the
+/// session's store and embedded once, by the text and sentences compaction embeds it by
+/// ([`retrieval::Meaning`]), so either finds the other's. `None` when embedding fails: the
+/// search is lexical.
+fn similarities(
+    h: &dyn History,
+    embedder: &dyn crate::embed::Embedder,
+    query: &str,
+    index: &HistoryIndex,
+) -> Result<Option<Vec<f32>>, SessionError> {
+    let mut speakers = retrieval::Speakers::default();
+    let mut meanings: HashMap<String, retrieval::Meaning> = h
+        .whole()?
+        .into_iter()
+        .map(|m| {
+            let mut meaning = retrieval::Meaning::default();
+            meaning.push(&m.message);
+            speakers.add(&m.message);
+            (m.id, meaning)
+        })
+        .collect();
+    let meanings: Vec<retrieval::Meaning> = index
+        .docs
+        .iter()
+        .map(|d| meanings.remove(&d.id).unwrap_or_default())
+        .collect();
+    let best_sentence = h.options().recall.best_sentence;
+    let vectors = h.vectors();
+    match retrieval::similarities(
+        embedder,
+        vectors.as_deref(),
+        query,
+        &speakers,
+        &meanings,
+        best_sentence,
+    ) {
+        Ok(similar) => Ok(Some(similar)),
+        Err(e) => {
+            tracing::warn!(error = %e, "embeddings failed; search_history is lexical");
+            Ok(None)
+        }
+    }
+}
+
+/// The originals `selection` names, verbatim, within `max_tokens` (at least the first, cut
+/// to the budget when it alone is over it); what is left out is said in the note.
+pub(crate) fn read(
+    h: &dyn History,
+    selection: &HistorySelection,
+    max_tokens: usize,
+    metadata: bool,
+) -> Result<HistoryRead, SessionError> {
+    let mut not_found = Vec::new();
+    let wanted: Vec<LoggedMessage> = match selection {
+        HistorySelection::Ids(ids) => {
+            let mut seen = HashSet::new();
+            let ids: Vec<String> = ids
+                .iter()
+                .filter(|id| seen.insert(id.as_str()))
+                .cloned()
+                .collect();
+            let mut found: HashMap<String, LoggedMessage> = h
+                .by_ids(&ids)?
+                .into_iter()
+                .map(|m| (m.id.clone(), m))
+                .collect();
+            if found.len() < ids.len() {
+                // Set aside by a restore, or not the session's: the whole log says which.
+                for m in h.whole()? {
+                    if m.abandoned && seen.contains(m.id.as_str()) {
+                        found.insert(m.id.clone(), m);
                     }
                 }
-                ids.into_iter()
-                    .filter_map(|id| {
-                        let m = found.remove(&id);
-                        if m.is_none() {
-                            not_found.push(id);
-                        }
-                        m
-                    })
-                    .collect()
             }
-            HistorySelection::Range { from, to } => {
-                let log = self.whole_log()?;
-                let at = |id: &str| log.iter().position(|m| m.id == id);
-                let start = at(from);
-                let end = match to {
-                    Some(to) => at(to),
-                    None => log.len().checked_sub(1),
-                };
-                if start.is_none() {
-                    not_found.push(from.clone());
-                }
-                if let (None, Some(to)) = (end, to) {
-                    not_found.push(to.clone());
-                }
-                match (start, end) {
-                    (Some(s), Some(e)) if s <= e => log[s..=e].to_vec(),
-                    _ => Vec::new(),
-                }
-            }
-        };
-        let mut messages = Vec::new();
-        let mut used = 0;
-        let mut left_out = Vec::new();
-        let mut note = None;
-        // A range is read in order: once a message is left out, so is the rest, and the note
-        // names one range to read next.
-        let in_order = matches!(selection, HistorySelection::Range { .. });
-        for (n, m) in wanted.iter().enumerate() {
-            let entry = |message: Value| {
-                json!({
-                    "id": m.id,
-                    "seq": m.seq,
-                    "time": format_time(m.created_at),
-                    "message": message,
+            ids.into_iter()
+                .filter_map(|id| {
+                    let m = found.remove(&id);
+                    if m.is_none() {
+                        not_found.push(id);
+                    }
+                    m
                 })
+                .collect()
+        }
+        HistorySelection::Range { from, to } => {
+            let log = h.whole()?;
+            let at = |id: &str| log.iter().position(|m| m.id == id);
+            let start = at(from);
+            let end = match to {
+                Some(to) => at(to),
+                None => log.len().checked_sub(1),
             };
-            if (left_out.is_empty() || !in_order) && used + m.tokens <= max_tokens {
-                used += m.tokens;
-                messages.push(entry(shown(&m.message, metadata)));
-                continue;
+            if start.is_none() {
+                not_found.push(from.clone());
             }
-            if n == 0 {
-                // The first message alone is over the budget: its text, cut.
-                let text = m.message.text();
-                let kept = self.prefix_within(&text, max_tokens.saturating_sub(20));
-                let mut cut = m.message.clone();
-                cut.content = Some(crate::message::Content::Text(text[..kept].to_owned()));
-                messages.push(entry(shown(&cut, metadata)));
-                note = Some(format!(
-                    "message {} was cut after {} of its {} characters ({} tokens) to stay within max_tokens={max_tokens}; call {} with ids=[\"{}\"] and a larger max_tokens to read it whole",
-                    m.id,
-                    kept,
-                    text.len(),
-                    m.tokens,
-                    self.read_name(),
-                    m.id
-                ));
-                used = max_tokens;
-                continue;
+            if let (None, Some(to)) = (end, to) {
+                not_found.push(to.clone());
             }
-            left_out.push(m);
+            match (start, end) {
+                (Some(s), Some(e)) if s <= e => log[s..=e].to_vec(),
+                _ => Vec::new(),
+            }
         }
-        if !left_out.is_empty() {
-            let rest = format!(
-                "{} left out to stay within max_tokens={max_tokens}; {}",
-                crate::plural(left_out.len(), "message", "messages"),
-                how_to_read(&left_out, self.read_name())
-            );
-            note = Some(match note {
-                Some(n) => format!("{n}; {rest}"),
-                None => rest,
-            });
+    };
+    let mut messages = Vec::new();
+    let mut used = 0;
+    let mut left_out = Vec::new();
+    let mut note = None;
+    // A range is read in order: once a message is left out, so is the rest, and the note
+    // names one range to read next.
+    let in_order = matches!(selection, HistorySelection::Range { .. });
+    for (n, m) in wanted.iter().enumerate() {
+        let entry = |message: Value| {
+            json!({
+                "id": m.id,
+                "seq": m.seq,
+                "time": format_time(m.created_at),
+                "message": message,
+            })
+        };
+        if (left_out.is_empty() || !in_order) && used + m.tokens <= max_tokens {
+            used += m.tokens;
+            messages.push(entry(shown(&m.message, metadata)));
+            continue;
         }
-        Ok(HistoryRead {
-            messages,
-            not_found,
-            note,
-        })
+        if n == 0 {
+            // The first message alone is over the budget: its text, cut.
+            let text = m.message.text();
+            let kept = prefix_within(h.counter(), &text, max_tokens.saturating_sub(20));
+            let mut cut = m.message.clone();
+            cut.content = Some(crate::message::Content::Text(text[..kept].to_owned()));
+            messages.push(entry(shown(&cut, metadata)));
+            note = Some(format!(
+                "message {} was cut after {} of its {} characters ({} tokens) to stay within max_tokens={max_tokens}; call {} with ids=[\"{}\"] and a larger max_tokens to read it whole",
+                m.id,
+                kept,
+                text.len(),
+                m.tokens,
+                read_name(h.options()),
+                m.id
+            ));
+            used = max_tokens;
+            continue;
+        }
+        left_out.push(m);
     }
+    if !left_out.is_empty() {
+        let rest = format!(
+            "{} left out to stay within max_tokens={max_tokens}; {}",
+            crate::plural(left_out.len(), "message", "messages"),
+            how_to_read(&left_out, read_name(h.options()))
+        );
+        note = Some(match note {
+            Some(n) => format!("{n}; {rest}"),
+            None => rest,
+        });
+    }
+    Ok(HistoryRead {
+        messages,
+        not_found,
+        note,
+    })
+}
 
-    /// The name the model knows `read_history` by ([`CompactOptions::read_tool`](crate::compact::CompactOptions::read_tool)), for the
-    /// notes that say how to read more.
-    fn read_name(&self) -> &str {
-        self.options
-            .read_tool
-            .as_deref()
-            .unwrap_or(tools::READ_HISTORY)
-    }
+/// The name the model knows `read_history` by ([`CompactOptions::read_tool`](crate::compact::CompactOptions::read_tool)), for the
+/// notes that say how to read more.
+fn read_name(options: &CompactOptions) -> &str {
+    options.read_tool.as_deref().unwrap_or(tools::READ_HISTORY)
+}
 
-    /// The longest prefix of `text` (in bytes, on a character boundary) within `tokens`.
-    fn prefix_within(&self, text: &str, tokens: usize) -> usize {
-        let boundaries: Vec<usize> = text
-            .char_indices()
-            .map(|(i, _)| i)
-            .chain([text.len()])
-            .collect();
-        let (mut lo, mut hi) = (0, boundaries.len() - 1);
-        while lo < hi {
-            let mid = (lo + hi).div_ceil(2);
-            if self.counter.count_text(&text[..boundaries[mid]]) <= tokens {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
+/// The longest prefix of `text` (in bytes, on a character boundary) within `tokens`.
+fn prefix_within(counter: &TokenCounter, text: &str, tokens: usize) -> usize {
+    let boundaries: Vec<usize> = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([text.len()])
+        .collect();
+    let (mut lo, mut hi) = (0, boundaries.len() - 1);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if counter.count_text(&text[..boundaries[mid]]) <= tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
         }
-        boundaries[lo]
     }
+    boundaries[lo]
 }
 
 #[cfg(test)]
