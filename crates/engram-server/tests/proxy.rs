@@ -406,6 +406,24 @@ async fn the_proxy_takes_its_threshold_and_target_from_the_session_policy() {
     assert_ne!(header_str(&headers, "x-engram-steps"), "none");
 }
 
+/// A compacted request (`sent`, as text) of turn `end` carries the work ledger of `asked` (the
+/// conversation the caller sent) and still names every file the agent's calls named, however
+/// much of the history was set aside.
+fn assert_ledger_kept(asked: &[engram::Message], sent: &str, end: usize) {
+    let ledger = engram::ledger::Ledger::of(asked, 0);
+    assert!(
+        ledger.is_empty() || sent.contains("[Work ledger]"),
+        "turn {end}: no work ledger"
+    );
+    for file in &ledger.files {
+        assert!(
+            sent.contains(&file.path),
+            "turn {end}: {} is no longer named",
+            file.path
+        );
+    }
+}
+
 /// Sends `messages` turn by turn as an agent resends its growing history (a request after each
 /// user or tool message) and checks what the upstream got each time: within the window, the
 /// system prompt and the newest message there, every tool result after the call it answers,
@@ -470,21 +488,8 @@ async fn drive(
                 .expect("n");
             assert!(after < before);
             assert_eq!(after, tokens, "the reported count is what the upstream got");
-            // The work ledger: every file the agent's calls named is still named.
             let asked = engram::parse_conversation(body.to_string().as_bytes()).expect("parses");
-            let ledger = engram::ledger::Ledger::of(&asked.messages, 0);
-            let sent = got.to_string();
-            assert!(
-                ledger.is_empty() || sent.contains("[Work ledger]"),
-                "turn {end}: no work ledger"
-            );
-            for file in &ledger.files {
-                assert!(
-                    sent.contains(&file.path),
-                    "turn {end}: {} is no longer named",
-                    file.path
-                );
-            }
+            assert_ledger_kept(&asked.messages, &got.to_string(), end);
         }
         out.push((headers, got));
     }
@@ -1325,21 +1330,8 @@ async fn drive_responses(
             continue;
         }
         compacted += 1;
-        // The work ledger: every file the agent's calls named is still named, however much of
-        // the history was set aside.
         let asked = engram::responses::from_request(&body).expect("items");
-        let ledger = engram::ledger::Ledger::of(&asked.conversation.messages, 0);
-        assert!(
-            ledger.is_empty() || sent_text.contains("[Work ledger]"),
-            "turn {end}: no work ledger"
-        );
-        for file in &ledger.files {
-            assert!(
-                sent_text.contains(&file.path),
-                "turn {end}: {} is no longer named",
-                file.path
-            );
-        }
+        assert_ledger_kept(&asked.conversation.messages, sent_text, end);
         if header_str(&headers, "x-engram-prefix") == "extended" {
             hits += 1;
             let before = previous.as_ref().expect("a request before");
