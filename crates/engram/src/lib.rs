@@ -85,6 +85,7 @@ pub mod responses;
 pub mod retrieval;
 pub mod session;
 pub mod sleep;
+pub(crate) mod sse;
 pub mod stored;
 pub mod timestamp;
 pub mod tokenize;

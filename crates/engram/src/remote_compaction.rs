@@ -176,12 +176,11 @@ pub fn compactions_in_reply(body: &[u8]) -> usize {
     if let Ok(response) = serde_json::from_slice::<Value>(body) {
         return count_output(&response);
     }
-    String::from_utf8_lossy(body)
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .filter(|event| {
-            event["type"] == "response.output_item.done" && event["item"]["type"] == COMPACTION
+    crate::sse::events(body)
+        .iter()
+        .filter_map(|event| event.data.as_ref())
+        .filter(|data| {
+            data["type"] == "response.output_item.done" && data["item"]["type"] == COMPACTION
         })
         .count()
 }

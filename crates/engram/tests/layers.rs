@@ -90,6 +90,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "calibrate",
             "retrieval",
             "ledger",
+            "sse",
             "tools",
         ],
     ),

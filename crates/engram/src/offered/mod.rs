@@ -23,6 +23,7 @@ use crate::registry::ModelRegistry;
 use crate::request::tool_calls::run_history_tool;
 use crate::session::SessionError;
 use crate::session::history::Carried;
+use crate::sse::Event;
 use crate::tools::{self, ToolReply};
 
 /// The wire formats the proxy speaks.
@@ -204,7 +205,7 @@ pub struct Turn {
 /// it cannot be read as a reply of `wire`.
 pub fn read_reply(wire: Wire, body: &[u8], streamed: bool, offered: &Offered) -> Option<Turn> {
     let (reply, usage) = if streamed {
-        let events = sse_events(body);
+        let events = crate::sse::events(body);
         match wire {
             Wire::Chat => chat_from_stream(&events)?,
             Wire::Responses => {
@@ -299,35 +300,6 @@ pub fn read_reply(wire: Wire, body: &[u8], streamed: bool, offered: &Offered) ->
         }
     }
     Some(turn)
-}
-
-/// One server-sent event: its data as JSON.
-#[derive(Debug, Clone)]
-struct Event {
-    data: Option<Value>,
-}
-
-fn sse_events(body: &[u8]) -> Vec<Event> {
-    let text = String::from_utf8_lossy(body).replace("\r\n", "\n");
-    let mut events = Vec::new();
-    let mut rest = text.as_str();
-    while !rest.is_empty() {
-        let (raw, next) = match rest.find("\n\n") {
-            Some(at) => (&rest[..at + 2], &rest[at + 2..]),
-            None => (rest, ""),
-        };
-        let data: String = raw
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim_start)
-            .collect::<Vec<_>>()
-            .join("\n");
-        events.push(Event {
-            data: serde_json::from_str(&data).ok(),
-        });
-        rest = next;
-    }
-    events
 }
 
 /// A Chat Completions stream as the reply it adds up to (the first choice), and its usage.
