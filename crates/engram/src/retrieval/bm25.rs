@@ -108,6 +108,43 @@ impl Bm25 {
         })
     }
 
+    /// Each document's score for `query`, each word's weight scaled by how few of the groups
+    /// (`group_of[doc]`, below `groups`: a log's sessions) use it: the words a question shares
+    /// with every session of a long history ("time", "last", the name of who speaks throughout)
+    /// say nothing about where in it the answer is, while its topic is said in some sessions
+    /// and not in others. The scale is a word's BM25 inverse frequency over the groups against
+    /// that of a word half of them use, at most 1, to the power `profile.spread`; the groups are
+    /// counted with `profile.spread_prior` more that use no word of the query, so that a word
+    /// in each of a few sessions (what a short history is about) keeps its weight. With one
+    /// group (a single conversation, a task's trajectory) every word keeps its weight.
+    pub(crate) fn located_scores(
+        &self,
+        query: &[String],
+        group_of: &[usize],
+        groups: usize,
+        profile: &super::RecallProfile,
+    ) -> Vec<f64> {
+        let mut scores = vec![0.0; self.len()];
+        let n = groups as f64 + profile.spread_prior.max(0.0);
+        let half = bm25_idf(n, (n / 2.0).max(1.0));
+        for (_, matches) in self.matches(query) {
+            let scale = if groups > 1 && profile.spread > 0.0 {
+                let mut held: Vec<usize> = matches.iter().map(|&(doc, _)| group_of[doc]).collect();
+                held.sort_unstable();
+                held.dedup();
+                (bm25_idf(n, held.len() as f64) / half)
+                    .min(1.0)
+                    .powf(profile.spread)
+            } else {
+                1.0
+            };
+            for (doc, weight) in matches {
+                scores[doc] += scale * weight;
+            }
+        }
+        scores
+    }
+
     /// Each group's score for the query terms, a group (`group_of[doc]`, below `groups`) one
     /// document of all its members' words: the sessions of a log ranked as wholes.
     pub(crate) fn grouped_scores(
@@ -191,6 +228,51 @@ mod tests {
                 .iter()
                 .all(|&s| s == 0.0)
         );
+    }
+
+    #[test]
+    fn a_word_every_session_uses_weighs_less_than_the_topic() {
+        let profile = crate::retrieval::RecallProfile::default();
+        // Twelve sessions of two turns: "last time together" is said in every one, "garden" in
+        // half of them.
+        let mut docs = Vec::new();
+        let mut group_of = Vec::new();
+        for s in 0..12 {
+            docs.push(terms(if s % 2 == 0 {
+                "we planted the garden beds"
+            } else {
+                "we walked by the river"
+            }));
+            docs.push(terms("the last time together"));
+            group_of.extend([s, s]);
+        }
+        let bm25 = Bm25::new(docs);
+        let query = terms("the garden, the last time together");
+        let plain = bm25.scores(&query);
+        let located = bm25.located_scores(&query, &group_of, 12, &profile);
+        // By BM25 alone the turn of three everyday words outranks the one of the topic;
+        // located, the topic leads.
+        assert!(plain[1] > plain[0], "{plain:?}");
+        assert!(located[0] > located[1], "{located:?}");
+        assert_eq!(located[0], plain[0], "a word in half the sessions keeps its weight");
+        // One group, or a short history (three sessions, each saying both): nothing changes.
+        assert_eq!(bm25.located_scores(&query, &vec![0; 24], 1, &profile), plain);
+        let short = Bm25::new(vec![
+            terms("the garden at last"),
+            terms("a time"),
+            terms("garden time"),
+            terms("garden time again"),
+        ]);
+        assert_eq!(
+            short.located_scores(&query, &[0, 0, 1, 2], 3, &profile),
+            short.scores(&query)
+        );
+        // Off, it is BM25.
+        let off = crate::retrieval::RecallProfile {
+            spread: 0.0,
+            ..profile
+        };
+        assert_eq!(bm25.located_scores(&query, &group_of, 12, &off), plain);
     }
 
     #[test]

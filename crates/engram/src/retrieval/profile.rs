@@ -5,7 +5,7 @@
 use crate::error::ValueError;
 
 /// The names [`RecallProfile::with`] takes, one per weight.
-const WEIGHTS: [&str; 12] = [
+const WEIGHTS: [&str; 14] = [
     "answer",
     "neighbour",
     "reach",
@@ -18,6 +18,8 @@ const WEIGHTS: [&str; 12] = [
     "meaning_merged",
     "best_sentence",
     "fuse_depth",
+    "spread",
+    "spread_prior",
 ];
 
 /// The weights of recall ([`super::rank::order`]) and of hybrid search's fusion
@@ -78,6 +80,18 @@ pub struct RecallProfile {
     /// the budget holds: a small depth makes the head of each ranking count far more than its
     /// tail, so each ranking's best come first.
     pub fuse_depth: f64,
+    /// How much a word that most of a log's sessions use weighs less
+    /// ([`super::Bm25::located_scores`]): an agent asked about one topic across a long history
+    /// needs the turns of that topic, not those that share the question's everyday words
+    /// ("time", "last", a name) which every session has. The power of the scale; 0 turns it
+    /// off.
+    pub spread: f64,
+    /// The sessions, using none of the query's words, that the scale of [`Self::spread`]
+    /// counts besides the log's own: a word in each of a few sessions may be what they are all
+    /// about (a user who brings up the same project every time), and only across more sessions
+    /// than these does "in nearly all of them" show that a word is everyday. With 4, a history
+    /// of up to four sessions keeps every word's weight.
+    pub spread_prior: f64,
 }
 
 impl Default for RecallProfile {
@@ -95,6 +109,8 @@ impl Default for RecallProfile {
             meaning_merged: 0.5,
             best_sentence: 0.5,
             fuse_depth: 0.25,
+            spread: 1.0,
+            spread_prior: 4.0,
         }
     }
 }
@@ -125,6 +141,8 @@ impl RecallProfile {
                 "meaning_merged" => &mut self.meaning_merged,
                 "best_sentence" => &mut self.best_sentence,
                 "fuse_depth" => &mut self.fuse_depth,
+                "spread" => &mut self.spread,
+                "spread_prior" => &mut self.spread_prior,
                 other => {
                     return Err(ValueError::UnknownName {
                         what: "recall weight",

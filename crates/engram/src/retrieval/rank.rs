@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use super::RecallProfile;
+use super::{Bm25, RecallProfile};
 use super::log_sessions::{
     favour_dated_sessions, favour_sessions_by_meaning, favour_topical_sessions, session_of,
 };
@@ -32,10 +32,10 @@ pub(crate) struct Traits<'a> {
 /// A ranking: unit indices with their scores, best first.
 pub(crate) type Ranking = Vec<(usize, f64)>;
 
-/// Recall's order of the units for `query`. `lexical` is each unit's BM25;
-/// `sessions_bm25(session_of, count)` the BM25 of each whole session (called only when the units
-/// hold more than one); `similar`, each unit's similarity of meaning to the query (hybrid
-/// recall).
+/// Recall's order of the units for `query`, whose searched words are `terms`: `bm25` indexes the
+/// units in the log's order; `similar` is each unit's similarity of meaning to the query (hybrid
+/// recall). Each word weighs by how few of the log's sessions use it
+/// ([`Bm25::located_scores`]).
 ///
 /// The sessions about the query's topic and those its time dates lift their matching units; a
 /// session's heading that shares the query's words leads to the session's first turn, as a
@@ -44,14 +44,15 @@ pub(crate) type Ranking = Vec<(usize, f64)>;
 /// sessions nearest the query in meaning rise too, and the order by words alone comes second,
 /// for the caller to merge by place ([`super::fuse_ranks`]). Units left at zero are left out.
 pub(crate) fn order(
-    mut lexical: Vec<f64>,
-    sessions_bm25: impl FnOnce(&[usize], usize) -> Vec<f64>,
+    bm25: &Bm25,
+    terms: &[String],
     traits: &Traits<'_>,
     query: &str,
     similar: Option<&[f32]>,
     profile: &RecallProfile,
 ) -> (Ranking, Option<Ranking>) {
     let (sessions, count) = session_of(&traits.headings);
+    let mut lexical = bm25.located_scores(terms, &sessions, count, profile);
     let mut names_a_time = false;
     if count > 1 {
         // Each session's heading score, read before the topical rise changes it.
@@ -64,7 +65,7 @@ pub(crate) fn order(
         // A heading that shares the query's words: the query names what a heading says (in a
         // chat log, the session's date).
         names_a_time = dated.iter().any(|&d| d > 0.0);
-        let by_session = sessions_bm25(&sessions, count);
+        let by_session = bm25.grouped_scores(terms, &sessions, count);
         favour_topical_sessions(
             &mut lexical,
             &sessions,

@@ -652,8 +652,8 @@ pub(crate) fn search(
         .map(|(_, &score)| score > 0.0)
         .collect();
     let (fused, words_only) = retrieval::order(
-        scores,
-        |sessions, count| index.bm25.grouped_scores(&query_terms, sessions, count),
+        &index.bm25,
+        &query_terms,
         &index.traits(),
         query,
         similar.as_deref(),

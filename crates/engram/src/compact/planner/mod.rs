@@ -811,8 +811,8 @@ impl Planner<'_> {
             }
         });
         let (fused, words_only) = retrieval::order(
-            bm25.scores(terms),
-            |sessions, count| bm25.grouped_scores(terms, sessions, count),
+            &bm25,
+            terms,
             &traits,
             query,
             similar.as_deref(),
