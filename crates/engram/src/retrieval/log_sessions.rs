@@ -23,15 +23,18 @@ pub(super) fn session_of(headings: &[bool]) -> (Vec<usize>, usize) {
 }
 
 /// A question's evidence sits in the session about its topic: of the units that share a word
-/// with the query, those in a session whose whole text matches it well rise, by
-/// `share` ([`RecallProfile::topical_session`]) of the best unit's score times their session's BM25 relative to the
-/// best session's. A turn that shares one common word with the question ("what did she
-/// paint?") and sits in the session about painting now outranks the same word in small talk.
+/// with the query, those in a session whose whole text matches it well rise, by `share`
+/// ([`RecallProfile::topical_session`]) of the best unit's score times their session's BM25
+/// relative to the best session's, times their `locality` ([`lift_matches`]). A turn that shares
+/// one common word with the question ("what did she paint?") and sits in the session about
+/// painting now outranks the same word in small talk, while a turn of that session that shares
+/// only a word every session uses stays below the matches.
 /// Units that match nothing stay at zero: a session is not recalled whole.
 pub(super) fn favour_topical_sessions(
     scores: &mut [f64],
     session_of: &[usize],
     sessions: &[f64],
+    locality: &[f64],
     share: f64,
 ) {
     let best_session = sessions.iter().copied().fold(0.0, f64::max);
@@ -39,17 +42,25 @@ pub(super) fn favour_topical_sessions(
         return;
     }
     let weights: Vec<f64> = sessions.iter().map(|s| s / best_session).collect();
-    lift_sessions(scores, session_of, &weights, share);
+    lift_matches(scores, session_of, &weights, locality, share);
 }
 
 /// Each unit that matches the query (a score above zero) rises by `share` of the best unit's
-/// score times its session's weight (0 to 1). Units that match nothing stay at zero: a session
-/// is not recalled whole.
-fn lift_sessions(scores: &mut [f64], session_of: &[usize], weights: &[f64], share: f64) {
+/// score times its session's weight (0 to 1) times its `locality`: the share of its match on
+/// words that locate the topic ([`super::Bm25::located_scores`]), so that a turn of the session
+/// that shares only an everyday word with the query ("time", a name) stays below the matches.
+/// Units that match nothing stay at zero: a session is not recalled whole.
+fn lift_matches(
+    scores: &mut [f64],
+    session_of: &[usize],
+    weights: &[f64],
+    locality: &[f64],
+    share: f64,
+) {
     let best = scores.iter().copied().fold(0.0, f64::max);
-    for (score, &s) in scores.iter_mut().zip(session_of) {
+    for ((score, &s), &local) in scores.iter_mut().zip(session_of).zip(locality) {
         if *score > 0.0 {
-            *score += share * best * weights[s];
+            *score += share * best * weights[s] * local;
         }
     }
 }
@@ -59,8 +70,9 @@ fn lift_sessions(scores: &mut [f64], session_of: &[usize], weights: &[f64], shar
 /// pursue?" and a session about his painting). Each session's weight is its turns' mean
 /// similarity (`similar`, the units that are not a session's heading, `headings`), counted above
 /// the average session's and scaled to the nearest one's, as [`fuse`] counts a unit's; the units
-/// of the fused ranking that match at all (a score above zero) rise by `share` ([`RecallProfile::session_meaning`]) of the
-/// best unit's score times their session's weight. Sessions without turns weigh nothing. The
+/// of the fused ranking that match at all rise by `share` ([`RecallProfile::session_meaning`])
+/// of the best unit's score times their session's weight and their `locality`
+/// ([`lift_matches`]). Sessions without turns weigh nothing. The
 /// caller leaves it out when the query names a time, whose sessions the dated rise
 /// ([`favour_dated_sessions`]) lifts.
 pub(super) fn favour_sessions_by_meaning(
@@ -68,6 +80,7 @@ pub(super) fn favour_sessions_by_meaning(
     session_of: &[usize],
     headings: &[bool],
     similar: &[f32],
+    locality: &[f64],
     share: f64,
 ) {
     let count = session_of.iter().max().map_or(0, |&s| s + 1);
@@ -99,7 +112,7 @@ pub(super) fn favour_sessions_by_meaning(
             }
         })
         .collect();
-    lift_sessions(scores, session_of, &weights, share);
+    lift_matches(scores, session_of, &weights, locality, share);
 }
 
 /// A question that names a time ("what injury did Evan suffer in August 2023?") is answered in
@@ -135,7 +148,9 @@ pub(super) fn favour_dated_sessions(
             }
         })
         .collect();
-    lift_sessions(scores, session_of, &weights, share);
+    // The dated session is where the answer is, whatever words it shares: its every match
+    // rises alike.
+    lift_matches(scores, session_of, &weights, &vec![1.0; scores.len()], share);
 }
 
 #[cfg(test)]
@@ -181,6 +196,7 @@ mod tests {
             &session_of,
             &headings,
             &similar,
+            &[1.0; 9],
             SESSION_MEANING,
         );
         // The nearest session's matching unit rises by the full share of the best score...
@@ -202,9 +218,28 @@ mod tests {
             &[0, 1],
             &[true, true],
             &[0.9, 0.1],
+            &[1.0; 2],
             SESSION_MEANING,
         );
         assert_eq!(scores, [1.0, 2.0]);
+    }
+
+    #[test]
+    fn a_turn_that_shares_only_an_everyday_word_is_not_lifted_with_the_matches() {
+        // One topical session of three turns: two match the topic's word, one shares only a word
+        // every session uses (its locality near zero); a second session is not topical.
+        let session_of = [0, 0, 0, 1];
+        let mut scores = vec![2.0, 1.0, 0.2, 1.0];
+        favour_topical_sessions(
+            &mut scores,
+            &session_of,
+            &[3.0, 0.0],
+            &[1.0, 1.0, 0.05, 1.0],
+            TOPICAL_SESSION,
+        );
+        assert!((scores[1] - (1.0 + TOPICAL_SESSION * 2.0)).abs() < 1e-9, "{scores:?}");
+        assert!(scores[2] < 0.2 + 0.05, "{scores:?}");
+        assert_eq!(scores[3], 1.0);
     }
 
     #[test]
@@ -225,7 +260,13 @@ mod tests {
         let by_session = bm25.grouped_scores(&query, &session_of, 2);
         assert!(by_session[1] > by_session[0], "{by_session:?}");
         let before = scores.clone();
-        favour_topical_sessions(&mut scores, &session_of, &by_session, TOPICAL_SESSION);
+        favour_topical_sessions(
+            &mut scores,
+            &session_of,
+            &by_session,
+            &[1.0; 6],
+            TOPICAL_SESSION,
+        );
         assert!(scores[3] > scores[1], "{scores:?}");
         assert!(scores[3] - before[3] > scores[1] - before[1], "{scores:?}");
         assert_eq!(scores[0], 0.0, "no word in common stays at zero");

@@ -44,15 +44,18 @@ pub struct RecallProfile {
     /// output keeps it to itself. About a long paragraph.
     pub reach: f64,
     /// The share of the best unit's score that a session about the query's topic (its whole
-    /// text matches well) adds to its matching units: a word said in passing in small talk
-    /// weighs less than the same word in the session about it.
+    /// text matches well) adds to its matching units, in proportion to how much of each one's
+    /// match is on words that locate the topic ([`Self::spread`]): a word said in passing in
+    /// small talk weighs less than the same word in the session about it, and a turn there
+    /// that shares only an everyday word with the question is not lifted with the matches.
     pub topical_session: f64,
     /// The share of the best unit's score that a session whose heading matches the query adds
     /// to its matching units: a question that names a time ("in August 2023") is answered in
     /// the sessions of that time, whose headings carry the date while the answer does not.
     pub dated_session: f64,
     /// The share of the best unit's fused score that the sessions nearest the query in meaning
-    /// add to their units (hybrid recall): a session about the topic in other words.
+    /// add to their units, as [`Self::topical_session`] in proportion to where their match is
+    /// (hybrid recall): a session about the topic in other words.
     pub session_meaning: f64,
     /// The share by which a unit's score rises when the query names its speaker as a word: a
     /// name that speaks half the turns weighs little in BM25, yet most questions about a person

@@ -53,6 +53,14 @@ pub(crate) fn order(
 ) -> (Ranking, Option<Ranking>) {
     let (sessions, count) = session_of(&traits.headings);
     let mut lexical = bm25.located_scores(terms, &sessions, count, profile);
+    // Each unit's share of its match on the words that locate the topic (1 where no word
+    // matches: a unit found by meaning alone).
+    let locality: Vec<f64> = bm25
+        .scores(terms)
+        .iter()
+        .zip(&lexical)
+        .map(|(&plain, &located)| if plain > 0.0 { located / plain } else { 1.0 })
+        .collect();
     let mut names_a_time = false;
     if count > 1 {
         // Each session's heading score, read before the topical rise changes it.
@@ -70,6 +78,7 @@ pub(crate) fn order(
             &mut lexical,
             &sessions,
             &by_session,
+            &locality,
             profile.topical_session,
         );
         favour_dated_sessions(&mut lexical, &sessions, &dated, profile.dated_session);
@@ -97,6 +106,7 @@ pub(crate) fn order(
                 &sessions,
                 &traits.headings,
                 similar,
+                &locality,
                 profile.session_meaning,
             );
         }
