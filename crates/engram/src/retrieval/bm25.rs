@@ -254,9 +254,12 @@ mod tests {
         // located, the topic leads.
         assert!(plain[1] > plain[0], "{plain:?}");
         assert!(located[0] > located[1], "{located:?}");
-        assert_eq!(located[0], plain[0], "a word in half the sessions keeps its weight");
+        assert_eq!(
+            located[0], plain[0],
+            "a word in half the sessions keeps its weight"
+        );
         // One group, or a short history (three sessions, each saying both): nothing changes.
-        assert_eq!(bm25.located_scores(&query, &vec![0; 24], 1, &profile), plain);
+        assert_eq!(bm25.located_scores(&query, &[0; 24], 1, &profile), plain);
         let short = Bm25::new(vec![
             terms("the garden at last"),
             terms("a time"),

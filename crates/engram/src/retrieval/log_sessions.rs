@@ -150,7 +150,13 @@ pub(super) fn favour_dated_sessions(
         .collect();
     // The dated session is where the answer is, whatever words it shares: its every match
     // rises alike.
-    lift_matches(scores, session_of, &weights, &vec![1.0; scores.len()], share);
+    lift_matches(
+        scores,
+        session_of,
+        &weights,
+        &vec![1.0; scores.len()],
+        share,
+    );
 }
 
 #[cfg(test)]
@@ -237,7 +243,10 @@ mod tests {
             &[1.0, 1.0, 0.05, 1.0],
             TOPICAL_SESSION,
         );
-        assert!((scores[1] - (1.0 + TOPICAL_SESSION * 2.0)).abs() < 1e-9, "{scores:?}");
+        assert!(
+            (scores[1] - (1.0 + TOPICAL_SESSION * 2.0)).abs() < 1e-9,
+            "{scores:?}"
+        );
         assert!(scores[2] < 0.2 + 0.05, "{scores:?}");
         assert_eq!(scores[3], 1.0);
     }

@@ -9,11 +9,11 @@
 
 use std::collections::HashSet;
 
-use super::{Bm25, RecallProfile};
 use super::log_sessions::{
     favour_dated_sessions, favour_sessions_by_meaning, favour_topical_sessions, session_of,
 };
 use super::meaning::fuse;
+use super::{Bm25, RecallProfile};
 
 /// What recall knows of each unit besides its words, in the log's order.
 #[derive(Debug, Default)]

@@ -810,14 +810,8 @@ impl Planner<'_> {
                 }
             }
         });
-        let (fused, words_only) = retrieval::order(
-            &bm25,
-            terms,
-            &traits,
-            query,
-            similar.as_deref(),
-            profile,
-        );
+        let (fused, words_only) =
+            retrieval::order(&bm25, terms, &traits, query, similar.as_deref(), profile);
         (fused, words_only)
     }
 }
