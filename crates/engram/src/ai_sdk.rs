@@ -22,8 +22,8 @@ use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
-use crate::compact::Origin;
 use crate::compact::policy::{Decision, TriggerPolicy, fixed_head, within_target};
+use crate::compact::{CallersFormat, Origin, write_back};
 use crate::compact::{CompactError, CompactOptions, CompactReport, compact};
 use crate::count::TokenCounter;
 use crate::error::InputError;
@@ -364,7 +364,9 @@ pub fn compact_prompt(
 }
 
 /// The plan that writes a compacted view back: `view` with each message's [`Origin`] among
-/// `prompt`'s messages, and `original` the prompt as the caller sent it.
+/// `prompt`'s messages, and `original` the prompt as the caller sent it, by the one rule of
+/// [`write_back`]. The parts of one tool message kept in a row are one step, and a tool message
+/// kept with every part as it was is kept whole.
 pub fn to_plan(
     prompt: &Prompt,
     original: &Value,
@@ -372,57 +374,34 @@ pub fn to_plan(
     origins: &[Origin],
 ) -> Vec<Step> {
     let list = original.as_array().map(Vec::as_slice).unwrap_or_default();
-    let mut steps: Vec<Step> = Vec::new();
-    for (message, origin) in view.iter().zip(origins) {
-        let (index, edited) = match origin {
-            Origin::Same(i) => (*i, false),
-            Origin::Edited(i) => (*i, true),
-            Origin::New => {
-                steps.push(Step::New(write(message)));
-                continue;
-            }
-        };
-        let span = &prompt.spans[index];
-        let Some(range) = span.parts.clone() else {
-            steps.push(if edited {
-                Step::New(write(message))
-            } else {
-                Step::Keep(span.message)
-            });
-            continue;
-        };
-        let parts = list
-            .get(span.message)
+    let parts_of = |message: usize| {
+        list.get(message)
             .and_then(|m| m.get("content"))
-            .and_then(Value::as_array);
-        let kept: Vec<(usize, Option<Value>)> = range
-            .map(|j| {
-                let is_result = parts
-                    .and_then(|p| p.get(j))
-                    .and_then(|p| p.get("type"))
-                    .and_then(Value::as_str)
-                    == Some("tool-result");
-                let output = (edited && is_result)
-                    .then(|| json!({ "type": "text", "value": message.text() }));
-                (j, output)
-            })
-            .collect();
-        match steps.last_mut() {
-            Some(Step::Parts { message: m, parts }) if *m == span.message => parts.extend(kept),
-            _ => steps.push(Step::Parts {
-                message: span.message,
-                parts: kept,
-            }),
+            .and_then(Value::as_array)
+    };
+    let mut steps: Vec<Step> = Vec::new();
+    for step in write_back(
+        &PlanFormat {
+            prompt,
+            parts_of: &parts_of,
+        },
+        view,
+        origins,
+    ) {
+        match (steps.last_mut(), step) {
+            (
+                Some(Step::Parts { message: m, parts }),
+                Step::Parts {
+                    message,
+                    parts: more,
+                },
+            ) if *m == message => parts.extend(more),
+            (_, step) => steps.push(step),
         }
     }
-    // A tool message kept with every part as it was is kept whole.
     for step in &mut steps {
         if let Step::Parts { message, parts } = step {
-            let len = list
-                .get(*message)
-                .and_then(|m| m.get("content"))
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
+            let len = parts_of(*message).map_or(0, Vec::len);
             let all = parts.len() == len
                 && parts
                     .iter()
@@ -434,6 +413,59 @@ pub fn to_plan(
         }
     }
     steps
+}
+
+/// A prompt as the caller's format of [`write_back`]: steps of a plan over its messages and
+/// their parts.
+struct PlanFormat<'a, P> {
+    prompt: &'a Prompt,
+    /// The parts of the caller's message at an index, as sent.
+    parts_of: &'a P,
+}
+
+impl<'a, P: Fn(usize) -> Option<&'a Vec<Value>>> PlanFormat<'a, P> {
+    /// The parts of the caller's message `index` stands for, each with its new `output` when
+    /// `text` replaces a tool result's.
+    fn parts(&self, index: usize, text: Option<&str>) -> Option<Step> {
+        let span = self.prompt.spans.get(index)?;
+        let range = span.parts.clone()?;
+        let parts = (self.parts_of)(span.message);
+        Some(Step::Parts {
+            message: span.message,
+            parts: range
+                .map(|j| {
+                    let is_result = parts
+                        .and_then(|p| p.get(j))
+                        .and_then(|p| p.get("type"))
+                        .and_then(Value::as_str)
+                        == Some("tool-result");
+                    let output = text
+                        .filter(|_| is_result)
+                        .map(|t| json!({ "type": "text", "value": t }));
+                    (j, output)
+                })
+                .collect(),
+        })
+    }
+}
+
+impl<'a, P: Fn(usize) -> Option<&'a Vec<Value>>> CallersFormat for PlanFormat<'a, P> {
+    type Item = Step;
+
+    fn same(&self, index: usize, out: &mut Vec<Step>) {
+        let Some(span) = self.prompt.spans.get(index) else {
+            return;
+        };
+        out.push(self.parts(index, None).unwrap_or(Step::Keep(span.message)));
+    }
+
+    fn with_output(&self, index: usize, text: &str) -> Option<Step> {
+        self.parts(index, Some(text))
+    }
+
+    fn written(&self, _from: Option<usize>, message: &Message, out: &mut Vec<Step>) {
+        out.push(Step::New(write(message)));
+    }
 }
 
 /// Applies a plan to the prompt it was made for (what the Node front does with the caller's

@@ -29,7 +29,7 @@ use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
-use crate::compact::Origin;
+use crate::compact::{CallersFormat, Origin, write_back};
 use crate::error::InputError;
 use crate::input::Conversation;
 use crate::message::{Content, ContentPart, Message, Role, ToolCall, object_at, type_name};
@@ -311,35 +311,51 @@ fn call(kind: &str, call_id: &str, item: &Map<String, Value>) -> ToolCall {
 }
 
 /// Writes a compacted view back as `input` items: `messages` with each one's [`Origin`] among
-/// `source`'s messages. What is unchanged goes back as the caller's items; a masked output as
-/// the caller's item with the new `output`; what engram wrote as message items. The
-/// instructions are not items (the request's `instructions` stay as they were).
+/// `source`'s messages, by the one rule of [`write_back`]. What is unchanged goes back as the
+/// caller's items; a masked output as the caller's item with the new `output`; what engram wrote
+/// as message items. The instructions are not items (the request's `instructions` stay as they
+/// were).
 pub fn to_items(source: &Items, messages: &[Message], origins: &[Origin]) -> Vec<Value> {
-    let output_types = output_types(&source.items);
-    let mut out = Vec::new();
-    for (message, origin) in messages.iter().zip(origins) {
-        match *origin {
-            Origin::Same(i) => {
-                if let Some(Some(span)) = source.spans.get(i) {
-                    out.extend_from_slice(&source.items[span.clone()]);
-                }
-            }
-            Origin::Edited(i) => match source.spans.get(i) {
-                // The instructions are never rewritten.
-                Some(None) => {}
-                Some(Some(span)) if span.len() == 1 && message.role == Role::Tool => {
-                    let mut item = source.items[span.start].clone();
-                    if let Value::Object(map) = &mut item {
-                        map.insert("output".into(), Value::String(message.text().into_owned()));
-                    }
-                    out.push(item);
-                }
-                _ => out.extend(new_items(message, &output_types)),
-            },
-            Origin::New => out.extend(new_items(message, &output_types)),
+    let format = ItemsFormat {
+        source,
+        output_types: output_types(&source.items),
+    };
+    write_back(&format, messages, origins)
+}
+
+/// A request's `input` items as the caller's format of [`write_back`].
+struct ItemsFormat<'a> {
+    source: &'a Items,
+    output_types: HashMap<&'a str, String>,
+}
+
+impl CallersFormat for ItemsFormat<'_> {
+    type Item = Value;
+
+    fn same(&self, index: usize, out: &mut Vec<Value>) {
+        if let Some(Some(span)) = self.source.spans.get(index) {
+            out.extend_from_slice(&self.source.items[span.clone()]);
         }
     }
-    out
+
+    fn with_output(&self, index: usize, text: &str) -> Option<Value> {
+        let span = self.source.spans.get(index)?.as_ref()?;
+        if span.len() != 1 {
+            return None;
+        }
+        let mut item = self.source.items[span.start].clone();
+        item.as_object_mut()?
+            .insert("output".into(), Value::String(text.to_owned()));
+        Some(item)
+    }
+
+    fn written(&self, from: Option<usize>, message: &Message, out: &mut Vec<Value>) {
+        // The instructions are never rewritten.
+        if from.is_some_and(|i| matches!(self.source.spans.get(i), Some(None))) {
+            return;
+        }
+        out.extend(new_items(message, &self.output_types));
+    }
 }
 
 /// The key of a message's `extra` that holds the Responses items it was made from, for a store

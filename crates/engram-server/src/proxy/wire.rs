@@ -139,20 +139,15 @@ pub(super) fn render(
             value
         }
         Format::OpenAi => {
-            let original = parsed.value.get("messages").and_then(Value::as_array);
+            let original = parsed
+                .value
+                .get("messages")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             let mut value = parsed.value.clone();
-            value["messages"] = Value::Array(
-                messages
-                    .iter()
-                    .enumerate()
-                    .map(|(n, m)| {
-                        kept.get(n)
-                            .and_then(|o| o.same())
-                            .and_then(|i| original?.get(i).cloned())
-                            .unwrap_or_else(|| m.to_value())
-                    })
-                    .collect(),
-            );
+            value["messages"] =
+                Value::Array(engram::compact::chat_messages(original, messages, kept));
             if let Some(offered) = &view.offered {
                 offered.offer(&mut value, format.wire());
             }

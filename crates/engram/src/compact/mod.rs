@@ -37,6 +37,7 @@ pub use mask::mask_newest_outputs;
 mod options;
 mod planner;
 mod view;
+pub mod write_back;
 
 use std::time::Instant;
 
@@ -50,6 +51,7 @@ pub use options::{CompactError, CompactOptions, CompactReport, Compacted, Logged
 use planner::{Item, Planner};
 pub(crate) use view::view_tokens;
 pub use view::{Kind, Origin, SourceIndex, ViewMessage, render, repair_view};
+pub use write_back::{CallersFormat, chat_messages, write_back};
 
 /// Compacts a conversation to `options.budget` tokens as counted by `counter`.
 pub fn compact(
