@@ -9,6 +9,17 @@ pub(crate) struct Event {
     pub(crate) data: Option<Value>,
 }
 
+/// The data of one event's text: its `data:` lines joined by newlines (empty for a comment or
+/// a keep-alive).
+pub(crate) fn data_of(event: &str) -> String {
+    event
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim_start)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The events of a server-sent events body, in order.
 pub(crate) fn events(body: &[u8]) -> Vec<Event> {
     let text = String::from_utf8_lossy(body).replace("\r\n", "\n");
@@ -19,12 +30,7 @@ pub(crate) fn events(body: &[u8]) -> Vec<Event> {
             Some(at) => (&rest[..at + 2], &rest[at + 2..]),
             None => (rest, ""),
         };
-        let data: String = raw
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim_start)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let data = data_of(raw);
         events.push(Event {
             data: serde_json::from_str(&data).ok(),
         });

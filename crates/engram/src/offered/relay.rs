@@ -156,12 +156,7 @@ impl Relay {
 
     /// One event of a stream: forwarded into `out`, held, or dropped.
     fn event(&mut self, text: &str, out: &mut Vec<u8>) {
-        let data: String = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim_start)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let data = crate::sse::data_of(text);
         if data.is_empty() {
             // A comment or a keep-alive: nothing to number.
             if !text.trim().is_empty() {

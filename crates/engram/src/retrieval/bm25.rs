@@ -117,14 +117,17 @@ impl Bm25 {
     /// counted with `profile.spread_prior` more that use no word of the query, so that a word
     /// in each of a few sessions (what a short history is about) keeps its weight. With one
     /// group (a single conversation, a task's trajectory) every word keeps its weight.
+    ///
+    /// Second, in the same pass, each document's plain score ([`Bm25::scores`]).
     pub(crate) fn located_scores(
         &self,
         query: &[String],
         group_of: &[usize],
         groups: usize,
         profile: &super::RecallProfile,
-    ) -> Vec<f64> {
+    ) -> (Vec<f64>, Vec<f64>) {
         let mut scores = vec![0.0; self.len()];
+        let mut plain = vec![0.0; self.len()];
         let n = groups as f64 + profile.spread_prior.max(0.0);
         let half = bm25_idf(n, (n / 2.0).max(1.0));
         for (_, matches) in self.matches(query) {
@@ -140,9 +143,10 @@ impl Bm25 {
             };
             for (doc, weight) in matches {
                 scores[doc] += scale * weight;
+                plain[doc] += weight;
             }
         }
-        scores
+        (scores, plain)
     }
 
     /// Each group's score for the query terms, a group (`group_of[doc]`, below `groups`) one
@@ -249,7 +253,8 @@ mod tests {
         let bm25 = Bm25::new(docs);
         let query = terms("the garden, the last time together");
         let plain = bm25.scores(&query);
-        let located = bm25.located_scores(&query, &group_of, 12, &profile);
+        let (located, same) = bm25.located_scores(&query, &group_of, 12, &profile);
+        assert_eq!(same, plain);
         // By BM25 alone the turn of three everyday words outranks the one of the topic;
         // located, the topic leads.
         assert!(plain[1] > plain[0], "{plain:?}");
@@ -259,7 +264,7 @@ mod tests {
             "a word in half the sessions keeps its weight"
         );
         // One group, or a short history (three sessions, each saying both): nothing changes.
-        assert_eq!(bm25.located_scores(&query, &[0; 24], 1, &profile), plain);
+        assert_eq!(bm25.located_scores(&query, &[0; 24], 1, &profile).0, plain);
         let short = Bm25::new(vec![
             terms("the garden at last"),
             terms("a time"),
@@ -267,7 +272,7 @@ mod tests {
             terms("garden time again"),
         ]);
         assert_eq!(
-            short.located_scores(&query, &[0, 0, 1, 2], 3, &profile),
+            short.located_scores(&query, &[0, 0, 1, 2], 3, &profile).0,
             short.scores(&query)
         );
         // Off, it is BM25.
@@ -275,7 +280,7 @@ mod tests {
             spread: 0.0,
             ..profile
         };
-        assert_eq!(bm25.located_scores(&query, &group_of, 12, &off), plain);
+        assert_eq!(bm25.located_scores(&query, &group_of, 12, &off).0, plain);
     }
 
     #[test]

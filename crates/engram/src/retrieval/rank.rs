@@ -52,11 +52,10 @@ pub(crate) fn order(
     profile: &RecallProfile,
 ) -> (Ranking, Option<Ranking>) {
     let (sessions, count) = session_of(&traits.headings);
-    let mut lexical = bm25.located_scores(terms, &sessions, count, profile);
+    let (mut lexical, plain) = bm25.located_scores(terms, &sessions, count, profile);
     // Each unit's share of its match on the words that locate the topic (1 where no word
     // matches: a unit found by meaning alone).
-    let locality: Vec<f64> = bm25
-        .scores(terms)
+    let locality: Vec<f64> = plain
         .iter()
         .zip(&lexical)
         .map(|(&plain, &located)| if plain > 0.0 { located / plain } else { 1.0 })
