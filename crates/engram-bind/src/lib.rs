@@ -287,7 +287,7 @@ pub fn compact_prompt_json(
 /// learnings, tool_definitions, summaries (`{depth, messages, from, to, text}`). `budget_json`:
 /// the `TokenBudget` fields. With `seed`, the classic arithmetic
 /// ([`ContextBuilder::seed_rules`]): reserves kept, the fresh tail regardless of the budget, and
-/// the seed's characters/4 unless a model or tokenizer is named.
+/// the classic characters/4 unless a model or tokenizer is named.
 pub fn build_context_json(
     parts_json: &str,
     budget_json: &str,

@@ -71,7 +71,7 @@ def test_consolidate_keeps_the_last_four_and_one_summary():
     assert mc.consolidate(short, "") == (short, "")
 
 
-# Side by side with the seeds' reference implementation (Missy's ContextManager and
+# Side by side with the classic reference implementation (Missy's ContextManager and
 # MemoryConsolidator): scripts/seed_reference.py ran it on the inputs it builds and recorded
 # what it returned; the same inputs must give the same contexts and facts here.
 REPO = Path(__file__).resolve().parents[3]

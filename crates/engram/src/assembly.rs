@@ -2,12 +2,13 @@
 //! past learnings, summaries of older history, the evictable prefix filled newest first, a
 //! protected fresh tail, and the new message.
 //!
-//! The seed's defaults are kept (30,000 total; 2,000 each for the system prompt and the tool
-//! definitions; memory 15% and learnings 5% of what remains; a fresh tail of 16), plus a reserve
-//! for the model's reply. One rule differs from the seed, on purpose: the seed keeps the fresh
-//! tail "regardless of budget"; engram never exceeds the budget, so when the tail itself does
-//! not fit, its oldest units give way (never the new message) and the report says so. The
-//! seed-compatible Python layer reproduces the seed's behaviour.
+//! The classic context manager's defaults are kept (30,000 total; 2,000 each for the system
+//! prompt and the tool definitions; memory 15% and learnings 5% of what remains; a fresh tail of
+//! 16), plus a reserve for the model's reply. One rule differs from the classic one, on purpose:
+//! it keeps the fresh tail "regardless of budget"; engram never exceeds the budget, so when the
+//! tail itself does not fit, its oldest units give way (never the new message) and the report
+//! says so. The classic rules stay available ([`ContextBuilder::seed_rules`]) for the Python
+//! layer that reproduces the classic API (`engram.compat`).
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +16,7 @@ use crate::compact::units;
 use crate::count::TokenCounter;
 use crate::message::{Content, Message};
 
-/// The seed's `TokenBudget`, plus a reserve for the reply.
+/// The classic `TokenBudget`, plus a reserve for the reply.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TokenBudget {
     /// The whole window available to the request.
@@ -50,7 +51,7 @@ impl Default for TokenBudget {
 }
 
 impl TokenBudget {
-    /// The seed's defaults for a model's window, with `reply_reserve` kept free for the reply.
+    /// The classic defaults for a model's window, with `reply_reserve` kept free for the reply.
     pub fn for_window(window: usize, reply_reserve: usize) -> Self {
         TokenBudget {
             total: window,
@@ -59,7 +60,7 @@ impl TokenBudget {
         }
     }
 
-    /// What remains after the reserves (the seed's "available budget").
+    /// What remains after the reserves (the classic "available budget").
     pub fn available(&self) -> usize {
         self.total
             .saturating_sub(self.system_reserve)
@@ -94,7 +95,7 @@ pub struct StoredSummary {
 }
 
 impl StoredSummary {
-    /// The summary as a message with the seed's header:
+    /// The summary as a message with the classic header:
     /// `[Summary: depth d, n messages, covers t1 to t2]`.
     pub fn to_message(&self) -> Message {
         Message::system(format!(
@@ -214,7 +215,7 @@ pub struct ContextBuilder<'c> {
 /// alone, at least 1 token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeedCount {
-    /// The seed's estimate: characters divided by 4, rounded down.
+    /// The classic estimate: characters divided by 4, rounded down.
     Characters,
     /// The counter's exact count of the text.
     Exact,
@@ -249,8 +250,8 @@ impl<'c> ContextBuilder<'c> {
         }
     }
 
-    /// The classic rules, for code written against the classic API (the seed-compatible Python
-    /// API), with messages counted as `count` says: the reserves stay reserved whatever the
+    /// The classic rules, for code written against the classic API (the classic Python API,
+    /// `engram.compat`), with messages counted as `count` says: the reserves stay reserved whatever the
     /// system prompt and the tools use, so the history has `available - memory - learnings`
     /// with the new message; the fresh tail is kept whole "regardless of budget", so the
     /// context may exceed it (the report's `tokens` says by how much); memory is cut to its

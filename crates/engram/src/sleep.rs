@@ -1,4 +1,4 @@
-//! Sleep as a whole (seeds 002 and 003), and the auto-sleep worker that runs it.
+//! Sleep as a whole (memory consolidation, then compaction of the sessions), and the auto-sleep worker that runs it.
 //!
 //! One sleep tick consolidates working memory first, then compacts the sessions
 //! above the sleep threshold (its first phase: their key facts go to working memory, to be

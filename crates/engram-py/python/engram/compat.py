@@ -1,14 +1,14 @@
-"""The seeds' Python APIs, by name and default, on engram's core.
+"""The classic context-manager Python APIs, by name and default, on engram's core.
 
 Code written against those designs switches by changing an import::
 
     from engram.compat import ContextManager, MemoryConsolidator, TokenBudget
 
-They behave as the seeds describe, including where the seeds are looser than engram:
+They behave as those APIs always did, including where they are looser than engram:
 
 - ``ContextManager.build_messages`` keeps the fresh tail (16 messages) *regardless of budget*, so
   its result can exceed ``TokenBudget.total``; tokens are estimated at 4 characters per token (the
-  seeds' heuristic) unless a ``model`` is given. ``engram.build_context`` never exceeds the budget.
+  classic heuristic) unless a ``model`` is given. ``engram.build_context`` never exceeds the budget.
 - ``MemoryConsolidator.consolidate`` replaces everything but the last 4 messages with one bullet
   list of key facts; it can cut a tool call from its result and it keeps no lineage. engram's
   ``compact`` and ``Session`` never split a call from its result, keep the originals, and
@@ -98,7 +98,7 @@ class ContextManager:
 
 
 def _seed_shaped(messages: Sequence[Any]) -> list:
-    """The messages with each seed-shaped tool result (``{"role": "tool", "name": ..., "content":
+    """The messages with each classic-shaped tool result (``{"role": "tool", "name": ..., "content":
     ...}``, which answers no call by id) given an id of its own, as OpenAI's format wants."""
     out = []
     for i, m in enumerate(messages):
@@ -151,7 +151,7 @@ class MemoryConsolidator:
 
     @staticmethod
     def estimate_tokens(messages: Sequence[Any]) -> int:
-        """The seed's estimate: all the messages' characters divided by 4."""
+        """The classic estimate: all the messages' characters divided by 4."""
         return sum(len(_text(m)) for m in messages) // 4
 
     @staticmethod
@@ -160,7 +160,7 @@ class MemoryConsolidator:
         keywords (``result:``, ``decided:``, ``found:``, ``error:``, ``success:``, ``created:``,
         ``updated:``, ``deleted:``, ``confirmed:``, ``output:``), user messages under 120
         characters; long assistant prose is skipped; each fact once. A tool result may be
-        seed-shaped, named by ``name`` without the ``tool_call_id`` of OpenAI's format."""
+        classic-shaped, named by ``name`` without the ``tool_call_id`` of OpenAI's format."""
         return _extract_key_facts(_seed_shaped(messages))
 
     def consolidate(self, messages: Sequence[Any], system_prompt: str = "") -> tuple[list, str]:
@@ -168,7 +168,7 @@ class MemoryConsolidator:
         ``[Session context consolidated]`` with the older messages' facts as bullets, then the
         last 4; otherwise the messages unchanged and an empty summary. Leading system messages
         (the system prompt) stay in front, unsummarised; ``system_prompt`` is accepted for the
-        seed's signature (the caller sends it separately, as the seed's runtime does)."""
+        classic signature (the caller sends it separately, as the classic runtime does)."""
         items = list(messages)
         head = []
         while items and _role(items[0]) == "system":

@@ -1,4 +1,4 @@
-//! Memory that lasts (seeds 002 and 003): tiers, the [`MemoryStore`] trait, and sleep
+//! Memory that lasts: tiers, the [`MemoryStore`] trait, and sleep
 //! consolidation.
 //!
 //! Every entry lives in exactly one tier. New entries go to *working* memory. Sleep turns groups

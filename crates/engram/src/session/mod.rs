@@ -1,5 +1,5 @@
 //! Sessions: an append-only message log, the view sent to the model, and the compactions,
-//! summaries and checkpoints between them (seeds 001, 002 and 004).
+//! summaries and checkpoints between them.
 //!
 //! Appending never rewrites: every message stays in the log with a stable id. When the view
 //! passes the threshold (0.8 of the window) the active log is compacted down to the target

@@ -1,6 +1,6 @@
 //! Tiered token counting: exact BPE for OpenAI encodings, Gemma 3's SentencePiece
 //! vocabulary for Gemini (`gemini.rs`), a HuggingFace `tokenizer.json` for open models, and
-//! chars/4 (seeds 000 and 001) as the last fallback.
+//! chars/4 (the classic estimate) as the last fallback.
 //!
 //! A [`Tokenizer`] is cheap to clone (an `Arc` inside) and safe to share between threads. It may
 //! carry a correction factor: Claude models are counted with cl100k times a factor, and such a
@@ -99,7 +99,7 @@ impl Tokenizer {
         gemini::tokenizer()
     }
 
-    /// The seeds' heuristic: one token per `chars` characters, rounded up per text.
+    /// The classic heuristic: one token per `chars` characters, rounded up per text.
     pub fn chars_per_token(chars: usize) -> Tokenizer {
         Tokenizer::new(Arc::new(CharsPerToken {
             chars: chars.max(1),
@@ -289,7 +289,7 @@ impl TokenizerName {
     }
 }
 
-/// chars/N: the seeds' heuristic. Deliberately conservative for prose; it underestimates code.
+/// chars/N: the classic heuristic. Deliberately conservative for prose; it underestimates code.
 #[derive(Debug)]
 struct CharsPerToken {
     chars: usize,
