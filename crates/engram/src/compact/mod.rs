@@ -36,6 +36,7 @@ pub use digest::HEADER as DIGEST_HEADER;
 pub use mask::mask_newest_outputs;
 mod options;
 mod planner;
+mod similar;
 mod view;
 pub mod write_back;
 
@@ -189,11 +190,23 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
     }
     let free = options.budget - required;
 
+    // Everything fits: nothing to do (beyond repairs).
+    let fit = counter.fit_newest(
+        &items[pinned_end..items.len() - newest.map_or(0, |u| u.len())],
+        free + pinned_mid_tokens,
+    );
+    let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
+    let all_fit = fit.kept == older_messages;
+    // Recall by meaning embeds before planning, so that planning only decides.
+    let similar = (!all_fit && options.strategy == Strategy::Auto)
+        .then(|| similar::to_query(&items, older, options, vectors))
+        .flatten();
+
     let mut plan = Planner {
         items: &items,
         counter,
         options,
-        vectors,
+        similar,
         report: CompactReport {
             strategy: options.strategy.as_str(),
             budget: options.budget,
@@ -219,13 +232,7 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
         },
     };
 
-    // Everything fits: nothing to do (beyond repairs).
-    let fit = counter.fit_newest(
-        &items[pinned_end..items.len() - newest.map_or(0, |u| u.len())],
-        free + pinned_mid_tokens,
-    );
-    let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
-    let middle = plan.select(older, free, fit.kept == older_messages);
+    let middle = plan.select(older, free, all_fit);
     let removed = removed_count(
         input.len(),
         &items,

@@ -29,7 +29,7 @@ pub(crate) use headings::{is_heading, is_heading_message};
 pub use meaning::message_lines_text;
 pub(crate) use meaning::{
     Meaning, Speakers, fuse, fuse_ranks, meaning_similarities, push_meaning_text, query_vectors,
-    similarities, similarities_to, unit_vectors,
+    similarities,
 };
 pub use profile::RecallProfile;
 pub(crate) use rank::{Ranking, Traits, order, typical_tokens, value};

@@ -69,8 +69,10 @@ pub(super) struct Planner<'a> {
     pub(super) items: &'a [Item<'a>],
     pub(super) counter: &'a TokenCounter,
     pub(super) options: &'a CompactOptions,
-    /// Where hybrid recall's vectors are kept, when the caller has a place.
-    pub(super) vectors: Option<&'a dyn crate::embed::VectorStore>,
+    /// Each older unit's similarity of meaning to the query, in the order of the units
+    /// [`Planner::select`] is given, made before planning ([`super::similar`]); `None` for
+    /// recall by words alone.
+    pub(super) similar: Option<super::similar::Similar>,
     pub(super) report: CompactReport,
 }
 
@@ -726,7 +728,9 @@ impl Planner<'_> {
 
     /// `dropped` unit indices with their scores for `query` (its searched words `terms`), best
     /// match first; with hybrid recall, the order by words alone as well (the two are merged by
-    /// their places, see [`retrieval::fuse_ranks`]).
+    /// their places, see [`retrieval::fuse_ranks`]). `dropped` is the oldest of the units given
+    /// to [`Planner::select`], so their similarities of meaning are the first of
+    /// [`Planner::similar`].
     fn rank(
         &mut self,
         dropped: &[units::Unit],
@@ -734,11 +738,6 @@ impl Planner<'_> {
         terms: &[String],
     ) -> (Ranking, Option<Ranking>) {
         let profile = &self.options.recall;
-        // Each unit's text is needed whole (and cut into sentences) only for embeddings;
-        // otherwise only its terms are kept (a long log's texts would double what ranking holds).
-        let keep_texts = self.options.embedder.is_some();
-        let mut meanings: Vec<retrieval::Meaning> = Vec::new();
-        let mut speakers = retrieval::Speakers::default();
         let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
         let mut lengths: Vec<usize> = Vec::with_capacity(dropped.len());
         let speaker = |u: &units::Unit| {
@@ -746,26 +745,19 @@ impl Planner<'_> {
                 .iter()
                 .find_map(|i| i.message.name())
         };
+        let mut text = String::new();
         let documents: Vec<Vec<String>> = dropped
             .iter()
             .map(|u| {
-                let mut meaning = retrieval::Meaning::default();
+                text.clear();
                 for item in &self.items[u.start..u.end] {
-                    if keep_texts {
-                        meaning.push(&item.message);
-                        speakers.add(&item.message);
-                    } else {
-                        retrieval::push_meaning_text(&item.message, &mut meaning.text);
-                    }
+                    retrieval::push_meaning_text(&item.message, &mut text);
                 }
-                let (mut terms, joined) = retrieval::terms_and_joined(&meaning.text, |first| {
+                let (mut terms, joined) = retrieval::terms_and_joined(&text, |first| {
                     wanted.iter().any(|q| q.starts_with(first))
                 });
                 lengths.push(terms.len());
                 terms.extend(joined.into_iter().filter(|j| wanted.contains(j.as_str())));
-                if keep_texts {
-                    meanings.push(meaning);
-                }
                 terms
             })
             .collect();
@@ -786,33 +778,11 @@ impl Planner<'_> {
         for (terms, &len) in documents.into_iter().zip(&traits.lengths) {
             bm25.add(terms, len);
         }
-        // With hybrid recall, the units' vectors and their similarity to the query.
-        let similar = self.options.embedder.as_ref().and_then(|embedder| {
-            let embedded = retrieval::unit_vectors(embedder.as_ref(), self.vectors, &meanings)
-                .and_then(|embedded| {
-                    retrieval::query_vectors(embedder.as_ref(), query, &speakers).map(|readings| {
-                        retrieval::similarities_to(
-                            &readings,
-                            &meanings,
-                            &embedded,
-                            profile.best_sentence,
-                        )
-                    })
-                });
-            match embedded {
-                Ok(similar) => {
-                    self.report.recall_embedder = Some(embedder.name().to_owned());
-                    Some(similar)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "embeddings failed; recall is lexical");
-                    None
-                }
-            }
+        let similar = self.similar.as_ref().map(|similar| {
+            self.report.recall_embedder = Some(similar.embedder.clone());
+            &similar.scores[..dropped.len()]
         });
-        let (fused, words_only) =
-            retrieval::order(&bm25, terms, &traits, query, similar.as_deref(), profile);
-        (fused, words_only)
+        retrieval::order(&bm25, terms, &traits, query, similar, profile)
     }
 }
 
