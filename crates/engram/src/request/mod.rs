@@ -23,11 +23,11 @@ use crate::timestamp::{Timestamp, now, parse_time};
 use crate::tokenize::Tokenizer;
 use crate::tools::SchemaFormat;
 
-mod assembly;
+mod build_context;
 mod documents;
 pub mod tool_calls;
 
-pub use assembly::{AssemblyParts, PartsRequest, budget_over};
+pub use build_context::{AssemblyParts, PartsRequest, budget_over};
 pub use documents::{
     compacted_request, compaction_document, context_document, created_session_document,
 };
