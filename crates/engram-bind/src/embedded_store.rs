@@ -1,8 +1,7 @@
 //! The embedded store as the bindings hold it: memory, sessions and their tools over SQLite.
 
 use crate::{
-    Embeddings, Res, config, default_db_path, entry_error, err, messages, parse_json, registry,
-    to_json,
+    Embeddings, Res, config, default_db_path, err, messages, parse_json, registry, to_json,
 };
 use engram::compact::summarize::Summarizer;
 use engram::memory::{ConsolidationRecord, MemoryStore, SearchHit, now};
@@ -88,7 +87,7 @@ impl Store {
         let value = parse_json(entry_json, "entry")?;
         let entry = AddMemory::new(config()?.memory.redact)
             .entry(&value)
-            .map_err(entry_error)?;
+            .map_err(err)?;
         let id = entry.id.clone().unwrap_or_default();
         self.store
             .insert(&[entry])
@@ -103,12 +102,12 @@ impl Store {
         let value = parse_json(entries_json, "entries")?;
         let entries = AddMemory::new(config()?.memory.redact)
             .list(&value)
-            .map_err(entry_error)?;
+            .map_err(err)?;
         let inserted = (|| {
             let mut it = entries.into_iter().map(Ok);
             let r = self.store.insert_stream(&mut it)?;
             self.store.sync_index()?;
-            Ok::<_, engram::memory::StoreError>(r)
+            Ok::<_, engram::Error>(r)
         })()
         .map_err(err)?;
         to_json(&json!({"inserted": inserted.inserted, "skipped": inserted.skipped}))
@@ -151,7 +150,7 @@ impl Store {
         let tick = (|| {
             let tick = sleep_tick(&self.store, at, &settings)?;
             self.store.sync_index()?;
-            Ok::<_, engram::memory::StoreError>(tick)
+            Ok::<_, engram::Error>(tick)
         })()
         .map_err(err)?;
         to_json(&tick.to_document())
@@ -191,7 +190,7 @@ impl Store {
             source,
         }
         .into_forget()
-        .map_err(|e| err(e.message))?;
+        .map_err(err)?;
         let f = self.store.forget(&what).map_err(err)?;
         to_json(&json!({"entries": f.entries, "summaries_updated": f.summaries_updated}))
     }
@@ -205,7 +204,7 @@ impl Store {
                 out.push(line);
                 Ok(())
             })?;
-            Ok::<_, engram::memory::StoreError>(out)
+            Ok::<_, engram::Error>(out)
         })()
         .map_err(err)?;
         to_json(&lines)

@@ -77,15 +77,6 @@ pub fn opt_count_arg(value: Option<f64>, key: &str) -> Res<Option<usize>> {
     value.map(|v| count_arg(v, key)).transpose()
 }
 
-/// A request's error as the bindings raise it: ``"`field`: what is wrong"``.
-fn entry_error(e: engram::request::RequestError) -> Error {
-    if e.field.is_empty() {
-        err(e.message)
-    } else {
-        err(e)
-    }
-}
-
 fn parse_json(text: &str, what: &str) -> Res<Value> {
     serde_json::from_str(text).map_err(|e| err(format!("{what}: invalid JSON: {e}")))
 }
@@ -297,7 +288,7 @@ pub fn build_context_json(
 ) -> Res<String> {
     let parts = PartsRequest::from_value(parse_json(parts_json, "parts")?)
         .and_then(PartsRequest::resolve)
-        .map_err(entry_error)?;
+        .map_err(err)?;
     let budget_given = parse_json(budget_json, "budget")?;
     let explicit_tokenizer = tokenizer;
     let tokenizer = match (tokenizer, seed && model.is_none()) {
@@ -311,7 +302,7 @@ pub fn build_context_json(
     } else {
         TokenBudget::for_window(counter.window, 0)
     };
-    let budget = budget_over(start, budget_given).map_err(entry_error)?;
+    let budget = budget_over(start, budget_given).map_err(err)?;
     let seed_count = match (seed, model.is_none() && explicit_tokenizer.is_none()) {
         (false, _) => None,
         (true, true) => Some(engram::assembly::SeedCount::Characters),

@@ -94,12 +94,11 @@ pub(crate) fn import(global: &GlobalArgs, file: &Path) -> anyhow::Result<()> {
         };
         match map.get("type").and_then(Value::as_str) {
             None | Some("memory") => {
-                entries.push(add.entry(&value).map_err(|e| {
-                    if e.field.is_empty() {
-                        at(e.message)
-                    } else {
-                        at(format!("field `{}`: {}", e.field, e.message))
+                entries.push(add.entry(&value).map_err(|e| match (e.field(), e.why()) {
+                    (Some(field), Some(why)) if !field.is_empty() => {
+                        at(format!("field `{field}`: {why}"))
                     }
+                    _ => at(e.to_string()),
                 })?);
             }
             Some(kind) => reader.push(kind, map).map_err(|e| at(e.to_string()))?,

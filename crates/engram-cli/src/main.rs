@@ -118,21 +118,19 @@ fn output_closed(err: &anyhow::Error) -> bool {
 }
 
 /// A request the core refused, its field shown as the flag that set it.
-pub(crate) fn flag_error(e: engram::request::RequestError) -> anyhow::Error {
-    user_error!("{}: {}", e.flag(), e.message)
+pub(crate) fn flag_error(e: engram::Error) -> anyhow::Error {
+    match (e.flag(), e.why()) {
+        (Some(flag), Some(why)) => user_error!("{flag}: {why}"),
+        _ => user_error!("{e}"),
+    }
 }
 
 /// What to run next, for the errors whose core message names no command (the core's messages
 /// also reach HTTP clients, who have no CLI).
 fn hint(err: &anyhow::Error) -> String {
-    let Some(engram::memory::StoreError::NotFound { missing, .. }) = err.chain().find_map(|c| {
-        c.downcast_ref::<engram::memory::StoreError>().or_else(|| {
-            match c.downcast_ref::<engram::session::SessionError>() {
-                Some(engram::session::SessionError::Store(e)) => Some(e),
-                _ => None,
-            }
-        })
-    }) else {
+    let Some(engram::Error::NotFound { missing, .. }) =
+        err.chain().find_map(|c| c.downcast_ref::<engram::Error>())
+    else {
         return String::new();
     };
     match missing {
@@ -146,48 +144,19 @@ fn hint(err: &anyhow::Error) -> String {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<engram::compact::CompactError>() {
-            // What must be kept does not fit (3); an empty conversation is bad input (2), as a
-            // session's is.
-            return match e {
-                engram::compact::CompactError::CannotFit { .. } => 3,
-                _ => 2,
-            };
-        }
         if cause.is::<UserError>() || cause.is::<engram::InputError>() {
             return 2;
         }
-        if let Some(e) = cause.downcast_ref::<engram::session::SessionError>() {
-            match e {
-                engram::session::SessionError::Invalid(_) => return 2,
-                engram::session::SessionError::Compact(
-                    engram::compact::CompactError::CannotFit { .. },
-                ) => return 3,
-                engram::session::SessionError::Compact(_) => return 2,
-                engram::session::SessionError::Store(
-                    engram::memory::StoreError::Foreign(_)
-                    | engram::memory::StoreError::NotFound { .. }
-                    | engram::memory::StoreError::Conflict(_),
-                ) => return 2,
-                _ => {}
-            }
-        }
-        if let Some(e) = cause.downcast_ref::<engram::memory::StoreError>() {
-            return match e {
-                engram::memory::StoreError::Foreign(_)
-                | engram::memory::StoreError::Rejected(_)
-                | engram::memory::StoreError::NotFound { .. }
-                | engram::memory::StoreError::Conflict(_) => 2,
-                _ => 1,
-            };
-        }
         if let Some(e) = cause.downcast_ref::<engram::Error>() {
+            use engram::Error as E;
             return match e {
-                engram::Error::Input(_)
-                | engram::Error::Tokenizer(_)
-                | engram::Error::Registry(_)
-                | engram::Error::Io { .. } => 2,
-                _ => 1,
+                // What must be kept does not fit the budget.
+                E::CannotFit { .. } | E::NoRoom { .. } => 3,
+                // The store, a summarizer or an embedder failed.
+                E::Backend(_) | E::NotWorking(_) | E::Summarizer { .. } | E::Embedder { .. } => 1,
+                // Bad input or arguments: the conversation, a value, a file, the setup named,
+                // what the store holds or does not.
+                _ => 2,
             };
         }
     }

@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use engram::memory::{Forget, MemoryStore, NewEntry, StoreError, format_time};
+use engram::memory::{Forget, MemoryStore, NewEntry, format_time};
 use engram::request::{AddMemory, Names, SearchRequest, SleepRequest};
 use engram::sleep::sleep_tick;
 use engram_store::SqliteStore;
@@ -33,11 +33,11 @@ fn parse_entries(
     reader: Box<dyn BufRead + Send>,
     name: &str,
     mut add: AddMemory,
-    sender: &std::sync::mpsc::SyncSender<Vec<Result<NewEntry, StoreError>>>,
+    sender: &std::sync::mpsc::SyncSender<Vec<Result<NewEntry, engram::Error>>>,
 ) -> usize {
     let mut batch = Vec::with_capacity(PARSED_BATCH);
     for (i, line) in reader.lines().enumerate() {
-        let reject = |m: String| StoreError::Rejected(format!("{name}: line {}{m}", i + 1));
+        let reject = |m: String| engram::Error::Rejected(format!("{name}: line {}{m}", i + 1));
         let entry = match line {
             Ok(l) if l.trim().is_empty() => continue,
             Err(e) => Err(reject(format!(": {e}"))),
@@ -46,12 +46,11 @@ fn parse_entries(
                     ", column {}: invalid JSON: {e}",
                     e.column()
                 ))),
-                Ok(value) => add.entry(&value).map_err(|e| {
-                    if e.field.is_empty() {
-                        reject(format!(": {}", e.message))
-                    } else {
-                        reject(format!(", field `{}`: {}", e.field, e.message))
+                Ok(value) => add.entry(&value).map_err(|e| match (e.field(), e.why()) {
+                    (Some(field), Some(why)) if !field.is_empty() => {
+                        reject(format!(", field `{field}`: {why}"))
                     }
+                    _ => reject(format!(": {e}")),
                 }),
             },
         };
@@ -130,10 +129,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                     "session_id": session,
                     "importance": importance,
                 }))
-                .map_err(|e| match e.field.as_str() {
-                    "content" => user_error!("the text {}", e.message),
-                    "session_id" => user_error!("--session {}", e.message),
-                    _ => user_error!("{} {}", e.flag(), e.message),
+                .map_err(|e| match (e.field(), e.why()) {
+                    (Some("content"), Some(why)) => user_error!("the text {why}"),
+                    (Some("session_id"), Some(why)) => user_error!("--session {why}"),
+                    (_, Some(why)) => user_error!("{} {why}", e.flag().unwrap_or_default()),
+                    _ => user_error!("{e}"),
                 })?;
             if add.redacted() > 0 {
                 eprintln!(
@@ -167,10 +167,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 until: until.clone(),
             };
             let query = request.into_query("query").map_err(|e| {
-                match e.field.as_str() {
+                match (e.field(), e.why()) {
                     // The query is a positional argument; the tiers come from --tier.
-                    "query" => user_error!("the query {}", e.message),
-                    "tiers" => user_error!("--tier: {}", e.message),
+                    (Some("query"), Some(why)) => user_error!("the query {why}"),
+                    (Some("tiers"), Some(why)) => user_error!("--tier: {why}"),
                     _ => flag_error(e),
                 }
             })?;
@@ -391,7 +391,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &MemoryCommand) -> anyhow::Resul
                 written.map_err(|e| {
                     let message = e.to_string();
                     failed = Some(e);
-                    StoreError::Backend(message)
+                    engram::Error::Backend(message)
                 })
             })
             .map_err(|e| failed.map_or_else(|| anyhow::Error::from(e), anyhow::Error::from))?;

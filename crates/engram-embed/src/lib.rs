@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use engram::embed::{EmbedError, Embedder};
+use engram::embed::Embedder;
 use tokenizers::{Tokenizer, TruncationParams};
 
 /// The environment variable naming the model directory when no flag does.
@@ -131,11 +131,11 @@ impl MiniLm {
         self
     }
 
-    fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, engram::Error> {
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(|e| EmbedError::new(&self.name, format!("tokenizing: {e}")))?;
+            .map_err(|e| engram::Error::embedder(&self.name, format!("tokenizing: {e}")))?;
         let width = encodings
             .iter()
             .map(|e| e.get_ids().len())
@@ -164,7 +164,7 @@ impl MiniLm {
             let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
             mean.broadcast_div(&norm)?.to_vec2::<f32>()
         };
-        run().map_err(|e| EmbedError::new(&self.name, e))
+        run().map_err(|e| engram::Error::embedder(&self.name, e))
     }
 }
 
@@ -181,11 +181,11 @@ impl MiniLm {
     /// token between the tokenizer's two special tokens (`[SEP] token [CLS]`, the order
     /// model2vec found best) and averaged over the three places, not scaled. What
     /// `examples/distill_static.rs` builds engram's built-in model from.
-    pub fn token_vectors(&self, ids: &[u32]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    pub fn token_vectors(&self, ids: &[u32]) -> Result<Vec<Vec<f32>>, engram::Error> {
         let special = |name: &str| {
             self.tokenizer
                 .token_to_id(name)
-                .ok_or_else(|| EmbedError::new(&self.name, format!("no {name} token")))
+                .ok_or_else(|| engram::Error::embedder(&self.name, format!("no {name} token")))
         };
         let (cls, sep) = (special("[CLS]")?, special("[SEP]")?);
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
@@ -200,7 +200,7 @@ impl MiniLm {
             let hidden = self.model.forward(&input, &types, Some(&mask))?;
             hidden.mean(1)?.to_vec2::<f32>()
         };
-        run().map_err(|e| EmbedError::new(&self.name, e))
+        run().map_err(|e| engram::Error::embedder(&self.name, e))
     }
 }
 
@@ -209,7 +209,7 @@ impl Embedder for MiniLm {
         &self.name
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, engram::Error> {
         // Texts of like length run together, so little of a batch is padding.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());

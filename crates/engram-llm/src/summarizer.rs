@@ -17,9 +17,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use engram::Message;
-use engram::compact::summarize::{
-    DEFAULT_PROMPT, SECTIONS, SummarizeError, Summarizer, SummaryRequest,
-};
+use engram::compact::summarize::{DEFAULT_PROMPT, SECTIONS, Summarizer, SummaryRequest};
 
 use crate::client::{Client, LlmError, Usage};
 
@@ -199,11 +197,8 @@ impl Summarizer for LlmSummarizer {
         &self.name
     }
 
-    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
-        let error = |reason: String| SummarizeError {
-            summarizer: self.name.clone(),
-            reason,
-        };
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, engram::Error> {
+        let error = |reason: String| engram::Error::summarizer(&self.name, reason);
         let instructions = request.instructions();
         let default_prompt = request.prompt == DEFAULT_PROMPT;
         // Secrets never leave for the model.

@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use engram::memory::StoreError;
-use engram::session::{EngramStore, Session, SessionError};
+use engram::session::{EngramStore, Session};
 use engram::sleep::{AutoSleep, sleep_tick};
 use engram_store::{SqliteStore, StoreLocation};
 
@@ -29,7 +28,7 @@ pub(crate) struct TenantStore {
 
 impl TenantStore {
     /// Brings a SQLite store's search index up to date (PostgreSQL's is always).
-    pub(crate) fn sync_index(&self) -> Result<(), StoreError> {
+    pub(crate) fn sync_index(&self) -> Result<(), engram::Error> {
         if let Some(s) = &self.sqlite {
             s.sync_index()?;
         }
@@ -135,7 +134,7 @@ impl App {
                 let base = self.postgres.as_ref().ok_or_else(|| {
                     failed(
                         &self.config.store,
-                        StoreError::Backend("the PostgreSQL connection is missing".into()),
+                        engram::Error::Backend("the PostgreSQL connection is missing".into()),
                     )
                 })?;
                 let store = base
@@ -146,7 +145,7 @@ impl App {
             #[cfg(not(feature = "postgres"))]
             StoreLocation::Postgres(_) => Err(failed(
                 &self.config.store,
-                StoreError::Rejected(
+                engram::Error::Rejected(
                     "this engram was built without PostgreSQL (cargo feature `postgres`)".into(),
                 ),
             )),
@@ -195,7 +194,7 @@ impl App {
         &self,
         store: &'s TenantStore,
         id: &str,
-    ) -> Result<Session<'s>, SessionError> {
+    ) -> Result<Session<'s>, engram::Error> {
         Ok(Session::open_with(
             store.store.as_ref(),
             id,

@@ -4,9 +4,6 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use engram::memory::StoreError;
-use engram::request::RequestError;
-use engram::session::SessionError;
 use serde_json::{Value, json};
 
 /// What stops the server from starting or serving.
@@ -32,7 +29,7 @@ pub enum Error {
         /// The store, as shown (never with its password).
         store: String,
         /// What went wrong.
-        source: StoreError,
+        source: engram::Error,
     },
     /// Listening or serving failed: the address is taken, standard input broke.
     Io {
@@ -128,36 +125,28 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
+/// The core's error by its kind: what does not exist is a 404, a contradiction of what is
+/// stored a 409, what a compaction cannot keep within its budget a 422, a mistake in the
+/// request a 400 (naming the field when the core names one); a failure of the store or the
+/// setup is a 500 whose detail goes to the log.
+impl From<engram::Error> for ApiError {
+    fn from(e: engram::Error) -> Self {
+        use engram::Error as E;
         match e {
-            StoreError::NotFound { message, .. } => ApiError::new(StatusCode::NOT_FOUND, message),
-            StoreError::Rejected(m) => ApiError::bad(m),
-            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
-            other => ApiError::internal(other),
-        }
-    }
-}
-
-impl From<SessionError> for ApiError {
-    fn from(e: SessionError) -> Self {
-        match e {
-            SessionError::Store(m) => m.into(),
-            SessionError::Invalid(m) => ApiError::bad(m),
-            SessionError::Compact(c) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, c.to_string())
+            E::NotFound { message, .. } => ApiError::new(StatusCode::NOT_FOUND, message),
+            E::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            E::Invalid { field, why } if field.is_empty() => ApiError::bad(why),
+            E::Invalid { field, why } => ApiError::field(&field, why),
+            e @ (E::CannotFit { .. } | E::NoMessages) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
             }
+            E::Rejected(m) => ApiError::bad(m),
+            e @ (E::Input(_)
+            | E::UnknownName { .. }
+            | E::Malformed(_)
+            | E::OutOfRange(_)
+            | E::Required(_)) => ApiError::bad(e.to_string()),
             other => ApiError::internal(other),
-        }
-    }
-}
-
-impl From<RequestError> for ApiError {
-    fn from(e: RequestError) -> Self {
-        if e.field.is_empty() {
-            ApiError::bad(e.message)
-        } else {
-            ApiError::field(&e.field, e.message)
         }
     }
 }

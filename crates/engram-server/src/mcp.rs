@@ -324,10 +324,7 @@ impl EngramMcp {
             .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()));
         let session = match Session::open_with(store.as_ref(), &id, &self.registry, self.policy) {
             Ok(s) => s,
-            Err(engram::session::SessionError::Store(engram::StoreError::NotFound {
-                message: m,
-                ..
-            })) => {
+            Err(engram::Error::NotFound { message: m, .. }) => {
                 return Ok(tools::ToolReply::error(format!(
                     "{name}: {m} ({SESSIONS_LIST} lists them)"
                 )));
@@ -525,7 +522,7 @@ impl EngramMcp {
         let store = self.store_for(tenant)?;
         let session = match Session::open_with(store.as_ref(), id, &self.registry, self.policy) {
             Ok(s) => s,
-            Err(engram::session::SessionError::Store(engram::StoreError::NotFound { .. })) => {
+            Err(engram::Error::NotFound { .. }) => {
                 return Ok(None);
             }
             Err(e) => return Err(e.to_string()),

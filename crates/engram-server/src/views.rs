@@ -14,7 +14,6 @@ use std::sync::Mutex;
 
 use engram::Message;
 use engram::compact::stable::{SentView, ViewStore};
-use engram::memory::StoreError;
 
 /// Most views kept, and most bytes of their messages' text.
 const MAX_VIEWS: usize = 4_096;
@@ -77,7 +76,7 @@ impl ViewCache {
 pub(crate) struct MemoryViews(Mutex<ViewCache>);
 
 impl ViewStore for MemoryViews {
-    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, StoreError> {
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, engram::Error> {
         let cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
         Ok(cache.longest(prefixes).cloned())
     }
@@ -87,7 +86,7 @@ impl ViewStore for MemoryViews {
         key: u128,
         view: SentView,
         replaces: Option<u128>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
         cache.insert(key, view, replaces);
         Ok(())

@@ -11,9 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use engram::compact::summarize::{
-    DeterministicSummarizer, SummarizeError, Summarizer, SummaryRequest,
-};
+use engram::compact::summarize::{DeterministicSummarizer, Summarizer, SummaryRequest};
 use engram_server::{ApiKeys, App, RecallTools, ServeConfig, StoreLocation, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -615,7 +613,7 @@ impl Summarizer for Counting {
         "counting"
     }
 
-    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, engram::Error> {
         self.calls
             .lock()
             .expect("lock")

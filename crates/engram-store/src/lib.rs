@@ -11,7 +11,7 @@
 //! store.insert(&[NewEntry::working("deployed 47 files to /opt/app", "shell")])?;
 //! let hits = store.search(&SearchQuery::new("deployed files", 5))?;
 //! assert_eq!(hits.len(), 1);
-//! # Ok::<(), engram::memory::StoreError>(())
+//! # Ok::<(), engram::Error>(())
 //! ```
 //!
 //! | module | what it holds |

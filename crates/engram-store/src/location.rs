@@ -4,8 +4,6 @@
 
 use std::path::PathBuf;
 
-use engram::memory::StoreError;
-
 /// Where a store's data is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreLocation {
@@ -18,12 +16,12 @@ pub enum StoreLocation {
 impl StoreLocation {
     /// Reads a store URL. A `postgres://` URL is refused, saying how to get it, when this
     /// build has no PostgreSQL (cargo feature `postgres`); so is any other scheme.
-    pub fn parse(url: &str) -> Result<StoreLocation, StoreError> {
+    pub fn parse(url: &str) -> Result<StoreLocation, engram::Error> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             if cfg!(feature = "postgres") {
                 return Ok(StoreLocation::Postgres(url.to_owned()));
             }
-            return Err(StoreError::Rejected(format!(
+            return Err(engram::Error::Rejected(format!(
                 "{}: this engram was built without PostgreSQL (cargo feature `postgres`); rebuild with it or use sqlite:///PATH",
                 redact_url(url)
             )));
@@ -31,14 +29,14 @@ impl StoreLocation {
         let path = match url.strip_prefix("sqlite://") {
             Some(rest) => rest,
             None if url.contains("://") => {
-                return Err(StoreError::Rejected(format!(
+                return Err(engram::Error::Rejected(format!(
                     "{url:?}: unknown scheme; expected sqlite:///PATH or postgres://USER@HOST/DATABASE"
                 )));
             }
             None => url,
         };
         if path.is_empty() {
-            return Err(StoreError::Rejected(format!("{url:?}: no path")));
+            return Err(engram::Error::Rejected(format!("{url:?}: no path")));
         }
         Ok(StoreLocation::Sqlite(PathBuf::from(path)))
     }
@@ -92,7 +90,7 @@ mod tests {
         }
         assert!(matches!(
             StoreLocation::parse("mysql://x"),
-            Err(StoreError::Rejected(_))
+            Err(engram::Error::Rejected(_))
         ));
         assert!(StoreLocation::parse("sqlite://").is_err());
     }

@@ -150,7 +150,7 @@ fn tenants_share_the_database_but_not_their_rows() {
     assert!(b.sessions().expect("list").is_empty());
     assert!(matches!(
         b.session_log(&session.id, 0, true),
-        Err(engram::memory::StoreError::NotFound { .. })
+        Err(engram::Error::NotFound { .. })
     ));
     assert!(b.delete_session(&session.id).is_err());
     assert!(a.session(&session.id).expect("lookup").is_some());

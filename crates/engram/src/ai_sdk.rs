@@ -22,9 +22,10 @@ use std::ops::Range;
 
 use serde_json::{Map, Value, json};
 
+use crate::Error;
 use crate::compact::policy::{Decision, TriggerPolicy, fixed_head, within_target};
 use crate::compact::{CallersFormat, Origin, write_back};
-use crate::compact::{CompactError, CompactOptions, CompactReport, compact};
+use crate::compact::{CompactOptions, CompactReport, compact};
 use crate::count::TokenCounter;
 use crate::error::InputError;
 use crate::input::Conversation;
@@ -318,18 +319,6 @@ pub fn from_prompt(prompt: &Value) -> Result<Prompt, InputError> {
     })
 }
 
-/// Why a prompt could not be compacted: it is not an AI SDK prompt, or what must be kept does not
-/// fit.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PromptError {
-    /// The prompt does not read as an AI SDK prompt; the error says where.
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// The compaction could not be made.
-    #[error(transparent)]
-    Compact(#[from] CompactError),
-}
-
 /// A prompt compacted by the sessions' policy: `None` while its tokens are under `trigger`'s
 /// threshold of `limit` (the tokens the context may hold: the window less the reply's room);
 /// else the plan that writes it back within the target, with the compaction's report.
@@ -339,7 +328,7 @@ pub fn compact_prompt(
     limit: usize,
     trigger: &TriggerPolicy,
     options: &CompactOptions,
-) -> Result<Option<(Vec<Step>, CompactReport)>, PromptError> {
+) -> Result<Option<(Vec<Step>, CompactReport)>, Error> {
     let mapped = from_prompt(prompt)?;
     let tokens = counter.count_conversation(&mapped.conversation).total();
     let messages = &mapped.conversation.messages;

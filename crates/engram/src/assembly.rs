@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::compact::units;
 use crate::count::TokenCounter;
 use crate::message::{Content, Message};
@@ -130,18 +131,6 @@ pub struct AssemblyReport {
     pub history_dropped: usize,
     /// Fresh-tail messages that had to give way because the tail alone did not fit.
     pub fresh_tail_dropped: usize,
-}
-
-/// Why a context cannot be assembled.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the system prompt and the new message need {required} tokens; the budget (less the reply reserve) is {budget}"
-)]
-pub struct AssemblyError {
-    /// Tokens of what must be sent.
-    pub required: usize,
-    /// The budget less the reply reserve.
-    pub budget: usize,
 }
 
 /// What [`memory_sections`] wrote.
@@ -265,10 +254,7 @@ impl<'c> ContextBuilder<'c> {
     /// Assembles the context: the enriched system prompt, the summaries that fit, the evictable
     /// history filled newest first (stopping at the first unit that does not fit), the fresh
     /// tail, and the new message.
-    pub fn build(
-        &self,
-        parts: &Parts<'_>,
-    ) -> Result<(Vec<Message>, AssemblyReport), AssemblyError> {
+    pub fn build(&self, parts: &Parts<'_>) -> Result<(Vec<Message>, AssemblyReport), Error> {
         if let Some(count) = self.seed {
             return Ok(self.build_by_the_seed(parts, count));
         }
@@ -300,7 +286,7 @@ impl<'c> ContextBuilder<'c> {
             + system.as_ref().map_or(0, count)
             + parts.new_message.map_or(0, count);
         if fixed > budget {
-            return Err(AssemblyError {
+            return Err(Error::NoRoom {
                 required: fixed,
                 budget,
             });

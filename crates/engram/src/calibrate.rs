@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
+use crate::Error;
 use crate::timestamp::Timestamp;
 
 /// Requests observed before a calibration replaces the registry's factor.
@@ -173,11 +173,11 @@ impl Calibration {
 /// caller gave when the registry does not know it).
 pub trait CalibrationStore: Send + Sync {
     /// The model's calibration, if any request was observed.
-    fn calibration(&self, model: &str) -> Result<Option<Calibration>, StoreError>;
+    fn calibration(&self, model: &str) -> Result<Option<Calibration>, Error>;
 
     /// Adds one request to the model's calibration ([`Calibration::observed`]) in one
     /// transaction, and returns the calibration it made.
-    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, StoreError>;
+    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, Error>;
 }
 
 /// One request as the calibration learns from it: what engram counted, whether it had tools,

@@ -31,6 +31,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::Error;
 use crate::compact::policy::TriggerPolicy;
 use crate::memory::consolidation::SleepPolicy;
 use crate::session::SessionPolicy;
@@ -167,37 +168,32 @@ impl Default for SessionConfig {
     }
 }
 
-/// A configuration problem, naming the file or variable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
-
 impl Config {
     /// Parses a file's text; `origin` names it in errors.
-    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, Error> {
         let config: Config =
-            toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+            toml::from_str(text).map_err(|e| Error::Config(format!("{origin}: {e}")))?;
         config.validate(origin)?;
         Ok(config)
     }
 
     /// Reads a file.
-    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+    pub fn from_file(path: &Path) -> Result<Config, Error> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
         Config::from_toml_str(&text, &path.display().to_string())
     }
 
     /// Applies environment variables (`ENGRAM_TTL_HOURS`, `ENGRAM_WM_MAX`,
     /// `ENGRAM_AUTO_SLEEP`, `ENGRAM_AUTO_SLEEP_INTERVAL_MINUTES`) read through `var`.
-    pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let number = |name: &str| -> Result<Option<f64>, ConfigError> {
+    pub fn with_env(mut self, var: impl Fn(&str) -> Option<String>) -> Result<Config, Error> {
+        let number = |name: &str| -> Result<Option<f64>, Error> {
             var(name)
                 .filter(|v| !v.trim().is_empty())
                 .map(|v| {
                     v.trim()
                         .parse::<f64>()
-                        .map_err(|_| ConfigError(format!("{name}={v:?} is not a number")))
+                        .map_err(|_| Error::Config(format!("{name}={v:?} is not a number")))
                 })
                 .transpose()
         };
@@ -206,7 +202,7 @@ impl Config {
         }
         if let Some(v) = number("ENGRAM_WM_MAX")? {
             if v < 1.0 || v.fract() != 0.0 {
-                return Err(ConfigError(format!(
+                return Err(Error::Config(format!(
                     "ENGRAM_WM_MAX={v} must be a whole number of entries"
                 )));
             }
@@ -220,7 +216,7 @@ impl Config {
                 "1" | "true" | "yes" | "on" => true,
                 "0" | "false" | "no" | "off" => false,
                 _ => {
-                    return Err(ConfigError(format!(
+                    return Err(Error::Config(format!(
                         "ENGRAM_AUTO_SLEEP={v:?}: expected 1/true/yes/on or 0/false/no/off"
                     )));
                 }
@@ -230,13 +226,13 @@ impl Config {
         Ok(self)
     }
 
-    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+    fn validate(&self, origin: &str) -> Result<(), Error> {
         let m = &self.memory;
         let positive = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(ConfigError(format!(
+                Err(Error::Config(format!(
                     "{origin}: {name} must be positive, not {v}"
                 )))
             }
@@ -247,12 +243,12 @@ impl Config {
             m.auto_sleep_interval_minutes,
         )?;
         if m.max_working == 0 {
-            return Err(ConfigError(format!(
+            return Err(Error::Config(format!(
                 "{origin}: memory.max_working must be at least 1"
             )));
         }
         if !(m.archive_retention_days.is_finite() && m.archive_retention_days >= 0.0) {
-            return Err(ConfigError(format!(
+            return Err(Error::Config(format!(
                 "{origin}: memory.archive_retention_days must be 0 (keep forever) or more"
             )));
         }
@@ -267,14 +263,14 @@ impl Config {
         .filter_map(|(name, v)| Some((name, v?)))
         {
             if !(v > 0.0 && v <= 1.0) {
-                return Err(ConfigError(format!(
+                return Err(Error::Config(format!(
                     "{origin}: {name} must be a share of the window, in (0, 1], not {v}"
                 )));
             }
         }
         if s.target.is_some_and(|t| t >= s.threshold) || s.sleep_target >= s.sleep_threshold {
             let target = s.target.map_or("unset".to_owned(), |t| t.to_string());
-            return Err(ConfigError(format!(
+            return Err(Error::Config(format!(
                 "{origin}: a compaction's target must be below its threshold (target {target} / threshold {}, sleep_target {} / sleep_threshold {})",
                 s.threshold, s.sleep_target, s.sleep_threshold
             )));
@@ -282,13 +278,13 @@ impl Config {
         if let Some(sum) = &self.summarizer
             && !["openai", "anthropic", "ollama"].contains(&sum.api.as_str())
         {
-            return Err(ConfigError(format!(
+            return Err(Error::Config(format!(
                 "{origin}: summarizer.api must be openai, anthropic or ollama, not {:?}",
                 sum.api
             )));
         }
         if s.sleep_threshold >= s.threshold {
-            return Err(ConfigError(format!(
+            return Err(Error::Config(format!(
                 "{origin}: session.sleep_threshold ({}) must be below session.threshold ({}), or the two compactions chase each other",
                 s.sleep_threshold, s.threshold
             )));
@@ -368,13 +364,16 @@ mod tests {
     #[test]
     fn mistakes_name_the_setting() {
         let e = Config::from_toml_str("[memory]\nttl_hour = 2\n", "c.toml").expect_err("typo");
-        assert!(e.0.contains("c.toml") && e.0.contains("ttl_hour"), "{e}");
+        assert!(
+            e.to_string().contains("c.toml") && e.to_string().contains("ttl_hour"),
+            "{e}"
+        );
         let e = Config::from_toml_str("[session]\nsleep_threshold = 0.9\n", "c.toml")
             .expect_err("chasing");
-        assert!(e.0.contains("chase"), "{e}");
+        assert!(e.to_string().contains("chase"), "{e}");
         let e = Config::default()
             .with_env(|k| (k == "ENGRAM_WM_MAX").then(|| "lots".to_owned()))
             .expect_err("not a number");
-        assert!(e.0.contains("ENGRAM_WM_MAX"), "{e}");
+        assert!(e.to_string().contains("ENGRAM_WM_MAX"), "{e}");
     }
 }

@@ -13,7 +13,8 @@
 
 use std::path::PathBuf;
 
-use crate::config::{Config, ConfigError};
+use crate::Error;
+use crate::config::Config;
 use crate::registry::ModelRegistry;
 
 /// Reads an environment variable.
@@ -81,7 +82,7 @@ impl Discovery {
     }
 
     /// The configuration: its file, else the defaults, with the environment over it.
-    pub fn config(&self) -> Result<Config, ConfigError> {
+    pub fn config(&self) -> Result<Config, Error> {
         let config = match self.config_path() {
             Some(path) => Config::from_file(&path)?,
             None => Config::default(),
@@ -99,11 +100,11 @@ impl Discovery {
     }
 
     /// The database path; an error only on a system with no data directory.
-    pub fn db_path(&self) -> Result<PathBuf, ConfigError> {
+    pub fn db_path(&self) -> Result<PathBuf, Error> {
         self.named(self.db.as_ref(), "ENGRAM_DB")
             .or_else(default_db_path)
             .ok_or_else(|| {
-                ConfigError(
+                Error::Config(
                     "no data directory on this system: set ENGRAM_DB or name the database"
                         .to_owned(),
                 )

@@ -6,37 +6,28 @@
 
 use std::fmt;
 
-/// Everything that can go wrong in the engram core.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The input conversation is malformed. The inner error says where.
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// A tokenizer name could not be resolved or a tokenizer file could not be loaded.
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
-    /// The model registry (built in or a user file) is malformed.
-    #[error("model registry: {0}")]
-    Registry(String),
-    /// Reading a file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file that could not be read.
-        path: String,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// A value the core does not take, and the rule it breaks: a name outside the names taken, text
-/// that is not what it should be (a time, a tool call's arguments), a value out of its range. The
-/// message never names the field: each front names it its own way (`--target`, `"target"`, a
-/// tool's argument), and may answer by the kind (a 400, a tool error, exit code 2).
+/// Everything that can go wrong in the engram core, by what the caller can do about it: fix the
+/// input (the variants up to [`Error::Required`]), fix the setup (a tokenizer, the registry, a
+/// file, the configuration), retry or look at the store, or give a larger budget. A front
+/// answers by the kind (a 400, a 404, a tool error, an exit code) and shows the message, which
+/// names the place; a value's message never names the field, which each front names its own way
+/// (`--target`, `"target"`, a tool's argument), except [`Error::Invalid`], which carries it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ValueError {
+pub enum Error {
+    /// The input conversation is malformed. The payload says where.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A field of a request that does not make sense, and the field (shown first, unless it is
+    /// empty: the request as a whole).
+    #[error("{}", invalid_text(.field, .why))]
+    Invalid {
+        /// The field as JSON names it (`target`, `messages[1]`); a CLI shows it as a flag
+        /// ([`Error::flag`]).
+        field: String,
+        /// What is wrong with it and what is expected.
+        why: String,
+    },
     /// A name outside the names taken.
     #[error("unknown {what} {given:?}; expected {expected}")]
     UnknownName {
@@ -47,20 +38,177 @@ pub enum ValueError {
         /// The names taken, in words.
         expected: String,
     },
-    /// Text that does not read as what it should be; the message says what was expected.
+    /// Text that does not read as what it should be (a time, a tool call's arguments); the
+    /// message says what was expected.
     #[error("{0}")]
     Malformed(String),
     /// A value outside its range or breaking its rule; the message states the rule.
     #[error("{0}")]
     OutOfRange(String),
-    /// A field that must be there and is not.
+    /// A value that must be given and is not.
     #[error("{0}")]
-    Missing(String),
+    Required(String),
+    /// A tokenizer name could not be resolved or a tokenizer file could not be loaded.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// The model registry (built in or a user file) is malformed.
+    #[error("model registry: {0}")]
+    Registry(String),
+    /// Reading or writing a file failed.
+    #[error("{path}: {reason}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the system said.
+        reason: String,
+    },
+    /// A configuration problem; the message names the file or variable.
+    #[error("{0}")]
+    Config(String),
+    /// The store's backend failed (I/O, SQL); nothing was changed.
+    #[error("memory store: {0}")]
+    Backend(String),
+    /// A consolidation referred to entries that are not (or no longer) in working memory;
+    /// nothing was changed.
+    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
+    NotWorking(Vec<String>),
+    /// The file is not an engram database.
+    #[error("{0}")]
+    Foreign(String),
+    /// A store or a session refused the input (the message names the place); nothing was
+    /// changed.
+    #[error("{0}")]
+    Rejected(String),
+    /// What was asked for does not exist: `missing` says what, `message` says it for a person.
+    #[error("{message}")]
+    NotFound {
+        /// What does not exist.
+        missing: Missing,
+        /// The message.
+        message: String,
+    },
+    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
+    /// before a restore); nothing was changed.
+    #[error("{0}")]
+    Conflict(String),
+    /// What a compaction must keep is larger than its budget.
+    #[error(
+        "cannot fit the budget of {budget} tokens: {what} need {required} tokens on their own, {over} more than the budget"
+    )]
+    CannotFit {
+        /// The budget.
+        budget: usize,
+        /// Tokens of what must be kept.
+        required: usize,
+        /// `required - budget`.
+        over: usize,
+        /// What must be kept, in words.
+        what: String,
+    },
+    /// A compaction was asked of a conversation with no messages.
+    #[error("there are no messages to compact")]
+    NoMessages,
+    /// An assembled context cannot hold what must be sent.
+    #[error(
+        "the system prompt and the new message need {required} tokens; the budget (less the reply reserve) is {budget}"
+    )]
+    NoRoom {
+        /// Tokens of what must be sent.
+        required: usize,
+        /// The budget less the reply reserve.
+        budget: usize,
+    },
+    /// A summarizer gave no summary.
+    #[error("summarizer {summarizer}: {reason}")]
+    Summarizer {
+        /// Which summarizer.
+        summarizer: String,
+        /// What went wrong, for the user.
+        reason: String,
+    },
+    /// An embedder gave no vectors.
+    #[error("embedder {embedder}: {reason}")]
+    Embedder {
+        /// The embedder's name.
+        embedder: String,
+        /// What went wrong, for the user.
+        reason: String,
+    },
 }
 
-/// The message a front that reports errors as text shows for a [`ValueError`].
-impl From<ValueError> for String {
-    fn from(e: ValueError) -> String {
+impl Error {
+    /// A request's `field` that does not make sense, and why.
+    pub fn invalid(field: impl Into<String>, why: impl Into<String>) -> Self {
+        Error::Invalid {
+            field: field.into(),
+            why: why.into(),
+        }
+    }
+
+    /// `embedder` gave no vectors, for `reason`.
+    pub fn embedder(embedder: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Error::Embedder {
+            embedder: embedder.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// `summarizer` gave no summary, for `reason`.
+    pub fn summarizer(summarizer: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Error::Summarizer {
+            summarizer: summarizer.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The file at `path` could not be read or written.
+    pub fn io(path: impl fmt::Display, source: &std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_string(),
+            reason: source.to_string(),
+        }
+    }
+
+    /// The field of an [`Error::Invalid`] as a command-line flag (`digest_share` →
+    /// `--digest-share`).
+    pub fn flag(&self) -> Option<String> {
+        match self {
+            Error::Invalid { field, .. } if !field.is_empty() => {
+                Some(format!("--{}", field.replace('_', "-")))
+            }
+            _ => None,
+        }
+    }
+
+    /// The field an [`Error::Invalid`] names.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Error::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// What is wrong with the field an [`Error::Invalid`] names, without the field.
+    pub fn why(&self) -> Option<&str> {
+        match self {
+            Error::Invalid { why, .. } => Some(why),
+            _ => None,
+        }
+    }
+}
+
+/// ``"`field`: why"``, or `why` alone for a request as a whole.
+fn invalid_text(field: &str, why: &str) -> String {
+    if field.is_empty() {
+        why.to_owned()
+    } else {
+        format!("`{field}`: {why}")
+    }
+}
+
+/// The message a front that reports errors as text shows.
+impl From<Error> for String {
+    fn from(e: Error) -> String {
         e.to_string()
     }
 }
@@ -178,35 +326,4 @@ pub enum Missing {
     },
     /// Memory entries that a filter (an id, a session, a source) matched none of.
     MemoryEntries,
-}
-
-/// What can go wrong in a store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The backend failed (I/O, SQL); nothing was changed.
-    #[error("memory store: {0}")]
-    Backend(String),
-    /// A consolidation referred to entries that are not (or no longer) in working memory;
-    /// nothing was changed.
-    #[error("memory store: entries {0:?} are not in working memory (consolidated already?)")]
-    NotWorking(Vec<String>),
-    /// The file is not an engram database.
-    #[error("{0}")]
-    Foreign(String),
-    /// The input is wrong (the message names the place); nothing was changed.
-    #[error("{0}")]
-    Rejected(String),
-    /// What was asked for does not exist: `missing` says what, `message` says it for a person.
-    #[error("{message}")]
-    NotFound {
-        /// What does not exist.
-        missing: Missing,
-        /// The message.
-        message: String,
-    },
-    /// The change contradicts what is stored (a duplicate id or name, a compaction computed
-    /// before a restore); nothing was changed.
-    #[error("{0}")]
-    Conflict(String),
 }

@@ -98,7 +98,7 @@ pub use count::{
     Accounting, ConversationCount, MessageCount, NewestFit, TokenCounter, TokenLedger,
 };
 pub use discovery::Discovery;
-pub use error::{Error, InputError, Missing, Result, StoreError, ValueError};
+pub use error::{Error, InputError, Missing, Result};
 pub use in_memory::InMemoryStore;
 pub use input::{
     Conversation, InputFormat, MessageStream, parse_conversation, parse_conversation_with_format,
@@ -107,8 +107,7 @@ pub use input::{
 pub use memory::{MemoryEntry, MemoryStore, NewEntry, SearchHit, SearchQuery, Tier};
 pub use message::{Content, ContentPart, Message, Role, ToolCall};
 pub use registry::{ModelMatch, ModelRegistry, ModelSpec, Pricing, ResolvedModel};
-pub use request::RequestError;
-pub use session::{EngramStore, Session, SessionError, SessionPolicy, SessionStore};
+pub use session::{EngramStore, Session, SessionPolicy, SessionStore};
 pub use timestamp::Timestamp;
 pub use tokenize::{TextTokenizer, Tokenizer, TokenizerName};
 

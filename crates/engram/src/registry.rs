@@ -229,10 +229,8 @@ impl ModelRegistry {
     /// Merges a user file: entries with a known id replace it, new ones are added, `[fallback]`
     /// and `[defaults]` replace the current ones.
     pub fn merge_file(&mut self, path: &Path) -> Result<()> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| Error::io(path.display(), &source))?;
         self.merge_toml_str(&text, &path.display().to_string())
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::StoreError;
+use crate::Error;
 use crate::compact::CompactOptions;
 use crate::config::Config;
 use crate::memory::consolidation::{SleepPolicy, SleepReport, sleep_with};
@@ -87,7 +87,7 @@ pub fn sleep_tick(
     store: &dyn EngramStore,
     at: Timestamp,
     settings: &SleepSettings,
-) -> Result<SleepTick, StoreError> {
+) -> Result<SleepTick, Error> {
     let memory = sleep_with(
         store,
         at,
@@ -114,7 +114,7 @@ pub fn sleep_if_due(
     at: Timestamp,
     interval_ms: i64,
     settings: &SleepSettings,
-) -> Result<Option<SleepTick>, StoreError> {
+) -> Result<Option<SleepTick>, Error> {
     if !store.claim_sleep(at, interval_ms)? {
         return Ok(None);
     }
@@ -226,7 +226,7 @@ impl AutoSleep {
     }
 
     /// Stops the worker and runs the shutdown tick.
-    pub fn shutdown(mut self) -> Result<SleepTick, StoreError> {
+    pub fn shutdown(mut self) -> Result<SleepTick, Error> {
         self.stop_thread();
         sleep_tick(self.store.as_ref(), now(), &self.settings)
     }

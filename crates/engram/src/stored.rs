@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::StoreError;
+use crate::Error;
 
 /// A value a store keeps as JSON text.
 pub trait StoredJson: Serialize + DeserializeOwned {
@@ -12,14 +12,13 @@ pub trait StoredJson: Serialize + DeserializeOwned {
     const WHAT: &'static str;
 
     /// The value as a store keeps it.
-    fn to_stored(&self) -> Result<String, StoreError> {
-        serde_json::to_string(self).map_err(|e| StoreError::Backend(e.to_string()))
+    fn to_stored(&self) -> Result<String, Error> {
+        serde_json::to_string(self).map_err(|e| Error::Backend(e.to_string()))
     }
 
     /// A value a store kept ([`StoredJson::to_stored`]).
-    fn from_stored(text: &str) -> Result<Self, StoreError> {
-        serde_json::from_str(text).map_err(|e| {
-            StoreError::Backend(format!("{} that does not read back: {e}", Self::WHAT))
-        })
+    fn from_stored(text: &str) -> Result<Self, Error> {
+        serde_json::from_str(text)
+            .map_err(|e| Error::Backend(format!("{} that does not read back: {e}", Self::WHAT)))
     }
 }

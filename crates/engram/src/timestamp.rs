@@ -2,6 +2,8 @@
 //! time-ordered ids. [`memory`](crate::memory) and [`session`](crate::session) build on it; it
 //! depends on neither.
 
+use crate::Error;
+
 /// Milliseconds since the Unix epoch, UTC.
 pub type Timestamp = i64;
 
@@ -11,10 +13,10 @@ pub fn now() -> Timestamp {
 }
 
 /// Parses an RFC 3339 time (`2026-11-21T07:00:00Z`).
-pub fn parse_time(s: &str) -> Result<Timestamp, crate::ValueError> {
+pub fn parse_time(s: &str) -> Result<Timestamp, Error> {
     let t = time::OffsetDateTime::parse(s.trim(), &time::format_description::well_known::Rfc3339)
         .map_err(|e| {
-        crate::ValueError::Malformed(format!(
+        Error::Malformed(format!(
             "{s:?} is not an RFC 3339 time like 2026-11-21T07:00:00Z ({e})"
         ))
     })?;

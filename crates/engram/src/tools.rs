@@ -14,7 +14,7 @@
 
 use serde_json::{Value, json};
 
-use crate::ValueError;
+use crate::Error;
 use crate::message::Message;
 
 /// `search_history`: ranked hits over the session's whole log.
@@ -85,11 +85,11 @@ pub enum SchemaFormat {
 
 impl SchemaFormat {
     /// `openai` or `anthropic`.
-    pub fn from_name(name: &str) -> Result<Self, ValueError> {
+    pub fn from_name(name: &str) -> Result<Self, Error> {
         match name.to_ascii_lowercase().as_str() {
             "openai" => Ok(SchemaFormat::OpenAi),
             "anthropic" => Ok(SchemaFormat::Anthropic),
-            other => Err(ValueError::UnknownName {
+            other => Err(Error::UnknownName {
                 what: "format",
                 given: other.to_owned(),
                 expected: "openai or anthropic".to_owned(),
@@ -310,14 +310,14 @@ pub struct ProviderCall {
 
 impl ProviderCall {
     /// Reads a call; the error names what is missing.
-    pub fn parse(call: &Value) -> Result<ProviderCall, ValueError> {
+    pub fn parse(call: &Value) -> Result<ProviderCall, Error> {
         let id = call.get("id").cloned().unwrap_or(Value::Null);
         if let Some(function) = call.get("function") {
             let name = function
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| {
-                    ValueError::Missing("an OpenAI tool call needs `function.name`".to_owned())
+                    Error::Required("an OpenAI tool call needs `function.name`".to_owned())
                 })?;
             let arguments = match function.get("arguments") {
                 None | Some(Value::Null) => Value::String("{}".into()),
@@ -334,7 +334,7 @@ impl ProviderCall {
             let name = call
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| ValueError::Missing("a tool_use block needs `name`".to_owned()))?;
+                .ok_or_else(|| Error::Required("a tool_use block needs `name`".to_owned()))?;
             let arguments = match call.get("input") {
                 None | Some(Value::Null) => json!({}),
                 Some(a) => a.clone(),
@@ -346,7 +346,7 @@ impl ProviderCall {
                 anthropic: true,
             });
         }
-        Err(ValueError::Malformed(
+        Err(Error::Malformed(
             "not a tool call: expected an OpenAI tool call (with `function`) or an Anthropic \
              tool_use block"
                 .to_owned(),
@@ -430,20 +430,18 @@ impl ToolReply {
 
 /// A tool call's arguments as an object: OpenAI sends a JSON string, Anthropic and MCP an
 /// object; empty or `null` is no arguments.
-pub fn arguments_object(arguments: &Value) -> Result<Value, ValueError> {
+pub fn arguments_object(arguments: &Value) -> Result<Value, Error> {
     let value = match arguments {
         Value::String(s) if s.trim().is_empty() => return Ok(json!({})),
         Value::String(s) => serde_json::from_str::<Value>(s)
-            .map_err(|e| ValueError::Malformed(format!("the arguments are not JSON: {e}")))?,
+            .map_err(|e| Error::Malformed(format!("the arguments are not JSON: {e}")))?,
         Value::Null => return Ok(json!({})),
         other => other.clone(),
     };
     if value.is_object() {
         Ok(value)
     } else {
-        Err(ValueError::Malformed(
-            "the arguments must be an object".into(),
-        ))
+        Err(Error::Malformed("the arguments must be an object".into()))
     }
 }
 
@@ -511,14 +509,13 @@ impl Default for CompactHistoryArgs {
 impl CompactHistoryArgs {
     /// Reads the call's `arguments` (a JSON string, as OpenAI sends them, or an object, as
     /// Anthropic does); the error names the field, for the tool result the agent reads.
-    pub fn parse(arguments: &Value) -> Result<Self, ValueError> {
+    pub fn parse(arguments: &Value) -> Result<Self, Error> {
         let parsed;
         let map = match arguments {
             Value::String(s) if s.trim().is_empty() => return Ok(Self::default()),
             Value::String(s) => {
-                parsed = serde_json::from_str::<Value>(s).map_err(|e| {
-                    ValueError::Malformed(format!("the arguments are not JSON: {e}"))
-                })?;
+                parsed = serde_json::from_str::<Value>(s)
+                    .map_err(|e| Error::Malformed(format!("the arguments are not JSON: {e}")))?;
                 &parsed
             }
             other => other,
@@ -527,9 +524,7 @@ impl CompactHistoryArgs {
             if map.is_null() {
                 return Ok(Self::default());
             }
-            return Err(ValueError::Malformed(
-                "the arguments must be an object".into(),
-            ));
+            return Err(Error::Malformed("the arguments must be an object".into()));
         };
         let mut args = Self::default();
         for (key, value) in map {
@@ -539,7 +534,7 @@ impl CompactHistoryArgs {
                         .as_u64()
                         .filter(|n| (1..=50).contains(n))
                         .ok_or_else(|| {
-                            ValueError::OutOfRange(
+                            Error::OutOfRange(
                                 "`preserveRecentMessages` must be a whole number from 1 to 50"
                                     .to_owned(),
                             )
@@ -550,13 +545,11 @@ impl CompactHistoryArgs {
                     Value::String(s) if s.trim().is_empty() => {}
                     Value::String(s) => args.custom_prompt = Some(s.clone()),
                     _ => {
-                        return Err(ValueError::Malformed(
-                            "`customPrompt` must be a string".into(),
-                        ));
+                        return Err(Error::Malformed("`customPrompt` must be a string".into()));
                     }
                 },
                 other => {
-                    return Err(ValueError::Malformed(format!(
+                    return Err(Error::Malformed(format!(
                         "unknown argument `{other}`; expected preserveRecentMessages, customPrompt"
                     )));
                 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use engram::compact::{CompactError, CompactOptions, Kind, Strategy as Steps, compact};
+use engram::compact::{CompactOptions, Kind, Strategy as Steps, compact};
 use engram::{Conversation, Message, Role, TokenCounter, Tokenizer, ToolCall};
 use proptest::prelude::*;
 
@@ -167,7 +167,7 @@ fn check(
         .take_while(|m| m.role.is_instruction())
         .collect();
     let out = match result {
-        Err(CompactError::CannotFit { required, .. }) => {
+        Err(engram::Error::CannotFit { required, .. }) => {
             if std::env::var_os("ENGRAM_TEST_STATS").is_some() {
                 eprintln!("STATS {strategy:?} cannot-fit");
             }
@@ -350,7 +350,8 @@ proptest! {
         let budget = TokenBudget { total, fresh_tail_count: tail, reply_reserve: total / 10, ..TokenBudget::default() };
         let parts = Parts { system: "You are an agent.", new_message: Some(&new), history: &history, memory_results: &memory, ..Parts::default() };
         match ContextBuilder::new(&counter, budget).build(&parts) {
-            Err(e) => prop_assert!(e.required > e.budget),
+            Err(engram::Error::NoRoom { required, budget }) => prop_assert!(required > budget),
+            Err(e) => prop_assert!(false, "{e}"),
             Ok((out, report)) => {
                 let exact = counter.count_messages(&out).total();
                 prop_assert_eq!(exact, report.tokens);
@@ -509,7 +510,7 @@ fn refuses_with_the_reason_when_the_newest_message_alone_is_too_big() {
         "{text}"
     );
     match err {
-        CompactError::CannotFit {
+        engram::Error::CannotFit {
             over,
             required,
             budget,
@@ -552,9 +553,9 @@ impl engram::compact::summarize::Summarizer for Faulty {
     fn summarize(
         &self,
         _: &engram::compact::summarize::SummaryRequest<'_>,
-    ) -> Result<String, engram::compact::summarize::SummarizeError> {
+    ) -> Result<String, engram::Error> {
         if self.fail {
-            Err(engram::compact::summarize::SummarizeError {
+            Err(engram::Error::Summarizer {
                 summarizer: "faulty".into(),
                 reason: "connection refused".into(),
             })

@@ -202,7 +202,7 @@ fn compact_items(app: &App, tenant: &str, body: &Bytes) -> Result<Compacted, Api
             Ok(done) => done,
             Err(e) => {
                 // engram's earlier summaries, kept whole, no longer fit: summarised with the rest.
-                if matches!(e, engram::compact::CompactError::CannotFit { .. })
+                if matches!(e, engram::Error::CannotFit { .. })
                     && let Ok(mut request) = serde_json::from_slice::<Value>(body)
                     && remote_compaction::unpin_summaries(&mut request) > 0
                 {

@@ -3,13 +3,12 @@
 //! database add their requests one after the other.
 
 use engram::calibrate::{Calibration, CalibrationStore, Observation};
-use engram::memory::StoreError;
 use engram::stored::StoredJson;
 
 use super::{PostgresStore, pg};
 
 impl CalibrationStore for PostgresStore {
-    fn calibration(&self, model: &str) -> Result<Option<Calibration>, StoreError> {
+    fn calibration(&self, model: &str) -> Result<Option<Calibration>, engram::Error> {
         let row = self.tx(|tx| {
             tx.query_opt(
                 "SELECT state FROM engram_count_calibration WHERE tenant = $1 AND model = $2",
@@ -21,7 +20,7 @@ impl CalibrationStore for PostgresStore {
             .transpose()
     }
 
-    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, StoreError> {
+    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, engram::Error> {
         self.tx(|tx| {
             // The row exists before it is locked, so that two first requests do not race.
             tx.execute(

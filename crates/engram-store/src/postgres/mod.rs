@@ -35,7 +35,7 @@ use std::sync::Arc;
 use engram::embed::{TextHash, VectorStore, vector_from_bytes, vector_to_bytes};
 use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
-    NewEntry, SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
+    NewEntry, SearchHit, SearchQuery, Stats, Tier, Timestamp, empty_forget, new_id,
 };
 use engram::retrieval::bm25::{BM25_B, BM25_K1, bm25_idf, bm25_weight};
 use postgres::Transaction;
@@ -53,8 +53,8 @@ pub struct PostgresStore {
     tenant: String,
 }
 
-pub(crate) fn pg(e: postgres::Error) -> StoreError {
-    StoreError::Backend(format!("PostgreSQL: {}", pool::describe(&e)))
+pub(crate) fn pg(e: postgres::Error) -> engram::Error {
+    engram::Error::Backend(format!("PostgreSQL: {}", pool::describe(&e)))
 }
 
 pub(crate) fn is_unique_violation(e: &postgres::Error) -> bool {
@@ -65,15 +65,15 @@ impl PostgresStore {
     /// Connects to `url` (at most `DEFAULT_MAX_CONNECTIONS` connections), creates or migrates
     /// the schema, and returns `tenant`'s store. A database whose `engram_*` tables are not
     /// engram's, or were written by a newer engram, is refused and left untouched.
-    pub fn connect(url: &str, tenant: &str) -> Result<Self, StoreError> {
+    pub fn connect(url: &str, tenant: &str) -> Result<Self, engram::Error> {
         let pool = Pool::connect(url, DEFAULT_MAX_CONNECTIONS)?;
         Self::with_pool(pool, tenant)
     }
 
     /// `tenant`'s store on an existing pool (the schema is checked, and created when missing).
-    pub fn with_pool(pool: Arc<Pool>, tenant: &str) -> Result<Self, StoreError> {
+    pub fn with_pool(pool: Arc<Pool>, tenant: &str) -> Result<Self, engram::Error> {
         if tenant.is_empty() {
-            return Err(StoreError::Rejected(
+            return Err(engram::Error::Rejected(
                 "a tenant's name cannot be empty".into(),
             ));
         }
@@ -85,9 +85,9 @@ impl PostgresStore {
     }
 
     /// Another tenant's store on the same connections.
-    pub fn for_tenant(&self, tenant: &str) -> Result<Self, StoreError> {
+    pub fn for_tenant(&self, tenant: &str) -> Result<Self, engram::Error> {
         if tenant.is_empty() {
-            return Err(StoreError::Rejected(
+            return Err(engram::Error::Rejected(
                 "a tenant's name cannot be empty".into(),
             ));
         }
@@ -109,7 +109,7 @@ impl PostgresStore {
 
     /// Deletes everything of this tenant: memory, the consolidation log, sessions. Returns the
     /// rows deleted.
-    pub fn delete_tenant(&self) -> Result<u64, StoreError> {
+    pub fn delete_tenant(&self) -> Result<u64, engram::Error> {
         let mut conn = self.pool.get()?;
         let mut tx = conn.transaction().map_err(pg)?;
         let mut rows = 0;
@@ -135,8 +135,8 @@ impl PostgresStore {
 
     fn tx<T>(
         &self,
-        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, engram::Error>,
+    ) -> Result<T, engram::Error> {
         let mut conn = self.pool.get()?;
         let mut tx = conn.transaction().map_err(pg)?;
         // An error returns before the commit: dropping the transaction rolls it back.
@@ -178,7 +178,7 @@ fn insert_entries(
     entries: &[&NewEntry],
     ids: &[String],
     summary_of: Option<&[String]>,
-) -> Result<u64, StoreError> {
+) -> Result<u64, engram::Error> {
     let mut inserted = 0;
     let statement = tx
         .prepare(
@@ -231,10 +231,10 @@ fn insert_entries(
 }
 
 /// PostgreSQL's text cannot hold NUL characters: such an entry is refused by its index.
-fn check_storable(index: usize, e: &NewEntry) -> Result<(), StoreError> {
+fn check_storable(index: usize, e: &NewEntry) -> Result<(), engram::Error> {
     for (field, text) in [("content", &e.content), ("source", &e.source)] {
         if text.contains('\0') {
-            return Err(StoreError::Rejected(format!(
+            return Err(engram::Error::Rejected(format!(
                 "entry {index}, field `{field}`: contains a NUL character, which PostgreSQL cannot store; nothing was inserted"
             )));
         }
@@ -245,27 +245,28 @@ fn check_storable(index: usize, e: &NewEntry) -> Result<(), StoreError> {
 impl PostgresStore {
     fn insert_all(
         &self,
-        entries: &mut dyn Iterator<Item = Result<NewEntry, StoreError>>,
-    ) -> Result<Inserted, StoreError> {
+        entries: &mut dyn Iterator<Item = Result<NewEntry, engram::Error>>,
+    ) -> Result<Inserted, engram::Error> {
         self.tx(|tx| {
             let mut out = Inserted::default();
             let mut batch: Vec<NewEntry> = Vec::with_capacity(INSERT_BATCH);
-            let mut flush =
-                |tx: &mut Transaction<'_>, batch: &mut Vec<NewEntry>| -> Result<(), StoreError> {
-                    if batch.is_empty() {
-                        return Ok(());
-                    }
-                    let ids: Vec<String> = batch
-                        .iter()
-                        .map(|e| e.id.clone().unwrap_or_else(|| new_id("mem")))
-                        .collect();
-                    let refs: Vec<&NewEntry> = batch.iter().collect();
-                    let n = insert_entries(tx, &self.tenant, &refs, &ids, None)? as usize;
-                    out.inserted += n;
-                    out.skipped += batch.len() - n;
-                    batch.clear();
-                    Ok(())
-                };
+            let mut flush = |tx: &mut Transaction<'_>,
+                             batch: &mut Vec<NewEntry>|
+             -> Result<(), engram::Error> {
+                if batch.is_empty() {
+                    return Ok(());
+                }
+                let ids: Vec<String> = batch
+                    .iter()
+                    .map(|e| e.id.clone().unwrap_or_else(|| new_id("mem")))
+                    .collect();
+                let refs: Vec<&NewEntry> = batch.iter().collect();
+                let n = insert_entries(tx, &self.tenant, &refs, &ids, None)? as usize;
+                out.inserted += n;
+                out.skipped += batch.len() - n;
+                batch.clear();
+                Ok(())
+            };
             for (index, e) in entries.enumerate() {
                 let e = e?;
                 check_storable(index, &e)?;
@@ -313,7 +314,7 @@ impl VectorStore for PostgresStore {
         &self,
         model: &str,
         hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, engram::Error> {
         if hashes.is_empty() {
             return Ok(Vec::new());
         }
@@ -335,7 +336,11 @@ impl VectorStore for PostgresStore {
             .collect())
     }
 
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+    fn put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(TextHash, &[f32])],
+    ) -> Result<(), engram::Error> {
         if vectors.is_empty() {
             return Ok(());
         }
@@ -350,7 +355,7 @@ pub(crate) fn put_vectors_in(
     tenant: &str,
     model: &str,
     vectors: &[(TextHash, &[f32])],
-) -> Result<(), StoreError> {
+) -> Result<(), engram::Error> {
     let keys: Vec<&[u8]> = vectors.iter().map(|(h, _)| &h[..]).collect();
     let values: Vec<Vec<u8>> = vectors.iter().map(|(_, v)| vector_to_bytes(v)).collect();
     client
@@ -365,18 +370,18 @@ pub(crate) fn put_vectors_in(
 }
 
 impl MemoryStore for PostgresStore {
-    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError> {
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, engram::Error> {
         self.insert_all(&mut entries.iter().cloned().map(Ok))
     }
 
     fn insert_stream(
         &self,
-        entries: &mut dyn Iterator<Item = Result<NewEntry, StoreError>>,
-    ) -> Result<Inserted, StoreError> {
+        entries: &mut dyn Iterator<Item = Result<NewEntry, engram::Error>>,
+    ) -> Result<Inserted, engram::Error> {
         self.insert_all(entries)
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, engram::Error> {
         let words = query_words(&query.text);
         if words.is_empty() || query.limit == 0 {
             return Ok(Vec::new());
@@ -508,7 +513,7 @@ impl MemoryStore for PostgresStore {
         Ok(hits)
     }
 
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, engram::Error> {
         Ok(self
             .pool
             .get()?
@@ -520,7 +525,7 @@ impl MemoryStore for PostgresStore {
             .map(|r| row_to_entry(&r)))
     }
 
-    fn stats(&self) -> Result<Stats, StoreError> {
+    fn stats(&self) -> Result<Stats, engram::Error> {
         let rows = self
             .pool
             .get()?
@@ -545,7 +550,7 @@ impl MemoryStore for PostgresStore {
         Ok(stats)
     }
 
-    fn working_count(&self) -> Result<usize, StoreError> {
+    fn working_count(&self) -> Result<usize, engram::Error> {
         let row = self
             .pool
             .get()?
@@ -561,7 +566,7 @@ impl MemoryStore for PostgresStore {
         &self,
         before: Timestamp,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError> {
+    ) -> Result<Vec<MemoryEntry>, engram::Error> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self
             .pool
@@ -578,18 +583,18 @@ impl MemoryStore for PostgresStore {
         Ok(rows.iter().map(row_to_entry).collect())
     }
 
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError> {
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, engram::Error> {
         self.working_before(Timestamp::MAX, n)
     }
 
-    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, StoreError> {
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, engram::Error> {
         self.tx(|tx| consolidate_in(tx, &self.tenant, c))
     }
 
     fn consolidate_many(
         &self,
         consolidations: &[Consolidation],
-    ) -> Result<Vec<ConsolidationRecord>, StoreError> {
+    ) -> Result<Vec<ConsolidationRecord>, engram::Error> {
         self.tx(|tx| {
             let mut out = Vec::with_capacity(consolidations.len());
             for c in consolidations {
@@ -597,7 +602,7 @@ impl MemoryStore for PostgresStore {
                 // comes before any change, so nothing of it needs undoing.
                 match consolidate_in(tx, &self.tenant, c) {
                     Ok(record) => out.push(record),
-                    Err(StoreError::NotWorking(_)) => {}
+                    Err(engram::Error::NotWorking(_)) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -605,7 +610,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError> {
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, engram::Error> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self
             .pool
@@ -634,7 +639,7 @@ impl MemoryStore for PostgresStore {
             .collect())
     }
 
-    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError> {
+    fn forget(&self, what: &Forget) -> Result<Forgotten, engram::Error> {
         if what.is_empty() {
             return Err(empty_forget());
         }
@@ -648,7 +653,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn forget_all(&self) -> Result<Forgotten, StoreError> {
+    fn forget_all(&self) -> Result<Forgotten, engram::Error> {
         self.tx(|tx| {
             let entries = if has_vectors(tx, &self.tenant)? {
                 let contents: Vec<String> = tx
@@ -678,7 +683,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, engram::Error> {
         self.tx(|tx| {
             forget_where(
                 tx,
@@ -689,7 +694,7 @@ impl MemoryStore for PostgresStore {
         })
     }
 
-    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+    fn meta(&self, key: &str) -> Result<Option<String>, engram::Error> {
         Ok(self
             .pool
             .get()?
@@ -701,7 +706,7 @@ impl MemoryStore for PostgresStore {
             .map(|r| r.get(0)))
     }
 
-    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), engram::Error> {
         self.pool
             .get()?
             .execute(
@@ -713,7 +718,7 @@ impl MemoryStore for PostgresStore {
         Ok(())
     }
 
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, engram::Error> {
         // One statement: the row lock makes concurrent claims wait, then see the new time.
         let due_before = now.saturating_sub(interval_ms);
         let claimed = self
@@ -735,7 +740,7 @@ impl MemoryStore for PostgresStore {
         session_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError> {
+    ) -> Result<Vec<MemoryEntry>, engram::Error> {
         let limit = limit.min(i64::MAX as usize) as i64;
         let rows = self
             .pool
@@ -760,7 +765,7 @@ pub(crate) fn forget_where(
     tenant: &str,
     condition: &str,
     args: &[&(dyn ToSql + Sync)],
-) -> Result<Forgotten, StoreError> {
+) -> Result<Forgotten, engram::Error> {
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![&tenant];
     params.extend_from_slice(args);
     // The texts come back only when their vectors may need forgetting.
@@ -795,7 +800,7 @@ pub(crate) fn forget_where(
 }
 
 /// Whether the tenant keeps any vectors (hybrid search was used).
-fn has_vectors(tx: &mut Transaction<'_>, tenant: &str) -> Result<bool, StoreError> {
+fn has_vectors(tx: &mut Transaction<'_>, tenant: &str) -> Result<bool, engram::Error> {
     Ok(tx
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM engram_vector WHERE tenant = $1)",
@@ -813,7 +818,7 @@ fn forget_vectors<'a>(
     tx: &mut Transaction<'_>,
     tenant: &str,
     texts: impl Iterator<Item = &'a str>,
-) -> Result<(), StoreError> {
+) -> Result<(), engram::Error> {
     let hashes: Vec<TextHash> = texts
         .flat_map(engram::memory::hybrid::vector_hashes)
         .collect();
@@ -837,7 +842,7 @@ fn consolidate_in(
     tx: &mut Transaction<'_>,
     tenant: &str,
     c: &Consolidation,
-) -> Result<ConsolidationRecord, StoreError> {
+) -> Result<ConsolidationRecord, engram::Error> {
     let claimed: std::collections::HashSet<String> = tx
         .query(
             "SELECT id FROM engram_memory
@@ -856,7 +861,7 @@ fn consolidate_in(
         .cloned()
         .collect();
     if !missing.is_empty() {
-        return Err(StoreError::NotWorking(missing));
+        return Err(engram::Error::NotWorking(missing));
     }
     tx.execute(
         "UPDATE engram_memory SET tier = 'archive' WHERE tenant = $1 AND id = ANY($2)",
@@ -873,7 +878,7 @@ fn consolidate_in(
         Some(&c.ids),
     )? == 0
     {
-        return Err(StoreError::Backend(format!(
+        return Err(engram::Error::Backend(format!(
             "a memory entry with id {summary_id} exists already"
         )));
     }

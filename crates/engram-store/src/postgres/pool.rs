@@ -6,7 +6,6 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use engram::memory::StoreError;
 use postgres::{Client, NoTls};
 
 use crate::location::redact_url;
@@ -41,10 +40,10 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// A pool for `url` (`postgres://user[:password]@host[:port]/database[?options]`); one
     /// connection is opened now, so that a wrong address or password is reported at once.
-    pub fn connect(url: &str, max: usize) -> Result<Arc<Pool>, StoreError> {
+    pub fn connect(url: &str, max: usize) -> Result<Arc<Pool>, engram::Error> {
         let display = redact_url(url);
         let mut config: postgres::Config = url.parse().map_err(|e| {
-            StoreError::Rejected(format!(
+            engram::Error::Rejected(format!(
                 "{display} is not a PostgreSQL address like postgres://user@127.0.0.1:5432/engram ({e})"
             ))
         })?;
@@ -77,7 +76,7 @@ impl Pool {
     }
 
     /// A connection: an idle one, a new one while under the maximum, or the next one returned.
-    pub fn get(&self) -> Result<Conn<'_>, StoreError> {
+    pub fn get(&self) -> Result<Conn<'_>, engram::Error> {
         let mut state = self.lock();
         loop {
             while let Some(client) = state.idle.pop() {
@@ -101,7 +100,7 @@ impl Pool {
                     Err(e) => {
                         self.lock().open -= 1;
                         self.returned.notify_one();
-                        Err(StoreError::Backend(format!(
+                        Err(engram::Error::Backend(format!(
                             "cannot connect to PostgreSQL at {}: {} (is the server running? `pg_isready -h HOST` says)",
                             self.display,
                             describe(&e)

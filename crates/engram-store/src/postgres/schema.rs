@@ -2,7 +2,6 @@
 //! advisory lock, once however many servers start together.
 
 use engram::embed::TextHash;
-use engram::memory::StoreError;
 
 use super::{Pool, pg};
 
@@ -254,13 +253,13 @@ CREATE INDEX engram_memory_text ON engram_memory USING GIN (tsv);
 /// One step of the schema: statements, or code where the step needs Rust (a text's hash).
 enum Migration {
     Sql(&'static str),
-    Code(fn(&mut postgres::Transaction<'_>) -> Result<(), StoreError>),
+    Code(fn(&mut postgres::Transaction<'_>) -> Result<(), engram::Error>),
 }
 
 /// Version 4: the vectors that belong to no session and to no memory entry are forgotten. They
 /// were kept before version 3 tied each session's vectors to it, so deleting their session
 /// could not forget them; each is computed again if a session needs it.
-fn schema_v4(tx: &mut postgres::Transaction<'_>) -> Result<(), StoreError> {
+fn schema_v4(tx: &mut postgres::Transaction<'_>) -> Result<(), engram::Error> {
     use postgres::fallible_iterator::FallibleIterator;
     use std::collections::{HashMap, HashSet};
     let no_params: [&str; 0] = [];
@@ -312,7 +311,7 @@ fn schema_v4(tx: &mut postgres::Transaction<'_>) -> Result<(), StoreError> {
 }
 
 /// Creates the schema, or checks it, under an advisory lock (several servers may start at once).
-pub(super) fn migrate(pool: &Pool) -> Result<(), StoreError> {
+pub(super) fn migrate(pool: &Pool) -> Result<(), engram::Error> {
     let mut conn = pool.get()?;
     // Read-only checks first: nothing is written to a database that is not ours.
     let row = conn
@@ -323,7 +322,7 @@ pub(super) fn migrate(pool: &Pool) -> Result<(), StoreError> {
         .map_err(pg)?;
     let (has_schema, has_memory): (bool, bool) = (row.get(0), row.get(1));
     if has_memory && !has_schema {
-        return Err(StoreError::Foreign(format!(
+        return Err(engram::Error::Foreign(format!(
             "{} has an engram_memory table that is not engram's (no engram_schema table); engram leaves it alone (use another database or schema)",
             pool.display()
         )));
@@ -372,7 +371,7 @@ pub(super) fn migrate(pool: &Pool) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn schema_version(conn: &mut postgres::Client) -> Result<i32, StoreError> {
+fn schema_version(conn: &mut postgres::Client) -> Result<i32, engram::Error> {
     Ok(conn
         .query_opt("SELECT max(version) FROM engram_schema", &[])
         .map_err(pg)?
@@ -380,9 +379,9 @@ fn schema_version(conn: &mut postgres::Client) -> Result<i32, StoreError> {
         .unwrap_or(0))
 }
 
-fn check_version(pool: &Pool, version: i32) -> Result<(), StoreError> {
+fn check_version(pool: &Pool, version: i32) -> Result<(), engram::Error> {
     if version > SCHEMA_VERSION {
-        return Err(StoreError::Foreign(format!(
+        return Err(engram::Error::Foreign(format!(
             "{} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})",
             pool.display()
         )));

@@ -2,7 +2,7 @@
 //! session's row first, so that servers sharing the database append and compact in order.
 
 use engram::embed::TextHash;
-use engram::memory::{NewEntry, StoreError, Timestamp, new_id};
+use engram::memory::{NewEntry, Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
     APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Compactions, KeyedAppend, LogRange,
@@ -58,7 +58,7 @@ fn session_in(
     tenant: &str,
     id: &str,
     lock: bool,
-) -> Result<SessionInfo, StoreError> {
+) -> Result<SessionInfo, engram::Error> {
     let sql = format!(
         "SELECT {SESSION_COLUMNS} FROM engram_session WHERE tenant = $1 AND id = $2{}",
         if lock { " FOR UPDATE" } else { "" }
@@ -75,18 +75,18 @@ const MESSAGE_COLUMNS: &str = "seq, id, created_at, tokens, message, abandoned";
 fn rows_to_logged(
     rows: &[postgres::Row],
     session_id: &str,
-) -> Result<Vec<LoggedMessage>, StoreError> {
+) -> Result<Vec<LoggedMessage>, engram::Error> {
     rows.iter()
         .map(|r| {
             let id: String = r.get(1);
             let text: &str = r.get(4);
             let value: Value = serde_json::from_str(text).map_err(|e| {
-                StoreError::Backend(format!(
+                engram::Error::Backend(format!(
                     "session {session_id:?}, message {id}: stored JSON is damaged: {e}"
                 ))
             })?;
             let message = Message::from_stored(value).map_err(|e| {
-                StoreError::Backend(format!(
+                engram::Error::Backend(format!(
                     "session {session_id:?}, message {id}: stored message is damaged: {e}"
                 ))
             })?;
@@ -142,7 +142,7 @@ fn insert_summary(
     session_id: &str,
     compaction_id: i64,
     s: &SummaryRecord,
-) -> Result<(), StoreError> {
+) -> Result<(), engram::Error> {
     tx.execute(
         "INSERT INTO engram_session_summary (tenant, id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -163,7 +163,7 @@ fn insert_summary(
     )
     .map_err(|e| {
         if is_unique_violation(&e) {
-            StoreError::Conflict(format!("a summary {:?} exists already", s.id))
+            engram::Error::Conflict(format!("a summary {:?} exists already", s.id))
         } else {
             pg(e)
         }
@@ -175,7 +175,7 @@ fn insert_journal(
     tx: &mut Transaction<'_>,
     tenant: &str,
     journal: &[NewEntry],
-) -> Result<(), StoreError> {
+) -> Result<(), engram::Error> {
     if journal.is_empty() {
         return Ok(());
     }
@@ -194,7 +194,7 @@ impl PostgresStore {
         &self,
         session_id: &str,
         range: LogRange,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, engram::Error> {
         let LogRange {
             from_seq,
             include_abandoned,
@@ -231,7 +231,7 @@ fn append_in(
     tenant: &str,
     info: &SessionInfo,
     messages: &[NewLogMessage],
-) -> Result<Vec<(u64, String)>, StoreError> {
+) -> Result<Vec<(u64, String)>, engram::Error> {
     let session_id = info.id.as_str();
     let insert = tx
         .prepare(
@@ -286,7 +286,7 @@ fn append_in(
 }
 
 impl SessionStore for PostgresStore {
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, engram::Error> {
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
         self.tx(|tx| {
             let row = tx
@@ -310,20 +310,20 @@ impl SessionStore for PostgresStore {
                 )
                 .map_err(pg)?;
             row.map(|r| row_to_session(&r)).ok_or_else(|| {
-                StoreError::Conflict(format!("a session {id:?} exists already"))
+                engram::Error::Conflict(format!("a session {id:?} exists already"))
             })
         })
     }
 
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, engram::Error> {
         match session_in(&mut *self.pool.get()?, &self.tenant, id, false) {
             Ok(info) => Ok(Some(info)),
-            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(engram::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+    fn sessions(&self) -> Result<Vec<SessionInfo>, engram::Error> {
         let rows = self
             .pool
             .get()?
@@ -341,7 +341,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<(u64, String)>, StoreError> {
+    ) -> Result<Vec<(u64, String)>, engram::Error> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, session_id, true)?;
             append_in(tx, &self.tenant, &info, messages)
@@ -353,7 +353,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         messages: &[NewLogMessage],
         key: &AppendKey,
-    ) -> Result<KeyedAppend, StoreError> {
+    ) -> Result<KeyedAppend, engram::Error> {
         self.tx(|tx| {
             // The session's row is locked first: a retry racing its first try waits for it.
             let info = session_in(tx, &self.tenant, session_id, true)?;
@@ -377,7 +377,7 @@ impl SessionStore for PostgresStore {
             }
             let out = append_in(tx, &self.tenant, &info, messages)?;
             let positions =
-                serde_json::to_string(&out).map_err(|e| StoreError::Backend(e.to_string()))?;
+                serde_json::to_string(&out).map_err(|e| engram::Error::Backend(e.to_string()))?;
             tx.execute(
                 "INSERT INTO engram_session_append_key
                      (tenant, session_id, key, fingerprint, positions, created_at)
@@ -409,7 +409,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         key: &str,
         answer: &Value,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         self.tx(|tx| {
             tx.execute(
                 "UPDATE engram_session_append_key SET answer = $4
@@ -425,7 +425,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         range: LogRange,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, engram::Error> {
         self.log_rows(session_id, range)
     }
 
@@ -433,7 +433,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, engram::Error> {
         let rows = self
             .pool
             .get()?
@@ -449,7 +449,7 @@ impl SessionStore for PostgresStore {
         rows_to_logged(&rows, session_id)
     }
 
-    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, StoreError> {
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, engram::Error> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, &c.session_id, true)?;
             check_compaction(&info, c)?;
@@ -488,7 +488,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         which: Compactions,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
+    ) -> Result<Vec<CompactionRecord>, engram::Error> {
         // PostgreSQL reads a NULL limit as no limit.
         let (include_abandoned, order, limit) = match which {
             Compactions::All { include_abandoned } => (include_abandoned, "", None),
@@ -509,7 +509,7 @@ impl SessionStore for PostgresStore {
         Ok(rows.iter().map(row_to_compaction).collect())
     }
 
-    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, StoreError> {
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, engram::Error> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             let row = tx
@@ -527,7 +527,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn user_turns(&self, session_id: &str) -> Result<usize, StoreError> {
+    fn user_turns(&self, session_id: &str) -> Result<usize, engram::Error> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             let row = tx
@@ -541,7 +541,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, engram::Error> {
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
@@ -576,7 +576,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         name: &str,
         at: Timestamp,
-    ) -> Result<Checkpoint, StoreError> {
+    ) -> Result<Checkpoint, engram::Error> {
         self.tx(|tx| {
             let info = session_in(tx, &self.tenant, session_id, true)?;
             let compaction_id: Option<i64> = tx
@@ -603,7 +603,7 @@ impl SessionStore for PostgresStore {
                 )
                 .map_err(pg)?;
             if inserted == 0 {
-                return Err(StoreError::Conflict(format!(
+                return Err(engram::Error::Conflict(format!(
                     "session {session_id:?} has a checkpoint named {name:?} already"
                 )));
             }
@@ -619,7 +619,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, engram::Error> {
         let rows = self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, false)?;
             tx.query(
@@ -634,7 +634,7 @@ impl SessionStore for PostgresStore {
         Ok(rows.iter().map(row_to_checkpoint).collect())
     }
 
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError> {
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, engram::Error> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, true)?;
             let found = tx
@@ -689,7 +689,7 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError> {
+    fn import_session(&self, dump: &SessionDump) -> Result<(), engram::Error> {
         let info = &dump.info;
         self.tx(|tx| {
             let inserted = tx
@@ -715,7 +715,7 @@ impl SessionStore for PostgresStore {
                 )
                 .map_err(pg)?;
             if inserted == 0 {
-                return Err(StoreError::Conflict(format!(
+                return Err(engram::Error::Conflict(format!(
                     "a session {:?} exists already; delete it first to import it again",
                     info.id
                 )));
@@ -742,7 +742,7 @@ impl SessionStore for PostgresStore {
                     ],
                 )
                 .map_err(|e| {
-                    StoreError::Backend(format!(
+                    engram::Error::Backend(format!(
                         "message {} (seq {}): {}",
                         m.id,
                         m.seq,
@@ -799,10 +799,10 @@ impl SessionStore for PostgresStore {
         })
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError> {
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, engram::Error> {
         self.tx(|tx| {
             session_in(tx, &self.tenant, session_id, true)?;
-            let mut count = |table: &str| -> Result<usize, StoreError> {
+            let mut count = |table: &str| -> Result<usize, engram::Error> {
                 let row = tx
                     .query_one(
                         &format!(
@@ -848,7 +848,7 @@ impl SessionStore for PostgresStore {
         session_id: &str,
         model: &str,
         vectors: &[(TextHash, &[f32])],
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         if vectors.is_empty() {
             return Ok(());
         }

@@ -1,7 +1,5 @@
 //! [`TimelineStore`] for PostgreSQL: each session's timeline, one row of JSON per tenant and
 //! session (schema version 9), deleted with its session.
-
-use engram::memory::StoreError;
 use engram::session::store::no_session;
 use engram::session::timeline::{Timeline, TimelineStore};
 use engram::stored::StoredJson;
@@ -9,7 +7,7 @@ use engram::stored::StoredJson;
 use super::{PostgresStore, pg};
 
 impl TimelineStore for PostgresStore {
-    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, StoreError> {
+    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, engram::Error> {
         let row = self.tx(|tx| {
             tx.query_opt(
                 "SELECT t.timeline FROM engram_session s
@@ -29,7 +27,7 @@ impl TimelineStore for PostgresStore {
         }
     }
 
-    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), StoreError> {
+    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), engram::Error> {
         let stored = timeline.to_stored()?;
         self.tx(|tx| {
             let exists = tx

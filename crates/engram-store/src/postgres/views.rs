@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use engram::compact::stable::{SentView, ViewStore};
-use engram::memory::StoreError;
 
 use super::{PostgresStore, pg};
 
@@ -17,12 +16,12 @@ fn key_bytes(key: u128) -> Vec<u8> {
     key.to_be_bytes().to_vec()
 }
 
-fn decode(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(format!("a proxy view that does not read back: {e}"))
+fn decode(e: impl std::fmt::Display) -> engram::Error {
+    engram::Error::Backend(format!("a proxy view that does not read back: {e}"))
 }
 
 impl ViewStore for PostgresStore {
-    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, StoreError> {
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, engram::Error> {
         let at: HashMap<Vec<u8>, usize> = prefixes
             .iter()
             .enumerate()
@@ -53,7 +52,7 @@ impl ViewStore for PostgresStore {
         key: u128,
         view: SentView,
         replaces: Option<u128>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         let text = serde_json::to_string(&view).map_err(decode)?;
         let now = engram::timestamp::now();
         self.tx(|tx| {

@@ -2,7 +2,6 @@
 //! (schema version 10), read and updated in one write transaction.
 
 use engram::calibrate::{Calibration, CalibrationStore, Observation};
-use engram::memory::StoreError;
 use engram::stored::StoredJson;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
@@ -17,11 +16,11 @@ CREATE TABLE IF NOT EXISTS count_calibration (
 ";
 
 impl CalibrationStore for SqliteStore {
-    fn calibration(&self, model: &str) -> Result<Option<Calibration>, StoreError> {
+    fn calibration(&self, model: &str) -> Result<Option<Calibration>, engram::Error> {
         read(&self.conn(), model)
     }
 
-    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, StoreError> {
+    fn observe_count(&self, model: &str, seen: Observation) -> Result<Calibration, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let before = read(&tx, model)?.unwrap_or_default();
@@ -44,7 +43,7 @@ impl CalibrationStore for SqliteStore {
 pub fn read_calibration(
     path: &std::path::Path,
     model: &str,
-) -> Result<Option<Calibration>, StoreError> {
+) -> Result<Option<Calibration>, engram::Error> {
     if !path.exists() {
         return Ok(None);
     }
@@ -64,7 +63,7 @@ pub fn read_calibration(
 }
 
 /// The calibration kept for `model`, if any.
-fn read(conn: &Connection, model: &str) -> Result<Option<Calibration>, StoreError> {
+fn read(conn: &Connection, model: &str) -> Result<Option<Calibration>, engram::Error> {
     let text: Option<String> = conn
         .query_row(
             "SELECT state FROM count_calibration WHERE model = ?1",

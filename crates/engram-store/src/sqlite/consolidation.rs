@@ -6,7 +6,7 @@ use super::*;
 /// Forgets the vectors of the texts `select` reads (the memory entries about to be deleted, each
 /// whole and by sentence: [`engram::memory::hybrid::vector_hashes`]), in the caller's
 /// transaction. A store that keeps no vectors reads nothing.
-pub(super) fn forget_vectors_of(tx: &Connection, select: &str) -> Result<(), StoreError> {
+pub(super) fn forget_vectors_of(tx: &Connection, select: &str) -> Result<(), engram::Error> {
     let models = vectors::models(tx).map_err(backend)?;
     if models.is_empty() {
         return Ok(());
@@ -41,7 +41,7 @@ pub(super) fn archive_known(
     tx: &Connection,
     consolidations: &[Consolidation],
     known: &rustc_hash::FxHashMap<String, i64>,
-) -> Result<Option<bool>, StoreError> {
+) -> Result<Option<bool>, engram::Error> {
     let mut taken = Vec::new(); // (rowid, group)
     for (group, c) in consolidations.iter().enumerate() {
         for id in &c.ids {
@@ -97,7 +97,7 @@ pub(super) fn consolidate_in(
     c: &Consolidation,
     archived: bool,
     inline: Option<&mut search::Inline<'_>>,
-) -> Result<ConsolidationRecord, StoreError> {
+) -> Result<ConsolidationRecord, engram::Error> {
     if !archived {
         archive_by_id(tx, c)?;
     }
@@ -147,7 +147,7 @@ pub(super) fn consolidate_in(
 /// Takes a group's entries, looked up by id, out of working memory; when one of them was not
 /// working, puts back those it took (the transaction holds the write lock: nothing else
 /// changed them meanwhile) and says which were not.
-fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), StoreError> {
+fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), engram::Error> {
     let keys = serde_json::to_string(&c.ids).map_err(backend)?;
     let archived = tx
         .prepare_cached(
@@ -181,7 +181,7 @@ fn archive_by_id(tx: &Connection, c: &Consolidation) -> Result<(), StoreError> {
                 not_working.push(id.clone());
             }
         }
-        return Err(StoreError::NotWorking(not_working));
+        return Err(engram::Error::NotWorking(not_working));
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use engram::embed::{TextHash, VectorStore};
 use engram::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
-    SearchHit, SearchQuery, Stats, StoreError, Tier, Timestamp, empty_forget, new_id,
+    SearchHit, SearchQuery, Stats, Tier, Timestamp, empty_forget, new_id,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -72,8 +72,8 @@ fn queue_seq(conn: &Connection) -> rusqlite::Result<i64> {
     .query_row([], |r| r.get(0))
 }
 
-pub(crate) fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+pub(crate) fn backend(e: impl std::fmt::Display) -> engram::Error {
+    engram::Error::Backend(e.to_string())
 }
 
 /// Puts `conn`'s file in WAL mode. Switching a new file needs an exclusive lock, and SQLite
@@ -103,17 +103,17 @@ pub(crate) fn write_ahead_log(
 /// A write transaction, begun IMMEDIATE: it waits (up to the busy timeout) for the write lock
 /// up front, instead of starting as a reader and failing with "database is locked" when
 /// another connection wrote first.
-pub(crate) fn write_tx(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, StoreError> {
+pub(crate) fn write_tx(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, engram::Error> {
     conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(backend)
 }
 
 impl SqliteStore {
     /// Opens (or creates) the database at `path`, refusing files that are not engram's.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<Self, engram::Error> {
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.is_dir() {
-                return Err(StoreError::Foreign(format!(
+                return Err(engram::Error::Foreign(format!(
                     "{} is a directory; --db takes a database file",
                     path.display()
                 )));
@@ -124,7 +124,7 @@ impl SqliteStore {
                     .and_then(|mut f| std::io::Read::read(&mut f, &mut header))
                     .map_err(backend)?;
                 if read < 16 || &header != b"SQLite format 3\0" {
-                    return Err(StoreError::Foreign(format!(
+                    return Err(engram::Error::Foreign(format!(
                         "{} is not an engram database (not a SQLite file); engram leaves it alone",
                         path.display()
                     )));
@@ -150,7 +150,7 @@ impl SqliteStore {
     }
 
     /// A private database in memory (for tests and one-off runs).
-    pub fn open_in_memory() -> Result<Self, StoreError> {
+    pub fn open_in_memory() -> Result<Self, engram::Error> {
         Self::setup(
             Connection::open_in_memory().map_err(backend)?,
             ":memory:",
@@ -162,7 +162,7 @@ impl SqliteStore {
         mut conn: Connection,
         name: &str,
         index_dir: Option<PathBuf>,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, engram::Error> {
         let version = schema::checked_version(&conn, name)?;
         write_ahead_log(&conn, std::time::Duration::from_secs(10)).map_err(backend)?;
         // A 16 MiB page cache: a long transaction's pages stay in it until they spill, so a
@@ -180,7 +180,7 @@ impl SqliteStore {
     }
 
     /// Opens the search index (in `dir`, or in memory) and brings it in step with the database.
-    fn with_index(mut conn: Connection, dir: Option<PathBuf>) -> Result<Self, StoreError> {
+    fn with_index(mut conn: Connection, dir: Option<PathBuf>) -> Result<Self, engram::Error> {
         let index = match &dir {
             Some(dir) => search::TextIndex::open(dir)?,
             None => search::TextIndex::in_ram()?,
@@ -196,7 +196,7 @@ impl SqliteStore {
     /// Brings the search index up to date now (a search does it anyway; bulk writers call this
     /// so that the next search is fast). Returns the changes applied. An index commit still
     /// running that covers every change is left to finish on its own.
-    pub fn sync_index(&self) -> Result<usize, StoreError> {
+    pub fn sync_index(&self) -> Result<usize, engram::Error> {
         let mut conn = self.conn();
         self.index.catch_up(&mut conn, false)
     }
@@ -208,7 +208,7 @@ impl SqliteStore {
         before: Timestamp,
         limit: usize,
         each: &mut dyn FnMut(i64, MemoryEntry),
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         let mut conn = self.conn();
         let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
         // Not to be trusted until the read is whole.
@@ -324,7 +324,7 @@ fn read_candidates(
     before: Timestamp,
     limit: usize,
     each: &mut dyn FnMut(i64, MemoryEntry),
-) -> Result<i64, StoreError> {
+) -> Result<i64, engram::Error> {
     let tx = conn.transaction().map_err(backend)?;
     let seq = queue_seq(&tx).map_err(backend)?;
     let mut chosen: Vec<(i64, i64)> = tx
@@ -363,11 +363,15 @@ impl VectorStore for SqliteStore {
         &self,
         model: &str,
         hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, engram::Error> {
         vectors::read(&self.conn(), model, hashes).map_err(backend)
     }
 
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+    fn put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(TextHash, &[f32])],
+    ) -> Result<(), engram::Error> {
         if vectors.is_empty() {
             return Ok(());
         }
@@ -379,7 +383,7 @@ impl VectorStore for SqliteStore {
 }
 
 impl MemoryStore for SqliteStore {
-    fn insert(&self, entries: &[engram::memory::NewEntry]) -> Result<Inserted, StoreError> {
+    fn insert(&self, entries: &[engram::memory::NewEntry]) -> Result<Inserted, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let mut out = Inserted::default();
@@ -396,8 +400,8 @@ impl MemoryStore for SqliteStore {
 
     fn insert_stream(
         &self,
-        entries: &mut dyn Iterator<Item = Result<engram::memory::NewEntry, StoreError>>,
-    ) -> Result<Inserted, StoreError> {
+        entries: &mut dyn Iterator<Item = Result<engram::memory::NewEntry, engram::Error>>,
+    ) -> Result<Inserted, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         // An import is indexed as it is inserted: tantivy's threads work while SQLite does,
@@ -457,13 +461,13 @@ impl MemoryStore for SqliteStore {
         Ok(out)
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, engram::Error> {
         let mut conn = self.conn();
         self.index.catch_up(&mut conn, true)?;
         self.index.search(&conn, query)
     }
 
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, engram::Error> {
         self.conn()
             .query_row(
                 &format!("SELECT {COLUMNS} FROM {MEMORY} WHERE m.id = ?1"),
@@ -474,7 +478,7 @@ impl MemoryStore for SqliteStore {
             .map_err(backend)
     }
 
-    fn stats(&self) -> Result<Stats, StoreError> {
+    fn stats(&self) -> Result<Stats, engram::Error> {
         // No scan of the archive, which grows without bound: working memory and the small
         // tiers are counted from their own table and index, the archive is what remains of
         // the total (a count of the table's cells, without reading its rows).
@@ -514,7 +518,7 @@ impl MemoryStore for SqliteStore {
         Ok(stats)
     }
 
-    fn working_count(&self) -> Result<usize, StoreError> {
+    fn working_count(&self) -> Result<usize, engram::Error> {
         self.conn()
             .prepare_cached("SELECT count(*) FROM memory_working")
             .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
@@ -526,7 +530,7 @@ impl MemoryStore for SqliteStore {
         &self,
         before: Timestamp,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError> {
+    ) -> Result<Vec<MemoryEntry>, engram::Error> {
         // Read in rowid order, put back in time order here.
         let mut rows = Vec::new();
         self.read_working(before, limit, &mut |rowid, e| rows.push((rowid, e)))?;
@@ -539,7 +543,7 @@ impl MemoryStore for SqliteStore {
         before: Timestamp,
         limit: usize,
         each: &mut dyn FnMut(Vec<MemoryEntry>),
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         let mut batch = Vec::with_capacity(READ_BATCH);
         self.read_working(before, limit, &mut |_, e| {
             batch.push(e);
@@ -556,11 +560,11 @@ impl MemoryStore for SqliteStore {
         Ok(())
     }
 
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError> {
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, engram::Error> {
         self.working_before(Timestamp::MAX, n)
     }
 
-    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, StoreError> {
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let record = consolidate_in(&tx, c, false, None)?;
@@ -571,7 +575,7 @@ impl MemoryStore for SqliteStore {
     fn consolidate_many(
         &self,
         consolidations: &[Consolidation],
-    ) -> Result<Vec<ConsolidationRecord>, StoreError> {
+    ) -> Result<Vec<ConsolidationRecord>, engram::Error> {
         let mut conn = self.conn();
         let mut candidates = self.candidates.lock().unwrap_or_else(|p| p.into_inner());
         let (tx, inline, known, out) = loop {
@@ -600,7 +604,7 @@ impl MemoryStore for SqliteStore {
                 // SQLite copies every page a savepoint touches, a third of the cost of a sleep).
                 match consolidate_in(&tx, c, archived, inline.as_mut()) {
                     Ok(record) => out.push(record),
-                    Err(StoreError::NotWorking(_)) => {}
+                    Err(engram::Error::NotWorking(_)) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -623,7 +627,7 @@ impl MemoryStore for SqliteStore {
         Ok(out)
     }
 
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError> {
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, engram::Error> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
@@ -653,7 +657,7 @@ impl MemoryStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
 
-    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError> {
+    fn forget(&self, what: &Forget) -> Result<Forgotten, engram::Error> {
         if what.is_empty() {
             return Err(empty_forget());
         }
@@ -668,7 +672,7 @@ impl MemoryStore for SqliteStore {
         Ok(out)
     }
 
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let out = forget_where(
@@ -681,7 +685,7 @@ impl MemoryStore for SqliteStore {
         Ok(out)
     }
 
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let last: Option<String> = tx
@@ -706,14 +710,14 @@ impl MemoryStore for SqliteStore {
         Ok(true)
     }
 
-    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+    fn meta(&self, key: &str) -> Result<Option<String>, engram::Error> {
         self.conn()
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
             .map_err(backend)
     }
 
-    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         tx.execute(
@@ -725,7 +729,7 @@ impl MemoryStore for SqliteStore {
         tx.commit().map_err(backend)
     }
 
-    fn forget_all(&self) -> Result<Forgotten, StoreError> {
+    fn forget_all(&self) -> Result<Forgotten, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         forget_vectors_of(&tx, "SELECT content FROM memory")?;
@@ -741,7 +745,7 @@ impl MemoryStore for SqliteStore {
         session_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError> {
+    ) -> Result<Vec<MemoryEntry>, engram::Error> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -766,7 +770,7 @@ pub(crate) fn forget_where(
     tx: &Connection,
     condition: &str,
     args: &[&dyn rusqlite::ToSql],
-) -> Result<Forgotten, StoreError> {
+) -> Result<Forgotten, engram::Error> {
     tx.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY); DELETE FROM temp.doomed;",
     )

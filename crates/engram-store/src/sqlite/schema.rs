@@ -1,7 +1,5 @@
 //! The database's schema: each version's statements, the checks that a file is engram's, and
 //! the migrations from any earlier version.
-
-use engram::memory::StoreError;
 use rusqlite::Connection;
 
 use super::{backend, calibration, timeline, vectors, write_tx};
@@ -240,7 +238,7 @@ enum Migration {
 /// The schema version of the database behind `conn`, after checking that it is engram's (or
 /// empty) and not newer than this build. Reads only: nothing is written to a file that is not
 /// ours.
-pub(super) fn checked_version(conn: &Connection, name: &str) -> Result<i32, StoreError> {
+pub(super) fn checked_version(conn: &Connection, name: &str) -> Result<i32, engram::Error> {
     // Read-only checks first: nothing is written to a file that is not ours. They read one
     // snapshot (another process may be creating the schema right now), and wait for a
     // writer rather than mistaking its lock for a damaged file.
@@ -250,7 +248,7 @@ pub(super) fn checked_version(conn: &Connection, name: &str) -> Result<i32, Stor
     let app: i32 = snapshot
         .query_row("PRAGMA application_id", [], |r| r.get(0))
         .map_err(|e| {
-            StoreError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
+            engram::Error::Foreign(format!("{name} is not a readable SQLite database: {e}"))
         })?;
     let version: i32 = snapshot
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -258,16 +256,16 @@ pub(super) fn checked_version(conn: &Connection, name: &str) -> Result<i32, Stor
     let tables: i64 = snapshot
         .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
         .map_err(|e| {
-            StoreError::Foreign(format!("{name} is not a readable SQLite database: {e}"))
+            engram::Error::Foreign(format!("{name} is not a readable SQLite database: {e}"))
         })?;
     snapshot.finish().map_err(backend)?;
     if app != APPLICATION_ID && (app != 0 || tables > 0) {
-        return Err(StoreError::Foreign(format!(
+        return Err(engram::Error::Foreign(format!(
             "{name} is a SQLite database, but not engram's; engram leaves it alone (use another --db)"
         )));
     }
     if version > SCHEMA_VERSION {
-        return Err(StoreError::Foreign(format!(
+        return Err(engram::Error::Foreign(format!(
             "{name} was written by a newer engram (schema {version}; this one knows {SCHEMA_VERSION})"
         )));
     }
@@ -277,7 +275,7 @@ pub(super) fn checked_version(conn: &Connection, name: &str) -> Result<i32, Stor
 /// Brings the database from `version` to [`SCHEMA_VERSION`], each step in its own transaction
 /// (a crash leaves the previous version). The version is read again under the write lock, so
 /// two processes opening a new database at once migrate it once.
-pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), engram::Error> {
     let tx = write_tx(conn)?;
     let current: i32 = tx
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -1,7 +1,7 @@
 //! [`SessionStore`] for SQLite: every method is one transaction.
 
 use engram::embed::TextHash;
-use engram::memory::{StoreError, Timestamp, new_id};
+use engram::memory::{Timestamp, new_id};
 use engram::message::Message;
 use engram::session::store::{
     APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Compactions, KeyedAppend, LogRange,
@@ -50,7 +50,7 @@ fn to_json(value: &[String]) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-fn session_in(conn: &Connection, id: &str) -> Result<SessionInfo, StoreError> {
+fn session_in(conn: &Connection, id: &str) -> Result<SessionInfo, engram::Error> {
     conn.prepare_cached(&format!(
         "SELECT {SESSION_COLUMNS} FROM session WHERE id = ?1"
     ))
@@ -80,7 +80,7 @@ fn row_to_logged(r: &rusqlite::Row<'_>) -> rusqlite::Result<(LoggedMessage, Stri
 fn parse_logged(
     rows: Vec<(LoggedMessage, String)>,
     session_id: &str,
-) -> Result<Vec<LoggedMessage>, StoreError> {
+) -> Result<Vec<LoggedMessage>, engram::Error> {
     rows.into_iter()
         .map(|(mut m, text)| {
             let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -139,7 +139,7 @@ fn insert_summary(
     session_id: &str,
     compaction_id: i64,
     s: &SummaryRecord,
-) -> Result<(), StoreError> {
+) -> Result<(), engram::Error> {
     tx.prepare_cached(
         "INSERT INTO session_summary (id, session_id, compaction_id, depth, covers, covers_summaries, from_at, to_at, text, tokens, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -168,7 +168,7 @@ impl SqliteStore {
         &self,
         session_id: &str,
         range: LogRange,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, engram::Error> {
         let LogRange {
             from_seq,
             include_abandoned,
@@ -209,7 +209,7 @@ fn append_in(
     tx: &rusqlite::Transaction<'_>,
     session_id: &str,
     messages: &[NewLogMessage],
-) -> Result<Vec<(u64, String)>, StoreError> {
+) -> Result<Vec<(u64, String)>, engram::Error> {
     let info = session_in(tx, session_id)?;
     let mut seq = info.next_seq;
     let mut out = Vec::with_capacity(messages.len());
@@ -256,7 +256,7 @@ fn append_in(
 }
 
 impl SessionStore for SqliteStore {
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
@@ -277,7 +277,7 @@ impl SessionStore for SqliteStore {
             )
             .map_err(backend)?;
         if inserted == 0 {
-            return Err(StoreError::Conflict(format!(
+            return Err(engram::Error::Conflict(format!(
                 "a session {id:?} exists already"
             )));
         }
@@ -286,15 +286,15 @@ impl SessionStore for SqliteStore {
         Ok(info)
     }
 
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, engram::Error> {
         match session_in(&self.conn(), id) {
             Ok(info) => Ok(Some(info)),
-            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(engram::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+    fn sessions(&self) -> Result<Vec<SessionInfo>, engram::Error> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(&format!(
@@ -309,7 +309,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<(u64, String)>, StoreError> {
+    ) -> Result<Vec<(u64, String)>, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let out = append_in(&tx, session_id, messages)?;
@@ -322,7 +322,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         messages: &[NewLogMessage],
         key: &AppendKey,
-    ) -> Result<KeyedAppend, StoreError> {
+    ) -> Result<KeyedAppend, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
@@ -372,7 +372,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         key: &str,
         answer: &Value,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         let conn = self.conn();
         conn.execute(
             "UPDATE session_append_key SET answer = ?3 WHERE session_id = ?1 AND key = ?2",
@@ -386,7 +386,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         range: LogRange,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, engram::Error> {
         self.log_rows(session_id, range)
     }
 
@@ -394,7 +394,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, engram::Error> {
         let conn = self.conn();
         let mut stmt = conn
             .prepare_cached(
@@ -418,7 +418,7 @@ impl SessionStore for SqliteStore {
         parse_logged(rows, session_id)
     }
 
-    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, StoreError> {
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, &c.session_id)?;
@@ -464,7 +464,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         which: Compactions,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
+    ) -> Result<Vec<CompactionRecord>, engram::Error> {
         // SQLite reads a negative limit as no limit.
         let (include_abandoned, order, limit) = match which {
             Compactions::All { include_abandoned } => (include_abandoned, "", -1),
@@ -487,7 +487,7 @@ impl SessionStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
 
-    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, StoreError> {
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, engram::Error> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         conn.query_row(
@@ -500,7 +500,7 @@ impl SessionStore for SqliteStore {
         .map_err(backend)
     }
 
-    fn user_turns(&self, session_id: &str) -> Result<usize, StoreError> {
+    fn user_turns(&self, session_id: &str) -> Result<usize, engram::Error> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         conn.query_row(
@@ -513,7 +513,7 @@ impl SessionStore for SqliteStore {
         .map_err(backend)
     }
 
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, engram::Error> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -550,7 +550,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         name: &str,
         at: Timestamp,
-    ) -> Result<Checkpoint, StoreError> {
+    ) -> Result<Checkpoint, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = session_in(&tx, session_id)?;
@@ -576,7 +576,7 @@ impl SessionStore for SqliteStore {
             )
             .map_err(backend)?;
         if inserted == 0 {
-            return Err(StoreError::Conflict(format!(
+            return Err(engram::Error::Conflict(format!(
                 "session {session_id:?} has a checkpoint named {name:?} already"
             )));
         }
@@ -592,7 +592,7 @@ impl SessionStore for SqliteStore {
         })
     }
 
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, engram::Error> {
         let conn = self.conn();
         session_in(&conn, session_id)?;
         let mut stmt = conn
@@ -607,7 +607,7 @@ impl SessionStore for SqliteStore {
         rows.collect::<Result<Vec<_>, _>>().map_err(backend)
     }
 
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError> {
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
@@ -660,7 +660,7 @@ impl SessionStore for SqliteStore {
         })
     }
 
-    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError> {
+    fn import_session(&self, dump: &SessionDump) -> Result<(), engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         let info = &dump.info;
@@ -685,7 +685,7 @@ impl SessionStore for SqliteStore {
             )
             .map_err(backend)?;
         if inserted == 0 {
-            return Err(StoreError::Conflict(format!(
+            return Err(engram::Error::Conflict(format!(
                 "a session {:?} exists already; delete it first to import it again",
                 info.id
             )));
@@ -757,11 +757,11 @@ impl SessionStore for SqliteStore {
         Ok(())
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError> {
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, engram::Error> {
         let mut conn = self.conn();
         let tx = write_tx(&mut conn)?;
         session_in(&tx, session_id)?;
-        let count = |table: &str| -> Result<usize, StoreError> {
+        let count = |table: &str| -> Result<usize, engram::Error> {
             tx.query_row(
                 &format!("SELECT count(*) FROM {table} WHERE session_id = ?1"),
                 [session_id],
@@ -791,7 +791,7 @@ impl SessionStore for SqliteStore {
         session_id: &str,
         model: &str,
         vectors: &[(TextHash, &[f32])],
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         if vectors.is_empty() {
             return Ok(());
         }

@@ -1,7 +1,5 @@
 //! [`TimelineStore`] for SQLite: each session's timeline, one row of JSON (schema version 11),
 //! deleted with its session.
-
-use engram::memory::StoreError;
 use engram::session::store::no_session;
 use engram::session::timeline::{Timeline, TimelineStore};
 use engram::stored::StoredJson;
@@ -18,7 +16,7 @@ CREATE TABLE IF NOT EXISTS session_timeline (
 ";
 
 impl TimelineStore for SqliteStore {
-    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, StoreError> {
+    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, engram::Error> {
         let conn = self.conn();
         let row: Option<Option<String>> = conn
             .query_row(
@@ -35,7 +33,7 @@ impl TimelineStore for SqliteStore {
         }
     }
 
-    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), StoreError> {
+    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), engram::Error> {
         // One statement: the row is written only while its session exists.
         let written = self
             .conn()

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use engram::embed::{TextHash, VectorStore, vector_from_bytes, vector_to_bytes};
-use engram::memory::StoreError;
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// The table, as both a database's schema (version 6) and a vector file create it.
@@ -169,9 +168,9 @@ pub struct VectorFile {
 
 impl VectorFile {
     /// The vector file at `path`, created (with its directory) when missing.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<Self, engram::Error> {
         let fail = |e: rusqlite::Error| {
-            StoreError::Backend(format!("embedding cache at {}: {e}", path.display()))
+            engram::Error::Backend(format!("embedding cache at {}: {e}", path.display()))
         };
         if let Some(parent) = path.parent() {
             // A missing directory is reported by SQLite's open below, with the path.
@@ -195,8 +194,8 @@ impl VectorFile {
         &self.path
     }
 
-    fn fail(&self, e: rusqlite::Error) -> StoreError {
-        StoreError::Backend(format!("embedding cache at {}: {e}", self.path.display()))
+    fn fail(&self, e: rusqlite::Error) -> engram::Error {
+        engram::Error::Backend(format!("embedding cache at {}: {e}", self.path.display()))
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -209,11 +208,15 @@ impl VectorStore for VectorFile {
         &self,
         model: &str,
         hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, engram::Error> {
         read(&self.conn(), model, hashes).map_err(|e| self.fail(e))
     }
 
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+    fn put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(TextHash, &[f32])],
+    ) -> Result<(), engram::Error> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(|e| self.fail(e))?;
         write(&tx, model, vectors).map_err(|e| self.fail(e))?;

@@ -10,7 +10,8 @@
 use std::borrow::Cow;
 
 pub use super::policy::TriggerPolicy;
-use super::{CompactError, CompactOptions, CompactReport, Kind, ViewMessage, compact, policy};
+use super::{CompactOptions, CompactReport, Kind, ViewMessage, compact, policy};
+use crate::Error;
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::Message;
@@ -62,7 +63,7 @@ impl LiveContext {
         counter: TokenCounter,
         window: usize,
         conversation: Conversation,
-    ) -> Result<Self, CompactError> {
+    ) -> Result<Self, Error> {
         let mut live = LiveContext::new(counter, window);
         live.log = conversation;
         let all = live.compact_all_fitting();
@@ -107,7 +108,7 @@ impl LiveContext {
 
     /// Appends a message: counted once, added to the view, and the log compacted when the
     /// view passes the threshold.
-    pub fn push(&mut self, message: Message) -> Result<Pushed, CompactError> {
+    pub fn push(&mut self, message: Message) -> Result<Pushed, Error> {
         let tokens = self.counter.count_message(&message).total();
         let index = self.log.messages.len();
         let source_id = message.id.clone().unwrap_or_else(|| index.to_string());
@@ -142,16 +143,12 @@ impl LiveContext {
     }
 
     /// Compacts the log to the policy's target now, optionally serving a focus (a query).
-    pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, CompactError> {
+    pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, Error> {
         let target = self.policy.target_tokens(self.window, self.fixed_tokens());
         self.compact_to(target, focus)
     }
 
-    fn compact_to(
-        &mut self,
-        target: usize,
-        focus: Option<&str>,
-    ) -> Result<CompactReport, CompactError> {
+    fn compact_to(&mut self, target: usize, focus: Option<&str>) -> Result<CompactReport, Error> {
         let mut options = self.options.clone();
         options.query = focus.map(str::to_owned).or(options.query);
         let attempt = policy::within_target(target, self.window, 0, |budget| {

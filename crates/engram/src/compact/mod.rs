@@ -19,7 +19,7 @@
 //! 1. units are kept or dropped whole, after [`units::repair`] made the history well formed;
 //! 2. leading system/developer messages are kept verbatim and first;
 //! 3. the newest unit is kept verbatim and last;
-//! 4. the output's exact count is at most the budget, or [`CompactError::CannotFit`] says why;
+//! 4. the output's exact count is at most the budget, or [`Error::CannotFit`] says why;
 //! 5. every output message carries the source ids of what it stands for.
 
 pub mod live;
@@ -44,11 +44,12 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::Error;
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::Message;
 
-pub use options::{CompactError, CompactOptions, CompactReport, Compacted, LoggedIds, Strategy};
+pub use options::{CompactOptions, CompactReport, Compacted, LoggedIds, Strategy};
 use planner::{Item, Planner};
 pub(crate) use view::view_tokens;
 pub use view::{Kind, Origin, SourceIndex, ViewMessage, render, repair_view};
@@ -59,7 +60,7 @@ pub fn compact(
     conversation: &Conversation,
     counter: &TokenCounter,
     options: &CompactOptions,
-) -> Result<Compacted, CompactError> {
+) -> Result<Compacted, Error> {
     compact_messages(
         &conversation.messages,
         &conversation.tools,
@@ -75,7 +76,7 @@ pub fn compact_messages<M: AsRef<Message>>(
     tools: &[Value],
     counter: &TokenCounter,
     options: &CompactOptions,
-) -> Result<Compacted, CompactError> {
+) -> Result<Compacted, Error> {
     compact_keeping_vectors(input, tools, counter, options, None)
 }
 
@@ -88,10 +89,10 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
     counter: &TokenCounter,
     options: &CompactOptions,
     vectors: Option<&dyn crate::embed::VectorStore>,
-) -> Result<Compacted, CompactError> {
+) -> Result<Compacted, Error> {
     let started = Instant::now();
     if input.is_empty() {
-        return Err(CompactError::Empty);
+        return Err(Error::NoMessages);
     }
     let (repaired, repairs) = units::repair(input);
     let items: Vec<Item<'_>> = repaired
@@ -181,7 +182,7 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
             "the overhead ({} tokens)",
             accounting.per_conversation
         ));
-        return Err(CompactError::CannotFit {
+        return Err(Error::CannotFit {
             budget: options.budget,
             required,
             over: required - options.budget,

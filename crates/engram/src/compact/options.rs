@@ -1,11 +1,13 @@
 //! What a compaction is asked for ([`Strategy`], [`CompactOptions`]) and what it reports
-//! ([`CompactReport`], [`CompactError`], [`Compacted`]).
+//! ([`CompactReport`], [`Error`], [`Compacted`]).
 
 use serde::Serialize;
 
 use super::summarize;
 
 use super::view::ViewMessage;
+
+use crate::Error;
 
 /// Which steps to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,10 +42,10 @@ impl Strategy {
     ];
 
     /// Parses a strategy name; the error (the same on every surface) lists the names.
-    pub fn from_name(name: &str) -> Result<Strategy, crate::ValueError> {
+    pub fn from_name(name: &str) -> Result<Strategy, Error> {
         Strategy::parse(name).ok_or_else(|| {
             let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.as_str()).collect();
-            crate::ValueError::UnknownName {
+            Error::UnknownName {
                 what: "strategy",
                 given: name.to_owned(),
                 expected: format!("one of {}", names.join(", ")),
@@ -240,29 +242,6 @@ pub struct CompactReport {
     pub repaired: usize,
     /// Wall time in milliseconds.
     pub duration_ms: f64,
-}
-
-/// Why a compaction cannot produce a valid output.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CompactError {
-    /// What must be kept is larger than the budget.
-    #[error(
-        "cannot fit the budget of {budget} tokens: {what} need {required} tokens on their own, {over} more than the budget"
-    )]
-    CannotFit {
-        /// The budget.
-        budget: usize,
-        /// Tokens of what must be kept.
-        required: usize,
-        /// `required - budget`.
-        over: usize,
-        /// What must be kept, in words.
-        what: String,
-    },
-    /// The conversation has no messages.
-    #[error("there are no messages to compact")]
-    Empty,
 }
 
 /// The result of [`compact`](super::compact).

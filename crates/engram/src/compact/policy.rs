@@ -33,7 +33,7 @@
 //! `scripts/bench_cache.py`, docs/benchmarks-history.md). A configured `target` is a share of the limit,
 //! as it always was.
 
-use super::CompactError;
+use crate::Error;
 
 /// The share of the limit the task statement may take and still be kept whole, in front, by
 /// every compaction; a larger one is cut to its ask by the digest.
@@ -209,8 +209,8 @@ pub fn requested_target(
     limit: usize,
     fixed: usize,
     trigger: &TriggerPolicy,
-) -> Result<usize, crate::ValueError> {
-    use crate::ValueError::OutOfRange;
+) -> Result<usize, Error> {
+    use crate::Error::OutOfRange;
     match requested {
         Some(0) => Err(OutOfRange("must be a positive number of tokens".to_owned())),
         Some(t) if t > limit => Err(OutOfRange(format!(
@@ -225,7 +225,7 @@ pub fn requested_target(
 #[derive(Debug)]
 pub struct Attempt<T> {
     /// The compaction's outcome (within the target, or within the fallback budget).
-    pub result: Result<T, CompactError>,
+    pub result: Result<T, Error>,
     /// Why the target could not be met, when the fallback budget was used.
     pub missed_target: Option<String>,
 }
@@ -240,10 +240,10 @@ pub fn within_target<T>(
     target: usize,
     limit: usize,
     reserve: usize,
-    mut compact: impl FnMut(usize) -> Result<T, CompactError>,
+    mut compact: impl FnMut(usize) -> Result<T, Error>,
 ) -> Attempt<T> {
     match compact(target.saturating_sub(reserve).max(1)) {
-        Err(CompactError::CannotFit { required, what, .. }) if target < limit => {
+        Err(Error::CannotFit { required, what, .. }) if target < limit => {
             let budget = (required + target / 4)
                 .min(limit)
                 .saturating_sub(reserve)
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn the_fallback_is_what_must_be_kept_plus_room_for_a_summary() {
-        let cannot = |required: usize| CompactError::CannotFit {
+        let cannot = |required: usize| Error::CannotFit {
             budget: 0,
             required,
             over: 0,

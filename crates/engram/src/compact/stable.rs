@@ -18,7 +18,8 @@
 //! view in its store.
 
 use super::policy::{Decision, TriggerPolicy, fixed_head};
-use super::{CompactError, CompactOptions, CompactReport, Kind, Origin, ViewMessage, compact};
+use super::{CompactOptions, CompactReport, Kind, Origin, ViewMessage, compact};
+use crate::Error;
 use crate::count::TokenCounter;
 use crate::input::Conversation;
 use crate::message::Message;
@@ -79,27 +80,17 @@ impl SentView {
 pub trait ViewStore: Send + Sync {
     /// The view standing for the longest prefix of a request: `prefixes[k]` is the key of its
     /// first `k` messages, and a view found under it must stand for `k` messages.
-    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, crate::StoreError>;
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, Error>;
     /// Keeps `view` under `key`, forgetting the view kept under `replaces` (the one it extends).
-    fn keep_view(
-        &self,
-        key: u128,
-        view: SentView,
-        replaces: Option<u128>,
-    ) -> Result<(), crate::StoreError>;
+    fn keep_view(&self, key: u128, view: SentView, replaces: Option<u128>) -> Result<(), Error>;
 }
 
 impl<T: ViewStore + ?Sized> ViewStore for &T {
-    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, crate::StoreError> {
+    fn longest_view(&self, prefixes: &[u128]) -> Result<Option<SentView>, Error> {
         (**self).longest_view(prefixes)
     }
 
-    fn keep_view(
-        &self,
-        key: u128,
-        view: SentView,
-        replaces: Option<u128>,
-    ) -> Result<(), crate::StoreError> {
+    fn keep_view(&self, key: u128, view: SentView, replaces: Option<u128>) -> Result<(), Error> {
         (**self).keep_view(key, view, replaces)
     }
 }
@@ -136,7 +127,7 @@ impl Stable<'_> {
         previous: Option<&SentView>,
         conversation: &Conversation,
         counter: &TokenCounter,
-    ) -> Result<Next, CompactError> {
+    ) -> Result<Next, Error> {
         let tools = &conversation.tools;
         let messages = &conversation.messages;
         let previous = previous.filter(|p| p.covers <= messages.len());
@@ -178,7 +169,7 @@ impl Stable<'_> {
         conversation: &Conversation,
         counter: &TokenCounter,
         target: usize,
-    ) -> Result<(SentView, Box<CompactReport>), CompactError> {
+    ) -> Result<(SentView, Box<CompactReport>), Error> {
         let messages = &conversation.messages;
         let fixed = fixed_head(messages, counter, self.limit);
         // Without the task whole, only the instructions lead (as in any compaction), and the
@@ -200,7 +191,7 @@ impl Stable<'_> {
         conversation: &Conversation,
         counter: &TokenCounter,
         target: usize,
-    ) -> Result<Next, CompactError> {
+    ) -> Result<Next, Error> {
         let messages = &conversation.messages;
         // Where the previous view's tail starts among the caller's messages.
         let start = previous.origins[previous.head..]
@@ -251,7 +242,7 @@ impl Stable<'_> {
         ids: super::LoggedIds,
         counter: &TokenCounter,
         target: usize,
-    ) -> Result<super::Compacted, CompactError> {
+    ) -> Result<super::Compacted, Error> {
         // A block behind the head gets room for the ledger of what it sets aside, on top of
         // its target (never past the threshold).
         let target = if block {

@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use crate::Error;
 use crate::message::{Message, Role};
 
 /// The compaction prompt, as a structured handoff: the sections an agent needs to carry
@@ -126,23 +127,13 @@ impl<'a> SummaryRequest<'a> {
     }
 }
 
-/// Why a summary could not be had.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("summarizer {summarizer}: {reason}")]
-pub struct SummarizeError {
-    /// Which summarizer.
-    pub summarizer: String,
-    /// What went wrong, for the user.
-    pub reason: String,
-}
-
 /// Turns messages into a summary. Implementations are shared between threads.
 pub trait Summarizer: Send + Sync + fmt::Debug {
     /// A short name for reports (`deterministic`, `openai:gpt-4o-mini`).
     fn name(&self) -> &str;
 
     /// Writes the summary text (without [`SUMMARY_HEADER`]).
-    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummarizeError>;
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, Error>;
 }
 
 /// A model-free summarizer with the default prompt's sections, for tests and offline use: the
@@ -157,7 +148,7 @@ impl Summarizer for DeterministicSummarizer {
         "deterministic"
     }
 
-    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, Error> {
         let clip = |s: &str| -> String {
             let s = s.trim().replace('\n', " ");
             if s.chars().count() > 160 {

@@ -10,8 +10,10 @@
 
 use std::sync::{Arc, OnceLock};
 
+use super::Embedder;
 use super::wordpiece::WordPiece;
-use super::{EmbedError, Embedder};
+
+use crate::Error;
 
 /// The model's file: its vocabulary and each token's vector ([`BuiltIn::parse`]).
 static FILE: &[u8] = include_bytes!("../../assets/minilm-static.bin");
@@ -103,7 +105,7 @@ impl Embedder for BuiltIn {
         BUILT_IN_NAME
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         Ok(texts.iter().map(|t| self.vector(t)).collect())
     }
 

@@ -12,12 +12,12 @@
 
 use std::fmt;
 
-use crate::StoreError;
-
 mod built_in;
 mod wordpiece;
 
 pub use built_in::{BUILT_IN_NAME, built_in};
+
+use crate::Error;
 
 /// Turns texts into unit-length vectors whose dot product is their cosine similarity.
 pub trait Embedder: Send + Sync + fmt::Debug {
@@ -25,7 +25,7 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn name(&self) -> &str;
 
     /// One vector per text, in order, each of unit length.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error>;
 
     /// Whether its vectors are worth keeping in a [`VectorStore`]: true for a model that takes
     /// longer to compute a vector than a store takes to read one (MiniLM), false for one that
@@ -43,34 +43,14 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     }
 }
 
-/// Why an embedder gave no vectors: which embedder, and what went wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("embedder {embedder}: {reason}")]
-pub struct EmbedError {
-    /// The embedder's name ([`Embedder::name`]).
-    pub embedder: String,
-    /// What went wrong, for the user.
-    pub reason: String,
-}
-
-impl EmbedError {
-    /// `embedder` failed for `reason`.
-    pub fn new(embedder: impl Into<String>, reason: impl fmt::Display) -> Self {
-        EmbedError {
-            embedder: embedder.into(),
-            reason: reason.to_string(),
-        }
-    }
-}
-
 /// `embedder`'s vectors for `texts`, an error unless it returned one per text.
 pub(crate) fn embed_each<E: Embedder + ?Sized>(
     embedder: &E,
     texts: &[&str],
-) -> Result<Vec<Vec<f32>>, EmbedError> {
+) -> Result<Vec<Vec<f32>>, Error> {
     let vectors = embedder.embed(texts)?;
     if vectors.len() != texts.len() {
-        return Err(EmbedError::new(
+        return Err(Error::embedder(
             embedder.name(),
             format!(
                 "returned {} vectors for {} texts",
@@ -113,27 +93,19 @@ pub fn vector_from_bytes(bytes: &[u8]) -> Vec<f32> {
 /// out) and they are computed again.
 pub trait VectorStore: Send + Sync {
     /// The vector kept for each hash under `model`, in order, `None` where there is none.
-    fn vectors(
-        &self,
-        model: &str,
-        hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError>;
+    fn vectors(&self, model: &str, hashes: &[TextHash]) -> Result<Vec<Option<Vec<f32>>>, Error>;
 
     /// Keeps these vectors under `model` (a hash already kept keeps its vector), in one
     /// transaction.
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError>;
+    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), Error>;
 }
 
 impl<T: VectorStore + ?Sized> VectorStore for &T {
-    fn vectors(
-        &self,
-        model: &str,
-        hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+    fn vectors(&self, model: &str, hashes: &[TextHash]) -> Result<Vec<Option<Vec<f32>>>, Error> {
         (**self).vectors(model, hashes)
     }
 
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), Error> {
         (**self).put_vectors(model, vectors)
     }
 }
@@ -143,7 +115,7 @@ impl<T: Embedder + ?Sized> Embedder for &T {
         (**self).name()
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         (**self).embed(texts)
     }
 
@@ -161,7 +133,7 @@ impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
         (**self).name()
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         (**self).embed(texts)
     }
 
@@ -207,7 +179,7 @@ impl<E: Embedder, V: VectorStore> Embedder for Stored<E, V> {
         self.inner.name()
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         let model = self.inner.name();
         let hashes: Vec<TextHash> = texts.iter().map(|t| text_hash(t)).collect();
         let mut out = match self.store.vectors(model, &hashes) {
@@ -278,26 +250,22 @@ impl VectorsInMemory {
 }
 
 impl VectorStore for VectorsInMemory {
-    fn vectors(
-        &self,
-        model: &str,
-        hashes: &[TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+    fn vectors(&self, model: &str, hashes: &[TextHash]) -> Result<Vec<Option<Vec<f32>>>, Error> {
         let map = self
             .vectors
             .lock()
-            .map_err(|_| StoreError::Backend("vector map poisoned".into()))?;
+            .map_err(|_| Error::Backend("vector map poisoned".into()))?;
         Ok(hashes
             .iter()
             .map(|h| map.get(&(model.to_owned(), *h)).cloned())
             .collect())
     }
 
-    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
+    fn put_vectors(&self, model: &str, vectors: &[(TextHash, &[f32])]) -> Result<(), Error> {
         let mut map = self
             .vectors
             .lock()
-            .map_err(|_| StoreError::Backend("vector map poisoned".into()))?;
+            .map_err(|_| Error::Backend("vector map poisoned".into()))?;
         for (h, v) in vectors {
             map.entry((model.to_owned(), *h))
                 .or_insert_with(|| v.to_vec());
@@ -318,7 +286,7 @@ impl Embedder for Topics {
         "topics"
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         Ok(texts
             .iter()
             .map(|t| {
@@ -348,7 +316,7 @@ impl Embedder for Counting {
         "counting"
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         self.0
             .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
         Topics.embed(texts)
@@ -363,12 +331,12 @@ mod tests {
     struct Down;
 
     impl VectorStore for Down {
-        fn vectors(&self, _: &str, _: &[TextHash]) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
-            Err(StoreError::Backend("disk gone".into()))
+        fn vectors(&self, _: &str, _: &[TextHash]) -> Result<Vec<Option<Vec<f32>>>, Error> {
+            Err(Error::Backend("disk gone".into()))
         }
 
-        fn put_vectors(&self, _: &str, _: &[(TextHash, &[f32])]) -> Result<(), StoreError> {
-            Err(StoreError::Backend("disk gone".into()))
+        fn put_vectors(&self, _: &str, _: &[(TextHash, &[f32])]) -> Result<(), Error> {
+            Err(Error::Backend("disk gone".into()))
         }
     }
 

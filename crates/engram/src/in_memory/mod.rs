@@ -8,7 +8,7 @@ mod sessions;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::StoreError;
+use crate::Error;
 use crate::memory::{
     Consolidation, ConsolidationRecord, Forget, Forgotten, Inserted, MemoryEntry, MemoryStore,
     NewEntry, SearchHit, SearchQuery, Stats, Tier, empty_forget,
@@ -96,10 +96,7 @@ impl State {
 }
 
 impl crate::calibrate::CalibrationStore for InMemoryStore {
-    fn calibration(
-        &self,
-        model: &str,
-    ) -> Result<Option<crate::calibrate::Calibration>, StoreError> {
+    fn calibration(&self, model: &str) -> Result<Option<crate::calibrate::Calibration>, Error> {
         Ok(self.lock().calibrations.get(model).cloned())
     }
 
@@ -107,7 +104,7 @@ impl crate::calibrate::CalibrationStore for InMemoryStore {
         &self,
         model: &str,
         seen: crate::calibrate::Observation,
-    ) -> Result<crate::calibrate::Calibration, StoreError> {
+    ) -> Result<crate::calibrate::Calibration, Error> {
         let mut state = self.lock();
         let slot = state.calibrations.entry(model.to_owned()).or_default();
         *slot = slot.observed_one(seen);
@@ -134,7 +131,7 @@ impl crate::embed::VectorStore for InMemoryStore {
         &self,
         model: &str,
         hashes: &[crate::embed::TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, Error> {
         self.vectors.vectors(model, hashes)
     }
 
@@ -142,13 +139,13 @@ impl crate::embed::VectorStore for InMemoryStore {
         &self,
         model: &str,
         vectors: &[(crate::embed::TextHash, &[f32])],
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Error> {
         self.vectors.put_vectors(model, vectors)
     }
 }
 
 impl MemoryStore for InMemoryStore {
-    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError> {
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, Error> {
         let mut state = self.lock();
         let mut out = Inserted::default();
         for e in entries {
@@ -161,7 +158,7 @@ impl MemoryStore for InMemoryStore {
         Ok(out)
     }
 
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, Error> {
         let state = self.lock();
         let candidates: Vec<&MemoryEntry> =
             state.entries.iter().filter(|e| query.admits(e)).collect();
@@ -185,12 +182,12 @@ impl MemoryStore for InMemoryStore {
         Ok(hits)
     }
 
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError> {
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, Error> {
         let state = self.lock();
         Ok(state.by_id.get(id).map(|&i| state.entries[i].clone()))
     }
 
-    fn stats(&self) -> Result<Stats, StoreError> {
+    fn stats(&self) -> Result<Stats, Error> {
         let state = self.lock();
         let mut s = Stats::default();
         for e in &state.entries {
@@ -205,11 +202,7 @@ impl MemoryStore for InMemoryStore {
         Ok(s)
     }
 
-    fn working_before(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError> {
+    fn working_before(&self, before: Timestamp, limit: usize) -> Result<Vec<MemoryEntry>, Error> {
         let state = self.lock();
         let mut out: Vec<MemoryEntry> = state
             .entries
@@ -222,11 +215,11 @@ impl MemoryStore for InMemoryStore {
         Ok(out)
     }
 
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError> {
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, Error> {
         self.working_before(Timestamp::MAX, n)
     }
 
-    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, StoreError> {
+    fn consolidate(&self, c: &Consolidation) -> Result<ConsolidationRecord, Error> {
         let mut state = self.lock();
         let not_working: Vec<String> = c
             .ids
@@ -240,7 +233,7 @@ impl MemoryStore for InMemoryStore {
             .cloned()
             .collect();
         if !not_working.is_empty() {
-            return Err(StoreError::NotWorking(not_working));
+            return Err(Error::NotWorking(not_working));
         }
         let summary = materialize(&c.summary, c.ids.clone());
         for id in &c.ids {
@@ -258,12 +251,12 @@ impl MemoryStore for InMemoryStore {
         Ok(record)
     }
 
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError> {
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, Error> {
         let state = self.lock();
         Ok(state.log.iter().rev().take(limit).cloned().collect())
     }
 
-    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError> {
+    fn forget(&self, what: &Forget) -> Result<Forgotten, Error> {
         if what.is_empty() {
             return Err(empty_forget());
         }
@@ -275,7 +268,7 @@ impl MemoryStore for InMemoryStore {
         })
     }
 
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError> {
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, Error> {
         let (entries, summaries_updated, texts) = self
             .lock()
             .remove_entries(|e| e.tier == Tier::Archive && e.created_at < before);
@@ -286,7 +279,7 @@ impl MemoryStore for InMemoryStore {
         })
     }
 
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError> {
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, Error> {
         let mut state = self.lock();
         if state
             .last_sleep
@@ -298,16 +291,16 @@ impl MemoryStore for InMemoryStore {
         Ok(true)
     }
 
-    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+    fn meta(&self, key: &str) -> Result<Option<String>, Error> {
         Ok(self.lock().meta.get(key).cloned())
     }
 
-    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), Error> {
         self.lock().meta.insert(key.to_owned(), value.to_owned());
         Ok(())
     }
 
-    fn forget_all(&self) -> Result<Forgotten, StoreError> {
+    fn forget_all(&self) -> Result<Forgotten, Error> {
         let mut state = self.lock();
         let (entries, _, texts) = state.remove_entries(|_| true);
         self.vectors.forget(&texts);
@@ -320,7 +313,7 @@ impl MemoryStore for InMemoryStore {
         session_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError> {
+    ) -> Result<Vec<MemoryEntry>, Error> {
         let state = self.lock();
         let mut out: Vec<MemoryEntry> = state
             .entries

@@ -1,7 +1,7 @@
 //! [`SessionStore`] for the in-memory store.
 
 use super::InMemoryStore;
-use crate::StoreError;
+use crate::Error;
 use crate::message::Message;
 use crate::session::store::{
     APPEND_KEY_TTL_MS, APPEND_KEYS_KEPT, AppendKey, Checkpoint, CompactionRecord, Compactions,
@@ -43,10 +43,7 @@ impl SessionState {
     }
 }
 
-fn session_of<'s>(
-    state: &'s super::State,
-    session_id: &str,
-) -> Result<&'s SessionState, StoreError> {
+fn session_of<'s>(state: &'s super::State, session_id: &str) -> Result<&'s SessionState, Error> {
     state
         .sessions
         .get(session_id)
@@ -58,7 +55,7 @@ fn append_to(
     s: &mut SessionState,
     session_id: &str,
     messages: &[NewLogMessage],
-) -> Result<Vec<(u64, String)>, StoreError> {
+) -> Result<Vec<(u64, String)>, Error> {
     let named: Vec<Message> = messages
         .iter()
         .enumerate()
@@ -92,13 +89,11 @@ fn append_to(
 }
 
 impl SessionStore for InMemoryStore {
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError> {
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, Error> {
         let mut state = self.lock();
         let id = new.id.clone().unwrap_or_else(|| new_id("ses"));
         if state.sessions.contains_key(&id) {
-            return Err(StoreError::Conflict(format!(
-                "a session {id:?} exists already"
-            )));
+            return Err(Error::Conflict(format!("a session {id:?} exists already")));
         }
         let info = SessionInfo {
             id: id.clone(),
@@ -130,11 +125,11 @@ impl SessionStore for InMemoryStore {
         Ok(info)
     }
 
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, Error> {
         Ok(self.lock().sessions.get(id).map(|s| s.info.clone()))
     }
 
-    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+    fn sessions(&self) -> Result<Vec<SessionInfo>, Error> {
         let mut out: Vec<SessionInfo> = self
             .lock()
             .sessions
@@ -149,7 +144,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<(u64, String)>, StoreError> {
+    ) -> Result<Vec<(u64, String)>, Error> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -163,7 +158,7 @@ impl SessionStore for InMemoryStore {
         session_id: &str,
         messages: &[NewLogMessage],
         key: &AppendKey,
-    ) -> Result<KeyedAppend, StoreError> {
+    ) -> Result<KeyedAppend, Error> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -183,7 +178,7 @@ impl SessionStore for InMemoryStore {
         s.keys.push(KeptKey {
             key: key.clone(),
             positions: serde_json::to_string(&positions)
-                .map_err(|e| StoreError::Backend(e.to_string()))?,
+                .map_err(|e| Error::Backend(e.to_string()))?,
             answer: None,
         });
         let over = s.keys.len().saturating_sub(APPEND_KEYS_KEPT);
@@ -191,12 +186,7 @@ impl SessionStore for InMemoryStore {
         Ok(KeyedAppend::Stored(positions))
     }
 
-    fn keep_append_answer(
-        &self,
-        session_id: &str,
-        key: &str,
-        answer: &Value,
-    ) -> Result<(), StoreError> {
+    fn keep_append_answer(&self, session_id: &str, key: &str, answer: &Value) -> Result<(), Error> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -208,11 +198,7 @@ impl SessionStore for InMemoryStore {
         Ok(())
     }
 
-    fn read_log(
-        &self,
-        session_id: &str,
-        range: LogRange,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    fn read_log(&self, session_id: &str, range: LogRange) -> Result<Vec<LoggedMessage>, Error> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.log
@@ -227,7 +213,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, Error> {
         let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
         let state = self.lock();
         let s = session_of(&state, session_id)?;
@@ -238,7 +224,7 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, StoreError> {
+    fn record_compaction(&self, c: &NewCompaction) -> Result<CompactionRecord, Error> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -281,7 +267,7 @@ impl SessionStore for InMemoryStore {
         &self,
         session_id: &str,
         which: Compactions,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
+    ) -> Result<Vec<CompactionRecord>, Error> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(match which {
@@ -302,7 +288,7 @@ impl SessionStore for InMemoryStore {
         })
     }
 
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError> {
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, Error> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.summaries
@@ -316,19 +302,14 @@ impl SessionStore for InMemoryStore {
             .collect())
     }
 
-    fn checkpoint(
-        &self,
-        session_id: &str,
-        name: &str,
-        at: Timestamp,
-    ) -> Result<Checkpoint, StoreError> {
+    fn checkpoint(&self, session_id: &str, name: &str, at: Timestamp) -> Result<Checkpoint, Error> {
         let mut state = self.lock();
         let s = state
             .sessions
             .get_mut(session_id)
             .ok_or_else(|| no_session(session_id))?;
         if s.checkpoints.iter().any(|c| c.name == name) {
-            return Err(StoreError::Conflict(format!(
+            return Err(Error::Conflict(format!(
                 "session {session_id:?} has a checkpoint named {name:?} already"
             )));
         }
@@ -350,13 +331,13 @@ impl SessionStore for InMemoryStore {
         Ok(checkpoint)
     }
 
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, Error> {
         let state = self.lock();
         let s = session_of(&state, session_id)?;
         Ok(s.checkpoints.clone())
     }
 
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError> {
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, Error> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -400,10 +381,10 @@ impl SessionStore for InMemoryStore {
         Ok(out)
     }
 
-    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError> {
+    fn import_session(&self, dump: &SessionDump) -> Result<(), Error> {
         let mut state = self.lock();
         if state.sessions.contains_key(&dump.info.id) {
-            return Err(StoreError::Conflict(format!(
+            return Err(Error::Conflict(format!(
                 "a session {:?} exists already; delete it first to import it again",
                 dump.info.id
             )));
@@ -449,7 +430,7 @@ impl SessionStore for InMemoryStore {
         Ok(())
     }
 
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError> {
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, Error> {
         let mut state = self.lock();
         let s = state
             .sessions
@@ -477,7 +458,7 @@ impl SessionStore for InMemoryStore {
         session_id: &str,
         model: &str,
         vectors: &[(crate::embed::TextHash, &[f32])],
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Error> {
         if vectors.is_empty() {
             return Ok(());
         }
@@ -493,7 +474,7 @@ impl SessionStore for InMemoryStore {
 }
 
 impl TimelineStore for InMemoryStore {
-    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, StoreError> {
+    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, Error> {
         let state = self.lock();
         session_of(&state, session_id)?
             .timeline
@@ -502,7 +483,7 @@ impl TimelineStore for InMemoryStore {
             .transpose()
     }
 
-    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), StoreError> {
+    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), Error> {
         let stored = timeline.to_stored()?;
         let mut state = self.lock();
         let s = state

@@ -13,9 +13,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::{
-    Consolidation, ConsolidationRecord, MemoryEntry, MemoryStore, NewEntry, StoreError, Tier,
-    Timestamp,
+    Consolidation, ConsolidationRecord, MemoryEntry, MemoryStore, NewEntry, Tier, Timestamp,
 };
+use crate::Error;
 use crate::compact::salient::count_salient;
 use crate::compact::summarize::{Summarizer, SummaryRequest};
 use crate::message::Message;
@@ -82,7 +82,7 @@ pub fn sleep(
     store: &dyn MemoryStore,
     now: Timestamp,
     policy: &SleepPolicy,
-) -> Result<SleepReport, StoreError> {
+) -> Result<SleepReport, Error> {
     sleep_with(store, now, policy, None)
 }
 
@@ -94,7 +94,7 @@ pub fn sleep_with(
     now: Timestamp,
     policy: &SleepPolicy,
     summarizer: Option<&dyn Summarizer>,
-) -> Result<SleepReport, StoreError> {
+) -> Result<SleepReport, Error> {
     let started = Instant::now();
     let mut report = SleepReport::default();
     let cutoff = now - policy.ttl_ms / 2;
@@ -183,7 +183,7 @@ fn read_with_lines(
     store: &dyn MemoryStore,
     before: Timestamp,
     limit: usize,
-) -> Result<Batch, StoreError> {
+) -> Result<Batch, Error> {
     let (send, receive) = std::sync::mpsc::sync_channel::<Vec<MemoryEntry>>(64);
     let work = move || {
         let mut batches = Vec::new();
@@ -230,7 +230,7 @@ fn consolidate_batch(
     summarizer: Option<&dyn Summarizer>,
     breaker: &mut Breaker,
     report: &mut SleepReport,
-) -> Result<(), StoreError> {
+) -> Result<(), Error> {
     let Batch {
         entries: mut batch,
         mut lines,
@@ -295,7 +295,7 @@ fn consolidate_batch(
             None => {
                 let (text, ms) = extractive
                     .next()
-                    .ok_or_else(|| StoreError::Backend("a chunk without a summary".into()))?;
+                    .ok_or_else(|| Error::Backend("a chunk without a summary".into()))?;
                 duration_ms = Some(ms);
                 (text, "extractive".to_owned(), None)
             }
@@ -506,7 +506,7 @@ fn flush(
     store: &dyn MemoryStore,
     pending: &mut Vec<Consolidation>,
     report: &mut SleepReport,
-) -> Result<(), StoreError> {
+) -> Result<(), Error> {
     if pending.is_empty() {
         return Ok(());
     }
@@ -673,7 +673,7 @@ fn summarize_lines(entries: &[MemoryEntry], known: Option<&[Line]>, max_chars: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compact::summarize::{DeterministicSummarizer, SummarizeError};
+    use crate::compact::summarize::DeterministicSummarizer;
     use crate::in_memory::InMemoryStore;
 
     #[derive(Debug)]
@@ -683,9 +683,9 @@ mod tests {
         fn name(&self) -> &str {
             "failing"
         }
-        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, Error> {
             if self.0.is_empty() {
-                Err(SummarizeError {
+                Err(Error::Summarizer {
                     summarizer: "failing".into(),
                     reason: "connection refused".into(),
                 })
@@ -950,9 +950,9 @@ mod tests {
         fn name(&self) -> &str {
             "down"
         }
-        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, Error> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Err(SummarizeError {
+            Err(Error::Summarizer {
                 summarizer: "down".into(),
                 reason: "connection refused".into(),
             })

@@ -14,8 +14,9 @@
 
 use std::collections::HashMap;
 
-use super::{MemoryEntry, MemoryStore, SearchHit, SearchQuery, StoreError};
-use crate::embed::{EmbedError, Embedder, TextHash, VectorStore, text_hash};
+use super::{MemoryEntry, MemoryStore, SearchHit, SearchQuery};
+use crate::Error;
+use crate::embed::{Embedder, TextHash, VectorStore, text_hash};
 use crate::retrieval::{self, RecallProfile};
 use crate::timestamp::Timestamp;
 
@@ -42,7 +43,7 @@ pub fn search_hybrid(
     store: &dyn MemoryStore,
     query: &SearchQuery,
     embedder: &dyn Embedder,
-) -> Result<Vec<SearchHit>, StoreError> {
+) -> Result<Vec<SearchHit>, Error> {
     let limit = query.clamped_limit();
     let lexical_query = SearchQuery {
         limit: LEXICAL_POOL.max(limit),
@@ -140,7 +141,7 @@ pub fn search_hybrid(
 fn lexical_only(
     hits: impl Iterator<Item = SearchHit>,
     limit: usize,
-    error: &EmbedError,
+    error: &Error,
 ) -> Vec<SearchHit> {
     tracing::warn!(error = %error, "embeddings failed; memory search is lexical");
     hits.take(limit).collect()
@@ -161,8 +162,8 @@ mod tests {
             "broken"
         }
 
-        fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-            Err(EmbedError::new("broken", "the model is gone"))
+        fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
+            Err(Error::embedder("broken", "the model is gone"))
         }
     }
 
@@ -266,10 +267,10 @@ mod tests {
             fn name(&self) -> &str {
                 "query-only"
             }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
                 match texts {
                     [_] => Topics.embed(texts),
-                    _ => Err(EmbedError::new("query-only", "out of memory")),
+                    _ => Err(Error::embedder("query-only", "out of memory")),
                 }
             }
         }

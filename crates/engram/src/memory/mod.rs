@@ -15,11 +15,11 @@ pub mod consolidation;
 pub mod hybrid;
 pub mod search;
 
+pub use crate::timestamp::{Timestamp, format_time, new_id, now, parse_time, serialize_time};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::StoreError;
-pub use crate::timestamp::{Timestamp, format_time, new_id, now, parse_time, serialize_time};
+use crate::Error;
 
 /// Where an entry lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -345,14 +345,14 @@ impl Forget {
 
     /// The error for a forget that matched nothing (most often a mistyped id): every surface
     /// that reports it as a failure says the same.
-    pub fn matched_nothing(&self) -> StoreError {
+    pub fn matched_nothing(&self) -> Error {
         let what = match (&self.id, &self.session_id, &self.source) {
             (Some(id), _, _) => format!("no memory entry with id {id:?}"),
             (_, Some(s), _) => format!("no memory entries of session {s:?}"),
             (_, _, Some(s)) => format!("no memory entries from source {s:?}"),
             _ => "no memory entries matched".to_owned(),
         };
-        StoreError::NotFound {
+        Error::NotFound {
             missing: crate::error::Missing::MemoryEntries,
             message: format!("{what}; nothing was forgotten"),
         }
@@ -392,34 +392,30 @@ impl Forgotten {
 /// A memory backend. Every method is atomic: it changes everything it says or nothing.
 pub trait MemoryStore: crate::embed::VectorStore + Send + Sync {
     /// Inserts entries; ids already stored are skipped.
-    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, StoreError>;
+    fn insert(&self, entries: &[NewEntry]) -> Result<Inserted, Error>;
     /// Inserts a stream of entries in one transaction, without holding them all in memory:
     /// the first `Err` (a bad line, say) rolls everything back and is returned.
     fn insert_stream(
         &self,
-        entries: &mut dyn Iterator<Item = Result<NewEntry, StoreError>>,
-    ) -> Result<Inserted, StoreError> {
+        entries: &mut dyn Iterator<Item = Result<NewEntry, Error>>,
+    ) -> Result<Inserted, Error> {
         let all = entries.collect::<Result<Vec<_>, _>>()?;
         self.insert(&all)
     }
     /// Full-text search with filters, best first.
-    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, StoreError>;
+    fn search(&self, query: &SearchQuery) -> Result<Vec<SearchHit>, Error>;
     /// An entry by id, in whatever tier.
-    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, StoreError>;
+    fn get(&self, id: &str) -> Result<Option<MemoryEntry>, Error>;
     /// Entries per tier.
-    fn stats(&self) -> Result<Stats, StoreError>;
+    fn stats(&self) -> Result<Stats, Error>;
     /// How many entries working memory holds: `stats().working`, which a store may count
     /// without counting the other tiers (sleep asks after every run, and the archive only
     /// grows).
-    fn working_count(&self) -> Result<usize, StoreError> {
+    fn working_count(&self) -> Result<usize, Error> {
         self.stats().map(|s| s.working)
     }
     /// Working entries written before `before`, oldest first, at most `limit`.
-    fn working_before(
-        &self,
-        before: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError>;
+    fn working_before(&self, before: Timestamp, limit: usize) -> Result<Vec<MemoryEntry>, Error>;
     /// [`working_before`](Self::working_before)'s entries, handed to `each` in batches as
     /// they are read, in an order of the store's choosing (not oldest first): a caller can
     /// start on them before the read ends (sleep works out each entry's summary line
@@ -429,16 +425,15 @@ pub trait MemoryStore: crate::embed::VectorStore + Send + Sync {
         before: Timestamp,
         limit: usize,
         each: &mut dyn FnMut(Vec<MemoryEntry>),
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Error> {
         each(self.working_before(before, limit)?);
         Ok(())
     }
     /// The `n` oldest working entries.
-    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, StoreError>;
+    fn oldest_working(&self, n: usize) -> Result<Vec<MemoryEntry>, Error>;
     /// Applies one group's consolidation in one transaction: the summary is inserted as
     /// episodic, the originals move to the archive, the record is logged.
-    fn consolidate(&self, consolidation: &Consolidation)
-    -> Result<ConsolidationRecord, StoreError>;
+    fn consolidate(&self, consolidation: &Consolidation) -> Result<ConsolidationRecord, Error>;
     /// Applies several groups' consolidations in one transaction (fewer commits for a big
     /// sleep); each group stays atomic. A group whose entries are no longer all in working
     /// memory (another process consolidated them) is skipped; the records of those applied
@@ -446,35 +441,35 @@ pub trait MemoryStore: crate::embed::VectorStore + Send + Sync {
     fn consolidate_many(
         &self,
         consolidations: &[Consolidation],
-    ) -> Result<Vec<ConsolidationRecord>, StoreError> {
+    ) -> Result<Vec<ConsolidationRecord>, Error> {
         let mut out = Vec::with_capacity(consolidations.len());
         for c in consolidations {
             match self.consolidate(c) {
                 Ok(record) => out.push(record),
-                Err(StoreError::NotWorking(_)) => {}
+                Err(Error::NotWorking(_)) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(out)
     }
     /// The consolidation log, newest first.
-    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, StoreError>;
+    fn log(&self, limit: usize) -> Result<Vec<ConsolidationRecord>, Error>;
     /// Deletes the entries `what` selects (an empty filter is refused) and removes their ids
     /// from the remaining summaries' `summary_of`.
-    fn forget(&self, what: &Forget) -> Result<Forgotten, StoreError>;
+    fn forget(&self, what: &Forget) -> Result<Forgotten, Error>;
     /// Deletes every memory entry and the consolidation log (sessions are not touched).
-    fn forget_all(&self) -> Result<Forgotten, StoreError>;
+    fn forget_all(&self) -> Result<Forgotten, Error>;
     /// Deletes archived originals written before `before` (the retention setting; never
     /// called unless one is set), updating summaries' `summary_of`.
-    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, StoreError>;
+    fn delete_archived_before(&self, before: Timestamp) -> Result<Forgotten, Error>;
     /// Claims the next automatic sleep: true (and the claim recorded) when none ran in the
     /// last `interval_ms` before `now`, so that several processes sharing a store do not all
     /// consolidate at once.
-    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, StoreError>;
+    fn claim_sleep(&self, now: Timestamp, interval_ms: i64) -> Result<bool, Error>;
     /// A small value the store keeps for engram under `key` (the tier counts over time).
-    fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
+    fn meta(&self, key: &str) -> Result<Option<String>, Error>;
     /// Sets [`MemoryStore::meta`].
-    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError>;
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), Error>;
     /// Entries in id order after `after`, at most `limit`, optionally of one session (for
     /// export; page with the last id returned).
     fn entries(
@@ -482,7 +477,7 @@ pub trait MemoryStore: crate::embed::VectorStore + Send + Sync {
         session_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<MemoryEntry>, StoreError>;
+    ) -> Result<Vec<MemoryEntry>, Error>;
 }
 
 /// The most snapshots [`record_tier_counts`] keeps (the oldest go first).
@@ -507,7 +502,7 @@ pub struct TierCounts {
 
 /// Keeps the tier counts at `at` (each sleep does), the newest [`TIER_HISTORY`] of them. Two
 /// processes recording at the same moment may keep one of the two snapshots.
-pub fn record_tier_counts(store: &dyn MemoryStore, at: Timestamp) -> Result<(), StoreError> {
+pub fn record_tier_counts(store: &dyn MemoryStore, at: Timestamp) -> Result<(), Error> {
     let s = store.stats()?;
     let mut history = tier_history(store)?;
     history.push(TierCounts {
@@ -520,12 +515,12 @@ pub fn record_tier_counts(store: &dyn MemoryStore, at: Timestamp) -> Result<(), 
     });
     let excess = history.len().saturating_sub(TIER_HISTORY);
     history.drain(..excess);
-    let text = serde_json::to_string(&history).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let text = serde_json::to_string(&history).map_err(|e| Error::Backend(e.to_string()))?;
     store.set_meta("tier_history", &text)
 }
 
 /// The tier counts the sleeps recorded, oldest first.
-pub fn tier_history(store: &dyn MemoryStore) -> Result<Vec<TierCounts>, StoreError> {
+pub fn tier_history(store: &dyn MemoryStore) -> Result<Vec<TierCounts>, Error> {
     Ok(store
         .meta("tier_history")?
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -533,8 +528,8 @@ pub fn tier_history(store: &dyn MemoryStore) -> Result<Vec<TierCounts>, StoreErr
 }
 
 /// The error for an empty [`Forget`].
-pub fn empty_forget() -> StoreError {
-    StoreError::Conflict(
+pub fn empty_forget() -> Error {
+    Error::Conflict(
         "forget needs an id, a session or a source (forgetting everything is a separate call)"
             .into(),
     )

@@ -17,7 +17,8 @@
 
 use std::collections::HashMap;
 
-use super::{MemoryStore, SearchHit, SearchQuery, StoreError, Tier};
+use super::{MemoryStore, SearchHit, SearchQuery, Tier};
+use crate::Error;
 use crate::embed::Embedder;
 
 /// How many times below the best hit's score a hit's is negligible.
@@ -29,7 +30,7 @@ pub fn find(
     store: &dyn MemoryStore,
     query: &SearchQuery,
     embedder: Option<&dyn Embedder>,
-) -> Result<Vec<SearchHit>, StoreError> {
+) -> Result<Vec<SearchHit>, Error> {
     let limit = query.clamped_limit();
     let default_tiers = query.tiers.is_empty();
     let mut wide = query.clone();

@@ -18,10 +18,10 @@ pub use relay::{Ended, Relay};
 
 use serde_json::{Map, Value, json};
 
+use crate::Error;
 use crate::message::Message;
 use crate::registry::ModelRegistry;
 use crate::request::tool_calls::run_history_tool;
-use crate::session::SessionError;
 use crate::session::history::Carried;
 use crate::sse::Event;
 use crate::tools::{self, ToolReply};
@@ -442,11 +442,11 @@ pub fn answer(
     model: &str,
     offered: &Offered,
     answering: &Answering,
-) -> Result<Vec<ToolReply>, SessionError> {
+) -> Result<Vec<ToolReply>, Error> {
     // The model's tokenizer, as a session of it would count.
     let new = crate::session::new_session(registry, model, None, crate::timestamp::now());
     let tokenizer = crate::tokenize::Tokenizer::from_name(&new.tokenizer)
-        .map_err(|e| SessionError::Invalid(format!("model {model}: tokenizer: {e}")))?
+        .map_err(|e| Error::Rejected(format!("model {model}: tokenizer: {e}")))?
         .scaled(new.token_factor);
     let mut options = crate::compact::CompactOptions::new(new.window);
     options.read_tool = Some(offered.read.clone());

@@ -4,14 +4,15 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{RequestError, from_json, positive, share, unknown_field};
+use super::{from_json, positive, share, unknown_field};
+use crate::Error;
 use crate::assembly::{Parts, StoredSummary, TokenBudget};
 use crate::message::Message;
 
 /// A budget as a caller gives it: the fields of [`TokenBudget`] it names (a null names none),
 /// over `start`. A key that is no field of the budget is an error naming it; the total must be
 /// positive and the shares between 0 and 1.
-pub fn budget_over(start: TokenBudget, given: Value) -> Result<TokenBudget, RequestError> {
+pub fn budget_over(start: TokenBudget, given: Value) -> Result<TokenBudget, Error> {
     let Ok(Value::Object(mut merged)) = serde_json::to_value(start) else {
         unreachable!("a budget is an object of numbers")
     };
@@ -91,18 +92,18 @@ impl AssemblyParts {
 }
 
 /// An error in one part, named as the part ("history: message 0, ...").
-fn in_part(part: &str, message: impl std::fmt::Display) -> RequestError {
-    RequestError::new("", format!("{part}: {message}"))
+fn in_part(part: &str, message: impl std::fmt::Display) -> Error {
+    Error::invalid("", format!("{part}: {message}"))
 }
 
 impl PartsRequest {
     /// Reads the parts from a JSON object; a field that is no part is an error naming it.
-    pub fn from_value(value: Value) -> Result<Self, RequestError> {
+    pub fn from_value(value: Value) -> Result<Self, Error> {
         from_json(value)
     }
 
     /// The parts, each read and checked.
-    pub fn resolve(self) -> Result<AssemblyParts, RequestError> {
+    pub fn resolve(self) -> Result<AssemblyParts, Error> {
         let new_message = match self.new_message {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(Message::user(s)),
@@ -134,11 +135,11 @@ impl PartsRequest {
 }
 
 /// A list of texts, each a string or an object with `content`.
-fn texts(part: &str, value: Option<Value>) -> Result<Vec<String>, RequestError> {
+fn texts(part: &str, value: Option<Value>) -> Result<Vec<String>, Error> {
     let items = match value {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
-        Some(_) => return Err(RequestError::new("", format!("{part} must be a list"))),
+        Some(_) => return Err(Error::invalid("", format!("{part} must be a list"))),
     };
     items
         .into_iter()
@@ -161,11 +162,11 @@ fn texts(part: &str, value: Option<Value>) -> Result<Vec<String>, RequestError> 
 }
 
 /// The summaries already made, each a string (depth 1) or an object with `text`.
-fn summaries(value: Option<Value>) -> Result<Vec<StoredSummary>, RequestError> {
+fn summaries(value: Option<Value>) -> Result<Vec<StoredSummary>, Error> {
     let items = match value {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(items)) => items,
-        Some(_) => return Err(RequestError::new("", "summaries must be a list")),
+        Some(_) => return Err(Error::invalid("", "summaries must be a list")),
     };
     items
         .into_iter()
@@ -210,8 +211,8 @@ mod tests {
     #[test]
     fn a_misspelt_budget_field_is_named_not_ignored() {
         let e = budget_over(TokenBudget::default(), json!({"totl": 2_000})).unwrap_err();
-        assert_eq!(e.field, "totl");
-        assert!(e.message.contains("`total`"), "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "totl");
+        assert!(e.why().unwrap_or_default().contains("`total`"), "{e}");
         let e = budget_over(TokenBudget::default(), json!({"memory_fraction": 1.5})).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -238,12 +239,12 @@ mod tests {
     #[test]
     fn parts_are_read_and_their_mistakes_name_the_part() {
         let e = PartsRequest::from_value(json!({"histroy": []})).unwrap_err();
-        assert_eq!(e.field, "histroy");
+        assert_eq!(e.field().unwrap_or_default(), "histroy");
         let e = PartsRequest::from_value(json!({"history": [{"role": "robot", "content": "x"}]}))
             .unwrap()
             .resolve()
             .unwrap_err();
-        assert!(e.message.starts_with("history: "), "{e}");
+        assert!(e.why().unwrap_or_default().starts_with("history: "), "{e}");
         let parts = PartsRequest::from_value(json!({
             "system": "s",
             "new_message": "q",
@@ -263,6 +264,9 @@ mod tests {
             .unwrap()
             .resolve()
             .unwrap_err();
-        assert_eq!(e.message, "learnings[0]: expected a string");
+        assert_eq!(
+            e.why().unwrap_or_default(),
+            "learnings[0]: expected a string"
+        );
     }
 }

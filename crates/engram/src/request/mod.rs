@@ -12,12 +12,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::Error;
 use crate::compact::policy::{self, TriggerPolicy};
 use crate::compact::{CompactOptions, Compacted, Strategy};
 use crate::input::Conversation;
 use crate::memory::{Forget, NewEntry, SearchQuery, Tier};
 use crate::registry::{ModelRegistry, ResolvedModel};
-use crate::session::{NewSession, Session, SessionError, new_session};
+use crate::session::{NewSession, Session, new_session};
 use crate::sleep::SleepSettings;
 use crate::timestamp::{Timestamp, now, parse_time};
 use crate::tokenize::Tokenizer;
@@ -32,34 +33,9 @@ pub use documents::{
     compacted_request, compaction_document, context_document, created_session_document,
 };
 
-/// A request that does not make sense, and the field that says so.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{field}`: {message}")]
-pub struct RequestError {
-    /// The field as JSON names it (`target`, `messages[1]`); a CLI shows it as a flag.
-    pub field: String,
-    /// What is wrong with it and what is expected.
-    pub message: String,
-}
-
-impl RequestError {
-    /// An error about `field`.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        RequestError {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The field as a command-line flag (`digest_share` → `--digest-share`).
-    pub fn flag(&self) -> String {
-        format!("--{}", self.field.replace('_', "-"))
-    }
-}
-
 /// Reads a request from a JSON object; a field the request does not take, or a field of the
 /// wrong type, is an error naming the field.
-pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, RequestError> {
+pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, Error> {
     let value = match value {
         Value::Null => Value::Object(Default::default()),
         Value::Object(map) => {
@@ -69,7 +45,7 @@ pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, RequestError> {
             Value::Object(map)
         }
         other => {
-            return Err(RequestError::new(
+            return Err(Error::invalid(
                 "",
                 format!("expected a JSON object, not {}", kind(&other)),
             ));
@@ -83,7 +59,7 @@ pub fn from_json<T: DeserializeOwned>(value: Value) -> Result<T, RequestError> {
 /// with a flattened part) takes any.
 pub fn unknown_field<'k, T: DeserializeOwned>(
     keys: impl IntoIterator<Item = &'k String>,
-) -> Option<RequestError> {
+) -> Option<Error> {
     let fields = fields_of::<T>()?;
     let key = keys.into_iter().find(|k| !fields.contains(&k.as_str()))?;
     let takes = fields
@@ -96,7 +72,7 @@ pub fn unknown_field<'k, T: DeserializeOwned>(
     } else {
         format!("unknown field; expected one of {takes}")
     };
-    Some(RequestError::new(key.as_str(), message))
+    Some(Error::invalid(key.as_str(), message))
 }
 
 /// The field names (and aliases) a struct deriving `Deserialize` takes: serde's derive hands
@@ -135,13 +111,13 @@ impl<'de> serde::Deserializer<'de> for FieldList<'_> {
 
 /// The error of a deserializer wrapped by `serde_path_to_error` (a JSON body, a query string),
 /// naming the field it was reading in the words every surface uses.
-pub fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> RequestError {
+pub fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> Error {
     let field = match e.path().to_string() {
         // The top level ("." to serde_path_to_error) is no field.
         p if p == "." => String::new(),
         p => p,
     };
-    RequestError::new(field, plain_types(&e.into_inner().to_string()))
+    Error::invalid(field, plain_types(&e.into_inner().to_string()))
 }
 
 /// serde's messages in words a user reads: a value of the wrong type is named as such ("must
@@ -194,16 +170,16 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn positive(field: &str, value: Option<usize>) -> Result<Option<usize>, RequestError> {
+fn positive(field: &str, value: Option<usize>) -> Result<Option<usize>, Error> {
     match value {
-        Some(0) => Err(RequestError::new(field, "must be positive")),
+        Some(0) => Err(Error::invalid(field, "must be positive")),
         other => Ok(other),
     }
 }
 
-fn share(field: &str, value: Option<f64>) -> Result<Option<f64>, RequestError> {
+fn share(field: &str, value: Option<f64>) -> Result<Option<f64>, Error> {
     match value {
-        Some(v) if !(0.0..=1.0).contains(&v) => Err(RequestError::new(
+        Some(v) if !(0.0..=1.0).contains(&v) => Err(Error::invalid(
             field,
             format!("must be between 0 and 1, not {v}"),
         )),
@@ -216,8 +192,8 @@ fn text(value: Option<String>) -> Option<String> {
     value.filter(|t| !t.trim().is_empty())
 }
 
-fn strategy(name: Option<&str>) -> Result<Strategy, RequestError> {
-    Strategy::from_name(name.unwrap_or("auto")).map_err(|e| RequestError::new("strategy", e))
+fn strategy(name: Option<&str>) -> Result<Strategy, Error> {
+    Strategy::from_name(name.unwrap_or("auto")).map_err(|e| Error::invalid("strategy", e))
 }
 
 /// Creating a session (`engram session new`, `POST /v1/sessions`, `Store.session_new`).
@@ -266,10 +242,10 @@ impl NewSessionRequest {
         registry: &ModelRegistry,
         default_model: Option<&str>,
         now: Timestamp,
-    ) -> Result<NewSession, RequestError> {
+    ) -> Result<NewSession, Error> {
         let window = positive("window", self.window)?;
         if let Some(id) = &self.id {
-            crate::session::check_session_id(id).map_err(|e| RequestError::new("id", e))?;
+            crate::session::check_session_id(id).map_err(|e| Error::invalid("id", e))?;
         }
         let mut new = new_session(
             registry,
@@ -316,7 +292,7 @@ pub struct ContextArgs {
 
 impl ContextArgs {
     /// The session's context for these arguments.
-    pub fn context(&self, session: &Session<'_>) -> Result<Compacted, SessionError> {
+    pub fn context(&self, session: &Session<'_>) -> Result<Compacted, Error> {
         if self.memory {
             session.context_recalling(self.budget, self.query.as_deref())
         } else {
@@ -332,7 +308,7 @@ impl ContextArgs {
         &self,
         session: &Session<'_>,
         plain: bool,
-    ) -> Result<Map<String, Value>, SessionError> {
+    ) -> Result<Map<String, Value>, Error> {
         let compacted = self.context(session)?;
         let mut doc = context_document(session, &compacted, plain);
         if self.format == SchemaFormat::Anthropic {
@@ -343,7 +319,7 @@ impl ContextArgs {
                 messages,
             )
             .map_err(|e| {
-                SessionError::Invalid(format!(
+                Error::Rejected(format!(
                     "the context cannot be written as an Anthropic request: {e}"
                 ))
             })?;
@@ -358,7 +334,7 @@ impl ContextArgs {
 
 impl ContextRequest {
     /// Checks the request; a model with no budget gives its default budget.
-    pub fn resolve(self, registry: &ModelRegistry) -> Result<ContextArgs, RequestError> {
+    pub fn resolve(self, registry: &ModelRegistry) -> Result<ContextArgs, Error> {
         let budget = positive("budget", self.budget)?.or_else(|| {
             self.model.as_deref().map(|m| {
                 let spec = registry.resolve(m).spec;
@@ -367,9 +343,7 @@ impl ContextRequest {
         });
         let format = match self.format.as_deref() {
             None => SchemaFormat::OpenAi,
-            Some(name) => {
-                SchemaFormat::from_name(name).map_err(|e| RequestError::new("format", e))?
-            }
+            Some(name) => SchemaFormat::from_name(name).map_err(|e| Error::invalid("format", e))?,
         };
         Ok(ContextArgs {
             budget,
@@ -391,8 +365,8 @@ pub struct CheckpointRequest {
 
 impl CheckpointRequest {
     /// The name; a missing or blank one is an error naming `name`.
-    pub fn into_name(self) -> Result<String, RequestError> {
-        text(self.name).ok_or_else(|| RequestError::new("name", "is required"))
+    pub fn into_name(self) -> Result<String, Error> {
+        text(self.name).ok_or_else(|| Error::invalid("name", "is required"))
     }
 }
 
@@ -445,14 +419,14 @@ impl SessionCompactRequest {
         window: usize,
         fixed: usize,
         trigger: &TriggerPolicy,
-    ) -> Result<ManualCompaction, RequestError> {
+    ) -> Result<ManualCompaction, Error> {
         let strategy = strategy(self.strategy.as_deref())?;
         let tokens = match self.target {
             None => None,
             Some(t) if t > 0.0 && t < 1.0 => Some(((t * window as f64).round() as usize).max(1)),
             Some(t) if t >= 1.0 && t.fract() == 0.0 && t <= usize::MAX as f64 => Some(t as usize),
             Some(t) => {
-                return Err(RequestError::new(
+                return Err(Error::invalid(
                     "target",
                     format!(
                         "{t} is neither a number of tokens (a whole number, at least 1) nor a share of the window (above 0 and below 1, as 0.3)"
@@ -461,7 +435,7 @@ impl SessionCompactRequest {
             }
         };
         let target = policy::requested_target(tokens, window, fixed, trigger)
-            .map_err(|e| RequestError::new("target", e))?;
+            .map_err(|e| Error::invalid("target", e))?;
         Ok(ManualCompaction {
             target,
             strategy,
@@ -527,7 +501,7 @@ impl CompactRequest {
         self,
         registry: &ModelRegistry,
         conversation_model: Option<&str>,
-    ) -> Result<Compaction, RequestError> {
+    ) -> Result<Compaction, Error> {
         let strategy = strategy(self.strategy.as_deref())?;
         let budget = positive("budget", self.budget)?;
         let digest_share = share("digest_share", self.digest_share)?;
@@ -542,7 +516,7 @@ impl CompactRequest {
             Some(name) => Tokenizer::from_name(name),
             None => model.spec.tokenizer(),
         }
-        .map_err(|e| RequestError::new("tokenizer", e.to_string()))?;
+        .map_err(|e| Error::invalid("tokenizer", e.to_string()))?;
         let window = positive("window", self.window)?;
         let mut options = CompactOptions::new(budget.unwrap_or_else(|| {
             policy::request_limit(
@@ -572,7 +546,7 @@ impl CompactRequest {
             None | Some("meaning") => {}
             Some("lexical") => options.embedder = None,
             Some(other) => {
-                return Err(RequestError::new(
+                return Err(Error::invalid(
                     "recall",
                     format!("`{other}` is no way of recall: say meaning (the default) or lexical"),
                 ));
@@ -637,8 +611,8 @@ pub struct SearchRequest {
 
 impl SearchRequest {
     /// The query; `text_field` is what the surface calls the text (`q`, `query`).
-    pub fn into_query(self, text_field: &str) -> Result<SearchQuery, RequestError> {
-        let text = text(self.text).ok_or_else(|| RequestError::new(text_field, "is required"))?;
+    pub fn into_query(self, text_field: &str) -> Result<SearchQuery, Error> {
+        let text = text(self.text).ok_or_else(|| Error::invalid(text_field, "is required"))?;
         let words: Vec<String> = text
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
@@ -648,7 +622,7 @@ impl SearchRequest {
             .iter()
             .all(|w| crate::retrieval::words::is_stopword(w))
         {
-            return Err(RequestError::new(
+            return Err(Error::invalid(
                 text_field,
                 format!(
                     "{text:?} has no word to look for: search leaves out words as common as \"the\", \"a\" and \"of\" (name the thing you want)"
@@ -663,7 +637,7 @@ impl SearchRequest {
                 .into_iter()
                 .map(|t| {
                     Tier::parse(t).ok_or_else(|| {
-                        RequestError::new(
+                        Error::invalid(
                             "tiers",
                             format!("unknown tier {t:?}; expected working, episodic, archive, learning or journal"),
                         )
@@ -673,7 +647,7 @@ impl SearchRequest {
         };
         let time = |field: &str, value: Option<String>| {
             value
-                .map(|v| parse_time(&v).map_err(|e| RequestError::new(field, e)))
+                .map(|v| parse_time(&v).map_err(|e| Error::invalid(field, e)))
                 .transpose()
         };
         Ok(SearchQuery {
@@ -726,14 +700,14 @@ impl AddMemory {
     }
 
     /// One entry, as an import line or a binding's dict gives it.
-    pub fn entry(&mut self, value: &Value) -> Result<NewEntry, RequestError> {
+    pub fn entry(&mut self, value: &Value) -> Result<NewEntry, Error> {
         self.entry_at(value, "")
     }
 
     /// A list of entries (`entries[2].content` names a field of the third).
-    pub fn list(&mut self, value: &Value) -> Result<Vec<NewEntry>, RequestError> {
+    pub fn list(&mut self, value: &Value) -> Result<Vec<NewEntry>, Error> {
         let Value::Array(items) = value else {
-            return Err(RequestError::new(
+            return Err(Error::invalid(
                 "entries",
                 format!("expected a list of entries, not {}", kind(value)),
             ));
@@ -746,7 +720,7 @@ impl AddMemory {
     }
 
     /// A request body: one entry, or `{"entries": [...]}` for several.
-    pub fn body(&mut self, value: &Value) -> Result<Vec<NewEntry>, RequestError> {
+    pub fn body(&mut self, value: &Value) -> Result<Vec<NewEntry>, Error> {
         let Some(entries) = value.get("entries") else {
             return Ok(vec![self.entry(value)?]);
         };
@@ -755,7 +729,7 @@ impl AddMemory {
             .as_object()
             .and_then(|o| o.keys().find(|k| *k != "entries"))
         {
-            return Err(RequestError::new(
+            return Err(Error::invalid(
                 field.as_str(),
                 "a body with `entries` takes no other field; give it to each entry",
             ));
@@ -770,9 +744,9 @@ impl AddMemory {
         content: Option<String>,
         source: Option<String>,
         session: Option<&str>,
-    ) -> Result<NewEntry, RequestError> {
+    ) -> Result<NewEntry, Error> {
         let content = text(content)
-            .ok_or_else(|| RequestError::new("content", "is required: the fact to save"))?;
+            .ok_or_else(|| Error::invalid("content", "is required: the fact to save"))?;
         self.entry(&serde_json::json!({
             "content": content,
             "source": text(source).unwrap_or_else(|| "agent".into()),
@@ -780,14 +754,14 @@ impl AddMemory {
         }))
     }
 
-    fn entry_at(&mut self, value: &Value, place: &str) -> Result<NewEntry, RequestError> {
+    fn entry_at(&mut self, value: &Value, place: &str) -> Result<NewEntry, Error> {
         let mut entry = read_entry(value, self.at).map_err(|(field, message)| {
             let field = match (place.is_empty(), field.is_empty()) {
                 (true, _) => field,
                 (false, true) => place.to_owned(),
                 (false, false) => format!("{place}.{field}"),
             };
-            RequestError::new(field, message)
+            Error::invalid(field, message)
         })?;
         if entry.id.is_none() {
             entry.id = Some(crate::timestamp::new_id("mem"));
@@ -932,14 +906,14 @@ pub struct ForgetRequest {
 impl ForgetRequest {
     /// What to forget; at least one filter is required (blank ones are none), so that a
     /// mistake cannot forget everything.
-    pub fn into_forget(self) -> Result<Forget, RequestError> {
+    pub fn into_forget(self) -> Result<Forget, Error> {
         let what = Forget {
             id: text(self.id),
             session_id: text(self.session_id),
             source: text(self.source),
         };
         if what.is_empty() {
-            return Err(RequestError::new(
+            return Err(Error::invalid(
                 "",
                 "say what to forget: id, session_id or source",
             ));
@@ -962,14 +936,14 @@ pub struct SleepRequest {
 
 impl SleepRequest {
     /// Applies the request to `settings`; returns the time the sleep runs at.
-    pub fn apply(self, settings: &mut SleepSettings) -> Result<Timestamp, RequestError> {
+    pub fn apply(self, settings: &mut SleepSettings) -> Result<Timestamp, Error> {
         let at = match self.now {
-            Some(s) => parse_time(&s).map_err(|e| RequestError::new("now", e))?,
+            Some(s) => parse_time(&s).map_err(|e| Error::invalid("now", e))?,
             None => now(),
         };
         if let Some(h) = self.ttl_hours {
             if !(h.is_finite() && h > 0.0) {
-                return Err(RequestError::new(
+                return Err(Error::invalid(
                     "ttl_hours",
                     format!("must be a positive number of hours, not {h}"),
                 ));
@@ -997,8 +971,8 @@ mod tests {
         assert!(entry.id.is_some(), "every entry gets an id");
         let e = read(json!({"content": "x", "source": "s", "importanse": 0.9}))
             .expect_err("a misspelt key");
-        assert_eq!(e.field, "importanse");
-        assert!(e.message.contains("importance"), "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "importanse");
+        assert!(e.why().unwrap_or_default().contains("importance"), "{e}");
         // An export's line reads back, with or without the mark `engram export` gives it.
         let line = crate::session::export::memory_line(&crate::memory::MemoryEntry {
             id: "mem_1".into(),
@@ -1018,7 +992,13 @@ mod tests {
         );
         let mut other = line;
         other["type"] = "session".into();
-        assert_eq!(read(other).expect_err("not a memory line").field, "type");
+        assert_eq!(
+            read(other)
+                .expect_err("not a memory line")
+                .field()
+                .unwrap_or_default(),
+            "type"
+        );
     }
 
     #[test]
@@ -1052,14 +1032,14 @@ mod tests {
         let e = add
             .body(&json!({"entries": [{"content": "a", "source": "s"}, {"content": "b"}]}))
             .expect_err("the second has no source");
-        assert_eq!(e.field, "entries[1].source");
+        assert_eq!(e.field().unwrap_or_default(), "entries[1].source");
         let e = add
             .body(&json!({"entries": [], "source": "s"}))
             .expect_err("a field beside the list");
-        assert_eq!(e.field, "source");
+        assert_eq!(e.field().unwrap_or_default(), "source");
         let e = add.list(&json!([1])).expect_err("not an object");
-        assert_eq!(e.field, "entries[0]");
-        assert!(e.message.contains("not a number"), "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "entries[0]");
+        assert!(e.why().unwrap_or_default().contains("not a number"), "{e}");
         let e = add
             .tool_call(Some(" ".into()), None, None)
             .expect_err("blank");
@@ -1085,14 +1065,17 @@ mod tests {
             ("\u{7}".to_owned(), "holds '\\u{7}'"),
         ] {
             let e = new(&id).expect_err("refused");
-            assert_eq!(e.field, "id");
-            assert!(e.message.starts_with(says), "{e}");
+            assert_eq!(e.field().unwrap_or_default(), "id");
+            assert!(e.why().unwrap_or_default().starts_with(says), "{e}");
             assert!(
-                e.message.contains("1 to 128 characters"),
+                e.why().unwrap_or_default().contains("1 to 128 characters"),
                 "the rule is said: {e}"
             );
         }
-        assert_eq!(new("").expect_err("empty").message, "is empty");
+        assert_eq!(
+            new("").expect_err("empty").why().unwrap_or_default(),
+            "is empty"
+        );
         // The core refuses it too, whichever front made the session.
         let store = crate::in_memory::InMemoryStore::new();
         let mut session = crate::session::new_session(&registry, "gpt-4o", None, 0);
@@ -1103,19 +1086,22 @@ mod tests {
     #[test]
     fn a_field_of_the_wrong_type_is_named() {
         let e = from_json::<NewSessionRequest>(json!({"window": "big"})).unwrap_err();
-        assert_eq!(e.field, "window");
+        assert_eq!(e.field().unwrap_or_default(), "window");
         assert!(
-            e.message.contains("must be a whole number, not the text"),
+            e.why()
+                .unwrap_or_default()
+                .contains("must be a whole number, not the text"),
             "{e}"
         );
         let e = from_json::<CompactRequest>(json!({"preserve_window": 1})).unwrap_err();
-        assert_eq!(e.field, "preserve_window", "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "preserve_window", "{e}");
         let e = from_json::<CompactRequest>(json!([1])).unwrap_err();
-        assert!(e.message.contains("a JSON object"), "{e}");
+        assert!(e.why().unwrap_or_default().contains("a JSON object"), "{e}");
         let e = from_json::<CompactRequest>(json!({"budget": 10, "budegt": 5})).unwrap_err();
-        assert_eq!(e.field, "budegt", "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "budegt", "{e}");
         assert!(
-            e.message
+            e.why()
+                .unwrap_or_default()
                 .starts_with("unknown field; expected one of `model`, `tokenizer`, `budget`"),
             "{e}"
         );
@@ -1123,8 +1109,11 @@ mod tests {
         let q = from_json::<SearchRequest>(json!({"q": "x", "tier": "working"})).unwrap();
         assert_eq!(q.text.as_deref(), Some("x"));
         let e = from_json::<SearchRequest>(json!({"query": "x"})).unwrap_err();
-        assert_eq!(e.field, "query", "{e}");
-        assert!(e.message.contains("`q`, `text`, `limit`"), "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "query", "{e}");
+        assert!(
+            e.why().unwrap_or_default().contains("`q`, `text`, `limit`"),
+            "{e}"
+        );
         let any = from_json::<std::collections::HashMap<String, u32>>(json!({"a": 1})).unwrap();
         assert_eq!(any["a"], 1);
         assert_eq!(
@@ -1141,26 +1130,35 @@ mod tests {
             strategy: Some("magic".into()),
             ..Default::default()
         });
-        assert_eq!(e.field, "strategy");
-        assert!(e.message.contains("unknown strategy"), "{e}");
+        assert_eq!(e.field().unwrap_or_default(), "strategy");
+        assert!(
+            e.why().unwrap_or_default().contains("unknown strategy"),
+            "{e}"
+        );
         let e = bad(CompactRequest {
             budget: Some(0),
             ..Default::default()
         });
-        assert_eq!((e.field.as_str(), e.flag()), ("budget", "--budget".into()));
+        assert_eq!(
+            (e.field(), e.flag().as_deref()),
+            (Some("budget"), Some("--budget"))
+        );
         let e = bad(CompactRequest {
             digest_share: Some(2.0),
             ..Default::default()
         });
-        assert_eq!(e.flag(), "--digest-share");
-        assert_eq!(e.message, "must be between 0 and 1, not 2");
+        assert_eq!(e.flag().as_deref(), Some("--digest-share"));
+        assert_eq!(
+            e.why().unwrap_or_default(),
+            "must be between 0 and 1, not 2"
+        );
         let e = SessionCompactRequest {
             target: Some(0.0),
             ..Default::default()
         }
         .resolve(1_000, 0, &TriggerPolicy::default())
         .unwrap_err();
-        assert_eq!(e.field, "target");
+        assert_eq!(e.field().unwrap_or_default(), "target");
         let e = NewSessionRequest {
             id: Some(" ".into()),
             ..Default::default()
@@ -1189,12 +1187,12 @@ mod tests {
             .unwrap()
             .into_query("text")
             .unwrap_err();
-        assert_eq!(e.field, "tiers");
+        assert_eq!(e.field().unwrap_or_default(), "tiers");
         let e = from_json::<SearchRequest>(json!({"text": "x", "since": "yesterday"}))
             .unwrap()
             .into_query("text")
             .unwrap_err();
-        assert_eq!(e.field, "since");
+        assert_eq!(e.field().unwrap_or_default(), "since");
     }
 
     #[test]
@@ -1220,7 +1218,7 @@ mod tests {
                 .unwrap()
                 .apply(&mut SleepSettings::default())
                 .unwrap_err();
-            assert_eq!(e.field, field, "{e}");
+            assert_eq!(e.field().unwrap_or_default(), field, "{e}");
         }
     }
 

@@ -6,10 +6,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AddMemory, Names, RequestError, SearchRequest, from_json};
+use super::{AddMemory, Names, SearchRequest, from_json};
+use crate::Error;
+use crate::session::Session;
 use crate::session::history::{self, DEFAULT_READ_TOKENS, History, HistorySelection};
 use crate::session::timeline::Timeline;
-use crate::session::{Session, SessionError};
 use crate::tools::{self, CompactHistoryArgs, ToolReply};
 
 /// The most parts of the timeline a `search_history` reply lists beside its hits.
@@ -25,14 +26,14 @@ impl Session<'_> {
         &mut self,
         name: &str,
         arguments: &Value,
-    ) -> Option<Result<ToolReply, SessionError>> {
+    ) -> Option<Result<ToolReply, Error>> {
         if !tools::TOOL_NAMES.contains(&name) {
             return None;
         }
         Some(self.run_tool(name, arguments))
     }
 
-    fn run_tool(&mut self, name: &str, arguments: &Value) -> Result<ToolReply, SessionError> {
+    fn run_tool(&mut self, name: &str, arguments: &Value) -> Result<ToolReply, Error> {
         let args = match tools::arguments_object(arguments) {
             Ok(args) => args,
             Err(e) => return Ok(ToolReply::error(format!("{name}: {e}"))),
@@ -207,7 +208,7 @@ pub fn run_memory_tool(
     redact: bool,
     name: &str,
     arguments: &Value,
-) -> Option<Result<ToolReply, SessionError>> {
+) -> Option<Result<ToolReply, Error>> {
     if name != tools::MEMORY_SEARCH && name != tools::MEMORY_ADD {
         return None;
     }
@@ -225,7 +226,7 @@ pub fn run_memory_tool(
 
 /// A tool's outcome as its caller gets it: bad arguments are a tool error naming the tool;
 /// only a failing store is an `Err`.
-fn tool_reply(name: &str, reply: Result<ToolReply, Failure>) -> Result<ToolReply, SessionError> {
+fn tool_reply(name: &str, reply: Result<ToolReply, Failure>) -> Result<ToolReply, Error> {
     match reply {
         Ok(reply) => Ok(reply),
         Err(Failure::Arguments(e)) => Ok(ToolReply::error(format!("{name}: {e}"))),
@@ -255,7 +256,7 @@ fn memory_search_tool(
         ..SearchRequest::default()
     }
     .into_query("query")
-    .map_err(|e| Failure::Arguments(request_error(&e)))?;
+    .map_err(|e| Failure::Arguments(e.to_string()))?;
     let hits = crate::memory::search::find(store, &query, embedder)?;
     let results: Vec<Value> = hits.iter().map(|h| h.to_json()).collect();
     Ok(ToolReply::data(&json!({ "results": results })))
@@ -278,7 +279,7 @@ fn memory_add_tool(
     let a: Args = parse(args)?;
     let entry = AddMemory::new(redact)
         .tool_call(a.content, a.source, session)
-        .map_err(|e| Failure::Arguments(request_error(&e)))?;
+        .map_err(|e| Failure::Arguments(e.to_string()))?;
     let id = entry.id.clone();
     store.insert(&[entry])?;
     Ok(ToolReply::data(
@@ -289,18 +290,12 @@ fn memory_add_tool(
 /// Why a tool call did not answer: its arguments (a tool error the model reads), or the store.
 enum Failure {
     Arguments(String),
-    Store(SessionError),
+    Store(Error),
 }
 
-impl From<SessionError> for Failure {
-    fn from(e: SessionError) -> Self {
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
         Failure::Store(e)
-    }
-}
-
-impl From<crate::StoreError> for Failure {
-    fn from(e: crate::StoreError) -> Self {
-        Failure::Store(SessionError::Store(e))
     }
 }
 
@@ -310,15 +305,7 @@ fn args_error(message: &str) -> Failure {
 
 /// A tool's arguments into its type; a mistake names the argument.
 fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Failure> {
-    from_json(args).map_err(|e| Failure::Arguments(request_error(&e)))
-}
-
-fn request_error(e: &RequestError) -> String {
-    if e.field.is_empty() {
-        e.message.clone()
-    } else {
-        e.to_string()
-    }
+    from_json(args).map_err(|e| Failure::Arguments(e.to_string()))
 }
 
 fn limit(value: Option<usize>, default: usize) -> Result<usize, Failure> {

@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use super::sentences::sentences;
-use crate::embed::{EmbedError, Embedder, Stored, VectorStore, dot, embed_each};
+use crate::Error;
+use crate::embed::{Embedder, Stored, VectorStore, dot, embed_each};
 use crate::message::{Message, Role};
 
 /// A message's searchable text: its content, then each tool call's arguments with JSON decoded
@@ -157,7 +158,7 @@ pub(crate) fn similarities(
     speakers: &Speakers,
     units: &[Meaning],
     best_sentence: f64,
-) -> Result<Vec<f32>, EmbedError> {
+) -> Result<Vec<f32>, Error> {
     let readings = query_vectors(embedder, query, speakers)?;
     meaning_similarities(embedder, vectors, &readings, units, best_sentence)
 }
@@ -215,7 +216,7 @@ pub(crate) fn query_vectors(
     embedder: &dyn Embedder,
     query: &str,
     speakers: &Speakers,
-) -> Result<Vec<Vec<f32>>, EmbedError> {
+) -> Result<Vec<Vec<f32>>, Error> {
     let unnamed = speakers.left_out_of(query);
     let texts: Vec<&str> = std::iter::once(query).chain(unnamed.as_deref()).collect();
     embed_each(embedder, &texts)
@@ -230,7 +231,7 @@ pub(crate) fn meaning_similarities(
     readings: &[Vec<f32>],
     units: &[Meaning],
     best_sentence: f64,
-) -> Result<Vec<f32>, EmbedError> {
+) -> Result<Vec<f32>, Error> {
     let embedded = unit_vectors(embedder, vectors, units)?;
     Ok(similarities_to(readings, units, &embedded, best_sentence))
 }
@@ -242,7 +243,7 @@ pub(crate) fn unit_vectors(
     embedder: &dyn Embedder,
     vectors: Option<&dyn VectorStore>,
     units: &[Meaning],
-) -> Result<Vec<Vec<f32>>, EmbedError> {
+) -> Result<Vec<Vec<f32>>, Error> {
     let texts: Vec<&str> = units.iter().flat_map(Meaning::texts).collect();
     match vectors {
         Some(vectors) if embedder.keeps_vectors() => {
@@ -448,7 +449,7 @@ mod tests {
             fn name(&self) -> &str {
                 "diluted"
             }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
                 Ok(texts
                     .iter()
                     .map(|t| {
@@ -606,7 +607,7 @@ mod tests {
             fn name(&self) -> &str {
                 "named"
             }
-            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
                 Ok(texts
                     .iter()
                     .map(|t| match (t.contains("Melanie"), t.contains("pottery")) {
@@ -664,7 +665,7 @@ mod tests {
             fn name(&self) -> &str {
                 "short"
             }
-            fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
                 Ok(vec![vec![1.0]])
             }
         }

@@ -2,7 +2,7 @@
 //! it serves. Nothing here reads how a question is worded: each weight acts on where matches
 //! fall in the log (their turns, sessions, speakers, lengths) or on how two rankings merge.
 
-use crate::error::ValueError;
+use crate::Error;
 
 /// The names [`RecallProfile::with`] takes, one per weight.
 const WEIGHTS: [&str; 14] = [
@@ -122,15 +122,15 @@ impl RecallProfile {
     /// The profile with each `NAME=VALUE` of `spec` (comma-separated; a name is a field's) set:
     /// how an experiment moves a weight without a build. An unknown name or a value that is not a
     /// number is an error that names it.
-    pub fn with(mut self, spec: &str) -> Result<Self, ValueError> {
+    pub fn with(mut self, spec: &str) -> Result<Self, Error> {
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = part.split_once('=').ok_or_else(|| {
-                ValueError::Malformed(format!("`{part}`: write a weight as NAME=VALUE"))
+                Error::Malformed(format!("`{part}`: write a weight as NAME=VALUE"))
             })?;
             let value: f64 = value
                 .trim()
                 .parse()
-                .map_err(|_| ValueError::Malformed(format!("`{part}`: {value} is not a number")))?;
+                .map_err(|_| Error::Malformed(format!("`{part}`: {value} is not a number")))?;
             let field = match name.trim() {
                 "answer" => &mut self.answer,
                 "neighbour" => &mut self.neighbour,
@@ -147,7 +147,7 @@ impl RecallProfile {
                 "spread" => &mut self.spread,
                 "spread_prior" => &mut self.spread_prior,
                 other => {
-                    return Err(ValueError::UnknownName {
+                    return Err(Error::UnknownName {
                         what: "recall weight",
                         given: other.to_owned(),
                         expected: WEIGHTS.join(", "),

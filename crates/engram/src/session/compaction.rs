@@ -6,14 +6,15 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 
+use crate::Error;
 use crate::compact::policy;
-use crate::compact::{CompactError, CompactOptions, Kind, ViewMessage};
+use crate::compact::{CompactOptions, Kind, ViewMessage};
 use crate::memory::{MemoryStore, NewEntry, Tier};
 use crate::message::{Content, Role};
 use crate::timestamp::{Timestamp, format_time, new_id};
 
 use super::store::{LoggedMessage, NewCompaction, SummaryRecord};
-use super::{Compaction, CompactionSummary, Session, SessionError, Trigger};
+use super::{Compaction, CompactionSummary, Session, Trigger};
 use super::{encode_view, facts};
 
 impl Session<'_> {
@@ -33,7 +34,7 @@ impl Session<'_> {
         trigger: Trigger,
         target: usize,
         focus: Option<&str>,
-    ) -> Result<Compaction, SessionError> {
+    ) -> Result<Compaction, Error> {
         Ok(self.compact_with_facts(trigger, target, focus, None)?.0)
     }
 
@@ -43,13 +44,13 @@ impl Session<'_> {
         target: usize,
         focus: Option<&str>,
         facts_into: Option<&dyn MemoryStore>,
-    ) -> Result<(Compaction, usize), SessionError> {
+    ) -> Result<(Compaction, usize), Error> {
         let _slot = compaction_slot();
         self.refresh()?;
         let epoch = self.info.epoch;
         let log = self.log()?;
         if log.is_empty() {
-            return Err(CompactError::Empty.into());
+            return Err(Error::NoMessages);
         }
         let log_end = log.last().map_or(0, |m| m.seq + 1);
         let tokens_before = self.view_tokens()?;
@@ -286,7 +287,7 @@ impl Session<'_> {
     pub fn compact_history(
         &mut self,
         args: &crate::tools::CompactHistoryArgs,
-    ) -> Result<String, SessionError> {
+    ) -> Result<String, Error> {
         let active = self.log()?;
         let keep = args.preserve_recent_messages;
         if active.len() <= keep + 1 {
@@ -329,7 +330,7 @@ impl Session<'_> {
             // for less, so it is an answer for the agent, not a failure of the call.
             // In the agent's words: the pipeline's own ("the pinned messages") name how the
             // preserved messages were kept, not what the agent asked.
-            Err(SessionError::Compact(CompactError::CannotFit { required, .. })) => {
+            Err(Error::CannotFit { required, .. }) => {
                 return Ok(format!(
                     "No changes made: the last {keep} messages, with the system prompt and the \
                      tool calls and results they belong with, need {required} tokens, more than \
@@ -379,7 +380,7 @@ impl Session<'_> {
     /// Sleep-time compaction: when the view is above the sleep threshold
     /// (0.5 of the window), the key facts of what leaves the view are written to working
     /// memory, then the log is compacted down to the sleep target (0.3).
-    pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, SessionError> {
+    pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, Error> {
         let tokens = self.view_tokens()?;
         let sleep = self.policy.sleep_trigger();
         let policy::Decision::Compact { target } = sleep.decide(tokens, self.info.window, 0, || 0)

@@ -1,23 +1,20 @@
 //! A session's context for the model: its view, or the log compacted for a tighter budget, a
 //! query or long-term memory, without changing the session.
 
-use crate::compact::{CompactError, CompactOptions, CompactReport, Compacted, Kind, ViewMessage};
+use crate::Error;
+use crate::compact::{CompactOptions, CompactReport, Compacted, Kind, ViewMessage};
 use crate::message::Message;
 
+use super::Session;
 use super::compaction::dropped_task;
 use super::store::LoggedMessage;
-use super::{Session, SessionError};
 
 impl Session<'_> {
     /// A context for the model. Without a budget or a query, the current view. With either,
     /// the whole active log compacted for them (the budget defaults to the window), without
     /// changing the session: what a caller with a tighter budget or a question needs now. The
     /// task statement stays in it as in the session's compactions, while it fits the budget.
-    pub fn context(
-        &self,
-        budget: Option<usize>,
-        query: Option<&str>,
-    ) -> Result<Compacted, SessionError> {
+    pub fn context(&self, budget: Option<usize>, query: Option<&str>) -> Result<Compacted, Error> {
         self.within_window(budget)?;
         if budget.is_none() && query.is_none() {
             let view = self.view()?;
@@ -60,14 +57,14 @@ impl Session<'_> {
         let mut options = self.options.clone();
         options.budget = budget.unwrap_or(self.info.window);
         options.query = query.map(str::to_owned);
-        Ok(self.compact_for_context(&log, &options, &self.vectors())?)
+        self.compact_for_context(&log, &options, &self.vectors())
     }
 
     /// A budget larger than the session's window is a mistake to report, not a context the
     /// model cannot take.
-    fn within_window(&self, budget: Option<usize>) -> Result<(), SessionError> {
+    fn within_window(&self, budget: Option<usize>) -> Result<(), Error> {
         match budget {
-            Some(b) if b > self.info.window => Err(SessionError::Invalid(format!(
+            Some(b) if b > self.info.window => Err(Error::Rejected(format!(
                 "`budget`: {b} tokens is more than the session's window of {} tokens; ask for at most the window (or no budget: the window)",
                 self.info.window
             ))),
@@ -82,7 +79,7 @@ impl Session<'_> {
         log: &[LoggedMessage],
         options: &CompactOptions,
         vectors: &dyn crate::embed::VectorStore,
-    ) -> Result<Compacted, CompactError> {
+    ) -> Result<Compacted, Error> {
         let compact = |options: &CompactOptions| {
             crate::compact::compact_keeping_vectors(log, &[], &self.counter, options, Some(vectors))
         };
@@ -106,7 +103,7 @@ impl Session<'_> {
         &self,
         budget: Option<usize>,
         query: Option<&str>,
-    ) -> Result<Compacted, SessionError> {
+    ) -> Result<Compacted, Error> {
         use crate::memory::Tier;
         self.within_window(budget)?;
         let topic = match query {
@@ -120,7 +117,7 @@ impl Session<'_> {
                 .unwrap_or_default(),
         };
         let hits = |tiers: Vec<Tier>, limit: usize| {
-            Ok::<_, SessionError>(
+            Ok::<_, Error>(
                 self.store
                     .search(&crate::memory::SearchQuery {
                         tiers,
@@ -165,7 +162,7 @@ impl Session<'_> {
         query: Option<&str>,
         memory: &[crate::memory::MemoryEntry],
         learnings: &[crate::memory::MemoryEntry],
-    ) -> Result<Compacted, SessionError> {
+    ) -> Result<Compacted, Error> {
         self.context_with_lines(budget, query, entry_lines(memory), entry_lines(learnings))
     }
 
@@ -176,7 +173,7 @@ impl Session<'_> {
         query: Option<&str>,
         memory: Vec<(String, Vec<String>)>,
         learnings: Vec<(String, Vec<String>)>,
-    ) -> Result<Compacted, SessionError> {
+    ) -> Result<Compacted, Error> {
         let budget = budget.unwrap_or(self.info.window);
         // The classic shares (15% and 5%) of the whole budget, with no reserves: the session's
         // own system prompt and its history are compacted into what the sections leave.
@@ -208,10 +205,10 @@ impl Session<'_> {
         let vectors = self.vectors();
         let compact = |options: &CompactOptions| self.compact_for_context(&log, options, &vectors);
         let mut out = match compact(&options) {
-            Err(CompactError::CannotFit { .. }) if note.is_some() => {
+            Err(Error::CannotFit { .. }) if note.is_some() => {
                 // What must be kept leaves no room for memory: send it without.
                 options.budget = budget;
-                return Ok(compact(&options)?);
+                return compact(&options);
             }
             other => other?,
         };

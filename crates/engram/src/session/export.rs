@@ -14,7 +14,7 @@
 use serde_json::{Value, json};
 
 use super::{Checkpoint, CompactionRecord, LoggedMessage, SessionDump, SessionInfo, SummaryRecord};
-use crate::StoreError;
+use crate::Error;
 use crate::memory::MemoryEntry;
 use crate::message::Message;
 use crate::timestamp::{Timestamp, format_time, parse_time};
@@ -40,8 +40,8 @@ pub fn memory_line(e: &MemoryEntry) -> Value {
 pub fn export_memory(
     store: &dyn crate::memory::MemoryStore,
     session_id: Option<&str>,
-    mut line: impl FnMut(Value) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+    mut line: impl FnMut(Value) -> Result<(), Error>,
+) -> Result<(), Error> {
     let mut after: Option<String> = None;
     loop {
         let page = store.entries(session_id, after.as_deref(), 10_000)?;
@@ -168,12 +168,8 @@ pub struct SessionReader {
 impl SessionReader {
     /// Reads one line of type session, message, compaction, summary or checkpoint; the error
     /// names the field.
-    pub fn push(
-        &mut self,
-        kind: &str,
-        map: &serde_json::Map<String, Value>,
-    ) -> Result<(), crate::ValueError> {
-        self.read(kind, map).map_err(crate::ValueError::Malformed)
+    pub fn push(&mut self, kind: &str, map: &serde_json::Map<String, Value>) -> Result<(), Error> {
+        self.read(kind, map).map_err(Error::Malformed)
     }
 
     fn read(&mut self, kind: &str, map: &serde_json::Map<String, Value>) -> Result<(), String> {

@@ -14,7 +14,8 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{LoggedMessage, Session, SessionError};
+use super::{LoggedMessage, Session};
+use crate::Error;
 use crate::compact::{CompactOptions, Kind};
 use crate::count::TokenCounter;
 use crate::message::{Message, Role};
@@ -394,15 +395,15 @@ const RERANKED: usize = 4;
 /// another ([`Carried`]).
 pub(crate) trait History {
     /// The index of every message, up to date.
-    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError>;
+    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, Error>;
     /// The active messages of these ids.
-    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, SessionError>;
+    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, Error>;
     /// The message at `seq`, abandoned or not.
-    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, SessionError>;
+    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, Error>;
     /// Every message, abandoned ones too.
-    fn whole(&self) -> Result<Vec<LoggedMessage>, SessionError>;
+    fn whole(&self) -> Result<Vec<LoggedMessage>, Error>;
     /// The ids of the messages the model has verbatim; `None`: all of them.
-    fn in_view(&self) -> Result<Option<HashSet<String>>, SessionError>;
+    fn in_view(&self) -> Result<Option<HashSet<String>>, Error>;
     /// Where the embedder's vectors are kept, when anywhere.
     fn vectors(&self) -> Option<Box<dyn crate::embed::VectorStore + '_>>;
     /// The embedder, the recall profile and the read tool's name.
@@ -412,11 +413,11 @@ pub(crate) trait History {
 }
 
 impl History for Session<'_> {
-    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, SessionError> {
-        Ok(self.store.messages_by_id(&self.info.id, ids)?)
+    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, Error> {
+        self.store.messages_by_id(&self.info.id, ids)
     }
 
-    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, SessionError> {
+    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, Error> {
         Ok(self
             .store
             .session_log(&self.info.id, seq, true)?
@@ -424,8 +425,8 @@ impl History for Session<'_> {
             .next())
     }
 
-    fn whole(&self) -> Result<Vec<LoggedMessage>, SessionError> {
-        Ok(self.store.session_log(&self.info.id, 0, true)?)
+    fn whole(&self) -> Result<Vec<LoggedMessage>, Error> {
+        self.store.session_log(&self.info.id, 0, true)
     }
 
     fn vectors(&self) -> Option<Box<dyn crate::embed::VectorStore + '_>> {
@@ -442,7 +443,7 @@ impl History for Session<'_> {
 
     /// The ids of the messages the view holds verbatim; `None` when the view is the whole
     /// active log (no compaction yet).
-    fn in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
+    fn in_view(&self) -> Result<Option<HashSet<String>>, Error> {
         if let Some(ids) = &self.in_view {
             return Ok(Some(ids.clone()));
         }
@@ -460,7 +461,7 @@ impl History for Session<'_> {
     }
 
     /// This session's index, brought up to date with what was appended since it was built.
-    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError> {
+    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, Error> {
         let key: IndexKey = (
             std::ptr::from_ref(self.store).cast::<()>() as usize,
             self.info.id.clone(),
@@ -509,11 +510,7 @@ impl History for Session<'_> {
 
 impl Session<'_> {
     /// Ranks the session's whole log for `query` as compaction's recall does ([`search`]).
-    pub fn search_history(
-        &self,
-        query: &str,
-        limit: usize,
-    ) -> Result<Vec<HistoryHit>, SessionError> {
+    pub fn search_history(&self, query: &str, limit: usize) -> Result<Vec<HistoryHit>, Error> {
         search(self, query, limit)
     }
 
@@ -523,7 +520,7 @@ impl Session<'_> {
         selection: &HistorySelection,
         max_tokens: usize,
         metadata: bool,
-    ) -> Result<HistoryRead, SessionError> {
+    ) -> Result<HistoryRead, Error> {
         read(self, selection, max_tokens, metadata)
     }
 }
@@ -571,7 +568,7 @@ impl Carried {
 }
 
 impl History for Carried {
-    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, SessionError> {
+    fn index(&self) -> Result<std::sync::Arc<std::sync::Mutex<HistoryIndex>>, Error> {
         let mut index = HistoryIndex::default();
         for m in &self.log {
             index.add(m);
@@ -579,7 +576,7 @@ impl History for Carried {
         Ok(std::sync::Arc::new(std::sync::Mutex::new(index)))
     }
 
-    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, SessionError> {
+    fn by_ids(&self, ids: &[String]) -> Result<Vec<LoggedMessage>, Error> {
         Ok(self
             .log
             .iter()
@@ -588,15 +585,15 @@ impl History for Carried {
             .collect())
     }
 
-    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, SessionError> {
+    fn at(&self, seq: u64) -> Result<Option<LoggedMessage>, Error> {
         Ok(self.log.get(seq as usize).cloned())
     }
 
-    fn whole(&self) -> Result<Vec<LoggedMessage>, SessionError> {
+    fn whole(&self) -> Result<Vec<LoggedMessage>, Error> {
         Ok(self.log.clone())
     }
 
-    fn in_view(&self) -> Result<Option<HashSet<String>>, SessionError> {
+    fn in_view(&self) -> Result<Option<HashSet<String>>, Error> {
         Ok(self.in_view.clone())
     }
 
@@ -617,11 +614,7 @@ impl History for Carried {
 /// hits that it reaches at all (a message that matches, the reply to a matching question,
 /// the turn a matching reply answers): an exact match of the whole query first, then those
 /// the view does not hold verbatim.
-pub(crate) fn search(
-    h: &dyn History,
-    query: &str,
-    limit: usize,
-) -> Result<Vec<HistoryHit>, SessionError> {
+pub(crate) fn search(h: &dyn History, query: &str, limit: usize) -> Result<Vec<HistoryHit>, Error> {
     let index = h.index()?;
     let index = index.lock().unwrap_or_else(|p| p.into_inner());
     // Every word the agent gives is searched (a list's numbers aside).
@@ -766,7 +759,7 @@ fn exact_match(
     matching: &[u32],
     scan_all: bool,
     phrase: &str,
-) -> Result<Option<(u32, f64, String, bool)>, SessionError> {
+) -> Result<Option<(u32, f64, String, bool)>, Error> {
     let mut docs: Vec<u32> = if scan_all {
         (0..index.docs.len() as u32).collect()
     } else {
@@ -813,7 +806,7 @@ fn similarities(
     embedder: &dyn crate::embed::Embedder,
     query: &str,
     index: &HistoryIndex,
-) -> Result<Option<Vec<f32>>, SessionError> {
+) -> Result<Option<Vec<f32>>, Error> {
     let mut speakers = retrieval::Speakers::default();
     let mut meanings: HashMap<String, retrieval::Meaning> = h
         .whole()?
@@ -855,7 +848,7 @@ pub(crate) fn read(
     selection: &HistorySelection,
     max_tokens: usize,
     metadata: bool,
-) -> Result<HistoryRead, SessionError> {
+) -> Result<HistoryRead, Error> {
     let mut not_found = Vec::new();
     let wanted: Vec<LoggedMessage> = match selection {
         HistorySelection::Ids(ids) => {

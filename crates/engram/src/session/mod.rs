@@ -37,9 +37,9 @@ pub use store::{
     SummaryRecord,
 };
 
-use crate::StoreError;
+use crate::Error;
 use crate::compact::policy::{self, TriggerPolicy};
-use crate::compact::{CompactError, CompactOptions, Kind, ViewMessage};
+use crate::compact::{CompactOptions, Kind, ViewMessage};
 use crate::count::TokenCounter;
 use crate::memory::MemoryStore;
 use crate::message::{Message, Role};
@@ -61,21 +61,6 @@ impl<
         + ?Sized,
 > EngramStore for T
 {
-}
-
-/// What can go wrong with a session.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SessionError {
-    /// The store refused or failed; nothing was changed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Compaction failed; the session is as it was.
-    #[error(transparent)]
-    Compact(#[from] CompactError),
-    /// The request itself is wrong (the message says where).
-    #[error("{0}")]
-    Invalid(String),
 }
 
 /// When sessions compact.
@@ -321,7 +306,7 @@ impl crate::embed::VectorStore for SessionVectors<'_> {
         &self,
         model: &str,
         hashes: &[crate::embed::TextHash],
-    ) -> Result<Vec<Option<Vec<f32>>>, crate::StoreError> {
+    ) -> Result<Vec<Option<Vec<f32>>>, Error> {
         self.store.vectors(model, hashes)
     }
 
@@ -329,7 +314,7 @@ impl crate::embed::VectorStore for SessionVectors<'_> {
         &self,
         model: &str,
         vectors: &[(crate::embed::TextHash, &[f32])],
-    ) -> Result<(), crate::StoreError> {
+    ) -> Result<(), Error> {
         self.store
             .put_session_vectors(&self.session_id, model, vectors)
     }
@@ -363,10 +348,10 @@ pub const MAX_APPEND_KEY_CHARS: usize = 255;
 
 /// Checks an append's idempotency key: 1 to [`MAX_APPEND_KEY_CHARS`] characters, no control
 /// characters.
-fn check_append_key(key: &str) -> Result<(), SessionError> {
+fn check_append_key(key: &str) -> Result<(), Error> {
     let chars = key.chars().count();
     if chars == 0 || chars > MAX_APPEND_KEY_CHARS || key.chars().any(char::is_control) {
-        return Err(SessionError::Invalid(format!(
+        return Err(Error::Rejected(format!(
             "Idempotency-Key: an idempotency key is 1 to {MAX_APPEND_KEY_CHARS} characters with no control characters (a UUID, say); this one has {chars}"
         )));
     }
@@ -389,8 +374,8 @@ pub const MAX_SESSION_ID_CHARS: usize = 128;
 /// Checks a new session's id: 1 to [`MAX_SESSION_ID_CHARS`] characters, none of them a space,
 /// a line break or another control character (an id goes into URLs, file names and log lines).
 /// The error states the rule.
-pub fn check_session_id(id: &str) -> Result<(), crate::ValueError> {
-    use crate::ValueError::OutOfRange;
+pub fn check_session_id(id: &str) -> Result<(), Error> {
+    use crate::Error::OutOfRange;
     let rule = format!(
         "a session id is 1 to {MAX_SESSION_ID_CHARS} characters, with no spaces, line breaks or other control characters"
     );
@@ -430,23 +415,23 @@ pub fn new_session(
 
 impl<'s> Session<'s> {
     /// Creates a session.
-    pub fn create(store: &'s dyn EngramStore, new: &NewSession) -> Result<Self, SessionError> {
+    pub fn create(store: &'s dyn EngramStore, new: &NewSession) -> Result<Self, Error> {
         if let Some(id) = &new.id {
-            check_session_id(id).map_err(|e| SessionError::Invalid(format!("field `id`: {e}")))?;
+            check_session_id(id).map_err(|e| Error::Rejected(format!("field `id`: {e}")))?;
         }
         if new.window == 0 {
-            return Err(SessionError::Invalid(
+            return Err(Error::Rejected(
                 "the window must be at least 1 token".into(),
             ));
         }
         Tokenizer::from_name(&new.tokenizer)
-            .map_err(|e| SessionError::Invalid(format!("tokenizer: {e}")))?;
+            .map_err(|e| Error::Rejected(format!("tokenizer: {e}")))?;
         let info = store.create_session(new)?;
         Self::with_info(store, info)
     }
 
     /// Opens an existing session.
-    pub fn open(store: &'s dyn EngramStore, id: &str) -> Result<Self, SessionError> {
+    pub fn open(store: &'s dyn EngramStore, id: &str) -> Result<Self, Error> {
         let info = store.session(id)?.ok_or_else(|| store::no_session(id))?;
         Self::with_info(store, info)
     }
@@ -458,15 +443,15 @@ impl<'s> Session<'s> {
         id: &str,
         registry: &ModelRegistry,
         policy: SessionPolicy,
-    ) -> Result<Self, SessionError> {
+    ) -> Result<Self, Error> {
         let session = Session::open(store, id)?;
         let price = registry.resolve(&session.info.model).spec.price;
         Ok(session.with_policy(policy).with_price(price))
     }
 
-    fn with_info(store: &'s dyn EngramStore, info: SessionInfo) -> Result<Self, SessionError> {
+    fn with_info(store: &'s dyn EngramStore, info: SessionInfo) -> Result<Self, Error> {
         let tokenizer = Tokenizer::from_name(&info.tokenizer)
-            .map_err(|e| SessionError::Invalid(format!("session {}: tokenizer: {e}", info.id)))?
+            .map_err(|e| Error::Rejected(format!("session {}: tokenizer: {e}", info.id)))?
             .scaled(info.token_factor);
         let window = info.window;
         Ok(Session {
@@ -576,7 +561,7 @@ impl<'s> Session<'s> {
         &self.counter
     }
 
-    fn refresh(&mut self) -> Result<(), SessionError> {
+    fn refresh(&mut self) -> Result<(), Error> {
         self.info = self
             .store
             .session(&self.info.id)?
@@ -586,7 +571,7 @@ impl<'s> Session<'s> {
 
     /// Appends messages (ids are kept; the store names a message without one `m<seq>`), then
     /// compacts when the view passes the threshold.
-    pub fn append(&mut self, messages: Vec<Message>) -> Result<Appended, SessionError> {
+    pub fn append(&mut self, messages: Vec<Message>) -> Result<Appended, Error> {
         self.append_once(messages, None)
     }
 
@@ -599,7 +584,7 @@ impl<'s> Session<'s> {
         &mut self,
         messages: Vec<Message>,
         key: Option<&str>,
-    ) -> Result<Appended, SessionError> {
+    ) -> Result<Appended, Error> {
         if let Some(key) = key {
             check_append_key(key)?;
         }
@@ -610,12 +595,10 @@ impl<'s> Session<'s> {
         for (i, message) in messages.into_iter().enumerate() {
             match message.id.as_deref() {
                 Some(id) if id.trim().is_empty() => {
-                    return Err(SessionError::Invalid(format!(
-                        "message {i}, field `id`: empty"
-                    )));
+                    return Err(Error::Rejected(format!("message {i}, field `id`: empty")));
                 }
                 Some(id) if !seen.insert(id.to_owned()) => {
-                    return Err(SessionError::Invalid(format!(
+                    return Err(Error::Rejected(format!(
                         "message {i}, field `id`: {id:?} appears twice in this append"
                     )));
                 }
@@ -689,7 +672,7 @@ impl<'s> Session<'s> {
                         compaction = Some(CompactionSummary::of(&record, 0));
                     }
                     Ok(Compaction::Unchanged { reason, .. }) => over_threshold = Some(reason),
-                    Err(SessionError::Compact(e)) => {
+                    Err(e @ (Error::CannotFit { .. } | Error::NoMessages)) => {
                         over_threshold = Some(format!("automatic compaction failed: {e}"));
                     }
                     Err(e) => return Err(e),
@@ -725,7 +708,7 @@ impl<'s> Session<'s> {
     /// How many of the latest compactions, up to the breaker's count, were threshold
     /// compactions that left the view above the threshold (the policy's breaker opens at
     /// `max_failed_compactions` of them).
-    fn failed_in_a_row(&self) -> Result<usize, SessionError> {
+    fn failed_in_a_row(&self) -> Result<usize, Error> {
         let trigger = &self.policy.trigger;
         let n = trigger.max_failed_compactions as usize;
         if n == 0 {
@@ -743,7 +726,7 @@ impl<'s> Session<'s> {
 
     /// The tokens of what every compaction keeps in front: the leading instructions and the
     /// task statement ([`policy::fixed_head`]), read from the start of the log.
-    pub fn fixed_tokens(&self) -> Result<usize, SessionError> {
+    pub fn fixed_tokens(&self) -> Result<usize, Error> {
         let mut page = 8;
         loop {
             let head = self.store.session_log_page(&self.info.id, 0, page)?;
@@ -760,7 +743,7 @@ impl<'s> Session<'s> {
     /// The work ledger of the session's whole log: the files the agent read and changed, the
     /// commands it ran and the failures still open, its plan; each step is a message's place
     /// in the log (what `read_history` takes).
-    pub fn ledger(&self) -> Result<crate::ledger::Ledger, SessionError> {
+    pub fn ledger(&self) -> Result<crate::ledger::Ledger, Error> {
         let mut ledger = crate::ledger::Ledger::default();
         for m in self.store.session_log(&self.info.id, 0, false)? {
             ledger.add_message(&m.message, m.seq as usize);
@@ -769,7 +752,7 @@ impl<'s> Session<'s> {
     }
 
     /// The view's tokens: the latest compaction's view plus what was appended since.
-    pub fn view_tokens(&self) -> Result<usize, SessionError> {
+    pub fn view_tokens(&self) -> Result<usize, Error> {
         let latest = self.store.latest_compaction(&self.info.id)?;
         let (base, from) = match &latest {
             Some(c) => (c.tokens_after, c.log_end),
@@ -779,7 +762,7 @@ impl<'s> Session<'s> {
     }
 
     /// The current view: the latest compaction's view, then every message appended since.
-    pub fn view(&self) -> Result<SessionView, SessionError> {
+    pub fn view(&self) -> Result<SessionView, Error> {
         let latest = self.store.latest_compaction(&self.info.id)?;
         let (mut messages, tokens, from, id) = match &latest {
             Some(c) => (
@@ -812,13 +795,13 @@ impl<'s> Session<'s> {
     }
 
     /// The active log, in order.
-    pub fn log(&self) -> Result<Vec<LoggedMessage>, SessionError> {
-        Ok(self.store.session_log(&self.info.id, 0, false)?)
+    pub fn log(&self) -> Result<Vec<LoggedMessage>, Error> {
+        self.store.session_log(&self.info.id, 0, false)
     }
 
     /// The status update for this session now: the view's tokens of the window, and
     /// the cost so far (see [`Session::usage`]).
-    pub fn status(&self) -> Result<crate::tools::Status, SessionError> {
+    pub fn status(&self) -> Result<crate::tools::Status, Error> {
         Ok(crate::tools::Status {
             total_tokens: self.view_tokens()?,
             max_tokens: self.info.window,
@@ -828,7 +811,7 @@ impl<'s> Session<'s> {
     }
 
     /// What the session's model calls have used and cost so far (see [`SessionUsage`]).
-    pub fn usage(&self) -> Result<SessionUsage, SessionError> {
+    pub fn usage(&self) -> Result<SessionUsage, Error> {
         let log = self.log()?;
         let mut compactions = self.store.compactions(&self.info.id, false)?;
         compactions.sort_by_key(|c| (c.log_end, c.id));
@@ -875,7 +858,7 @@ impl<'s> Session<'s> {
         &mut self,
         positions: Vec<(u64, String)>,
         answer: Option<Value>,
-    ) -> Result<Appended, SessionError> {
+    ) -> Result<Appended, Error> {
         if let Some(mut first) = answer.and_then(|a| serde_json::from_value::<Appended>(a).ok()) {
             first.replayed = true;
             return Ok(first);
@@ -896,17 +879,16 @@ impl<'s> Session<'s> {
     }
 
     /// Names the current state.
-    pub fn checkpoint(&self, name: &str) -> Result<Checkpoint, SessionError> {
+    pub fn checkpoint(&self, name: &str) -> Result<Checkpoint, Error> {
         if name.trim().is_empty() {
-            return Err(SessionError::Invalid("a checkpoint needs a name".into()));
+            return Err(Error::Rejected("a checkpoint needs a name".into()));
         }
-        Ok(self
-            .store
-            .checkpoint(&self.info.id, name, crate::timestamp::now())?)
+        self.store
+            .checkpoint(&self.info.id, name, crate::timestamp::now())
     }
 
     /// Returns to a checkpoint.
-    pub fn restore(&mut self, name: &str) -> Result<Restored, SessionError> {
+    pub fn restore(&mut self, name: &str) -> Result<Restored, Error> {
         let restored = self.store.restore(&self.info.id, name)?;
         self.refresh()?;
         Ok(restored)
@@ -914,10 +896,7 @@ impl<'s> Session<'s> {
 }
 
 /// Everything `session_id` owns, for export.
-pub fn export_session(
-    store: &dyn SessionStore,
-    session_id: &str,
-) -> Result<SessionDump, StoreError> {
+pub fn export_session(store: &dyn SessionStore, session_id: &str) -> Result<SessionDump, Error> {
     let info = store
         .session(session_id)?
         .ok_or_else(|| store::no_session(session_id))?;
@@ -948,7 +927,7 @@ pub fn sleep_sessions(
     store: &dyn EngramStore,
     policy: &SessionPolicy,
     options: &CompactOptions,
-) -> Result<SessionsSlept, StoreError> {
+) -> Result<SessionsSlept, Error> {
     let mut out = SessionsSlept::default();
     for info in store.sessions()? {
         out.sessions += 1;
@@ -965,7 +944,7 @@ pub fn sleep_sessions(
                     out.compacted.push((info.id, done));
                 }
             }
-            Err(SessionError::Store(e @ StoreError::Backend(_))) => return Err(e),
+            Err(e @ Error::Backend(_)) => return Err(e),
             Err(e) => out.failed.push((info.id, e.to_string())),
         }
     }
@@ -1193,7 +1172,7 @@ mod tests {
         let mut options = session.options().clone();
         options.embedder = Some(Arc::new(Topics));
         let mut session = session.with_options(options);
-        let reply = |r: Option<Result<crate::tools::ToolReply, super::SessionError>>| {
+        let reply = |r: Option<Result<crate::tools::ToolReply, crate::Error>>| {
             let r = r.expect("a memory tool").expect("the store answers");
             (
                 serde_json::from_str::<Value>(&r.text).unwrap_or(Value::Null),

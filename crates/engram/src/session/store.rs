@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::StoreError;
+use crate::Error;
 use crate::error::Missing;
 use crate::memory::NewEntry;
 use crate::message::Message;
@@ -145,21 +145,21 @@ pub fn replayed(
     fingerprint: &str,
     positions: &str,
     answer: Option<&str>,
-) -> Result<KeyedAppend, StoreError> {
+) -> Result<KeyedAppend, Error> {
     if fingerprint != key.fingerprint {
         return Err(key_reused(&key.key, session_id));
     }
     Ok(KeyedAppend::Replayed {
         positions: serde_json::from_str(positions).map_err(|e| {
-            StoreError::Backend(format!("an append key's positions do not read back: {e}"))
+            Error::Backend(format!("an append key's positions do not read back: {e}"))
         })?,
         answer: answer.and_then(|a| serde_json::from_str(a).ok()),
     })
 }
 
 /// The error for a key used again with other messages.
-pub fn key_reused(key: &str, session_id: &str) -> StoreError {
-    StoreError::Conflict(format!(
+pub fn key_reused(key: &str, session_id: &str) -> Error {
+    Error::Conflict(format!(
         "Idempotency-Key {key:?} was used for another append to session {session_id:?}; nothing was appended (give new messages a new key)"
     ))
 }
@@ -339,15 +339,15 @@ pub struct SessionDump {
 }
 
 /// A session backend. Every method is atomic: it changes everything it says or nothing.
-/// Errors use [`StoreError`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
+/// Errors use [`Error`]: `NotFound` for an unknown session or checkpoint, `Conflict` for
 /// a duplicate id or name and for a compaction computed before a restore.
 pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
     /// Creates a session; an existing id is a conflict.
-    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, StoreError>;
+    fn create_session(&self, new: &NewSession) -> Result<SessionInfo, Error>;
     /// A session by id.
-    fn session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError>;
+    fn session(&self, id: &str) -> Result<Option<SessionInfo>, Error>;
     /// Every session, most recently updated first.
-    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+    fn sessions(&self) -> Result<Vec<SessionInfo>, Error>;
     /// Appends messages; an id already active in the session is a conflict (nothing appended).
     /// Returns each message's position and id (not the messages: a long append would be held
     /// twice).
@@ -355,7 +355,7 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         &self,
         session_id: &str,
         messages: &[NewLogMessage],
-    ) -> Result<Vec<(u64, String)>, StoreError>;
+    ) -> Result<Vec<(u64, String)>, Error>;
     /// Appends as [`SessionStore::append`] does, once per key: when the session keeps `key`
     /// (used within [`APPEND_KEY_TTL_MS`], among its newest [`APPEND_KEYS_KEPT`]), nothing is
     /// stored and what the first append stored is returned; the same key with other messages
@@ -366,27 +366,21 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         session_id: &str,
         messages: &[NewLogMessage],
         key: &AppendKey,
-    ) -> Result<KeyedAppend, StoreError>;
+    ) -> Result<KeyedAppend, Error>;
     /// Keeps the answer an append with `key` gave, for its retries (nothing when the key is not
     /// kept).
-    fn keep_append_answer(
-        &self,
-        session_id: &str,
-        key: &str,
-        answer: &Value,
-    ) -> Result<(), StoreError>;
+    fn keep_append_answer(&self, session_id: &str, key: &str, answer: &Value) -> Result<(), Error>;
     /// The messages of the log that `range` names, in order: what every backend reads, and
     /// [`SessionStore::session_log`] and [`SessionStore::session_log_page`] ask for. A page
     /// (`range.limit`) should cost its size.
-    fn read_log(&self, session_id: &str, range: LogRange)
-    -> Result<Vec<LoggedMessage>, StoreError>;
+    fn read_log(&self, session_id: &str, range: LogRange) -> Result<Vec<LoggedMessage>, Error>;
     /// The log from `from_seq` on, in order; abandoned messages only when asked.
     fn session_log(
         &self,
         session_id: &str,
         from_seq: u64,
         include_abandoned: bool,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, Error> {
         let range = LogRange {
             from_seq,
             include_abandoned,
@@ -400,7 +394,7 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         session_id: &str,
         from_seq: u64,
         limit: usize,
-    ) -> Result<Vec<LoggedMessage>, StoreError> {
+    ) -> Result<Vec<LoggedMessage>, Error> {
         let range = LogRange {
             from_seq,
             include_abandoned: false,
@@ -409,27 +403,23 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         self.read_log(session_id, range)
     }
     /// The active messages with these ids, in log order (unknown ids are left out).
-    fn messages_by_id(
-        &self,
-        session_id: &str,
-        ids: &[String],
-    ) -> Result<Vec<LoggedMessage>, StoreError>;
+    fn messages_by_id(&self, session_id: &str, ids: &[String])
+    -> Result<Vec<LoggedMessage>, Error>;
     /// Records a compaction with its summaries and journal entries.
-    fn record_compaction(&self, compaction: &NewCompaction)
-    -> Result<CompactionRecord, StoreError>;
+    fn record_compaction(&self, compaction: &NewCompaction) -> Result<CompactionRecord, Error>;
     /// The session's compactions that `which` names: what every backend reads, and
     /// [`SessionStore::compactions`] and [`SessionStore::recent_compactions`] ask for.
     fn read_compactions(
         &self,
         session_id: &str,
         which: Compactions,
-    ) -> Result<Vec<CompactionRecord>, StoreError>;
+    ) -> Result<Vec<CompactionRecord>, Error>;
     /// The session's compactions, oldest first; abandoned ones only when asked.
     fn compactions(
         &self,
         session_id: &str,
         include_abandoned: bool,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
+    ) -> Result<Vec<CompactionRecord>, Error> {
         self.read_compactions(session_id, Compactions::All { include_abandoned })
     }
     /// The `n` latest active compactions, newest first.
@@ -437,16 +427,16 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         &self,
         session_id: &str,
         n: usize,
-    ) -> Result<Vec<CompactionRecord>, StoreError> {
+    ) -> Result<Vec<CompactionRecord>, Error> {
         self.read_compactions(session_id, Compactions::Newest(n))
     }
     /// The latest active compaction.
-    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, StoreError> {
+    fn latest_compaction(&self, session_id: &str) -> Result<Option<CompactionRecord>, Error> {
         Ok(self.recent_compactions(session_id, 1)?.pop())
     }
     /// The tokens of the active messages from `from_seq` on (what was appended since a
     /// compaction), without reading the messages.
-    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, StoreError> {
+    fn tail_tokens(&self, session_id: &str, from_seq: u64) -> Result<usize, Error> {
         Ok(self
             .session_log(session_id, from_seq, false)?
             .iter()
@@ -454,7 +444,7 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
             .sum())
     }
     /// The user messages in the active log (the turns status updates are scheduled by).
-    fn user_turns(&self, session_id: &str) -> Result<usize, StoreError> {
+    fn user_turns(&self, session_id: &str) -> Result<usize, Error> {
         Ok(self
             .session_log(session_id, 0, false)?
             .iter()
@@ -462,28 +452,23 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
             .count())
     }
     /// The summaries of the session's active compactions, oldest first.
-    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, StoreError>;
+    fn summaries(&self, session_id: &str) -> Result<Vec<SummaryRecord>, Error>;
     /// Names the session's current state; an existing name is a conflict.
-    fn checkpoint(
-        &self,
-        session_id: &str,
-        name: &str,
-        at: Timestamp,
-    ) -> Result<Checkpoint, StoreError>;
+    fn checkpoint(&self, session_id: &str, name: &str, at: Timestamp) -> Result<Checkpoint, Error>;
     /// The session's checkpoints, oldest first.
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, StoreError>;
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<Checkpoint>, Error>;
     /// Returns the session to a checkpoint: later messages, compactions and checkpoints are
     /// marked abandoned (never deleted) and the epoch moves on.
-    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, StoreError>;
+    fn restore(&self, session_id: &str, name: &str) -> Result<Restored, Error>;
     /// Stores an exported session as it was (a session with its id is a conflict; compaction
     /// ids are assigned anew and the summaries and checkpoints follow them).
-    fn import_session(&self, dump: &SessionDump) -> Result<(), StoreError>;
+    fn import_session(&self, dump: &SessionDump) -> Result<(), Error>;
     /// Deletes a session with everything it owns, including memory entries with its id and the
     /// vectors of its messages that no other session uses.
-    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, StoreError>;
+    fn delete_session(&self, session_id: &str) -> Result<SessionDeleted, Error>;
     /// Keeps these vectors of the session's texts as [`put_vectors`] does, and that the session
     /// uses them, in one transaction: deleting the session forgets those no other session
-    /// uses. A missing session is [`StoreError::NotFound`].
+    /// uses. A missing session is [`Error::NotFound`].
     ///
     /// [`put_vectors`]: crate::embed::VectorStore::put_vectors
     fn put_session_vectors(
@@ -491,7 +476,7 @@ pub trait SessionStore: crate::embed::VectorStore + Send + Sync {
         session_id: &str,
         model: &str,
         vectors: &[(crate::embed::TextHash, &[f32])],
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), Error>;
 }
 
 /// The message as logged at `seq`: its own id, or `m<seq>` when it has none.
@@ -504,30 +489,30 @@ pub fn logged_message(message: &Message, seq: u64) -> Message {
 }
 
 /// The error for an unknown session.
-pub fn no_session(id: &str) -> StoreError {
-    StoreError::NotFound {
+pub fn no_session(id: &str) -> Error {
+    Error::NotFound {
         missing: Missing::Session { id: id.to_owned() },
         message: format!("no session {id:?}"),
     }
 }
 
 /// The error for a message id already in the session.
-pub fn duplicate(index: usize, id: &str, session_id: &str) -> StoreError {
-    StoreError::Conflict(format!(
+pub fn duplicate(index: usize, id: &str, session_id: &str) -> Error {
+    Error::Conflict(format!(
         "message {index}, field `id`: {id:?} is already in session {session_id:?}; nothing was appended"
     ))
 }
 
 /// The checks a compaction must pass before it is recorded.
-pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), StoreError> {
+pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), Error> {
     if info.epoch != c.expected_epoch {
-        return Err(StoreError::Conflict(format!(
+        return Err(Error::Conflict(format!(
             "session {:?} was restored to a checkpoint while compacting; the compaction was not recorded (run it again)",
             info.id
         )));
     }
     if c.log_end > info.next_seq {
-        return Err(StoreError::Conflict(format!(
+        return Err(Error::Conflict(format!(
             "a compaction of session {:?} covers messages the log does not have",
             info.id
         )));
@@ -536,8 +521,8 @@ pub fn check_compaction(info: &SessionInfo, c: &NewCompaction) -> Result<(), Sto
 }
 
 /// The error for an unknown checkpoint.
-pub fn no_checkpoint(session_id: &str, name: &str) -> StoreError {
-    StoreError::NotFound {
+pub fn no_checkpoint(session_id: &str, name: &str) -> Error {
+    Error::NotFound {
         missing: Missing::Checkpoint {
             session: session_id.to_owned(),
             name: name.to_owned(),
@@ -547,8 +532,8 @@ pub fn no_checkpoint(session_id: &str, name: &str) -> StoreError {
 }
 
 /// The error for a checkpoint an earlier restore set aside.
-pub fn abandoned_checkpoint(session_id: &str, name: &str) -> StoreError {
-    StoreError::Conflict(format!(
+pub fn abandoned_checkpoint(session_id: &str, name: &str) -> Error {
+    Error::Conflict(format!(
         "checkpoint {name:?} of session {session_id:?} was made after a checkpoint the session was restored to; its messages were set aside"
     ))
 }

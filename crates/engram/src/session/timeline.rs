@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::StoreError;
+use crate::Error;
 use crate::compact::summarize::{Summarizer, SummaryRequest};
 use crate::message::{Message, Role};
 use crate::retrieval::{self, is_heading_message};
@@ -179,10 +179,10 @@ pub fn part_json(index: usize, part: &TimelinePart) -> serde_json::Value {
 /// Where a session's timeline is kept. Deleting the session deletes it.
 pub trait TimelineStore: Send + Sync {
     /// The session's timeline, if one was built.
-    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, StoreError>;
+    fn timeline(&self, session_id: &str) -> Result<Option<Timeline>, Error>;
 
     /// Replaces the session's timeline (`NotFound` when there is no such session).
-    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), StoreError>;
+    fn put_timeline(&self, session_id: &str, timeline: &Timeline) -> Result<(), Error>;
 }
 
 /// What building a timeline did.
@@ -198,8 +198,8 @@ pub struct TimelineBuilt {
 
 impl super::Session<'_> {
     /// The session's timeline as last built (at sleep time), if any.
-    pub fn timeline(&self) -> Result<Option<Timeline>, super::SessionError> {
-        Ok(self.store.timeline(&self.info.id)?)
+    pub fn timeline(&self) -> Result<Option<Timeline>, Error> {
+        self.store.timeline(&self.info.id)
     }
 
     /// The timeline as every front returns it: `{"session_id", "built_to", "parts"}`, each
@@ -210,10 +210,10 @@ impl super::Session<'_> {
         &self,
         query: Option<&str>,
         limit: Option<usize>,
-    ) -> Result<serde_json::Value, super::SessionError> {
+    ) -> Result<serde_json::Value, Error> {
         let limit = match limit {
             Some(0) => {
-                return Err(super::SessionError::Invalid(
+                return Err(Error::Rejected(
                     "`limit` must be positive: the most parts to list".into(),
                 ));
             }
@@ -242,7 +242,7 @@ impl super::Session<'_> {
     /// Builds the session's timeline again when its history changed since the last one (new
     /// messages, or a restore), keeping the lines of unchanged parts: what sleep runs. The
     /// lines are written by the session's summarizer when it has one, and redacted as memory is.
-    pub fn update_timeline(&self) -> Result<TimelineBuilt, super::SessionError> {
+    pub fn update_timeline(&self) -> Result<TimelineBuilt, Error> {
         let info = self
             .store
             .session(&self.info.id)?
@@ -571,7 +571,6 @@ fn clip(text: &str, words: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compact::summarize::SummarizeError;
     use crate::stored::StoredJson;
 
     fn logged(seq: u64, at: Timestamp, message: Message) -> LoggedMessage {
@@ -767,11 +766,11 @@ mod tests {
         fn name(&self) -> &str {
             "lines"
         }
-        fn summarize(&self, r: &SummaryRequest<'_>) -> Result<String, SummarizeError> {
+        fn summarize(&self, r: &SummaryRequest<'_>) -> Result<String, Error> {
             assert_eq!(r.prompt, TIMELINE_PROMPT);
             assert!(r.messages.iter().all(|m| m.role != Role::System));
             if self.fails {
-                return Err(SummarizeError {
+                return Err(Error::Summarizer {
                     summarizer: "lines".into(),
                     reason: "down".into(),
                 });

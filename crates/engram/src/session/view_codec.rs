@@ -5,19 +5,19 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::StoreError;
+use crate::Error;
 use crate::compact::{Kind, ViewMessage};
 use crate::message::Message;
 
-use super::{Session, SessionError};
+use super::Session;
 
 impl Session<'_> {
-    pub(super) fn decode_view(&self, encoded: &Value) -> Result<Vec<ViewMessage>, SessionError> {
+    pub(super) fn decode_view(&self, encoded: &Value) -> Result<Vec<ViewMessage>, Error> {
         let corrupt = |what: &str| {
-            SessionError::Store(StoreError::Backend(format!(
+            Error::Backend(format!(
                 "session {}: a stored view is damaged ({what})",
                 self.info.id
-            )))
+            ))
         };
         let Value::Array(items) = encoded else {
             return Err(corrupt("not an array"));

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::{Session, SessionError};
+use super::Session;
+use crate::Error;
 use crate::compact::Kind;
 use crate::compact::policy;
 
@@ -48,7 +49,7 @@ pub const KINDS: [&str; 7] = [
 
 impl Session<'_> {
     /// How the window is used now; `max_output` is the model's maximum output (the registry's).
-    pub fn window_use(&self, max_output: usize) -> Result<WindowUse, SessionError> {
+    pub fn window_use(&self, max_output: usize) -> Result<WindowUse, Error> {
         let view = self.view()?;
         let mut parts: Vec<WindowPart> = KINDS
             .iter()

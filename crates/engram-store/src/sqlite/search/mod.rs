@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use engram::memory::{SearchHit, SearchQuery, StoreError, Tier};
+use engram::memory::{SearchHit, SearchQuery, Tier};
 use rusqlite::{Connection, OptionalExtension, params};
 use tantivy::collector::TopDocs;
 use tantivy::query::{Query, RangeQuery, TermQuery};
@@ -119,12 +119,12 @@ fn stored_tier_code(stored: &str) -> u64 {
     Tier::parse(stored).map_or(ENTRY, tier_code)
 }
 
-fn index_error(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(format!("search index: {e}"))
+fn index_error(e: impl std::fmt::Display) -> engram::Error {
+    engram::Error::Backend(format!("search index: {e}"))
 }
 
 /// The last position in the index queue.
-pub(crate) fn newest_queued(conn: &Connection) -> Result<i64, StoreError> {
+pub(crate) fn newest_queued(conn: &Connection) -> Result<i64, engram::Error> {
     conn.query_row("SELECT coalesce(max(seq), 0) FROM index_queue", [], |r| {
         r.get(0)
     })
@@ -149,7 +149,7 @@ impl Inline<'_> {
         source: &str,
         created_at: i64,
         tier: Tier,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         self.writer
             .add_document(self.index.document(
                 rowid,
@@ -250,7 +250,7 @@ fn writer_size(pending: i64) -> (usize, usize) {
 
 impl TextIndex {
     /// Opens (or creates) the index in `dir`.
-    pub(crate) fn open(dir: &Path) -> Result<Self, StoreError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, engram::Error> {
         std::fs::create_dir_all(dir)
             .map_err(|e| index_error(format!("cannot create {}: {e}", dir.display())))?;
         let (schema, fields) = schema();
@@ -279,12 +279,12 @@ impl TextIndex {
     }
 
     /// An index in memory (for an in-memory store).
-    pub(crate) fn in_ram() -> Result<Self, StoreError> {
+    pub(crate) fn in_ram() -> Result<Self, engram::Error> {
         let (schema, fields) = schema();
         Self::with_index(Index::create_in_ram(schema), fields)
     }
 
-    fn with_index(index: Index, fields: Fields) -> Result<Self, StoreError> {
+    fn with_index(index: Index, fields: Fields) -> Result<Self, engram::Error> {
         index
             .tokenizers()
             .register(TOKENIZER, StemmingTokenizer::default());
@@ -317,7 +317,7 @@ impl TextIndex {
 
     /// Waits for the commit [`Inline::commit`] left running, then lets the queue drop what
     /// the index now holds and shows the commit to searches. Callers hold `sync`.
-    fn settle(&self, conn: &mut Connection) -> Result<(), StoreError> {
+    fn settle(&self, conn: &mut Connection) -> Result<(), engram::Error> {
         let Some(pending) = self.pending().take() else {
             return Ok(());
         };
@@ -331,7 +331,7 @@ impl TextIndex {
 
     /// The store the index belongs to and the last queue position it has applied, from the
     /// last commit's payload (`store_id:seq`).
-    fn commit_state(&self) -> Result<Option<(String, i64)>, StoreError> {
+    fn commit_state(&self) -> Result<Option<(String, i64)>, engram::Error> {
         let payload = self.index.load_metas().map_err(index_error)?.payload;
         Ok(payload.and_then(|p| {
             let (id, seq) = p.split_once(':')?;
@@ -339,13 +339,13 @@ impl TextIndex {
         }))
     }
 
-    fn applied(&self) -> Result<i64, StoreError> {
+    fn applied(&self) -> Result<i64, engram::Error> {
         Ok(self.commit_state()?.map_or(0, |(_, seq)| seq))
     }
 
     /// Makes sure the index belongs to this database: an index left by another database (the
     /// file was replaced, say) is emptied and rebuilt from the rows.
-    pub(crate) fn reconcile(&self, conn: &mut Connection) -> Result<(), StoreError> {
+    pub(crate) fn reconcile(&self, conn: &mut Connection) -> Result<(), engram::Error> {
         let store_id: String = conn
             .query_row("SELECT value FROM meta WHERE key = 'store_id'", [], |r| {
                 r.get(0)
@@ -384,7 +384,7 @@ impl TextIndex {
 
     /// A writer sized for `pending` changes: one thread and a small arena for a few, every core
     /// for a bulk import.
-    fn writer(&self, pending: i64) -> Result<IndexWriter, StoreError> {
+    fn writer(&self, pending: i64) -> Result<IndexWriter, engram::Error> {
         // Another process may be writing: wait for its lock as SQLite waits for its own.
         let started = Instant::now();
         let (threads, heap) = writer_size(pending);
@@ -408,7 +408,11 @@ impl TextIndex {
     /// caller for as long as this runs.
     /// With `wait` false, a commit still running that covers the queue leaves nothing to do
     /// (a search passes true: it must see that commit).
-    pub(crate) fn catch_up(&self, conn: &mut Connection, wait: bool) -> Result<usize, StoreError> {
+    pub(crate) fn catch_up(
+        &self,
+        conn: &mut Connection,
+        wait: bool,
+    ) -> Result<usize, engram::Error> {
         let _guard = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         let newest = newest_queued(conn)?;
         if !wait && self.pending().as_ref().is_some_and(|p| p.newest >= newest) {
@@ -491,7 +495,7 @@ impl TextIndex {
         mut writer: IndexWriter,
         conn: &mut Connection,
         applied: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), engram::Error> {
         let mut commit = writer.prepare_commit().map_err(index_error)?;
         commit.set_payload(&format!("{}:{applied}", self.store_id()));
         commit.commit().map_err(index_error)?;
@@ -501,7 +505,7 @@ impl TextIndex {
 
     /// After a commit up to queue position `applied`: what the index holds leaves the queue
     /// (a crash here only leaves it longer) and searches see the commit.
-    fn after_commit(&self, conn: &mut Connection, applied: i64) -> Result<(), StoreError> {
+    fn after_commit(&self, conn: &mut Connection, applied: i64) -> Result<(), engram::Error> {
         let tx = write_tx(conn)?;
         tx.execute("DELETE FROM index_queue WHERE seq <= ?1", [applied])
             .map_err(backend)?;
@@ -548,7 +552,7 @@ impl TextIndex {
         &self,
         tx: &Connection,
         bulk: bool,
-    ) -> Result<Option<Inline<'_>>, StoreError> {
+    ) -> Result<Option<Inline<'_>>, engram::Error> {
         let sync = self.sync.lock().unwrap_or_else(|p| p.into_inner());
         // A commit still running holds the writer: it is waited for, and what it applied
         // leaves the queue in this transaction.
@@ -602,7 +606,7 @@ impl TextIndex {
         &self,
         conn: &Connection,
         query: &SearchQuery,
-    ) -> Result<Vec<SearchHit>, StoreError> {
+    ) -> Result<Vec<SearchHit>, engram::Error> {
         let terms = self.terms(&query.text);
         let limit = query.clamped_limit();
         if terms.is_empty() || limit == 0 {

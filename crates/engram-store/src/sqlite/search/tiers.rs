@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use engram::memory::{StoreError, Tier};
+use engram::memory::Tier;
 use rusqlite::Connection;
 use tantivy::Term;
 use tantivy::columnar::Column;
@@ -86,7 +86,7 @@ pub(super) struct Columns {
 }
 
 impl Columns {
-    pub(super) fn of(segment: &tantivy::SegmentReader) -> Result<Self, StoreError> {
+    pub(super) fn of(segment: &tantivy::SegmentReader) -> Result<Self, engram::Error> {
         let fast = segment.fast_fields();
         Ok(Columns {
             rowid: fast.u64("rowid").map_err(index_error)?,
@@ -103,7 +103,7 @@ pub(super) const WORKING_SET: usize = if cfg!(test) { 24 } else { 20_000 };
 
 /// How many values the working entries' rowids span (0 when there are none): a bound on their
 /// number from two lookups, where counting them reads them all.
-pub(super) fn working_span(conn: &Connection) -> Result<u64, StoreError> {
+pub(super) fn working_span(conn: &Connection) -> Result<u64, engram::Error> {
     let (low, high): (Option<i64>, Option<i64>) = conn
         .prepare_cached(
             "SELECT (SELECT min(entry) FROM memory_working),
@@ -119,7 +119,7 @@ pub(super) fn working_span(conn: &Connection) -> Result<u64, StoreError> {
 
 /// The rowids of the working entries, sorted, when there are at most [`WORKING_SET`] of
 /// them; `None` when there are more.
-pub(super) fn working_rowids(conn: &Connection) -> Result<Option<Vec<u64>>, StoreError> {
+pub(super) fn working_rowids(conn: &Connection) -> Result<Option<Vec<u64>>, engram::Error> {
     let mut stmt = conn
         .prepare_cached("SELECT entry FROM memory_working ORDER BY entry LIMIT ?1")
         .map_err(backend)?;
@@ -143,7 +143,7 @@ pub(super) struct Counts {
 }
 
 impl Counts {
-    pub(super) fn of(searcher: &tantivy::Searcher, f: Fields) -> Result<Self, StoreError> {
+    pub(super) fn of(searcher: &tantivy::Searcher, f: Fields) -> Result<Self, engram::Error> {
         let mut kept = [0; KEPT.len()];
         for (n, c) in kept.iter_mut().zip(KEPT) {
             *n = searcher
@@ -231,8 +231,8 @@ impl TierPlan {
         &self,
         code: u64,
         rowid: u64,
-        is_working: impl FnOnce(u64) -> Result<bool, StoreError>,
-    ) -> Result<bool, StoreError> {
+        is_working: impl FnOnce(u64) -> Result<bool, engram::Error>,
+    ) -> Result<bool, engram::Error> {
         if code != ENTRY {
             return Ok(code < 8 && self.kept & (1 << code) != 0);
         }

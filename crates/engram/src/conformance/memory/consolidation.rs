@@ -3,6 +3,8 @@
 
 use super::support::*;
 
+use crate::Error;
+
 pub(super) fn consolidation_is_atomic(store: &dyn MemoryStore) {
     let t = parse_time("2026-01-01T00:00:00Z").expect("time");
     store
@@ -36,7 +38,7 @@ pub(super) fn consolidation_is_atomic(store: &dyn MemoryStore) {
     // Again: nothing is working any more; nothing changes.
     consolidation.summary.id = Some("sum2".into());
     match store.consolidate(&consolidation) {
-        Err(StoreError::NotWorking(ids)) => assert_eq!(ids.len(), 2),
+        Err(Error::NotWorking(ids)) => assert_eq!(ids.len(), 2),
         other => panic!("consolidating archived entries must fail: {other:?}"),
     }
     assert!(

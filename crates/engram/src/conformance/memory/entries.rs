@@ -3,6 +3,8 @@
 
 use super::support::*;
 
+use crate::Error;
+
 /// The vectors of hybrid search, kept beside the entries: by model and text hash, the first
 /// one kept stays, and a batch is written whole.
 pub(super) fn vectors_are_kept_by_model_and_text(store: &dyn MemoryStore) {
@@ -237,10 +239,7 @@ pub(super) fn forget_updates_lineage_and_search(store: &dyn MemoryStore) {
     assert_eq!(ops_summary.summary_of, ["f1", "f2"]);
 
     assert!(
-        matches!(
-            store.forget(&Forget::default()),
-            Err(StoreError::Conflict(_))
-        ),
+        matches!(store.forget(&Forget::default()), Err(Error::Conflict(_))),
         "an empty filter is refused"
     );
     let one = store

@@ -6,8 +6,7 @@ pub(super) use crate::conformance::{Dice, assert_same};
 
 pub(super) use crate::memory::consolidation::{SleepPolicy, sleep};
 pub(super) use crate::memory::{
-    Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, StoreError, Tier, Timestamp,
-    parse_time,
+    Forget, MemoryEntry, MemoryStore, NewEntry, SearchQuery, Tier, Timestamp, parse_time,
 };
 
 pub(super) const DAY: i64 = 24 * 3600 * 1000;

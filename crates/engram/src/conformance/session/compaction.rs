@@ -3,6 +3,8 @@
 
 use super::support::*;
 
+use crate::Error;
+
 /// Records what each summary request carried, and answers as the deterministic summarizer.
 #[derive(Debug, Default)]
 pub(super) struct Recording {
@@ -18,7 +20,7 @@ impl crate::compact::summarize::Summarizer for Recording {
     fn summarize(
         &self,
         request: &crate::compact::summarize::SummaryRequest<'_>,
-    ) -> Result<String, crate::compact::summarize::SummarizeError> {
+    ) -> Result<String, Error> {
         self.requests.lock().expect("lock").push((
             request.previous.map(str::to_owned),
             request
@@ -400,10 +402,7 @@ pub(super) fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     assert_eq!(cp.messages, 13);
     let view_at_cp = s.view().expect("view");
     assert!(
-        matches!(
-            s.checkpoint("before-refactor"),
-            Err(crate::session::SessionError::Store(StoreError::Conflict(_)))
-        ),
+        matches!(s.checkpoint("before-refactor"), Err(Error::Conflict(_))),
         "checkpoint names are unique"
     );
     for i in 3..30 {
@@ -430,16 +429,8 @@ pub(super) fn checkpoints_restore_without_deleting(store: &dyn EngramStore) {
     assert!(store.summaries("c").expect("summaries").is_empty());
     // The abandoned branch's ids are free again; the abandoned checkpoint cannot be restored.
     s.append(turn(3)).expect("the same turn again");
-    assert!(matches!(
-        s.restore("later"),
-        Err(crate::session::SessionError::Store(StoreError::Conflict(_)))
-    ));
-    assert!(matches!(
-        s.restore("nope"),
-        Err(crate::session::SessionError::Store(
-            StoreError::NotFound { .. }
-        ))
-    ));
+    assert!(matches!(s.restore("later"), Err(Error::Conflict(_))));
+    assert!(matches!(s.restore("nope"), Err(Error::NotFound { .. })));
     assert_eq!(store.checkpoints("c").expect("list").len(), 2);
     // A page of the log holds the active messages from a sequence number on, at most `limit`
     // (a page once cost the rest of the log).
@@ -492,7 +483,7 @@ pub(super) fn a_compaction_from_before_a_restore_is_refused(store: &dyn EngramSt
             created_at: 0,
         })
         .expect_err("stale epoch");
-    assert!(matches!(err, StoreError::Conflict(_)), "{err}");
+    assert!(matches!(err, Error::Conflict(_)), "{err}");
     assert_eq!(
         store.stats().expect("stats").journal,
         0,

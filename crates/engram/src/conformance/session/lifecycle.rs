@@ -3,6 +3,8 @@
 
 use super::support::*;
 
+use crate::Error;
+
 pub(super) fn export_and_import_round_trip(store: &dyn EngramStore, other: &dyn EngramStore) {
     let mut s = Session::create(store, &new_session("x", 2_500)).expect("create");
     s.append(vec![Message::system("sys")]).expect("append");
@@ -42,7 +44,7 @@ pub(super) fn export_and_import_round_trip(store: &dyn EngramStore, other: &dyn 
     );
     assert!(matches!(
         other.import_session(&dump),
-        Err(StoreError::Conflict(_))
+        Err(Error::Conflict(_))
     ));
 }
 
@@ -57,7 +59,7 @@ pub(super) fn create_get_list(store: &dyn EngramStore) {
     assert!(
         matches!(
             store.create_session(&new_session("a", 10)),
-            Err(StoreError::Conflict(_))
+            Err(Error::Conflict(_))
         ),
         "a duplicate session id is a conflict"
     );
@@ -70,12 +72,7 @@ pub(super) fn create_get_list(store: &dyn EngramStore) {
     assert_eq!(store.sessions().expect("list").len(), 2);
     assert!(store.session("nope").expect("get").is_none());
     assert!(
-        matches!(
-            Session::open(store, "nope"),
-            Err(crate::session::SessionError::Store(
-                StoreError::NotFound { .. }
-            ))
-        ),
+        matches!(Session::open(store, "nope"), Err(Error::NotFound { .. })),
         "opening an unknown session says so"
     );
 }
@@ -187,7 +184,7 @@ pub(super) fn keyed_appends_are_stored_once(store: &dyn EngramStore) {
         .append_once(vec![Message::user("something else")], Some("b"))
         .expect_err("another body");
     assert!(
-        matches!(&e, crate::session::SessionError::Store(StoreError::Conflict(m)) if m.contains("Idempotency-Key")),
+        matches!(&e, Error::Conflict(m) if m.contains("Idempotency-Key")),
         "{e}"
     );
     assert_eq!(s.log().expect("log").len(), 2, "nothing stored");
@@ -336,11 +333,11 @@ pub(super) fn timelines_are_kept_per_session(store: &dyn EngramStore) {
     assert_eq!(store.timeline("t").expect("timeline"), Some(empty.clone()));
     assert!(matches!(
         store.put_timeline("nope", &empty),
-        Err(StoreError::NotFound { .. })
+        Err(Error::NotFound { .. })
     ));
     assert!(matches!(
         store.timeline("nope"),
-        Err(StoreError::NotFound { .. })
+        Err(Error::NotFound { .. })
     ));
     drop(s);
     store.delete_session("t").expect("delete");
@@ -383,7 +380,7 @@ pub(super) fn deleting_a_session_removes_what_it_owns(store: &dyn EngramStore) {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(matches!(
         store.delete_session("d"),
-        Err(StoreError::NotFound { .. })
+        Err(Error::NotFound { .. })
     ));
 }
 
@@ -396,7 +393,7 @@ impl crate::embed::Embedder for Seen {
         "seen"
     }
 
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         let mut seen = self.0.lock().expect("lock");
         seen.extend(texts.iter().map(|t| (*t).to_owned()));
         crate::embed::Topics.embed(texts)
@@ -421,7 +418,7 @@ pub(super) fn deleting_a_session_forgets_its_vectors(store: &dyn EngramStore) {
     store.put_vectors("m", &[(memory, &v)]).expect("put");
     assert!(matches!(
         store.put_session_vectors("nobody", "m", &[(own, &v)]),
-        Err(StoreError::NotFound { .. })
+        Err(Error::NotFound { .. })
     ));
     store.delete_session("va").expect("delete");
     assert!(

@@ -1,8 +1,5 @@
 //! What every check of the suite uses: its imports, the stores' fixtures and helpers.
 
-pub(super) use serde_json::json;
-
-pub(super) use crate::StoreError;
 pub(super) use crate::compact::{CompactOptions, Kind};
 pub(super) use crate::conformance::{Dice, assert_same};
 pub(super) use crate::memory::{NewEntry, SearchQuery, Tier};
@@ -10,6 +7,7 @@ pub(super) use crate::message::{Message, ToolCall};
 pub(super) use crate::session::{
     EngramStore, NewSession, Session, SessionPolicy, SessionStore, Trigger, sleep_sessions,
 };
+pub(super) use serde_json::json;
 
 pub(super) fn new_session(id: &str, window: usize) -> NewSession {
     NewSession {
