@@ -50,7 +50,7 @@ impl Embeddings {
                     ))
                 })?,
         };
-        let mut model = engram_embed::MiniLm::load(&dir).map_err(err)?;
+        let mut model = engram_embed::MiniLm::load(&dir).map_err(|e| err(e.to_string()))?;
         if let Some(progress) = progress {
             model = model.with_progress(move |total| {
                 progress(engram_embed::progress_message(total));

@@ -36,24 +36,65 @@ pub use embedded_store::Store;
 pub use embeddings::{Embeddings, Progress};
 pub use summarizer::LlmSummarizer;
 
-/// An error from engram's core or from a binding's arguments; its text says what and where
-/// (message index, field, line).
+/// An error as the bindings raise it: the core's, or one of an argument as the binding reads
+/// it. The message says what and where (message index, field, line).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(pub String);
+#[non_exhaustive]
+pub enum Error {
+    /// The core refused or failed (the input, a value, the store, a model), as it says.
+    Engram(engram::Error),
+    /// An argument the binding reads itself (JSON text, a count, a list) is wrong, or something
+    /// the binding loads (a model's files) is missing.
+    Argument(String),
+}
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            Error::Engram(e) => e.fmt(f),
+            Error::Argument(m) => f.write_str(m),
+        }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Engram(e) => Some(e),
+            Error::Argument(_) => None,
+        }
+    }
+}
+
+impl From<engram::Error> for Error {
+    fn from(e: engram::Error) -> Self {
+        Error::Engram(e)
+    }
+}
+
+impl From<engram::InputError> for Error {
+    fn from(e: engram::InputError) -> Self {
+        Error::Engram(e.into())
+    }
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Error::Argument(message)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Self {
+        Error::Argument(message.to_owned())
+    }
+}
 
 /// A result of this crate.
 pub type Res<T> = Result<T, Error>;
 
-fn err(message: impl std::fmt::Display) -> Error {
-    Error(message.to_string())
+fn err(e: impl Into<Error>) -> Error {
+    e.into()
 }
 
 /// A count as a dynamic language passes it (a JavaScript number, a Python int or float): a
@@ -82,7 +123,7 @@ fn parse_json(text: &str, what: &str) -> Res<Value> {
 }
 
 fn to_json(value: &impl serde::Serialize) -> Res<String> {
-    serde_json::to_string(value).map_err(err)
+    serde_json::to_string(value).map_err(|e| err(e.to_string()))
 }
 
 /// The messages of `{"messages": [...]}` or a bare array, with the core's errors.
@@ -105,12 +146,12 @@ fn messages(text: &str) -> Res<Vec<Message>> {
 /// The registry the settings discovery finds (the built-in one with the models file merged
 /// over it), loaded once per process.
 fn registry() -> Res<&'static ModelRegistry> {
-    static REGISTRY: std::sync::OnceLock<Result<ModelRegistry, String>> =
+    static REGISTRY: std::sync::OnceLock<Result<ModelRegistry, engram::Error>> =
         std::sync::OnceLock::new();
     REGISTRY
-        .get_or_init(|| Discovery::new().registry().map_err(|e| e.to_string()))
+        .get_or_init(|| Discovery::new().registry())
         .as_ref()
-        .map_err(err)
+        .map_err(|e| err(e.clone()))
 }
 
 /// The configuration the settings discovery finds (ENGRAM_CONFIG or config.toml, then the
@@ -470,7 +511,8 @@ mod tests {
         for bad in [-1.0, 1.5, f64::NAN, f64::INFINITY, 1e300] {
             let e = count_arg(bad, "limit").unwrap_err();
             assert!(
-                e.0.starts_with("`limit` must be a non-negative integer"),
+                e.to_string()
+                    .starts_with("`limit` must be a non-negative integer"),
                 "{e}"
             );
         }
@@ -575,9 +617,9 @@ mod tests {
         let missing = std::env::temp_dir().join("engram-bind-no-model-here");
         let e = Embeddings::load(Some(&missing.display().to_string()), None).expect_err("no model");
         if cfg!(feature = "embeddings") {
-            assert!(e.0.contains("model.safetensors"), "{e}");
+            assert!(e.to_string().contains("model.safetensors"), "{e}");
         } else {
-            assert!(e.0.contains("built without embeddings"), "{e}");
+            assert!(e.to_string().contains("built without embeddings"), "{e}");
         }
     }
 }

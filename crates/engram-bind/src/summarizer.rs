@@ -21,7 +21,8 @@ impl LlmSummarizer {
         timeout_seconds: Option<f64>,
         max_retries: Option<u32>,
     ) -> Res<Self> {
-        let mut config = ProviderConfig::named(api, model, base_url, api_key_env).map_err(err)?;
+        let mut config = ProviderConfig::named(api, model, base_url, api_key_env)
+            .map_err(|e| err(e.to_string()))?;
         if let Some(t) = timeout_seconds {
             if !(t.is_finite() && t > 0.0) {
                 return Err(err("timeout_seconds must be positive"));
@@ -31,7 +32,7 @@ impl LlmSummarizer {
         if let Some(r) = max_retries {
             config.max_retries = r;
         }
-        let client = Client::new(config).map_err(err)?;
+        let client = Client::new(config).map_err(|e| err(e.to_string()))?;
         let window = registry()?.resolve(model).spec.context_window;
         Ok(LlmSummarizer {
             inner: Arc::new(engram_llm::LlmSummarizer::new(client, window)),

@@ -16,7 +16,7 @@ use napi::{Env, Error, Result, Status, Task};
 use napi_derive::napi;
 
 fn err(e: bind::Error) -> Error {
-    Error::new(Status::GenericFailure, e.0)
+    Error::new(Status::GenericFailure, e.to_string())
 }
 
 /// Work for a libuv worker thread: a call into `engram-bind` that returns JSON text.

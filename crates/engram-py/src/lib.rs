@@ -24,7 +24,7 @@ create_exception!(
 type Res<T> = PyResult<T>;
 
 fn err(e: bind::Error) -> PyErr {
-    EngramError::new_err(e.0)
+    EngramError::new_err(e.to_string())
 }
 
 /// A token counter for one model (or one tokenizer), with the model's window from the registry.
