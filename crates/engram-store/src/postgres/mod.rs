@@ -43,7 +43,7 @@ use postgres::error::SqlState;
 use postgres::types::ToSql;
 use serde_json::Value;
 
-pub use pool::{DEFAULT_MAX_CONNECTIONS, Pool};
+pub use pool::{DEFAULT_POOL_SIZE, Pool};
 pub use schema::SCHEMA_VERSION;
 
 /// One tenant's view of a PostgreSQL database.
@@ -62,11 +62,11 @@ pub(crate) fn is_unique_violation(e: &postgres::Error) -> bool {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (at most `DEFAULT_MAX_CONNECTIONS` connections), creates or migrates
+    /// Connects to `url` (at most `DEFAULT_POOL_SIZE` connections), creates or migrates
     /// the schema, and returns `tenant`'s store. A database whose `engram_*` tables are not
     /// engram's, or were written by a newer engram, is refused and left untouched.
     pub fn connect(url: &str, tenant: &str) -> Result<Self, engram::Error> {
-        let pool = Pool::connect(url, DEFAULT_MAX_CONNECTIONS)?;
+        let pool = Pool::connect(url, DEFAULT_POOL_SIZE)?;
         Self::with_pool(pool, tenant)
     }
 

@@ -11,7 +11,7 @@ use postgres::{Client, NoTls};
 use crate::location::redact_url;
 
 /// The most connections a pool opens unless told otherwise.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 8;
+pub const DEFAULT_POOL_SIZE: usize = 8;
 
 /// Connections to one database.
 pub struct Pool {
