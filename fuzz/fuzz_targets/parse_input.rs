@@ -11,14 +11,14 @@ fuzz_target!(|data: &[u8]| {
             let again = engram::parse_conversation(&json).expect("serialized messages parse");
             assert_eq!(again.messages, conversation.messages);
         }
-        if let Ok(request) = engram::anthropic::to_anthropic(&conversation) {
-            let _ = engram::anthropic::from_anthropic(&request);
+        if let Ok(request) = engram::formats::anthropic::to_anthropic(&conversation) {
+            let _ = engram::formats::anthropic::from_anthropic(&request);
         }
     }
-    let _ = engram::anthropic::detect(data);
+    let _ = engram::formats::anthropic::detect(data);
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
-        if let Ok(conversation) = engram::anthropic::from_anthropic(&value) {
-            let _ = engram::anthropic::to_anthropic(&conversation);
+        if let Ok(conversation) = engram::formats::anthropic::from_anthropic(&value) {
+            let _ = engram::formats::anthropic::to_anthropic(&conversation);
         }
     }
 });

@@ -134,7 +134,7 @@ fn conversation(text: &str) -> Res<engram::Conversation> {
 /// A request as a caller sends it: an Anthropic Messages request (with its JSON, what a
 /// compaction is written back into) or, as [`conversation`] reads them, OpenAI messages.
 fn request(text: &str) -> Res<(engram::Conversation, Option<Value>)> {
-    engram::anthropic::parse_request(text.as_bytes()).map_err(err)
+    engram::formats::anthropic::parse_request(text.as_bytes()).map_err(err)
 }
 
 /// The messages of a list or a request, OpenAI's or Anthropic's ([`request`]): Anthropic
@@ -183,14 +183,14 @@ fn without(mut options: Value, keys: &[&str]) -> Value {
 pub fn responses_items_to_messages_json(items_json: &str) -> Res<String> {
     let items: Vec<Value> = serde_json::from_str(items_json)
         .map_err(|e| err(format!("expected a list of Responses items: {e}")))?;
-    let messages = engram::responses::items_to_messages(items).map_err(err)?;
+    let messages = engram::formats::responses::items_to_messages(items).map_err(err)?;
     Ok(Value::Array(messages.iter().map(Message::to_value).collect()).to_string())
 }
 
 /// Stored messages (a session's view) as Responses items: verbatim where unchanged.
 pub fn responses_messages_to_items_json(messages_json: &str) -> Res<String> {
     let messages = conversation(messages_json)?.messages;
-    Ok(Value::Array(engram::responses::messages_to_items(&messages)).to_string())
+    Ok(Value::Array(engram::formats::responses::messages_to_items(&messages)).to_string())
 }
 /// The registry's models as JSON.
 pub fn models_json() -> Res<String> {
@@ -287,7 +287,7 @@ pub fn compact_json(
     to_json(&out)
 }
 
-/// Compacts a Vercel AI SDK prompt by the sessions' policy (`engram::ai_sdk`): `null` while it
+/// Compacts a Vercel AI SDK prompt by the sessions' policy (`engram::formats::ai_sdk`): `null` while it
 /// is under the threshold, else `{"plan", "report"}`, the plan that writes it back. Options:
 /// model, budget (the tokens the prompt may hold; default the window less the reply's room),
 /// window (instead of the model's), max_output_tokens (the call's reply room), and compact's
@@ -304,12 +304,12 @@ pub fn compact_prompt_json(
     let (counter, options) = compaction(o, None, summarizer, embeddings)?;
     let limit = options.budget;
     let trigger = config()?.session_policy().trigger;
-    match engram::ai_sdk::compact_prompt(&prompt, &counter, limit, &trigger, &options)
+    match engram::formats::ai_sdk::compact_prompt(&prompt, &counter, limit, &trigger, &options)
         .map_err(err)?
     {
         None => Ok("null".to_owned()),
         Some((plan, report)) => to_json(&json!({
-            "plan": plan.iter().map(engram::ai_sdk::Step::to_json).collect::<Vec<_>>(),
+            "plan": plan.iter().map(engram::formats::ai_sdk::Step::to_json).collect::<Vec<_>>(),
             "report": report,
         })),
     }

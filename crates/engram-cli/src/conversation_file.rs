@@ -119,11 +119,14 @@ pub(crate) fn parse_request(
     format: InputFormatArg,
 ) -> Result<(Conversation, Option<Value>), InputError> {
     match format {
-        InputFormatArg::Auto => engram::anthropic::parse_request(bytes),
+        InputFormatArg::Auto => engram::formats::anthropic::parse_request(bytes),
         InputFormatArg::Openai => Ok((engram::parse_conversation(bytes)?, None)),
         InputFormatArg::Anthropic => {
             let value = json_of(bytes)?;
-            Ok((engram::anthropic::from_anthropic(&value)?, Some(value)))
+            Ok((
+                engram::formats::anthropic::from_anthropic(&value)?,
+                Some(value),
+            ))
         }
     }
 }
@@ -135,7 +138,7 @@ pub(crate) fn parse_streamed(
     format: InputFormatArg,
 ) -> Result<(Conversation, Messages<'_>), InputError> {
     if let Some(value) = anthropic_request(bytes, format)? {
-        let mut conversation = engram::anthropic::from_anthropic(&value)?;
+        let mut conversation = engram::formats::anthropic::from_anthropic(&value)?;
         let messages = std::mem::take(&mut conversation.messages);
         return Ok((conversation, Box::new(messages.into_iter().map(Ok))));
     }
@@ -151,7 +154,7 @@ pub(crate) type Messages<'a> = Box<dyn Iterator<Item = Result<Message, InputErro
 fn anthropic_request(bytes: &[u8], format: InputFormatArg) -> Result<Option<Value>, InputError> {
     match format {
         InputFormatArg::Openai => Ok(None),
-        InputFormatArg::Auto => Ok(engram::anthropic::detect(bytes)),
+        InputFormatArg::Auto => Ok(engram::formats::anthropic::detect(bytes)),
         InputFormatArg::Anthropic => json_of(bytes).map(Some),
     }
 }

@@ -145,7 +145,7 @@ const LARGE_APPEND: usize = 1 << 20;
 /// An append's messages: what the CLI accepts (`{"messages": [...]}`, an array of messages, or
 /// one message object; Anthropic's too), none larger than `limit` bytes.
 fn append_body(bytes: &[u8], limit: usize) -> Result<Vec<Message>, ApiError> {
-    let messages = engram::anthropic::parse_request(bytes)
+    let messages = engram::formats::anthropic::parse_request(bytes)
         .map_err(|e| ApiError {
             status: StatusCode::BAD_REQUEST,
             field: Some(

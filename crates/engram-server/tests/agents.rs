@@ -612,7 +612,8 @@ async fn a_follow_up_stays_within_the_window() {
             .expect("cl100k")
             .scaled(1.25),
     );
-    let conversation = engram::anthropic::from_anthropic(follow_up).expect("an Anthropic request");
+    let conversation =
+        engram::formats::anthropic::from_anthropic(follow_up).expect("an Anthropic request");
     let tokens = counter.count_conversation(&conversation).total();
     assert!(
         tokens <= 20_000 - 8_000,

@@ -126,7 +126,7 @@ async fn responses(State(up): State<Shared>, headers: HeaderMap, body: Bytes) ->
             .into_response();
     }
     let request: Value = serde_json::from_slice(&body).expect("the proxy sends JSON");
-    if up.compacts && engram::remote_compaction::asks_compaction(&request) {
+    if up.compacts && engram::formats::remote_compaction::asks_compaction(&request) {
         return (
             [(header::CONTENT_TYPE, "application/json")],
             json!({"id": "resp_c", "object": "response", "status": "completed",
@@ -1313,7 +1313,8 @@ async fn drive_responses(
                 || sent_text.contains(&format!("{newest}],")),
             "turn {end}: the newest item, byte for byte"
         );
-        let read = engram::responses::from_request(&sent).expect("the upstream gets items");
+        let read =
+            engram::formats::responses::from_request(&sent).expect("the upstream gets items");
         let tokens = counter.count_conversation(&read.conversation).total();
         assert!(
             tokens <= 16_000 - 1000,
@@ -1328,7 +1329,7 @@ async fn drive_responses(
             continue;
         }
         compacted += 1;
-        let asked = engram::responses::from_request(&body).expect("items");
+        let asked = engram::formats::responses::from_request(&body).expect("items");
         assert_ledger_kept(&asked.conversation.messages, sent_text, end);
         if header_str(&headers, "x-engram-prefix") == "extended" {
             hits += 1;
@@ -2217,7 +2218,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
         let body = json!({"model": "gpt-4o", "instructions": "You are Codex.", "input": asked, "stream": stream});
         let (headers, reply) = responses_ok(&app, &body).await;
         assert_eq!(
-            engram::remote_compaction::compactions_in_reply(&reply),
+            engram::formats::remote_compaction::compactions_in_reply(&reply),
             1,
             "stream {stream}: {}",
             String::from_utf8_lossy(&reply)
@@ -2243,7 +2244,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let sent: Value = serde_json::from_slice(&sent_bytes).expect("json");
     let items = sent["input"].as_array().expect("input");
     assert!(
-        !String::from_utf8_lossy(&sent_bytes).contains(engram::remote_compaction::MARK),
+        !String::from_utf8_lossy(&sent_bytes).contains(engram::formats::remote_compaction::MARK),
         "the upstream never sees engram's item"
     );
     assert!(
@@ -2287,7 +2288,7 @@ async fn a_compaction_trigger_gets_one_compaction_item_and_it_comes_back_as_item
     let second = reply["output"][0].clone();
     assert_eq!(second["type"], "compaction");
     let mut request = json!({"input": [task, second]});
-    engram::remote_compaction::expand(&mut request).expect("expands");
+    engram::formats::remote_compaction::expand(&mut request).expect("expands");
     let items = request["input"].as_array().expect("input");
     assert!(
         summary(items).contains("src/module_0.rs"),
@@ -2339,10 +2340,13 @@ async fn kept_summaries_that_no_longer_fit_are_summarised_again() {
     let summary = json!({"type": "message", "role": "system",
         "content": format!("{} (key lines of 2000 earlier messages)\n{lines}", engram::compact::DIGEST_HEADER)});
     // An earlier compaction item of engram's, which holds the summary kept whole.
-    let earlier = engram::remote_compaction::item_for(&[summary], &[]);
+    let earlier = engram::formats::remote_compaction::item_for(&[summary], &[]);
     let mut input = vec![task, earlier];
     input.extend(shell_items(0..30));
     input.push(json!({"type": "compaction_trigger"}));
     let (_, reply) = responses_ok(&app, &json!({"model": "gpt-4o", "input": input})).await;
-    assert_eq!(engram::remote_compaction::compactions_in_reply(&reply), 1);
+    assert_eq!(
+        engram::formats::remote_compaction::compactions_in_reply(&reply),
+        1
+    );
 }

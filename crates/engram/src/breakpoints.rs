@@ -4,7 +4,7 @@
 //! followed by a rewritten middle (a compaction) reads nothing from the cache. The proxy marks
 //! the end of the instructions and the task, the prefix every request of a conversation shares,
 //! when the caller marks nothing itself. (Anthropic's `cache_control` breakpoints:
-//! [`crate::anthropic::mark_cache_breakpoints`].)
+//! [`crate::formats::anthropic::mark_cache_breakpoints`].)
 
 use serde_json::{Value, json};
 

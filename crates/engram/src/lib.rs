@@ -32,9 +32,8 @@
 //!   line, message index and field.
 //! - [`tools`]: what the agent itself calls and sees: status updates and the
 //!   `compact_history` tool.
-//! - [`anthropic`]: conversion to and from the Anthropic Messages format; [`responses`]: to and
-//!   from Responses items; [`remote_compaction`]: Codex's compaction trigger, answered with a
-//!   compaction item when the upstream cannot.
+//! - [`formats`]: the wire formats besides OpenAI's chat messages: Anthropic's Messages,
+//!   OpenAI's Responses items, the AI SDK's prompts, and Codex's compaction route.
 //! - [`offered`]: engram's history tools offered to a model through a provider's API (the
 //!   proxy), its calls to them answered from the request's own conversation.
 //! - [`tokenize`]: tiered tokenizers (exact BPE, HuggingFace files, chars/4).
@@ -58,8 +57,6 @@
 //!   text per mistake, naming the field).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod ai_sdk;
-pub mod anthropic;
 pub mod assembly;
 pub mod breakpoints;
 pub mod calibrate;
@@ -71,6 +68,7 @@ pub mod count;
 pub mod discovery;
 pub mod embed;
 pub mod error;
+pub mod formats;
 pub mod in_memory;
 pub mod input;
 pub mod ledger;
@@ -79,9 +77,7 @@ pub mod message;
 pub mod offered;
 pub mod redact;
 pub mod registry;
-pub mod remote_compaction;
 pub mod request;
-pub mod responses;
 pub mod retrieval;
 pub mod session;
 pub mod sleep;

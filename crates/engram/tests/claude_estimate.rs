@@ -94,7 +94,7 @@ fn the_calibrated_claude_estimate_is_closer_to_what_anthropic_billed()
         let actual = record["input_tokens"].as_u64().ok_or("input_tokens")? as usize;
         let request = &record["request"];
         let model = request["model"].as_str().unwrap_or("");
-        let conversation = engram::anthropic::from_anthropic(request)
+        let conversation = engram::formats::anthropic::from_anthropic(request)
             .map_err(|e| format!("{path}:{}: {e}", i + 1))?;
         let resolved = registry.resolve(model);
         let key = if resolved.spec.id.is_empty() {

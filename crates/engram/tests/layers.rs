@@ -85,7 +85,6 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "input",
             "count",
-            "anthropic",
             "breakpoints",
             "calibrate",
             "retrieval",
@@ -96,14 +95,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("compaction", &["compact"]),
     (
-        "what builds on compaction: memory, assembly, the Responses and AI SDK formats",
-        &[
-            "memory",
-            "assembly",
-            "responses",
-            "remote_compaction",
-            "ai_sdk",
-        ],
+        "what builds on compaction: memory, assembly, the wire formats",
+        &["memory", "assembly", "formats"],
     ),
     ("sessions", &["session"]),
     (

@@ -321,13 +321,13 @@ async fn forward_compacted(
         // for again, and a request that asks for one is answered as one (observing, it goes
         // upstream as sent, like any other).
         let as_sent = incoming.body.clone();
-        if let Some(expanded) = engram::remote_compaction::expand_body(&incoming.body)
+        if let Some(expanded) = engram::formats::remote_compaction::expand_body(&incoming.body)
             .map_err(|e| ApiError::bad(e.to_string()))?
         {
             incoming.body = Bytes::from(expanded);
         }
         if !app.config.proxy.observe
-            && engram::remote_compaction::body_asks_compaction(&incoming.body)
+            && engram::formats::remote_compaction::body_asks_compaction(&incoming.body)
         {
             return responses_compact::trigger(app, tenant, incoming, &as_sent).await;
         }

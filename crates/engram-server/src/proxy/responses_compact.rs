@@ -7,7 +7,7 @@
 //! - a `POST /v1/responses` whose input ends with the compaction trigger: an upstream whose
 //!   answer holds no compaction item (it answered a turn, or refused the item) gets engram's,
 //!   one compaction item that carries the compacted items and that engram expands in every
-//!   later request (`engram::remote_compaction`).
+//!   later request (`engram::formats::remote_compaction`).
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use engram::remote_compaction;
+use engram::formats::remote_compaction;
 use serde_json::{Value, json};
 
 use super::plan::{options, plan, stable};
@@ -215,7 +215,7 @@ fn compact_items(app: &App, tenant: &str, body: &Bytes) -> Result<Compacted, Api
             }
         };
     Ok(Compacted {
-        items: engram::responses::to_items(items, &view.messages, &view.origins),
+        items: engram::formats::responses::to_items(items, &view.messages, &view.origins),
         tokens,
         report,
         hash: xxhash_rust::xxh3::xxh3_64(body),

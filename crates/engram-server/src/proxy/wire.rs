@@ -41,7 +41,7 @@ pub(super) struct Parsed {
     pub(super) max_tokens: Option<usize>,
     /// A Responses request's items and where each message came from (its conversation moved
     /// to `conversation`).
-    pub(super) items: Option<engram::responses::Items>,
+    pub(super) items: Option<engram::formats::responses::Items>,
 }
 
 /// The request as engram understands it, or why engram leaves it alone.
@@ -61,12 +61,11 @@ pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
         Format::OpenAi => {
             engram::parse_conversation(body).map_err(|e| not_parsed(e.to_string()))?
         }
-        Format::Anthropic => {
-            engram::anthropic::from_anthropic(&value).map_err(|e| not_parsed(e.to_string()))?
-        }
+        Format::Anthropic => engram::formats::anthropic::from_anthropic(&value)
+            .map_err(|e| not_parsed(e.to_string()))?,
         Format::Responses => {
-            let mut read =
-                engram::responses::from_request(&value).map_err(|e| not_parsed(e.to_string()))?;
+            let mut read = engram::formats::responses::from_request(&value)
+                .map_err(|e| not_parsed(e.to_string()))?;
             let conversation = std::mem::take(&mut read.conversation);
             items = Some(read);
             conversation
@@ -129,7 +128,8 @@ pub(super) fn render(
                 .as_ref()
                 .ok_or("a Responses request without items")?;
             let mut value = parsed.value.clone();
-            value["input"] = Value::Array(engram::responses::to_items(items, messages, kept));
+            value["input"] =
+                Value::Array(engram::formats::responses::to_items(items, messages, kept));
             if let Some(offered) = &view.offered {
                 offered.offer(&mut value, format.wire());
             }
@@ -157,7 +157,7 @@ pub(super) fn render(
             value
         }
         Format::Anthropic => {
-            let mut value = engram::anthropic::rewrite_request(
+            let mut value = engram::formats::anthropic::rewrite_request(
                 &parsed.value,
                 &parsed.conversation,
                 messages.clone(),
@@ -166,11 +166,12 @@ pub(super) fn render(
             if let Some(offered) = &view.offered {
                 offered.offer(&mut value, format.wire());
             }
-            if breakpoints && !engram::anthropic::has_cache_breakpoints(&parsed.value) {
+            if breakpoints && !engram::formats::anthropic::has_cache_breakpoints(&parsed.value) {
                 let lead = engram::message::leading_instructions(&view.messages);
-                let head = (view.head > lead)
-                    .then(|| engram::anthropic::block_count(&view.messages[lead..view.head]));
-                engram::anthropic::mark_cache_breakpoints(&mut value, head);
+                let head = (view.head > lead).then(|| {
+                    engram::formats::anthropic::block_count(&view.messages[lead..view.head])
+                });
+                engram::formats::anthropic::mark_cache_breakpoints(&mut value, head);
             }
             value
         }
@@ -187,8 +188,8 @@ pub(super) fn with_breakpoints(enabled: bool, format: Format, parsed: &Parsed) -
     }
     let mut value = parsed.value.clone();
     let marked = match format {
-        Format::Anthropic if !engram::anthropic::has_cache_breakpoints(&parsed.value) => {
-            engram::anthropic::mark_cache_breakpoints(&mut value, None)
+        Format::Anthropic if !engram::formats::anthropic::has_cache_breakpoints(&parsed.value) => {
+            engram::formats::anthropic::mark_cache_breakpoints(&mut value, None)
         }
         Format::Anthropic => 0,
         Format::OpenAi | Format::Responses => engram::breakpoints::mark(&mut value),

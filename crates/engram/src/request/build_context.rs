@@ -112,7 +112,7 @@ impl PartsRequest {
         let history = match self.history {
             None | Some(Value::Null) => Vec::new(),
             Some(v) => {
-                crate::anthropic::parse_request(v.to_string().as_bytes())
+                crate::formats::anthropic::parse_request(v.to_string().as_bytes())
                     .map_err(|e| in_part("history", e))?
                     .0
                     .messages

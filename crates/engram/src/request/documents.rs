@@ -35,7 +35,7 @@ pub fn compaction_document(
 
 /// A compacted conversation written back as the request its caller sends next: an Anthropic
 /// request (`anthropic`, the request as read) keeps Anthropic's shape, with the digest in
-/// `system` ([`crate::anthropic::rewrite_request`]); anything else is the OpenAI body of
+/// `system` ([`crate::formats::anthropic::rewrite_request`]); anything else is the OpenAI body of
 /// [`compaction_document`], plain and without its report.
 pub fn compacted_request(
     conversation: &Conversation,
@@ -44,7 +44,7 @@ pub fn compacted_request(
     tokenizer: &Tokenizer,
 ) -> Result<Value, crate::InputError> {
     match anthropic {
-        Some(original) => crate::anthropic::rewrite_request(
+        Some(original) => crate::formats::anthropic::rewrite_request(
             original,
             conversation,
             compacted

@@ -313,7 +313,7 @@ impl ContextArgs {
         let mut doc = context_document(session, &compacted, plain);
         if self.format == SchemaFormat::Anthropic {
             let messages = compacted.messages.into_iter().map(|v| v.message).collect();
-            let request = crate::anthropic::rewrite_request(
+            let request = crate::formats::anthropic::rewrite_request(
                 &Value::Object(Map::new()),
                 &Conversation::default(),
                 messages,

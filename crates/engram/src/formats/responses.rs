@@ -120,7 +120,7 @@ fn side(item: &Map<String, Value>) -> Side {
     }
     // A provider's compaction item stands for everything before it, opaque: pinned, kept
     // whole and in its place, as a developer's instructions among the items are.
-    if kind == Some(crate::remote_compaction::COMPACTION) {
+    if kind == Some(crate::formats::remote_compaction::COMPACTION) {
         return Side::CallerItem(Role::Developer);
     }
     match role {
