@@ -354,7 +354,7 @@ pub fn compact_prompt(
 
 /// The plan that writes a compacted view back: `view` with each message's [`Origin`] among
 /// `prompt`'s messages, and `original` the prompt as the caller sent it, by the one rule of
-/// [`write_back`]. The parts of one tool message kept in a row are one step, and a tool message
+/// `write_back`. The parts of one tool message kept in a row are one step, and a tool message
 /// kept with every part as it was is kept whole.
 pub fn to_plan(
     prompt: &Prompt,

@@ -311,7 +311,7 @@ fn call(kind: &str, call_id: &str, item: &Map<String, Value>) -> ToolCall {
 }
 
 /// Writes a compacted view back as `input` items: `messages` with each one's [`Origin`] among
-/// `source`'s messages, by the one rule of [`write_back`]. What is unchanged goes back as the
+/// `source`'s messages, by the one rule of `write_back`. What is unchanged goes back as the
 /// caller's items; a masked output as the caller's item with the new `output`; what engram wrote
 /// as message items. The instructions are not items (the request's `instructions` stay as they
 /// were).

@@ -8,7 +8,8 @@
 //! too, so that one search covers everything.
 //!
 //! Backends implement [`MemoryStore`] and run the same conformance suite
-//! ([`conformance::memory::run`](crate::conformance::memory::run)): [`InMemoryStore`](crate::in_memory::InMemoryStore), SQLite and
+//! (`conformance::memory::run`, built with the `conformance` feature):
+//! [`InMemoryStore`](crate::in_memory::InMemoryStore), SQLite and
 //! PostgreSQL in `engram-store`.
 
 pub mod consolidation;

@@ -1,5 +1,5 @@
 //! BM25, the one ranking by words: compaction's recall, the agent's `search_history`, a
-//! session's timeline and the in-memory store rank with [`Bm25`]; the SQLite and PostgreSQL
+//! session's timeline and the in-memory store rank with `Bm25`; the SQLite and PostgreSQL
 //! backends rank with the same formula ([`bm25_weight`]) inside their own indexes.
 
 use std::collections::HashMap;

@@ -5,11 +5,11 @@
 //!
 //! - [`words`]: the searchable terms of a text (stop words left out, Porter2 stems, compounds).
 //! - [`bm25`]: one BM25 index, and the formula the SQL backends use inside theirs.
-//! - [`sentences`]: the one way text is cut into sentences.
-//! - [`headings`]: the system lines that start a log's sessions and name their time.
-//! - [`meaning`]: the text a unit is embedded by, similarity of meaning, fusion with words.
+//! - `sentences`: the one way text is cut into sentences.
+//! - `headings`: the system lines that start a log's sessions and name their time.
+//! - `meaning`: the text a unit is embedded by, similarity of meaning, fusion with words.
 //! - `log_sessions`: the sessions about a query's topic, time or meaning lift their units.
-//! - [`rank`]: recall's order (neighbours, named speakers) and how a budget is spent on it.
+//! - `rank`: recall's order (neighbours, named speakers) and how a budget is spent on it.
 //! - [`RecallProfile`]: every weight of the above, each with the situation it serves.
 //!
 //! No rule reads how a query is worded: every word of it but its stop words is searched, and

@@ -22,8 +22,8 @@ const WEIGHTS: [&str; 14] = [
     "spread_prior",
 ];
 
-/// The weights of recall ([`super::rank::order`]) and of hybrid search's fusion
-/// ([`super::meaning::fuse`], [`super::meaning::fuse_ranks`]). [`RecallProfile::default`] is
+/// The weights of recall (`super::rank::order`) and of hybrid search's fusion
+/// (`super::meaning::fuse`, `super::meaning::fuse_ranks`). [`RecallProfile::default`] is
 /// what every surface uses; the fields are public so that a test or an experiment can move
 /// one weight and see what it does.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,19 +72,19 @@ pub struct RecallProfile {
     /// of one that is merely about the same kind of thing.
     pub meaning: f64,
     /// The share of similarity of meaning in compaction's fused ranking, which is then merged
-    /// by place with the order by words alone ([`super::meaning::fuse_ranks`]): the merge keeps
+    /// by place with the order by words alone (`super::meaning::fuse_ranks`): the merge keeps
     /// what words rank first in reach, so meaning may weigh as much as words here.
     pub meaning_merged: f64,
     /// The share of a unit's best sentence in its similarity of meaning (its whole text has the
     /// rest): a turn that names the topic in passing ("off to taekwondo now!" in a turn about
     /// the weekend) is near the query by that sentence alone.
     pub best_sentence: f64,
-    /// The depth of the merge by place ([`super::meaning::fuse_ranks`]) as a share of the units
+    /// The depth of the merge by place (`super::meaning::fuse_ranks`) as a share of the units
     /// the budget holds: a small depth makes the head of each ranking count far more than its
     /// tail, so each ranking's best come first.
     pub fuse_depth: f64,
     /// How much a word that most of a log's sessions use weighs less
-    /// ([`super::Bm25::located_scores`]): an agent asked about one topic across a long history
+    /// (`super::Bm25::located_scores`): an agent asked about one topic across a long history
     /// needs the turns of that topic, not those that share the question's everyday words
     /// ("time", "last", a name) which every session has. The power of the scale; 0 turns it
     /// off.

@@ -1,6 +1,6 @@
 //! The words text is searched by, one rule for compaction's recall, the agent's
 //! `search_history` and every memory backend's full-text search: lower-case words, the
-//! [`STOPWORDS`] left out, each stemmed by Porter2 (Snowball English, [`stem`]) ([`terms`]). The
+//! [`STOPWORDS`] left out, each stemmed by Porter2 (Snowball English, [`stem`]) (`terms`). The
 //! SQLite backend's index and PostgreSQL's text search configuration (its own Snowball English
 //! dictionary with no stop words, the query's words chosen here) follow the same two rules, so
 //! a word found by one is found by all. A query is searched by every word it holds but its stop
@@ -8,7 +8,7 @@
 //!
 //! Plain word matching misses "painted" for "paint", "Caroline's" for "Caroline" and "road
 //! trip" for "roadtrip" (neighbouring words joined match a query's compound,
-//! [`terms_and_joined`]). All are cheap to fix and need no model.
+//! `terms_and_joined`). All are cheap to fix and need no model.
 
 /// English words that carry no topic (articles, pronouns, auxiliaries, question words, and the
 /// pieces a contraction splits into: "don't" is "don" and "t"). Lower case, sorted by bytes,

@@ -7,7 +7,7 @@
 //! match of the whole query first (marked `exact`), then what the view does not hold; the
 //! leading system prompt only when it holds the query's words. [`Session::read_history`]
 //! returns originals verbatim by id or by range, within a token budget. The agent's tools
-//! call them through [`super::tool_calls`].
+//! call them through `super::tool_calls`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -509,12 +509,12 @@ impl History for Session<'_> {
 }
 
 impl Session<'_> {
-    /// Ranks the session's whole log for `query` as compaction's recall does ([`search`]).
+    /// Ranks the session's whole log for `query` as compaction's recall does (`search`).
     pub fn search_history(&self, query: &str, limit: usize) -> Result<Vec<HistoryHit>, Error> {
         search(self, query, limit)
     }
 
-    /// The originals `selection` names, verbatim, within `max_tokens` ([`read`]).
+    /// The originals `selection` names, verbatim, within `max_tokens` (`read`).
     pub fn read_history(
         &self,
         selection: &HistorySelection,
