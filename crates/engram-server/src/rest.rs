@@ -462,8 +462,8 @@ pub(crate) async fn tool_call(
 /// `GET /v1/tools?format=openai|anthropic`: the agent's tools as definitions for a model.
 pub(crate) async fn tool_schemas(Params(params): Params<ToolsParams>) -> ApiResult {
     let format = params.format.as_deref().unwrap_or("openai");
-    let format =
-        engram::tools::SchemaFormat::from_name(format).map_err(|e| ApiError::field("format", e))?;
+    let format = engram::tools::SchemaFormat::from_name(format)
+        .map_err(|e| ApiError::field("format", e.to_string()))?;
     ok(json!({ "tools": engram::tools::schemas(format) }))
 }
 

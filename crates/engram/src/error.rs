@@ -138,10 +138,10 @@ pub enum Error {
 
 impl Error {
     /// A request's `field` that does not make sense, and why.
-    pub fn invalid(field: impl Into<String>, why: impl Into<String>) -> Self {
+    pub fn invalid(field: impl Into<String>, why: impl fmt::Display) -> Self {
         Error::Invalid {
             field: field.into(),
-            why: why.into(),
+            why: why.to_string(),
         }
     }
 
@@ -203,13 +203,6 @@ fn invalid_text(field: &str, why: &str) -> String {
         why.to_owned()
     } else {
         format!("`{field}`: {why}")
-    }
-}
-
-/// The message a front that reports errors as text shows.
-impl From<Error> for String {
-    fn from(e: Error) -> String {
-        e.to_string()
     }
 }
 

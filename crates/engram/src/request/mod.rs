@@ -832,7 +832,7 @@ fn read_entry(value: &Value, default_time: Timestamp) -> Result<NewEntry, (Strin
         ));
     }
     let created_at = match string("created_at", false)? {
-        Some(s) => parse_time(&s).map_err(|e| ("created_at".into(), e.into()))?,
+        Some(s) => parse_time(&s).map_err(|e| ("created_at".into(), e.to_string()))?,
         None => default_time,
     };
     let importance = match map.get("importance") {

@@ -51,7 +51,7 @@ impl Session<'_> {
             tools::READ_HISTORY => read_tool(self, args),
             tools::COMPACT_HISTORY => match CompactHistoryArgs::parse(&args) {
                 Ok(a) => Ok(ToolReply::ok(self.compact_history(&a)?)),
-                Err(e) => Err(Failure::Arguments(e.into())),
+                Err(e) => Err(Failure::Arguments(e.to_string())),
             },
             tools::CONTEXT_STATUS => self.status_tool(args),
             tools::MEMORY_SEARCH => {
