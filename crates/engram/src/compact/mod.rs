@@ -198,16 +198,12 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
     );
     let older_messages: usize = older.iter().chain(&pinned_units).map(|u| u.len()).sum();
     let all_fit = fit.kept == older_messages;
-    // Recall by meaning embeds before planning, so that planning only decides.
-    let similar = (!all_fit && options.strategy == Strategy::Auto)
-        .then(|| similar::to_query(&items, older, options, vectors))
-        .flatten();
 
     let mut plan = Planner {
         items: &items,
         counter,
         options,
-        similar,
+        similar: None,
         report: CompactReport {
             strategy: options.strategy.as_str(),
             budget: options.budget,
@@ -233,7 +229,17 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
         },
     };
 
-    let middle = plan.select(older, free, all_fit);
+    let middle = if all_fit {
+        plan.whole(older)
+    } else {
+        // The planner decides; recall by meaning embeds the units it sets aside in between.
+        let window = plan.window(older, free);
+        let similar = window
+            .recalls()
+            .then(|| similar::to_query(&items, &older[..window.first_kept], options, vectors))
+            .flatten();
+        plan.select(older, free, window, similar)
+    };
     let removed = removed_count(
         input.len(),
         &items,

@@ -1,7 +1,8 @@
-//! Recall by meaning's one step that is not a pure decision: each older unit's similarity to the
-//! query, by the caller's embedder (reading and keeping vectors in the caller's store). It runs
-//! before the planner, on every unit the planner may leave out, so that the planner's choices
-//! are a function of the history, the budget and these numbers alone.
+//! Recall by meaning's one step that is not a pure decision: the similarity to the query of each
+//! unit the planner set aside, by the caller's embedder (reading and keeping vectors in the
+//! caller's store). It runs between the planner's two steps (the window it keeps, then what
+//! recall brings back and the digest), so that the planner's choices are a function of the
+//! history, the budget and these numbers alone.
 
 use std::borrow::Borrow;
 

@@ -65,6 +65,32 @@ pub(super) struct Version {
     pub(super) masked: usize,
 }
 
+/// What [`Planner::window`] decided, for [`Planner::select`] to go on from.
+pub(super) struct Window {
+    /// Outputs repeated later, by unit, each with the pointer that replaces it.
+    replaced: HashMap<usize, String>,
+    recall: bool,
+    digest: bool,
+    mask: bool,
+    recall_budget: usize,
+    ledger_reserve: usize,
+    window_budget: usize,
+    /// The tokens the window takes.
+    used: usize,
+    /// The units kept, newest first: (unit index, version, masked).
+    taken: Vec<(usize, Version, bool)>,
+    /// The oldest unit the window keeps; the units before it are set aside.
+    pub(super) first_kept: usize,
+}
+
+impl Window {
+    /// True when recall will rank the units set aside: only then are their similarities of
+    /// meaning wanted.
+    pub(super) fn recalls(&self) -> bool {
+        self.recall && self.first_kept > 0
+    }
+}
+
 pub(super) struct Planner<'a> {
     pub(super) items: &'a [Item<'a>],
     pub(super) counter: &'a TokenCounter,
@@ -137,20 +163,20 @@ impl Planner<'_> {
         recall_share_for(self.options.recall_share, chars / 4, free, sessions)
     }
 
-    /// The middle of the view (between pinned messages and the newest unit) for `free` tokens,
-    /// each message with the position in the input of the unit it comes from (the digest's: 0).
-    pub(super) fn select(
-        &mut self,
-        older: &[units::Unit],
-        free: usize,
-        all_fit: bool,
-    ) -> Vec<(usize, ViewMessage)> {
-        if all_fit {
-            return older
-                .iter()
-                .flat_map(|u| self.full(*u).messages.into_iter().map(|v| (u.start, v)))
-                .collect();
-        }
+    /// The middle of the view when every older unit fits whole.
+    pub(super) fn whole(&self, older: &[units::Unit]) -> Vec<(usize, ViewMessage)> {
+        older
+            .iter()
+            .flat_map(|u| self.full(*u).messages.into_iter().map(|v| (u.start, v)))
+            .collect()
+    }
+
+    /// The first decision of a plan for `free` tokens: the budget's split, and the newest-first
+    /// window of units kept (masked where the strategy masks). The units before the window are
+    /// set aside; [`Planner::select`] decides what of them recall brings back and what the digest
+    /// says, given their similarities of meaning to the query (made in between, when recall is
+    /// by meaning: [`Window::recalls`]).
+    pub(super) fn window(&mut self, older: &[units::Unit], free: usize) -> Window {
         let strategy = self.options.strategy;
         let dedupe = matches!(strategy, Strategy::Auto | Strategy::Dedupe);
         let mask = matches!(strategy, Strategy::Auto | Strategy::Mask);
@@ -232,6 +258,44 @@ impl Planner<'_> {
             taken.push((ui, version, masked));
         }
         let first_kept = taken.last().map_or(older.len(), |(ui, _, _)| *ui);
+        Window {
+            replaced,
+            recall,
+            digest,
+            mask,
+            recall_budget,
+            ledger_reserve,
+            window_budget,
+            used,
+            taken,
+            first_kept,
+        }
+    }
+
+    /// The middle of the view (between pinned messages and the newest unit) for `free` tokens,
+    /// each message with the position in the input of the unit it comes from (the digest's: 0):
+    /// the `window` kept, what recall brings back of the units before it (their similarities of
+    /// meaning to the query `similar`, when recall is by meaning), and the digest of the rest.
+    pub(super) fn select(
+        &mut self,
+        older: &[units::Unit],
+        free: usize,
+        window: Window,
+        similar: Option<super::similar::Similar>,
+    ) -> Vec<(usize, ViewMessage)> {
+        self.similar = similar;
+        let Window {
+            replaced,
+            recall,
+            digest,
+            mask,
+            recall_budget,
+            ledger_reserve,
+            window_budget,
+            mut used,
+            mut taken,
+            first_kept,
+        } = window;
         let dropped = &older[..first_kept];
 
         // Recall: the dropped units that best serve the query, verbatim.
