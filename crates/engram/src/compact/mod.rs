@@ -203,7 +203,6 @@ pub fn compact_keeping_vectors<M: AsRef<Message>>(
         items: &items,
         counter,
         options,
-        similar: None,
         report: CompactReport {
             strategy: options.strategy.as_str(),
             budget: options.budget,

@@ -95,10 +95,6 @@ pub(super) struct Planner<'a> {
     pub(super) items: &'a [Item<'a>],
     pub(super) counter: &'a TokenCounter,
     pub(super) options: &'a CompactOptions,
-    /// Each older unit's similarity of meaning to the query, in the order of the units
-    /// [`Planner::select`] is given, made before planning ([`super::similar`]); `None` for
-    /// recall by words alone.
-    pub(super) similar: Option<super::similar::Similar>,
     pub(super) report: CompactReport,
 }
 
@@ -283,7 +279,6 @@ impl Planner<'_> {
         window: Window,
         similar: Option<super::similar::Similar>,
     ) -> Vec<(usize, ViewMessage)> {
-        self.similar = similar;
         let Window {
             replaced,
             recall,
@@ -306,7 +301,7 @@ impl Planner<'_> {
             let mut recall_used = 0;
             let query_terms = retrieval::query_terms(query);
             let profile = &self.options.recall;
-            let (fused, words_only) = self.rank(dropped, query, &query_terms);
+            let (fused, words_only) = self.rank(dropped, query, &query_terms, similar.as_ref());
             // Each ranked unit's recalled version, made once (a unit is in both rankings with
             // hybrid recall).
             let mut versions: HashMap<usize, Version> = HashMap::new();
@@ -792,14 +787,14 @@ impl Planner<'_> {
 
     /// `dropped` unit indices with their scores for `query` (its searched words `terms`), best
     /// match first; with hybrid recall, the order by words alone as well (the two are merged by
-    /// their places, see [`retrieval::fuse_ranks`]). `dropped` is the oldest of the units given
-    /// to [`Planner::select`], so their similarities of meaning are the first of
-    /// [`Planner::similar`].
+    /// their places, see [`retrieval::fuse_ranks`]), given their similarities of meaning to the
+    /// query (`similar`, one per unit of `dropped`).
     fn rank(
         &mut self,
         dropped: &[units::Unit],
         query: &str,
         terms: &[String],
+        similar: Option<&super::similar::Similar>,
     ) -> (Ranking, Option<Ranking>) {
         let profile = &self.options.recall;
         let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
@@ -842,9 +837,9 @@ impl Planner<'_> {
         for (terms, &len) in documents.into_iter().zip(&traits.lengths) {
             bm25.add(terms, len);
         }
-        let similar = self.similar.as_ref().map(|similar| {
+        let similar = similar.map(|similar| {
             self.report.recall_embedder = Some(similar.embedder.clone());
-            &similar.scores[..dropped.len()]
+            similar.scores.as_slice()
         });
         retrieval::order(&bm25, terms, &traits, query, similar, profile)
     }
