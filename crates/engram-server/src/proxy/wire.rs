@@ -161,6 +161,7 @@ pub(super) fn render(
                 &parsed.value,
                 &parsed.conversation,
                 messages.clone(),
+                kept.clone(),
             )
             .map_err(|e| e.to_string())?;
             if let Some(offered) = &view.offered {

@@ -52,6 +52,7 @@ pub fn compacted_request(
                 .iter()
                 .map(|v| v.message.clone())
                 .collect(),
+            crate::compact::Origin::of_view(&conversation.messages, &compacted.messages),
         ),
         None => {
             let mut doc = compaction_document(conversation, compacted, tokenizer, true);

@@ -312,11 +312,14 @@ impl ContextArgs {
         let compacted = self.context(session)?;
         let mut doc = context_document(session, &compacted, plain);
         if self.format == SchemaFormat::Anthropic {
-            let messages = compacted.messages.into_iter().map(|v| v.message).collect();
+            let messages: Vec<_> = compacted.messages.into_iter().map(|v| v.message).collect();
+            // A session's context has no caller's request to keep: every message is written.
+            let origins = vec![crate::compact::Origin::New; messages.len()];
             let request = crate::formats::anthropic::rewrite_request(
                 &Value::Object(Map::new()),
                 &Conversation::default(),
                 messages,
+                origins,
             )
             .map_err(|e| {
                 Error::Rejected(format!(

@@ -15,6 +15,14 @@
 
 use serde_json::{Map, Value, json};
 
+mod cache;
+mod callers;
+
+pub use cache::{
+    MAX_CACHE_BREAKPOINTS, block_count, has_cache_breakpoints, mark_cache_breakpoints,
+};
+pub use callers::rewrite_request;
+
 use crate::error::InputError;
 use crate::input::Conversation;
 use crate::message::{
@@ -285,121 +293,209 @@ fn tool_use_to_call(block: &Map<String, Value>) -> Result<ToolCall, InputError> 
 /// `image_url` parts become Anthropic `image` blocks; OpenAI-format tool definitions become
 /// Anthropic ones. Message ids are not sent (the API rejects unknown keys).
 pub fn to_anthropic(conversation: &Conversation) -> Result<Value, InputError> {
-    let mut request = Map::new();
     let leading = leading_instructions(&conversation.messages);
-    if leading > 0 {
-        let system = &conversation.messages[..leading];
-        let value = match system {
-            [
-                Message {
-                    content: Some(Content::Text(s)),
-                    ..
-                },
-            ] => Value::String(s.clone()),
-            _ => Value::Array(system.iter().flat_map(content_blocks).collect()),
-        };
-        request.insert("system".into(), value);
+    let system = system_value(&conversation.messages[..leading]);
+    let turns = conversation.messages[leading..]
+        .iter()
+        .enumerate()
+        .map(|(i, message)| Turn::Message {
+            message,
+            index: leading + i,
+        });
+    let messages = write_turns(turns)?;
+    Ok(request_value(
+        system,
+        messages,
+        &conversation.tools,
+        &conversation.extra,
+    ))
+}
+
+/// The `system` of a request whose leading instructions are `system`: one text stays a string.
+fn system_value(system: &[Message]) -> Option<Value> {
+    match system {
+        [] => None,
+        [
+            Message {
+                content: Some(Content::Text(s)),
+                ..
+            },
+        ] => Some(Value::String(s.clone())),
+        _ => Some(Value::Array(
+            system.iter().flat_map(content_blocks).collect(),
+        )),
     }
-    let mut messages: Vec<OutMessage> = Vec::new();
-    for (index, message) in conversation.messages.iter().enumerate().skip(leading) {
-        let (role, blocks, plain) =
-            match message.role {
-                Role::User => (
-                    Role::User,
-                    content_blocks(message),
-                    match &message.content {
-                        Some(Content::Text(s)) => Some(Value::String(s.clone())),
-                        _ => None,
-                    },
-                ),
-                // An instruction given partway through goes as a system message where the API
-                // takes one, right after a user turn (or another system message); after an
-                // assistant turn it is said in a user turn instead.
-                Role::Developer
-                    if messages
-                        .last()
-                        .is_none_or(|last| last.role != Role::Assistant) =>
-                {
-                    (
-                        Role::System,
-                        content_blocks(message),
-                        match &message.content {
-                            Some(Content::Text(s)) => Some(Value::String(s.clone())),
-                            _ => None,
-                        },
-                    )
-                }
-                Role::System | Role::Developer => {
-                    let text = format!("[{}] {}", message.role, message.text());
-                    (
-                        Role::User,
-                        vec![json!({"type": "text", "text": text})],
-                        None,
-                    )
-                }
-                Role::Tool => (Role::User, vec![tool_result_block(message)], None),
-                Role::Assistant => {
-                    let mut blocks = content_blocks(message);
-                    for (i, call) in message.calls().iter().enumerate() {
-                        blocks.push(tool_use_block(call).map_err(|e| {
-                            e.under_field(&format!("tool_calls[{i}]")).at_index(index)
-                        })?);
-                    }
-                    let plain = match (&message.content, message.calls().is_empty()) {
-                        (Some(Content::Text(s)), true) => Some(Value::String(s.clone())),
-                        _ => None,
-                    };
-                    (Role::Assistant, blocks, plain)
-                }
-            };
-        match messages.last_mut() {
-            // Each system message is its own, as the caller sent it.
-            Some(last) if last.role == role && role != Role::System => {
-                // The blocks already hold the text a plain string stood for.
-                last.plain = None;
-                last.blocks.extend(blocks);
-            }
-            _ => {
-                // A tool message's extra keys belong to its tool_result block (see
-                // `tool_result_block`), not to the Anthropic message.
-                let extra = if message.role == Role::Tool {
-                    Map::new()
-                } else {
-                    message.extra().clone()
-                };
-                messages.push(OutMessage {
-                    role,
-                    blocks,
-                    plain,
-                    extra,
-                });
-            }
-        }
+}
+
+/// A request of `system`, `messages`, the tools (Anthropic's definitions) and the other keys.
+fn request_value(
+    system: Option<Value>,
+    messages: Vec<Value>,
+    tools: &[Value],
+    extra: &Map<String, Value>,
+) -> Value {
+    let mut request = Map::new();
+    if let Some(system) = system {
+        request.insert("system".into(), system);
     }
-    let messages: Vec<Value> = messages
-        .into_iter()
-        .map(|out| {
-            let mut m = Map::new();
-            m.insert("role".into(), Value::String(out.role.as_str().into()));
-            m.insert(
-                "content".into(),
-                out.plain.unwrap_or(Value::Array(out.blocks)),
-            );
-            m.extend(out.extra);
-            Value::Object(m)
-        })
-        .collect();
     request.insert("messages".into(), Value::Array(messages));
-    if !conversation.tools.is_empty() {
+    if !tools.is_empty() {
         request.insert(
             "tools".into(),
-            Value::Array(conversation.tools.iter().map(tool_definition).collect()),
+            Value::Array(tools.iter().map(tool_definition).collect()),
         );
     }
-    for (k, v) in &conversation.extra {
+    for (k, v) in extra {
         request.entry(k.clone()).or_insert_with(|| v.clone());
     }
-    Ok(Value::Object(request))
+    Value::Object(request)
+}
+
+/// One piece of the messages being written, after the leading instructions.
+enum Turn<'a> {
+    /// A message of engram's, written in Anthropic's form (`index`: its place, for errors).
+    Message { message: &'a Message, index: usize },
+    /// A caller's message as sent (`message`: what engram read from it, one message for a
+    /// system message, which is written anew where the API would not take it).
+    Callers {
+        value: &'a Value,
+        message: &'a Message,
+        index: usize,
+    },
+    /// A caller's `tool_result` block as sent, or with its output replaced.
+    ToolResult(Value),
+}
+
+/// The messages of `turns`: consecutive turns of one role merge into one message, as the API
+/// itself merges them (a caller's message as sent is opened into its blocks for that), but each
+/// system message is its own.
+fn write_turns<'a>(turns: impl IntoIterator<Item = Turn<'a>>) -> Result<Vec<Value>, InputError> {
+    let mut out: Vec<OutMessage> = Vec::new();
+    for turn in turns {
+        match turn {
+            Turn::Callers {
+                value,
+                message,
+                index,
+            } => {
+                let role = match message.role {
+                    Role::Developer if system_fits(&out) => Role::System,
+                    Role::Developer => {
+                        push_message(&mut out, message, index)?;
+                        continue;
+                    }
+                    role => role,
+                };
+                if let Some(last) = out.last_mut().filter(|l| l.merges(role)) {
+                    last.open();
+                    last.blocks.extend(callers_blocks(value));
+                } else {
+                    out.push(OutMessage {
+                        role,
+                        blocks: Vec::new(),
+                        plain: None,
+                        extra: Map::new(),
+                        callers: Some(value.clone()),
+                    });
+                }
+            }
+            Turn::Message { message, index } => push_message(&mut out, message, index)?,
+            Turn::ToolResult(block) => push(&mut out, Role::User, vec![block], None, Map::new()),
+        }
+    }
+    Ok(out.into_iter().map(OutMessage::into_value).collect())
+}
+
+/// Whether an instruction goes as a system message here: right after a user turn or another
+/// system message (or first), where the API takes one; after an assistant turn it is said in a
+/// user turn instead.
+fn system_fits(out: &[OutMessage]) -> bool {
+    out.last().is_none_or(|last| last.role != Role::Assistant)
+}
+
+/// Writes engram's `message` (at `index`) in Anthropic's form onto `out`.
+fn push_message(
+    out: &mut Vec<OutMessage>,
+    message: &Message,
+    index: usize,
+) -> Result<(), InputError> {
+    let plain_text = || match &message.content {
+        Some(Content::Text(s)) => Some(Value::String(s.clone())),
+        _ => None,
+    };
+    let (role, blocks, plain) = match message.role {
+        Role::User => (Role::User, content_blocks(message), plain_text()),
+        Role::Developer if system_fits(out) => {
+            (Role::System, content_blocks(message), plain_text())
+        }
+        Role::System | Role::Developer => {
+            let text = format!("[{}] {}", message.role, message.text());
+            (
+                Role::User,
+                vec![json!({"type": "text", "text": text})],
+                None,
+            )
+        }
+        Role::Tool => (Role::User, vec![tool_result_block(message)], None),
+        Role::Assistant => {
+            let mut blocks = content_blocks(message);
+            for (i, call) in message.calls().iter().enumerate() {
+                blocks.push(
+                    tool_use_block(call)
+                        .map_err(|e| e.under_field(&format!("tool_calls[{i}]")).at_index(index))?,
+                );
+            }
+            let plain = if message.calls().is_empty() {
+                plain_text()
+            } else {
+                None
+            };
+            (Role::Assistant, blocks, plain)
+        }
+    };
+    // A tool message's extra keys belong to its tool_result block (see `tool_result_block`),
+    // not to the Anthropic message.
+    let extra = if message.role == Role::Tool {
+        Map::new()
+    } else {
+        message.extra().clone()
+    };
+    push(out, role, blocks, plain, extra);
+    Ok(())
+}
+
+/// Adds blocks of `role` to the last message when they merge into it, else as a message.
+fn push(
+    out: &mut Vec<OutMessage>,
+    role: Role,
+    blocks: Vec<Value>,
+    plain: Option<Value>,
+    extra: Map<String, Value>,
+) {
+    match out.last_mut().filter(|l| l.merges(role)) {
+        Some(last) => {
+            last.open();
+            // The blocks already hold the text a plain string stood for.
+            last.plain = None;
+            last.blocks.extend(blocks);
+        }
+        None => out.push(OutMessage {
+            role,
+            blocks,
+            plain,
+            extra,
+            callers: None,
+        }),
+    }
+}
+
+/// A caller's message's content as blocks: its own, or its string as one text block.
+fn callers_blocks(value: &Value) -> Vec<Value> {
+    match value.get("content") {
+        Some(Value::Array(blocks)) => blocks.clone(),
+        Some(Value::String(s)) if !s.is_empty() => vec![json!({"type": "text", "text": s})],
+        _ => Vec::new(),
+    }
 }
 
 /// An Anthropic message being assembled: consecutive same-role messages merge into one.
@@ -409,6 +505,41 @@ struct OutMessage {
     /// Plain string content, kept as a string when nothing merges into it.
     plain: Option<Value>,
     extra: Map<String, Value>,
+    /// The caller's message as sent, while nothing merged into it.
+    callers: Option<Value>,
+}
+
+impl OutMessage {
+    /// Whether a turn of `role` merges into this message.
+    fn merges(&self, role: Role) -> bool {
+        self.role == role && role != Role::System
+    }
+
+    /// A caller's message opened for a merge: its blocks and keys, as sent.
+    fn open(&mut self) {
+        if let Some(Value::Object(callers)) = self.callers.take() {
+            self.blocks = callers_blocks(&Value::Object(callers.clone()));
+            self.plain = None;
+            self.extra = callers
+                .into_iter()
+                .filter(|(k, _)| k != "role" && k != "content")
+                .collect();
+        }
+    }
+
+    fn into_value(self) -> Value {
+        if let Some(callers) = self.callers {
+            return callers;
+        }
+        let mut m = Map::new();
+        m.insert("role".into(), Value::String(self.role.as_str().into()));
+        m.insert(
+            "content".into(),
+            self.plain.unwrap_or(Value::Array(self.blocks)),
+        );
+        m.extend(self.extra);
+        Value::Object(m)
+    }
 }
 
 /// A message's content as Anthropic blocks (empty text is dropped; the API rejects it).
@@ -520,268 +651,9 @@ fn tool_definition(tool: &Value) -> Value {
     Value::Object(out)
 }
 
-/// Puts the caller's own JSON back into a request [`to_anthropic`] wrote from a compacted
-/// conversation: each written message that says what one of the caller's `messages` says
-/// becomes that message as the caller sent it, every field in the caller's order, and so does
-/// `system` when it is the caller's. "Says the same" is judged by writing the caller's part the
-/// same way, so only what engram changed or wrote is engram's JSON.
-pub fn keep_callers_json(written: &mut Value, original: &Value) {
-    let form = |request: Value, key: &str| -> Option<Value> {
-        let conversation = from_anthropic(&request).ok()?;
-        let Ok(Value::Object(mut out)) = to_anthropic(&conversation) else {
-            return None;
-        };
-        out.remove(key)
-    };
-    if let (Some(system), Some(callers)) = (written.get_mut("system"), original.get("system"))
-        && form(json!({ "system": callers, "messages": [] }), "system").as_ref() == Some(system)
-    {
-        system.clone_from(callers);
-    }
-    let (Some(Value::Array(written)), Some(Value::Array(original))) =
-        (written.get_mut("messages"), original.get("messages"))
-    else {
-        return;
-    };
-    let mut by_form: std::collections::HashMap<String, &Value> = std::collections::HashMap::new();
-    for message in original {
-        // A system message is written as one after a user turn: its form is read there.
-        let system = message.get("role") == Some(&json!("system"));
-        let alone = if system {
-            json!({ "messages": [{"role": "user", "content": "."}, message] })
-        } else {
-            json!({ "messages": [message] })
-        };
-        if let Some(Value::Array(mut written)) = form(alone, "messages")
-            && written.len() == 1 + usize::from(system)
-            && let Some(form) = written.pop()
-        {
-            by_form.entry(form.to_string()).or_insert(message);
-        }
-    }
-    for message in written.iter_mut() {
-        if let Some(&callers) = by_form.get(&message.to_string()) {
-            message.clone_from(callers);
-        }
-    }
-}
-
-/// The caller's Anthropic request `original` (`read`: its conversation, as [`from_anthropic`]
-/// read it; a bare list of messages stands for a request of them alone) with `messages` (a
-/// compaction of it) in place of its own: an Anthropic request again, ready to send. What engram
-/// kept unchanged goes as the caller wrote it ([`keep_callers_json`]), and every key engram does
-/// not model passes through.
-///
-/// Anthropic wants the first message to be a user turn. When the kept history starts on an
-/// assistant turn (a digest went into `system`), a user turn opens it and says where the earlier
-/// conversation is: summarised in the system prompt, or left out.
-pub fn rewrite_request(
-    original: &Value,
-    read: &Conversation,
-    mut messages: Vec<Message>,
-) -> Result<Value, InputError> {
-    let leading = leading_instructions(&messages);
-    if messages
-        .get(leading)
-        .is_some_and(|m| m.role == Role::Assistant)
-    {
-        let summarised = leading > leading_instructions(&read.messages);
-        messages.insert(
-            leading,
-            Message::user(if summarised {
-                "[The conversation before this point is summarised in the system prompt.]"
-            } else {
-                "[Earlier turns of this conversation were left out to fit the context window.]"
-            }),
-        );
-    }
-    let conversation = Conversation {
-        messages,
-        tools: read.tools.clone(),
-        extra: read.extra.clone(),
-    };
-    let mut value = to_anthropic(&conversation)?;
-    let listed;
-    let original = match original {
-        Value::Array(_) => {
-            listed = json!({ "messages": original });
-            &listed
-        }
-        _ => original,
-    };
-    keep_callers_json(&mut value, original);
-    if let (Value::Object(out), Value::Object(original)) = (&mut value, original) {
-        for (k, v) in original {
-            if k != "messages" && k != "system" && !out.contains_key(k) {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    Ok(value)
-}
-
-/// The most `cache_control` breakpoints Anthropic takes in one request.
-pub const MAX_CACHE_BREAKPOINTS: usize = 4;
-
-/// True when an Anthropic request marks a cache breakpoint of its own anywhere (the system
-/// prompt, the tools, a message's block): the caller manages its cache, and engram leaves it.
-pub fn has_cache_breakpoints(request: &Value) -> bool {
-    fn any(v: &Value) -> bool {
-        match v {
-            Value::Object(map) => map.contains_key("cache_control") || map.values().any(any),
-            Value::Array(items) => items.iter().any(any),
-            _ => false,
-        }
-    }
-    ["system", "tools", "messages"]
-        .iter()
-        .any(|k| request.get(*k).is_some_and(any))
-}
-
-/// Marks where Anthropic's prompt cache keeps the prefix of `request`, which marks none of its
-/// own: the system prompt (or, without one, the last tool), the block that ends the first
-/// `head_blocks` blocks of the messages (a view's head: the task and the summaries, when there
-/// are some), and the last block of the newest message; each as `{"type": "ephemeral"}`, within
-/// [`MAX_CACHE_BREAKPOINTS`]. Returns how many were marked.
-pub fn mark_cache_breakpoints(request: &mut Value, head_blocks: Option<usize>) -> usize {
-    let mark = |block: &mut Value| {
-        if let Value::Object(map) = block {
-            map.insert("cache_control".into(), json!({"type": "ephemeral"}));
-        }
-    };
-    let mut marked = 0;
-    match request.get_mut("system") {
-        Some(Value::String(text)) if !text.is_empty() => {
-            let text = std::mem::take(text);
-            request["system"] =
-                json!([{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]);
-            marked += 1;
-        }
-        Some(Value::Array(blocks)) if !blocks.is_empty() => {
-            if let Some(last) = blocks.last_mut() {
-                mark(last);
-                marked += 1;
-            }
-        }
-        _ => {
-            if let Some(last) = request
-                .get_mut("tools")
-                .and_then(Value::as_array_mut)
-                .and_then(|t| t.last_mut())
-            {
-                mark(last);
-                marked += 1;
-            }
-        }
-    }
-    let Some(messages) = request.get_mut("messages").and_then(Value::as_array_mut) else {
-        return marked;
-    };
-    // Every message's content as blocks, so that one of them can be marked.
-    for m in messages.iter_mut() {
-        if let Some(Value::String(text)) = m.get_mut("content") {
-            let text = std::mem::take(text);
-            m["content"] = json!([{"type": "text", "text": text}]);
-        }
-    }
-    let count = messages.len();
-    let mut seen = 0;
-    for (i, m) in messages.iter_mut().enumerate() {
-        let Some(blocks) = m.get_mut("content").and_then(Value::as_array_mut) else {
-            continue;
-        };
-        let n = blocks.len();
-        if let Some(h) = head_blocks
-            && h > seen
-            && h <= seen + n
-            && (i + 1 < count || h < seen + n)
-            && marked < MAX_CACHE_BREAKPOINTS - 1
-        {
-            mark(&mut blocks[h - seen - 1]);
-            marked += 1;
-        }
-        seen += n;
-        if i + 1 == count
-            && marked < MAX_CACHE_BREAKPOINTS
-            && let Some(last) = blocks.last_mut()
-        {
-            mark(last);
-            marked += 1;
-        }
-    }
-    marked
-}
-
-/// How many content blocks `messages` (after their leading instructions) make as Anthropic
-/// messages: where a view's head ends among the blocks of the request it is the start of.
-pub fn block_count(messages: &[Message]) -> usize {
-    let conversation = Conversation {
-        messages: messages.to_vec(),
-        ..Conversation::default()
-    };
-    to_anthropic(&conversation)
-        .ok()
-        .and_then(|v| {
-            v.get("messages").and_then(Value::as_array).map(|ms| {
-                ms.iter()
-                    .map(|m| match &m["content"] {
-                        Value::Array(b) => b.len(),
-                        _ => 1,
-                    })
-                    .sum()
-            })
-        })
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A request without breakpoints gets them on the system prompt, the end of the head and
-    /// the newest message; a caller's own are never moved.
-    #[test]
-    fn cache_breakpoints_mark_the_stable_prefix_unless_the_caller_did() {
-        let mut request = json!({
-            "model": "claude-sonnet-4-5", "max_tokens": 64, "system": "Be terse.",
-            "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "the task"}, {"type": "text", "text": "[summary]"}, {"type": "text", "text": "an output"}]},
-                {"role": "assistant", "content": "a step"},
-                {"role": "user", "content": "the newest"}
-            ]
-        });
-        assert!(!has_cache_breakpoints(&request));
-        assert_eq!(mark_cache_breakpoints(&mut request, Some(2)), 3);
-        let eph = json!({"type": "ephemeral"});
-        assert_eq!(request["system"][0]["cache_control"], eph);
-        assert_eq!(
-            request["messages"][0]["content"][1]["cache_control"], eph,
-            "the head ends on the summary"
-        );
-        assert!(
-            request["messages"][0]["content"][0]
-                .get("cache_control")
-                .is_none()
-        );
-        assert_eq!(
-            request["messages"][2]["content"][0]["cache_control"], eph,
-            "the newest message"
-        );
-        assert!(has_cache_breakpoints(&request));
-        assert!(has_cache_breakpoints(
-            &json!({"messages": [], "tools": [{"name": "t", "cache_control": eph}]})
-        ));
-        // Without a system prompt the last tool is marked.
-        let mut tools = json!({"tools": [{"name": "a"}, {"name": "b"}], "messages": [{"role": "user", "content": "hi"}]});
-        assert_eq!(mark_cache_breakpoints(&mut tools, None), 2);
-        assert_eq!(tools["tools"][1]["cache_control"], eph);
-        let head = [
-            Message::system("s"),
-            Message::user("task"),
-            Message::system("[summary]"),
-        ];
-        assert_eq!(block_count(&head[1..]), 2);
-    }
 
     /// Two turns of one role in a row become one Anthropic message holding each text once.
     #[test]
@@ -886,63 +758,6 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("tool_calls[0].function.arguments"));
     }
 
-    /// Claude Code's requests carry system messages among the messages (instructions given
-    /// partway through), with `context_management`, `output_config` and adaptive thinking:
-    /// read as instructions in place, written back where they were, byte for byte.
-    #[test]
-    fn system_messages_among_the_messages_stay_where_they_are() {
-        let request = json!({
-            "model": "claude-opus-5-5", "max_tokens": 128000,
-            "system": [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
-            "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "Fix the build."}]},
-                {"role": "system", "content": [{"type": "text", "text": "# Environment\nPrimary working directory: /w"}]},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "error: x"}]},
-                {"role": "system", "content": "Remember: run the tests before you finish."},
-                {"role": "system", "content": [{"type": "text", "text": "A second note."}]}
-            ],
-            "thinking": {"type": "adaptive", "display": "omitted"},
-            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-            "output_config": {"effort": "medium"}
-        });
-        let conversation = from_anthropic(&request).expect("parses");
-        let roles: Vec<Role> = conversation.messages.iter().map(|m| m.role).collect();
-        assert_eq!(
-            roles,
-            [
-                Role::System,
-                Role::User,
-                Role::Developer,
-                Role::Assistant,
-                Role::Tool,
-                Role::Developer,
-                Role::Developer
-            ]
-        );
-        let back = rewrite_request(&request, &conversation, conversation.messages.clone())
-            .expect("writes");
-        assert_eq!(back, request, "the request goes back as sent");
-        // Without its preceding user turn, an instruction is said in a user turn instead (and
-        // the next one follows that turn).
-        let mut messages = conversation.messages.clone();
-        messages.remove(4);
-        let written = rewrite_request(&request, &conversation, messages).expect("writes");
-        let roles: Vec<&str> = written["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .map(|m| m["role"].as_str().unwrap_or_default())
-            .collect();
-        assert_eq!(roles, ["user", "system", "assistant", "user", "system"]);
-        assert!(
-            written["messages"][3]
-                .to_string()
-                .contains("[developer] Remember"),
-            "{written}"
-        );
-    }
-
     #[test]
     fn bad_anthropic_input_names_the_place() {
         let e = from_anthropic(&json!({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]}))
@@ -953,46 +768,6 @@ mod tests {
         )
         .expect_err("tool_use_id");
         assert_eq!(e.field.as_deref(), Some("content[0].tool_use_id"));
-    }
-
-    #[test]
-    fn kept_messages_go_back_as_the_caller_sent_them() {
-        // Key order of the caller's own, a block with an extra key, a tool result.
-        let original = json!({
-            "system": [{"text": "Be careful.", "type": "text", "cache_control": {"type": "ephemeral"}}],
-            "messages": [
-                {"content": "fix it", "role": "user"},
-                {"role": "assistant", "content": [
-                    {"text": "Looking.", "type": "text"},
-                    {"type": "tool_use", "id": "t1", "name": "sh", "input": {"b": 1, "a": 2}}
-                ]},
-                {"role": "user", "content": [{"tool_use_id": "t1", "type": "tool_result", "content": "ok", "is_error": false}]}
-            ]
-        });
-        let conversation = from_anthropic(&original).unwrap();
-        let mut written = to_anthropic(&conversation).unwrap();
-        let canonical = written.to_string();
-        keep_callers_json(&mut written, &original);
-        assert_eq!(written["messages"], original["messages"]);
-        assert_eq!(written["system"], original["system"]);
-        for key in ["system", "messages"] {
-            assert_eq!(
-                written[key].to_string(),
-                original[key].to_string(),
-                "{key} byte for byte"
-            );
-        }
-        assert_ne!(
-            canonical,
-            written.to_string(),
-            "the canonical form differs in key order"
-        );
-        // What engram changed keeps engram's form.
-        let mut changed =
-            json!({"system": "a summary", "messages": [{"role": "user", "content": "fix it now"}]});
-        keep_callers_json(&mut changed, &original);
-        assert_eq!(changed["messages"][0]["content"], "fix it now");
-        assert_eq!(changed["system"], "a summary");
     }
 
     #[test]
