@@ -62,6 +62,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
+import devpaths
 from bench_recover import load_harness  # the evaluation harness's token counting
 
 CHAT_REPLY = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
@@ -527,7 +528,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engram-bin", default="target/release/engram")
     ap.add_argument("--data", required=True, help="the dev data directory")
-    ap.add_argument("--eval-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval"))
+    ap.add_argument("--eval-dir", default=devpaths.eval_dir(), help="the evaluation harness's directory (default: $ENGRAM_EVAL_DIR)")
     ap.add_argument("--dataset", default="minisweagent_swebv_gemini3pro")
     ap.add_argument("--runs", type=int, default=10, help="trajectories (the first N)")
     ap.add_argument("--window", type=int, default=16_000, help="the model's window through the proxy")
@@ -550,6 +551,7 @@ def main() -> int:
     ap.add_argument("--dump", help="write each request's lost identifiers to this JSONL file (with how many "
                     "messages before the request each was last seen)")
     args = ap.parse_args()
+    args.eval_dir = devpaths.require(args.eval_dir, "--eval-dir", devpaths.EVAL_ENV, "the evaluation harness")
     harness = load_harness(os.path.abspath(args.eval_dir))
     model = args.model or ("claude-sonnet-4-5" if args.route == "anthropic" else "gpt-4o")
 

@@ -12,8 +12,10 @@ first system message only, tool-call ids made unique. Then measures, in one run:
 """
 import argparse, json, os, subprocess, sys, tempfile, time
 
+import devpaths
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.join(HERE, "..", "..", "shared", "eval", "tiktoken_cache"))
+devpaths.tiktoken_cache()
 
 
 def build(data):
@@ -37,11 +39,12 @@ def build(data):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data", "dev"))
+    ap.add_argument("--data", default=devpaths.data_dir(), help="the dev data directory (default: $ENGRAM_DEV_DATA)")
     ap.add_argument("--engram-bin", default=os.path.join(HERE, "..", "target", "release", "engram"))
     ap.add_argument("--budget", type=int, default=8192)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    args.data = devpaths.require(args.data, "--data", devpaths.DATA_ENV, "the dev data directory")
     messages = build(args.data)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"messages": messages}, f)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Memory benchmark: engram against mnemosyne-memory, side by side, on the same entries.
 
-Working-memory entries are built from the dev data (../shared/data/dev): every message's text,
+Working-memory entries are built from the dev data (--data): every message's text,
 cut into pieces of at most 600 characters, becomes one entry whose source is the dataset and the
 role (or tool), whose session is the conversation, and whose time is spread over the 48 hours
 before now. For more entries than the data has, the data is cycled with new ids and sessions.
@@ -36,8 +36,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import devpaths
+
 ROOT = Path(__file__).resolve().parent.parent
-DEV = ROOT.parent / "shared" / "data" / "dev"
 
 
 def texts(dev):
@@ -250,7 +251,7 @@ def main():
     ap.add_argument("--entries", type=int, default=10_000)
     ap.add_argument("--peer", action="store_true", help="also run mnemosyne-memory")
     ap.add_argument("--engram-bin", default=str(ROOT / "target" / "release" / "engram"))
-    ap.add_argument("--data", default=str(DEV))
+    ap.add_argument("--data", default=devpaths.data_dir(), help="the dev data directory (default: $ENGRAM_DEV_DATA)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument(
@@ -261,6 +262,7 @@ def main():
         "(default 5 up to 100,000 entries, else 1)",
     )
     args = ap.parse_args()
+    args.data = devpaths.require(args.data, "--data", devpaths.DATA_ENV, "the dev data directory")
     sleep_runs = args.sleep_runs or (5 if args.entries <= 100_000 else 1)
     if sleep_runs < 1:
         sys.exit("--sleep-runs must be at least 1")

@@ -37,6 +37,8 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
+import devpaths
+
 
 def entries_of(conv: dict) -> list[dict]:
     out = []
@@ -118,7 +120,7 @@ class Served:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engram-bin", default="target/release/engram")
-    parser.add_argument("--data", default="../shared/data/dev")
+    parser.add_argument("--data", default=devpaths.data_dir(), help="the dev data directory (default: $ENGRAM_DEV_DATA)")
     parser.add_argument("--embedding-model", required=True, help="the all-MiniLM-L6-v2 directory")
     parser.add_argument("--limit", type=int, default=10, help="hits per search (K)")
     parser.add_argument("--every", type=int, default=3, help="ask every n-th question")
@@ -126,6 +128,7 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", help="also search on PostgreSQL (lexical)")
     parser.add_argument("--before-postgres", metavar="URL", help="the --before-bin build's database")
     args = parser.parse_args()
+    args.data = devpaths.require(args.data, "--data", devpaths.DATA_ENV, "the dev data directory")
     if args.before_bin and args.postgres and not args.before_postgres:
         parser.error("--postgres with --before-bin needs --before-postgres (a database of its own)")
 

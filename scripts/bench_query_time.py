@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import devpaths
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(
@@ -30,13 +32,14 @@ def main() -> int:
     )
     parser.add_argument("--engram-bin", default="target/release/engram", help="the build after")
     parser.add_argument("--before-bin", required=True, help="the build before")
-    parser.add_argument("--data", default="../shared/data/dev")
+    parser.add_argument("--data", default=devpaths.data_dir(), help="the dev data directory (default: $ENGRAM_DEV_DATA)")
     parser.add_argument("--budget", type=int, default=2048)
     parser.add_argument("--conversations", type=int, default=5)
     parser.add_argument("--questions", type=int, default=4, help="questions per conversation")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("extra", nargs="*", help="flags for both builds, after --")
     args = parser.parse_args()
+    args.data = devpaths.require(args.data, "--data", devpaths.DATA_ENV, "the dev data directory")
 
     path = Path(args.data) / "locomo.jsonl"
     if not path.exists():

@@ -29,6 +29,8 @@ import os
 import sys
 import time
 
+import devpaths
+
 
 def load_harness(path: str):
     spec = importlib.util.spec_from_file_location("engram_eval", os.path.join(path, "engram_eval.py"))
@@ -43,7 +45,7 @@ def load_harness(path: str):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="the dev data directory")
-    ap.add_argument("--eval-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval"))
+    ap.add_argument("--eval-dir", default=devpaths.eval_dir(), help="the evaluation harness's directory (default: $ENGRAM_EVAL_DIR)")
     ap.add_argument("--datasets", default="minisweagent_swebv_gemini3pro,sweagent_demos,taubench_gpt4o_airline")
     ap.add_argument("--max-probes", type=int, default=6, help="probes per trajectory (the harness's default)")
     ap.add_argument("--limit", type=int, default=5, help="hits per search_history call")
@@ -56,6 +58,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.recall == "hybrid" and not args.embedding_model:
         ap.error("--recall hybrid needs --embedding-model DIR")
+    args.eval_dir = devpaths.require(args.eval_dir, "--eval-dir", devpaths.EVAL_ENV, "the evaluation harness")
 
     harness = load_harness(os.path.abspath(args.eval_dir))
     import engram

@@ -21,10 +21,10 @@ import sys
 import tempfile
 import time
 
+import devpaths
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-os.environ.setdefault(
-    "TIKTOKEN_CACHE_DIR", os.path.join(HERE, "..", "..", "shared", "eval", "tiktoken_cache")
-)
+devpaths.tiktoken_cache()
 
 
 def build_corpus(data_dir: str, target_bytes: int) -> str:
@@ -76,13 +76,14 @@ def line_chunks(text: str, parts: int) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=os.path.join(HERE, "..", "..", "shared", "data", "dev"))
+    ap.add_argument("--data", default=devpaths.data_dir(), help="the dev data directory (default: $ENGRAM_DEV_DATA)")
     ap.add_argument("--engram-bin", default=os.path.join(HERE, "..", "target", "release", "engram"))
     ap.add_argument("--mb", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
+    args.data = devpaths.require(args.data, "--data", devpaths.DATA_ENV, "the dev data directory")
 
     import tiktoken
 

@@ -15,11 +15,13 @@ import json
 import os
 import sys
 
+import devpaths
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.join(HERE, "..", "..", "shared", "eval", "tiktoken_cache"))
+devpaths.tiktoken_cache()
 import tiktoken  # noqa: E402
 
-DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "shared", "data", "dev")
+DATA = devpaths.require(sys.argv[1] if len(sys.argv) > 1 else devpaths.data_dir(), "the first argument", devpaths.DATA_ENV, "the dev data directory")
 OUT = os.path.join(HERE, "..", "crates", "engram", "tests", "fixtures", "tiktoken_dev_counts.jsonl")
 
 

@@ -5,15 +5,18 @@ A fresh clone has no dev data beside it, so the tests read a few whole records o
 from testdata/dev/, under the same file names; the licences of the sources are copied beside them.
 Tests that want every record run when ENGRAM_DEV_DATA points at the full dev data.
 
-    python3 scripts/make_test_fixtures.py [../shared/data/dev]
+    python3 scripts/make_test_fixtures.py [DEV_DATA_DIR]    # default: $ENGRAM_DEV_DATA
 """
 import json
 import os
 import shutil
 import sys
 
+import devpaths
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "shared", "data", "dev")
+DATA = devpaths.require(sys.argv[1] if len(sys.argv) > 1 else devpaths.data_dir(), "the first argument",
+                        devpaths.DATA_ENV, "the dev data directory")
 LICENSES = os.path.join(DATA, "..", "licenses")
 OUT = os.path.join(HERE, "..", "testdata", "dev")
 
