@@ -932,6 +932,68 @@ async fn anthropic_kept_messages_reach_the_upstream_byte_for_byte() {
     assert_eq!(list.last(), turns.last());
 }
 
+/// A masked tool output on the Anthropic route (here an output a later run of the same command
+/// supersedes) is the caller's own `tool_result` block with only its content replaced, and the
+/// other blocks of its message (Claude Code's reminders after the results) go as the caller sent
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_masked_outputs_keep_the_rest_of_the_callers_message() {
+    let (base, up) = upstream().await;
+    let app = engram(&base, false);
+    let filler = "warning: unused variable in src/lib.rs line 40 ".repeat(60);
+    let mut turns = vec![json!({"role": "user", "content": "Fix the failing build."})];
+    for i in 0..24 {
+        turns.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Running step {i}.")},
+            {"type": "tool_use", "id": format!("t{i}"), "name": "Bash", "input": {"command": "make"}}
+        ]}));
+        turns.push(json!({"role": "user", "content": [
+            {"tool_use_id": format!("t{i}"), "type": "tool_result", "content": format!("output {i}: {filler}"), "is_error": false},
+            {"text": format!("<reminder>step {i} of the plan</reminder>"), "type": "text"}
+        ]}));
+    }
+    let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "system": "You are a coding agent.", "messages": &turns});
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/messages")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("anthropic-version", "2023-06-01")
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let (status, headers, _) = send(&app, request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
+    let sent = last_sent(&up);
+    let sent_text = std::str::from_utf8(&sent).expect("utf-8");
+    let got: Value = serde_json::from_slice(&sent).expect("json");
+    let mut masked = 0;
+    for m in got["messages"].as_array().expect("messages") {
+        let Some(block) = m["content"].get(0).filter(|b| b["type"] == "tool_result") else {
+            continue;
+        };
+        let id = block["tool_use_id"].as_str().expect("an id");
+        let callers = turns
+            .iter()
+            .find(|t| t["content"][0]["tool_use_id"] == id)
+            .expect("the caller's message");
+        if block["content"] == callers["content"][0]["content"] {
+            continue;
+        }
+        masked += 1;
+        let mut expected = callers["content"][0].clone();
+        expected["content"] = block["content"].clone();
+        assert!(
+            sent_text.contains(&expected.to_string()),
+            "the caller's block, its keys in order, only its content replaced: {block}"
+        );
+        assert!(
+            sent_text.contains(&callers["content"][1].to_string()),
+            "the reminder beside it as sent"
+        );
+    }
+    assert!(masked > 0, "some outputs were masked: {got:.400}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_routes_pass_through_and_the_engram_key_stays_with_engram() {
     let (base, up) = upstream().await;

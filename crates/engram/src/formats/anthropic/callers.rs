@@ -1,7 +1,8 @@
 //! A compaction written back into the caller's Anthropic request, by the rule every wire format
 //! follows ([`write_back`]): a message engram kept goes back as the caller sent it, every field
-//! in the caller's order; a masked tool output is the caller's `tool_result` block with only its
-//! content replaced; what engram wrote is in Anthropic's form.
+//! in the caller's order (and so do the blocks of a message kept in part); a masked tool output
+//! is the caller's `tool_result` block with only its content replaced; what engram wrote is in
+//! Anthropic's form.
 //!
 //! Anthropic's messages are not engram's one for one: a user message of tool results and text
 //! is read as several engram messages, and consecutive turns of one role merge when written.
@@ -90,6 +91,8 @@ struct Callers<'a> {
     /// For each caller message, the engram messages read from it (empty when the request does
     /// not read as `read`: nothing then goes back as sent).
     spans: Vec<Range<usize>>,
+    /// For each engram message, the blocks of its caller message it was read from.
+    blocks: Vec<Range<usize>>,
 }
 
 /// One view message in the caller's format, before the merge step.
@@ -97,7 +100,7 @@ enum Item {
     /// The caller's message at this index of `read`, unchanged.
     Same(usize),
     /// The caller's `tool_result` block with its output replaced.
-    ToolResult(Value),
+    Output(Value),
     /// A message engram wrote or changed, written in Anthropic's form.
     Written,
 }
@@ -111,15 +114,15 @@ impl<'a> Callers<'a> {
             .unwrap_or_default();
         let offset = usize::from(original.get("system").is_some_and(|s| !s.is_null()));
         let mut spans = Vec::with_capacity(sent.len());
-        let mut at = offset;
+        let mut blocks = vec![0..0; offset];
         for message in sent {
             let Ok(became) = message_from_anthropic(message) else {
                 break;
             };
-            spans.push(at..at + became.len());
-            at += became.len();
+            spans.push(blocks.len()..blocks.len() + became.len());
+            blocks.extend(became.into_iter().map(|(_, from)| from));
         }
-        if spans.len() != sent.len() || at != read.messages.len() {
+        if spans.len() != sent.len() || blocks.len() != read.messages.len() {
             spans.clear();
         }
         Callers {
@@ -127,6 +130,7 @@ impl<'a> Callers<'a> {
             read,
             offset,
             spans,
+            blocks,
         }
     }
 
@@ -139,18 +143,17 @@ impl<'a> Callers<'a> {
             .map(|_| j)
     }
 
-    /// The caller's `tool_result` block that engram's tool message `i` was read from, as sent.
-    fn tool_block(&self, i: usize) -> Option<Value> {
-        let id = self.read.messages.get(i)?.tool_call_id()?;
-        self.sent[self.containing(i)?]
-            .get("content")?
-            .as_array()?
-            .iter()
-            .find(|block| {
-                block.get("type").and_then(Value::as_str) == Some("tool_result")
-                    && block.get("tool_use_id").and_then(Value::as_str) == Some(id)
-            })
-            .cloned()
+    /// The caller's blocks that engram's user-side message `i` (a text, a tool result) was read
+    /// from, as sent; `None` for a message read from a string, or from the other side.
+    fn blocks_of(&self, i: usize) -> Option<&'a [Value]> {
+        let side = self.read.messages.get(i)?.role;
+        if !matches!(side, Role::User | Role::Tool) {
+            return None;
+        }
+        let blocks = self.sent[self.containing(i)?].get("content")?.as_array()?;
+        blocks
+            .get(self.blocks.get(i)?.clone())
+            .filter(|b| !b.is_empty())
     }
 
     /// The messages after the `leading` instructions as turns: a run of unchanged messages that
@@ -173,12 +176,18 @@ impl<'a> Callers<'a> {
                 p += len;
                 continue;
             }
-            let written = Turn::Message { message, index: p };
+            let blocks = |blocks| Turn::Blocks {
+                role: Role::User,
+                blocks,
+            };
             turns.push(match items[p].take() {
-                Some(Item::ToolResult(block)) => Turn::ToolResult(block),
-                // A tool result kept while its message is not: the caller's block, as sent.
-                Some(Item::Same(i)) => self.tool_block(i).map_or(written, Turn::ToolResult),
-                _ => written,
+                Some(Item::Output(block)) => blocks(vec![block]),
+                // Part of a caller's message kept while the rest is not: its blocks as sent.
+                Some(Item::Same(i)) => match self.blocks_of(i) {
+                    Some(sent) => blocks(sent.to_vec()),
+                    None => Turn::Message { message, index: p },
+                },
+                _ => Turn::Message { message, index: p },
             });
             p += 1;
         }
@@ -211,11 +220,15 @@ impl CallersFormat for Callers<'_> {
     }
 
     fn with_output(&self, index: usize, text: &str) -> Option<Item> {
-        let mut block = self.tool_block(index)?;
-        block
-            .as_object_mut()?
-            .insert("content".into(), Value::String(text.to_owned()));
-        Some(Item::ToolResult(block))
+        let [block] = self.blocks_of(index)? else {
+            return None;
+        };
+        let mut block = block.clone();
+        let fields = block
+            .as_object_mut()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))?;
+        fields.insert("content".into(), Value::String(text.to_owned()));
+        Some(Item::Output(block))
     }
 
     fn written(&self, _from: Option<usize>, _message: &Message, out: &mut Vec<Item>) {
@@ -333,7 +346,7 @@ mod tests {
         );
 
         // A masked output: the caller's block with only its content replaced; the messages
-        // around it as sent.
+        // around it and the text block beside it as sent.
         let (mut masked, mut masked_origins) = (messages.clone(), origins.clone());
         masked[3] = Message::tool("t1", "[output masked]");
         masked_origins[3] = Origin::Edited(3);
@@ -351,8 +364,9 @@ mod tests {
             json!({"tool_use_id": "t1", "type": "tool_result", "content": "[output masked]", "is_error": false}).to_string()
         );
         assert_eq!(
-            last["content"][1],
-            json!({"type": "text", "text": "and then?"})
+            last["content"][1].to_string(),
+            original["messages"][2]["content"][1].to_string(),
+            "the text beside it as sent"
         );
         assert_eq!(written["messages"].as_array().map(Vec::len), Some(3));
 

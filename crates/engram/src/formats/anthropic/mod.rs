@@ -13,6 +13,8 @@
 //! user-side messages are merged into one user message (as the API itself does), and within an
 //! assistant message the tool calls come after the other blocks.
 
+use std::ops::Range;
+
 use serde_json::{Map, Value, json};
 
 mod cache;
@@ -146,12 +148,15 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
 /// Appends Anthropic messages `items` as engram's, an error naming the message's index.
 fn push_messages(messages: &mut Vec<Message>, items: &[Value]) -> Result<(), InputError> {
     for (index, item) in items.iter().enumerate() {
-        messages.extend(message_from_anthropic(item).map_err(|e| e.at_index(index))?);
+        let read = message_from_anthropic(item).map_err(|e| e.at_index(index))?;
+        messages.extend(read.into_iter().map(|(message, _)| message));
     }
     Ok(())
 }
 
-fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
+/// The engram messages one Anthropic message is read as, each with the content blocks it was
+/// read from (empty for a string content, read whole).
+fn message_from_anthropic(item: &Value) -> Result<Vec<(Message, Range<usize>)>, InputError> {
     let Value::Object(map) = item else {
         return Err(InputError::new(format!(
             "expected a message object, found {}",
@@ -181,7 +186,7 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
         Some(Value::String(s)) => {
             let mut message = Message::new(role, s.clone());
             message.set_extra(extra);
-            return Ok(vec![message]);
+            return Ok(vec![(message, 0..0)]);
         }
         Some(Value::Array(blocks)) => blocks,
         Some(other) => {
@@ -196,18 +201,20 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
     let mut out = Vec::new();
     let mut parts: Vec<ContentPart> = Vec::new();
     let mut calls: Vec<ToolCall> = Vec::new();
+    // Where the blocks of the message being gathered start.
+    let mut from = 0;
     for (i, block) in blocks.iter().enumerate() {
         let field = format!("content[{i}]");
         let block = object_at(block, "a content block", &field)?;
         match block.get("type").and_then(Value::as_str) {
             Some("tool_result") if role == Role::User => {
                 if !parts.is_empty() {
-                    out.push(Message::with_content(
-                        role,
-                        Some(Content::Parts(std::mem::take(&mut parts))),
-                    ));
+                    let parts = Content::Parts(std::mem::take(&mut parts));
+                    out.push((Message::with_content(role, Some(parts)), from..i));
                 }
-                out.push(tool_result_to_message(block).map_err(|e| e.under_field(&field))?);
+                let tool = tool_result_to_message(block).map_err(|e| e.under_field(&field))?;
+                out.push((tool, i..i + 1));
+                from = i + 1;
             }
             Some("tool_use") if role == Role::Assistant => {
                 calls.push(tool_use_to_call(block).map_err(|e| e.under_field(&field))?);
@@ -234,9 +241,9 @@ fn message_from_anthropic(item: &Value) -> Result<Vec<Message>, InputError> {
         };
         let mut message = Message::with_content(role, content);
         message.set_tool_calls((!calls.is_empty()).then_some(calls));
-        out.push(message);
+        out.push((message, from..blocks.len()));
     }
-    if let Some(last) = out.last_mut() {
+    if let Some((last, _)) = out.last_mut() {
         last.set_extra(extra);
     }
     Ok(out)
@@ -362,8 +369,9 @@ enum Turn<'a> {
         message: &'a Message,
         index: usize,
     },
-    /// A caller's `tool_result` block as sent, or with its output replaced.
-    ToolResult(Value),
+    /// A caller's blocks of `role` as sent (a `tool_result` block perhaps with its output
+    /// replaced).
+    Blocks { role: Role, blocks: Vec<Value> },
 }
 
 /// The messages of `turns`: consecutive turns of one role merge into one message, as the API
@@ -400,7 +408,7 @@ fn write_turns<'a>(turns: impl IntoIterator<Item = Turn<'a>>) -> Result<Vec<Valu
                 }
             }
             Turn::Message { message, index } => push_message(&mut out, message, index)?,
-            Turn::ToolResult(block) => push(&mut out, Role::User, vec![block], None, Map::new()),
+            Turn::Blocks { role, blocks } => push(&mut out, role, blocks, None, Map::new()),
         }
     }
     Ok(out.into_iter().map(OutMessage::into_value).collect())
