@@ -9,6 +9,10 @@ engram compacts (masking and extractive steps) before forwarding, each time as a
 (so no earlier view applies); and that same long request resent, which goes up as the view the
 first one got (`x-engram-prefix: extended`). Then the same on `/v1/responses`: a short Responses request, and the mini-SWE-agent run
 of testdata/responses (reasoning items, calls and outputs) over the threshold, compacted afresh.
+And on `/v1/messages`: the long trajectory as an Anthropic request (tool_use and tool_result
+blocks, converted as the replay benchmark converts it), compacted afresh, and resent.
+
+The dev data comes from --data, else ENGRAM_DEV_DATA.
 """
 
 from __future__ import annotations
@@ -21,10 +25,15 @@ import socket
 import statistics
 import threading
 import time
+import sys
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import serve
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
+import devpaths  # noqa: E402
+from bench_cache import to_anthropic  # noqa: E402  (the replay's conversion of a trajectory)
 
 REPLY = b'{"id":"c","object":"chat.completion","created":0,"model":"gpt-4o","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
 
@@ -64,7 +73,10 @@ def timed(port: int, bodies, n: int, path: str = "/v1/chat/completions") -> list
     for i in range(n + 20):
         body = bodies(i)
         start = time.perf_counter()
-        conn.request("POST", path, body, {"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if path == "/v1/messages":
+            headers["anthropic-version"] = "2023-06-01"
+        conn.request("POST", path, body, headers)
         r = conn.getresponse()
         r.read()
         assert r.status == 200, r.status
@@ -77,15 +89,17 @@ def timed(port: int, bodies, n: int, path: str = "/v1/chat/completions") -> list
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--engram-bin", default="target/release/engram")
-    ap.add_argument("--data", default=str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "dev"))
+    ap.add_argument("--data", default=devpaths.data_dir(), help="the dev data directory (default: $ENGRAM_DEV_DATA)")
     ap.add_argument("--n", type=int, default=400)
     args = ap.parse_args()
+    args.data = devpaths.require(args.data, "--data", devpaths.DATA_ENV, "the dev data directory")
 
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     up_port = upstream.server_address[1]
     proc, port = serve.start(args.engram_bin, "--upstream", f"http://127.0.0.1:{up_port}/v1",
-                             "--model-window", "gpt-4o=16000")
+                             "--anthropic-upstream", f"http://127.0.0.1:{up_port}",
+                             "--model-window", "gpt-4o=16000", "--model-window", "claude-sonnet-4-5=16000")
     try:
         messages = trajectory(pathlib.Path(args.data))
         small = json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": messages[:3]}).encode()
@@ -101,9 +115,16 @@ def main() -> None:
                 msgs[0]["content"] = f"{msgs[0]['content']}\n(agent {i})"
             return json.dumps({"model": "gpt-4o", "max_tokens": 1000, "messages": msgs}).encode()
 
+        def anthropic_body(i: int | None) -> bytes:
+            body = to_anthropic([dict(m) for m in messages[:end]])
+            body["model"] = "claude-sonnet-4-5"
+            if i is not None:
+                body["system"] = f"{body.get('system', '')}\n(agent {i})"
+            return json.dumps(body).encode()
+
         def probe(body: bytes, path: str = "/v1/chat/completions") -> str:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", body,
-                                         {"Content-Type": "application/json"})
+            headers = {"Content-Type": "application/json", "anthropic-version": "2023-06-01"}
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", body, headers)
             with urllib.request.urlopen(req) as r:
                 h = r.headers
                 return (f"{h.get('x-engram-tokens-before')} -> {h.get('x-engram-tokens-after')} tokens, "
@@ -125,6 +146,9 @@ def main() -> None:
                                "input": items[:cut], "max_output_tokens": 1000}).encode()
 
         print(f"long Responses request: {probe(long_items(-1), '/v1/responses')}")
+        anthropic_resent = anthropic_body(None)
+        print(f"long Anthropic request: first time: {probe(anthropic_resent, '/v1/messages')}; "
+              f"resent: {probe(anthropic_resent, '/v1/messages')}")
         print("| case | direct p50 | via engram p50 | added p50 | direct p99 | via engram p99 |")
         print("|---|---:|---:|---:|---:|---:|")
         cases = [
@@ -133,6 +157,9 @@ def main() -> None:
             ("the same history resent (the view extended)", lambda i: resent, "/v1/chat/completions"),
             ("Responses, no compaction (byte for byte)", lambda i: small_items, "/v1/responses"),
             ("Responses, compacted afresh", long_items, "/v1/responses"),
+            ("Anthropic, compacted afresh", anthropic_body, "/v1/messages"),
+            ("Anthropic, the same history resent (the view extended)", lambda i: anthropic_resent,
+             "/v1/messages"),
         ]
         for name, bodies, path in cases:
             direct = timed(up_port, bodies, args.n, path)
