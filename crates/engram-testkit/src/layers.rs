@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Every `.rs` file under `dir`, by its module path (`proxy::wire`, `app`; `proxy` for
-/// `proxy/mod.rs`).
+/// Every `.rs` file under `dir` but unit tests (`tests.rs`), by its module path (`proxy::wire`,
+/// `app`; `proxy` for `proxy/mod.rs`).
 pub fn modules(dir: &Path, prefix: &str, out: &mut BTreeMap<String, PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("the source folder") {
         let path = entry.expect("an entry").path();
@@ -17,7 +17,9 @@ pub fn modules(dir: &Path, prefix: &str, out: &mut BTreeMap<String, PathBuf>) {
             modules(&path, &format!("{prefix}{name}::"), out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             let module = match name.as_str() {
-                "lib" => continue,
+                // A module's unit tests in a file of their own (`#[cfg(test)] mod tests;`) may
+                // reach anywhere, as tests inside a file do.
+                "lib" | "tests" => continue,
                 "mod" => prefix.trim_end_matches("::").to_owned(),
                 _ => format!("{prefix}{name}"),
             };
