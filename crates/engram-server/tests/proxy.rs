@@ -253,6 +253,17 @@ fn post_json(path: &str, body: &[u8]) -> Request<Body> {
         .expect("request")
 }
 
+/// An Anthropic Messages request of `body`, as the SDK sends it.
+fn post_messages(body: &Value) -> Request<Body> {
+    Request::builder()
+        .method("POST")
+        .uri("/v1/messages")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("anthropic-version", "2023-06-01")
+        .body(Body::from(body.to_string()))
+        .expect("request")
+}
+
 fn trajectory() -> Vec<Value> {
     longest_in("sweagent_demos.jsonl")
 }
@@ -903,14 +914,7 @@ async fn anthropic_kept_messages_reach_the_upstream_byte_for_byte() {
     }
     turns.push(json!({"content": "Now fix the failing test", "role": "user"}));
     let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "messages": &turns});
-    let request = Request::builder()
-        .method("POST")
-        .uri("/v1/messages")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header("anthropic-version", "2023-06-01")
-        .body(Body::from(body.to_string()))
-        .expect("request");
-    let (status, headers, _) = send(&app, request).await;
+    let (status, headers, _) = send(&app, post_messages(&body)).await;
     assert_eq!(status, StatusCode::OK);
     assert_ne!(header_str(&headers, "x-engram-steps"), "none");
     let sent = last_sent(&up);
@@ -953,14 +957,7 @@ async fn anthropic_masked_outputs_keep_the_rest_of_the_callers_message() {
         ]}));
     }
     let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "system": "You are a coding agent.", "messages": &turns});
-    let request = Request::builder()
-        .method("POST")
-        .uri("/v1/messages")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header("anthropic-version", "2023-06-01")
-        .body(Body::from(body.to_string()))
-        .expect("request");
-    let (status, headers, _) = send(&app, request).await;
+    let (status, headers, _) = send(&app, post_messages(&body)).await;
     assert_eq!(status, StatusCode::OK);
     assert_ne!(header_str(&headers, "x-engram-steps"), "none");
     let sent = last_sent(&up);
