@@ -42,6 +42,8 @@ pub(super) struct Parsed {
     /// A Responses request's items and where each message came from (its conversation moved
     /// to `conversation`).
     pub(super) items: Option<engram::formats::responses::Items>,
+    /// Where each message of an Anthropic request came from.
+    pub(super) sources: engram::formats::anthropic::Sources,
 }
 
 /// The request as engram understands it, or why engram leaves it alone.
@@ -57,12 +59,17 @@ pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
         .ok_or_else(|| not_parsed("no `model`".into()))?
         .to_owned();
     let mut items = None;
+    let mut sources = engram::formats::anthropic::Sources::default();
     let conversation = match format {
         Format::OpenAi => {
             engram::parse_conversation(body).map_err(|e| not_parsed(e.to_string()))?
         }
-        Format::Anthropic => engram::formats::anthropic::from_anthropic(&value)
-            .map_err(|e| not_parsed(e.to_string()))?,
+        Format::Anthropic => {
+            let (conversation, read) = engram::formats::anthropic::read_request(&value)
+                .map_err(|e| not_parsed(e.to_string()))?;
+            sources = read;
+            conversation
+        }
         Format::Responses => {
             let mut read = engram::formats::responses::from_request(&value)
                 .map_err(|e| not_parsed(e.to_string()))?;
@@ -81,6 +88,7 @@ pub(super) fn parse(format: Format, body: &[u8]) -> Result<Parsed, String> {
         model,
         max_tokens,
         items,
+        sources,
     })
 }
 
@@ -160,6 +168,7 @@ pub(super) fn render(
             let mut value = engram::formats::anthropic::rewrite_request(
                 &parsed.value,
                 &parsed.conversation,
+                &parsed.sources,
                 messages.clone(),
                 kept.clone(),
             )

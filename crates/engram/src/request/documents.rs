@@ -44,9 +44,12 @@ pub fn compacted_request(
     tokenizer: &Tokenizer,
 ) -> Result<Value, crate::InputError> {
     match anthropic {
+        // A one-shot compaction (`engram compact`, the bindings): where each message came from
+        // is read again here, once.
         Some(original) => crate::formats::anthropic::rewrite_request(
             original,
             conversation,
+            &crate::formats::anthropic::read_request(original)?.1,
             compacted
                 .messages
                 .iter()

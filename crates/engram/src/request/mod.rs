@@ -318,6 +318,7 @@ impl ContextArgs {
             let request = crate::formats::anthropic::rewrite_request(
                 &Value::Object(Map::new()),
                 &Conversation::default(),
+                &crate::formats::anthropic::Sources::default(),
                 messages,
                 origins,
             )

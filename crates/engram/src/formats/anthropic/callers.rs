@@ -9,7 +9,7 @@
 //! So the reader's spans (which engram messages each caller message became) say when a run of
 //! unchanged messages is a caller's message whole, and the writer's merge step joins the rest.
 
-use std::ops::Range;
+use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
@@ -18,12 +18,12 @@ use crate::error::InputError;
 use crate::input::Conversation;
 use crate::message::{Message, Role, leading_instructions};
 
-use super::{Turn, message_from_anthropic, request_value, system_value, write_turns};
+use super::{Sources, Turn, request_value, system_value, write_turns};
 
-/// The caller's Anthropic request `original` (`read`: its conversation, as
-/// [`from_anthropic`](super::from_anthropic) read it; a bare list of messages stands for a
-/// request of them alone) with `messages` (a compaction of it, each with its [`Origin`] among
-/// `read`'s messages) in place of its own: an Anthropic request again, ready to send. What engram
+/// The caller's Anthropic request `original` (`read` and `sources`: its conversation and where
+/// each message came from, as [`read_request`](super::read_request) read them; a bare list of
+/// messages stands for a request of them alone) with `messages` (a compaction of it, each with
+/// its [`Origin`] among `read`'s messages) in place of its own: an Anthropic request again, ready to send. What engram
 /// kept unchanged goes as the caller wrote it, and every key engram does not model passes
 /// through.
 ///
@@ -33,6 +33,7 @@ use super::{Turn, message_from_anthropic, request_value, system_value, write_tur
 pub fn rewrite_request(
     original: &Value,
     read: &Conversation,
+    sources: &Sources,
     mut messages: Vec<Message>,
     mut origins: Vec<Origin>,
 ) -> Result<Value, InputError> {
@@ -63,9 +64,9 @@ pub fn rewrite_request(
         }
         _ => original,
     };
-    let callers = Callers::new(original, read);
+    let callers = Callers::new(original, read, sources);
     let system = match (&origins[..leading], original.get("system")) {
-        ([Origin::Same(0)], Some(system)) if callers.offset == 1 => Some(system.clone()),
+        ([Origin::Same(0)], Some(system)) if callers.sources.offset == 1 => Some(system.clone()),
         _ => system_value(&messages[..leading]),
     };
     let items = write_back(&callers, &messages, &origins);
@@ -86,13 +87,9 @@ pub fn rewrite_request(
 struct Callers<'a> {
     sent: &'a [Value],
     read: &'a Conversation,
-    /// The engram messages read before the caller's first message: its top-level `system`.
-    offset: usize,
-    /// For each caller message, the engram messages read from it (empty when the request does
-    /// not read as `read`: nothing then goes back as sent).
-    spans: Vec<Range<usize>>,
-    /// For each engram message, the blocks of its caller message it was read from.
-    blocks: Vec<Range<usize>>,
+    /// Where each of `read`'s messages came from (none when they do not describe `sent` and
+    /// `read`: nothing then goes back as sent).
+    sources: Cow<'a, Sources>,
 }
 
 /// One view message in the caller's format, before the merge step.
@@ -106,41 +103,30 @@ enum Item {
 }
 
 impl<'a> Callers<'a> {
-    fn new(original: &'a Value, read: &'a Conversation) -> Self {
+    fn new(original: &'a Value, read: &'a Conversation, sources: &'a Sources) -> Self {
         let sent = original
             .get("messages")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let offset = usize::from(original.get("system").is_some_and(|s| !s.is_null()));
-        let mut spans = Vec::with_capacity(sent.len());
-        let mut blocks = vec![0..0; offset];
-        for message in sent {
-            let Ok(became) = message_from_anthropic(message) else {
-                break;
-            };
-            spans.push(blocks.len()..blocks.len() + became.len());
-            blocks.extend(became.into_iter().map(|(_, from)| from));
-        }
-        if spans.len() != sent.len() || blocks.len() != read.messages.len() {
-            spans.clear();
-        }
+        let describes =
+            sources.spans.len() == sent.len() && sources.blocks.len() == read.messages.len();
         Callers {
             sent,
             read,
-            offset,
-            spans,
-            blocks,
+            sources: if describes {
+                Cow::Borrowed(sources)
+            } else {
+                Cow::Owned(Sources::default())
+            },
         }
     }
 
     /// The caller's message that engram message `i` was read from.
     fn containing(&self, i: usize) -> Option<usize> {
-        let j = self.spans.partition_point(|span| span.end <= i);
-        self.spans
-            .get(j)
-            .filter(|span| span.contains(&i))
-            .map(|_| j)
+        let spans = &self.sources.spans;
+        let j = spans.partition_point(|span| span.end <= i);
+        spans.get(j).filter(|span| span.contains(&i)).map(|_| j)
     }
 
     /// The caller's blocks that engram's user-side message `i` (a text, a tool result) was read
@@ -152,7 +138,7 @@ impl<'a> Callers<'a> {
         }
         let blocks = self.sent[self.containing(i)?].get("content")?.as_array()?;
         blocks
-            .get(self.blocks.get(i)?.clone())
+            .get(self.sources.blocks.get(i)?.clone())
             .filter(|b| !b.is_empty())
     }
 
@@ -201,7 +187,7 @@ impl<'a> Callers<'a> {
             return None;
         };
         let j = self.containing(*first)?;
-        let span = self.spans[j].clone();
+        let span = self.sources.spans[j].clone();
         let whole = span.start == *first
             && items.len() >= span.len()
             && span
@@ -239,7 +225,7 @@ impl CallersFormat for Callers<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::anthropic::from_anthropic;
+    use crate::formats::anthropic::read_request;
 
     /// Every message of `conversation` as the view, unchanged.
     fn unchanged(conversation: &Conversation) -> (Vec<Message>, Vec<Origin>) {
@@ -270,7 +256,7 @@ mod tests {
             "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
             "output_config": {"effort": "medium"}
         });
-        let conversation = from_anthropic(&request).expect("parses");
+        let (conversation, sources) = read_request(&request).expect("parses");
         let roles: Vec<Role> = conversation.messages.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
@@ -285,14 +271,16 @@ mod tests {
             ]
         );
         let (messages, origins) = unchanged(&conversation);
-        let back = rewrite_request(&request, &conversation, messages, origins).expect("writes");
+        let back =
+            rewrite_request(&request, &conversation, &sources, messages, origins).expect("writes");
         assert_eq!(back, request, "the request goes back as sent");
         // Without its preceding user turn, an instruction is said in a user turn instead (and
         // the next one follows that turn).
         let (mut messages, mut origins) = unchanged(&conversation);
         messages.remove(4);
         origins.remove(4);
-        let written = rewrite_request(&request, &conversation, messages, origins).expect("writes");
+        let written =
+            rewrite_request(&request, &conversation, &sources, messages, origins).expect("writes");
         let roles: Vec<&str> = written["messages"]
             .as_array()
             .expect("messages")
@@ -326,11 +314,17 @@ mod tests {
                 ]}
             ]
         });
-        let conversation = from_anthropic(&original).expect("reads");
+        let (conversation, sources) = read_request(&original).expect("reads");
         let (messages, origins) = unchanged(&conversation);
         assert_eq!(messages.len(), 5, "the last user message is read as two");
-        let written = rewrite_request(&original, &conversation, messages.clone(), origins.clone())
-            .expect("writes");
+        let written = rewrite_request(
+            &original,
+            &conversation,
+            &sources,
+            messages.clone(),
+            origins.clone(),
+        )
+        .expect("writes");
         for key in ["system", "messages"] {
             assert_eq!(
                 written[key].to_string(),
@@ -350,8 +344,8 @@ mod tests {
         let (mut masked, mut masked_origins) = (messages.clone(), origins.clone());
         masked[3] = Message::tool("t1", "[output masked]");
         masked_origins[3] = Origin::Edited(3);
-        let written =
-            rewrite_request(&original, &conversation, masked, masked_origins).expect("writes");
+        let written = rewrite_request(&original, &conversation, &sources, masked, masked_origins)
+            .expect("writes");
         for i in 0..2 {
             assert_eq!(
                 written["messages"][i].to_string(),
@@ -380,6 +374,7 @@ mod tests {
         let written = rewrite_request(
             &original,
             &conversation,
+            &sources,
             joined,
             vec![Origin::Same(0), Origin::Same(1), Origin::New],
         )
@@ -400,6 +395,7 @@ mod tests {
         let written = rewrite_request(
             &original,
             &conversation,
+            &sources,
             vec![Message::system("a summary"), Message::user("fix it now")],
             vec![Origin::New, Origin::Edited(1)],
         )
@@ -409,5 +405,25 @@ mod tests {
             written["messages"],
             json!([{"role": "user", "content": "fix it now"}])
         );
+    }
+
+    /// The system prompt is read before every message whatever the key order, and the
+    /// messages still go back as sent.
+    #[test]
+    fn the_system_prompt_may_come_after_the_messages() {
+        let original = json!({
+            "messages": [{"role": "user", "content": [{"text": "hi", "type": "text"}]}],
+            "system": "Be brief."
+        });
+        let (conversation, sources) = read_request(&original).expect("reads");
+        assert_eq!(conversation.messages[0].role, Role::System);
+        let (messages, origins) = unchanged(&conversation);
+        let back =
+            rewrite_request(&original, &conversation, &sources, messages, origins).expect("writes");
+        assert_eq!(
+            back["messages"].to_string(),
+            original["messages"].to_string()
+        );
+        assert_eq!(back["system"], original["system"]);
     }
 }

@@ -90,12 +90,31 @@ pub fn parse_request(bytes: &[u8]) -> Result<(Conversation, Option<Value>), Inpu
 /// Reads an Anthropic Messages request (`{"system"?, "messages", "tools"?, ...}`), or a bare
 /// list of its messages.
 pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
+    read_request(request).map(|(conversation, _)| conversation)
+}
+
+/// Where each message [`read_request`] read came from in the caller's request: what writing a
+/// compaction back into that request as the caller sent it needs ([`rewrite_request`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// The messages read before the caller's first message (its top-level `system`): 0 or 1.
+    offset: usize,
+    /// For each caller message, the messages read from it.
+    spans: Vec<Range<usize>>,
+    /// For each message read, the blocks of its caller message it was read from (none for a
+    /// string content, read whole).
+    blocks: Vec<Range<usize>>,
+}
+
+/// [`from_anthropic`], with where each message came from.
+pub fn read_request(request: &Value) -> Result<(Conversation, Sources), InputError> {
+    let mut sources = Sources::default();
     let map = match request {
         Value::Object(map) => map,
         Value::Array(items) => {
             let mut conversation = Conversation::default();
-            push_messages(&mut conversation.messages, items)?;
-            return Ok(conversation);
+            push_messages(&mut conversation.messages, items, &mut sources)?;
+            return Ok((conversation, sources));
         }
         _ => {
             return Err(InputError::new(format!(
@@ -124,7 +143,7 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
                     ))
                     .at_field("messages"));
                 };
-                push_messages(&mut conversation.messages, items)?;
+                push_messages(&mut conversation.messages, items, &mut sources)?;
             }
             "tools" => match value {
                 Value::Array(tools) => conversation.tools = tools.clone(),
@@ -142,14 +161,32 @@ pub fn from_anthropic(request: &Value) -> Result<Conversation, InputError> {
             }
         }
     }
-    Ok(conversation)
+    // The system prompt, read first whatever the key order, comes before every message.
+    if map.get("system").is_some_and(|s| !s.is_null()) {
+        sources.offset = 1;
+        sources.blocks.insert(0, 0..0);
+        for span in &mut sources.spans {
+            *span = span.start + 1..span.end + 1;
+        }
+    }
+    Ok((conversation, sources))
 }
 
-/// Appends Anthropic messages `items` as engram's, an error naming the message's index.
-fn push_messages(messages: &mut Vec<Message>, items: &[Value]) -> Result<(), InputError> {
+/// Appends Anthropic messages `items` as engram's, and where each came from to `sources`; an
+/// error names the message's index.
+fn push_messages(
+    messages: &mut Vec<Message>,
+    items: &[Value],
+    sources: &mut Sources,
+) -> Result<(), InputError> {
     for (index, item) in items.iter().enumerate() {
         let read = message_from_anthropic(item).map_err(|e| e.at_index(index))?;
-        messages.extend(read.into_iter().map(|(message, _)| message));
+        let start = sources.blocks.len();
+        sources.spans.push(start..start + read.len());
+        for (message, blocks) in read {
+            messages.push(message);
+            sources.blocks.push(blocks);
+        }
     }
     Ok(())
 }
