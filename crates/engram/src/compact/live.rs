@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 
 pub use super::policy::TriggerPolicy;
+use super::policy::{Compactable, Ran};
 use super::{CompactOptions, CompactReport, Kind, ViewMessage, compact, policy};
 use crate::Error;
 use crate::count::TokenCounter;
@@ -67,11 +68,8 @@ impl LiveContext {
         let mut live = LiveContext::new(counter, window);
         live.log = conversation;
         let all = live.compact_all_fitting();
-        if let policy::Decision::Compact { target } =
-            live.policy.decide(all, window, 0, || live.fixed_tokens())
-        {
-            live.compact_to(target, None)?;
-        }
+        let policy = live.policy;
+        policy.run(all, window, &mut live)?;
         Ok(live)
     }
 
@@ -119,36 +117,28 @@ impl LiveContext {
         });
         self.view_tokens += tokens;
         self.log.messages.push(message);
-        let failed = self.failed_in_a_row as usize;
-        match self
-            .policy
-            .decide(self.view_tokens, self.window, failed, || {
-                self.fixed_tokens()
-            }) {
-            policy::Decision::Send => {
+        let policy = self.policy;
+        match policy.run(self.view_tokens, self.window, self)? {
+            Ran::Sent => {
                 self.failed_in_a_row = 0;
                 Ok(Pushed::Fits)
             }
-            policy::Decision::BreakerOpen => Ok(Pushed::BreakerOpen),
-            policy::Decision::Compact { target } => {
-                let report = self.compact_to(target, None)?;
-                Ok(Pushed::Compacted(Box::new(report)))
-            }
+            Ran::BreakerOpen => Ok(Pushed::BreakerOpen),
+            Ran::Compacted(report) => Ok(Pushed::Compacted(Box::new(report))),
         }
-    }
-
-    /// The tokens of what every compaction keeps in front ([`policy::fixed_head`]).
-    fn fixed_tokens(&self) -> usize {
-        policy::fixed_head(&self.log.messages, &self.counter, self.window).tokens
     }
 
     /// Compacts the log to the policy's target now, optionally serving a focus (a query).
     pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, Error> {
-        let target = self.policy.target_tokens(self.window, self.fixed_tokens());
-        self.compact_to(target, focus)
+        let target = self.policy.target_tokens(self.window, self.fixed_tokens()?);
+        self.compact_within(target, focus)
     }
 
-    fn compact_to(&mut self, target: usize, focus: Option<&str>) -> Result<CompactReport, Error> {
+    fn compact_within(
+        &mut self,
+        target: usize,
+        focus: Option<&str>,
+    ) -> Result<CompactReport, Error> {
         let mut options = self.options.clone();
         options.query = focus.map(str::to_owned).or(options.query);
         let attempt = policy::within_target(target, self.window, 0, |budget| {
@@ -193,6 +183,25 @@ impl LiveContext {
     /// Every message appended, in order (compaction never removes any).
     pub fn log(&self) -> &[Message] {
         &self.log.messages
+    }
+}
+
+/// The policy's loop runs on the log: the breaker counts the compactions in a row that left the
+/// view over the threshold.
+impl Compactable for LiveContext {
+    type Compacted = CompactReport;
+
+    fn failed_in_a_row(&self) -> Result<usize, Error> {
+        Ok(self.failed_in_a_row as usize)
+    }
+
+    /// The tokens of what every compaction keeps in front ([`policy::fixed_head`]).
+    fn fixed_tokens(&self) -> Result<usize, Error> {
+        Ok(policy::fixed_head(&self.log.messages, &self.counter, self.window).tokens)
+    }
+
+    fn compact_to(&mut self, target: usize) -> Result<CompactReport, Error> {
+        self.compact_within(target, None)
     }
 }
 

@@ -7,11 +7,13 @@
 //! the room its request asks for (`max_tokens`); a one-off compaction with no budget given keeps
 //! [`reply_room`].
 //!
-//! [`TriggerPolicy::decide`] is the one routine every caller asks before it sends a context:
-//! under the threshold it is sent as it is; over it, it is compacted to
+//! [`TriggerPolicy::run`] is the one loop every caller runs before it sends a context (a
+//! session's append and its sleep, the proxy's view of a conversation, a [`LiveContext`](super::live::LiveContext),
+//! the AI SDK's prompt), each telling it what it needs through [`Compactable`]: under the
+//! threshold the context is sent as it is; over it, it is compacted to
 //! [`TriggerPolicy::target_tokens`], unless the circuit breaker is open (compactions in a row
-//! that did not get under the threshold); [`within_target`] falls back to what must be kept plus
-//! room for a summary when the target is too small for it.
+//! that did not get under the threshold); each compaction runs [`within_target`], which falls
+//! back to what must be kept plus room for a summary when the target is too small for it.
 //!
 //! # How deep: the bill
 //!
@@ -66,19 +68,36 @@ impl Default for TriggerPolicy {
     }
 }
 
-/// What [`TriggerPolicy::decide`] says of a context about to be sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Under the threshold: send it as it is.
-    Send,
-    /// Over the threshold: compact it to this many tokens.
-    Compact {
-        /// The target, in tokens.
-        target: usize,
-    },
+/// What [`TriggerPolicy::run`] did with a context about to be sent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ran<T> {
+    /// Under the threshold: sent as it is.
+    Sent,
     /// Over the threshold, but the circuit breaker is open: compacting again would not help,
     /// so it is sent as it is until a manual compaction.
     BreakerOpen,
+    /// Over the threshold: compacted, with what the compaction gave back.
+    Compacted(T),
+}
+
+/// A context the policy runs on ([`TriggerPolicy::run`]): what each caller tells the one loop.
+/// The head and the breaker's count are asked only over the threshold (a session reads them
+/// from its store).
+pub trait Compactable {
+    /// What one compaction gives back.
+    type Compacted;
+
+    /// How many automatic compactions in a row left the context over the threshold (0 for a
+    /// caller that keeps no record of them: its breaker never opens).
+    fn failed_in_a_row(&self) -> Result<usize, Error> {
+        Ok(0)
+    }
+
+    /// The tokens of the context's fixed head ([`fixed_head`]).
+    fn fixed_tokens(&self) -> Result<usize, Error>;
+
+    /// Compacts the context to `target` tokens (through [`within_target`]).
+    fn compact_to(&mut self, target: usize) -> Result<Self::Compacted, Error>;
 }
 
 impl TriggerPolicy {
@@ -115,25 +134,24 @@ impl TriggerPolicy {
         n > 0 && failed_in_a_row >= n
     }
 
-    /// What to do with a context of `tokens` about to be sent within `limit`, after
-    /// `failed_in_a_row` automatic compactions that left it over the threshold; `fixed` gives
-    /// the tokens of its fixed head, asked only when it is to be compacted.
-    pub fn decide(
+    /// The one policy loop: what is done with `context`, of `tokens` tokens, before it is sent
+    /// within `limit`. Under the threshold it is sent as it is; over it, it is compacted to the
+    /// target for its fixed head, unless its failed compactions in a row have opened the
+    /// breaker.
+    pub fn run<C: Compactable + ?Sized>(
         &self,
         tokens: usize,
         limit: usize,
-        failed_in_a_row: usize,
-        fixed: impl FnOnce() -> usize,
-    ) -> Decision {
+        context: &mut C,
+    ) -> Result<Ran<C::Compacted>, Error> {
         if !self.is_over(tokens, limit) {
-            Decision::Send
-        } else if self.breaker_open(failed_in_a_row) {
-            Decision::BreakerOpen
-        } else {
-            Decision::Compact {
-                target: self.target_tokens(limit, fixed()),
-            }
+            return Ok(Ran::Sent);
         }
+        if self.breaker_open(context.failed_in_a_row()?) {
+            return Ok(Ran::BreakerOpen);
+        }
+        let target = self.target_tokens(limit, context.fixed_tokens()?);
+        context.compact_to(target).map(Ran::Compacted)
     }
 
     /// The target of a compaction retried after the upstream refused what was sent, `sent`
@@ -314,21 +332,53 @@ mod tests {
         assert!(!never.breaker_open(5));
     }
 
+    /// A context that records what the loop asked of it.
+    struct Fake {
+        failed: usize,
+        asked_head: std::cell::Cell<bool>,
+        targets: Vec<usize>,
+    }
+
+    impl Compactable for Fake {
+        type Compacted = usize;
+        fn failed_in_a_row(&self) -> Result<usize, Error> {
+            Ok(self.failed)
+        }
+        fn fixed_tokens(&self) -> Result<usize, Error> {
+            self.asked_head.set(true);
+            Ok(2_000)
+        }
+        fn compact_to(&mut self, target: usize) -> Result<usize, Error> {
+            self.targets.push(target);
+            Ok(target)
+        }
+    }
+
     #[test]
-    fn the_policy_decides_send_compact_or_wait() {
+    fn the_loop_sends_compacts_or_waits() {
         let p = TriggerPolicy::default();
-        let asked = std::cell::Cell::new(false);
-        let fixed = || {
-            asked.set(true);
-            2_000
+        let fake = |failed| Fake {
+            failed,
+            asked_head: Default::default(),
+            targets: Vec::new(),
         };
-        assert_eq!(p.decide(8_000, 10_000, 0, fixed), Decision::Send);
-        assert!(!asked.get(), "the head is counted only to compact");
-        assert_eq!(
-            p.decide(8_001, 10_000, 2, || 2_000),
-            Decision::Compact { target: 4_000 }
+        let mut under = fake(5);
+        assert_eq!(p.run(8_000, 10_000, &mut under).unwrap(), Ran::Sent);
+        assert!(under.targets.is_empty());
+        assert!(
+            !under.asked_head.get(),
+            "the head is counted only to compact"
         );
-        assert_eq!(p.decide(8_001, 10_000, 3, || 2_000), Decision::BreakerOpen);
+        let mut over = fake(2);
+        assert_eq!(
+            p.run(8_001, 10_000, &mut over).unwrap(),
+            Ran::Compacted(4_000),
+            "the fixed head and a quarter of the room it leaves"
+        );
+        assert_eq!(over.targets, [4_000]);
+        let mut stuck = fake(3);
+        assert_eq!(p.run(8_001, 10_000, &mut stuck).unwrap(), Ran::BreakerOpen);
+        assert!(stuck.targets.is_empty(), "nothing compacted");
         assert_eq!(p.retry_target(10_000, 2_000, 9_000), 2_000);
         assert_eq!(p.retry_target(10_000, 2_000, 2_000), 1_500);
     }

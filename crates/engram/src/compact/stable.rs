@@ -17,7 +17,7 @@
 //! The proxy keeps each view it sent by the caller messages it stands for; a session keeps its
 //! view in its store.
 
-use super::policy::{Decision, TriggerPolicy, fixed_head};
+use super::policy::{Compactable, Ran, TriggerPolicy, fixed_head};
 use super::{CompactOptions, CompactReport, Kind, Origin, ViewMessage, compact};
 use crate::Error;
 use crate::count::TokenCounter;
@@ -136,22 +136,42 @@ impl Stable<'_> {
             Some(view) => view.tokens(counter, tools),
             None => counter.count_conversation(conversation).total(),
         };
-        let fixed = || fixed_head(messages, counter, self.limit).tokens;
         // The proxy keeps no breaker: a request it cannot bring under the threshold goes as
         // small as it could make it.
-        let target = match self.trigger.decide(tokens, self.limit, 0, fixed) {
-            Decision::Compact { target } => target,
-            Decision::Send | Decision::BreakerOpen => match extended {
-                None => return Ok(Next::AsSent),
+        let mut request = Request {
+            stable: self,
+            previous,
+            conversation,
+            counter,
+        };
+        match self.trigger.run(tokens, self.limit, &mut request)? {
+            Ran::Compacted(next) => Ok(next),
+            Ran::Sent | Ran::BreakerOpen => match extended {
+                None => Ok(Next::AsSent),
+                Some(view) if super::units::repair(&view.messages).1 == Default::default() => {
+                    Ok(Next::Extended(view))
+                }
                 // A view whose new messages broke a tool call's pairing is compacted (repaired)
                 // all the same.
-                Some(view) if super::units::repair(&view.messages).1 == Default::default() => {
-                    return Ok(Next::Extended(view));
+                Some(_) => {
+                    let target = self
+                        .trigger
+                        .target_tokens(self.limit, request.fixed_tokens()?);
+                    request.compact_to(target)
                 }
-                Some(_) => self.trigger.target_tokens(self.limit, fixed()),
             },
-        };
-        // Behind the head while the summaries fit their share; else the whole history again.
+        }
+    }
+
+    /// `conversation` compacted to `target`: behind the head of `previous` while its summaries
+    /// fit their share; else the whole history again.
+    fn compact_request(
+        &self,
+        previous: Option<&SentView>,
+        conversation: &Conversation,
+        counter: &TokenCounter,
+        target: usize,
+    ) -> Result<Next, Error> {
         if let Some(p) = previous.filter(|p| p.head > 0)
             && summaries_tokens(p, counter) <= (SUMMARIES_SHARE * self.limit as f64) as usize
         {
@@ -273,6 +293,29 @@ impl Stable<'_> {
             compact(input, counter, &options)
         })
         .result
+    }
+}
+
+/// One request as the policy's loop sees it: the caller's conversation and the view sent for
+/// its last request.
+struct Request<'s, 'a> {
+    stable: &'s Stable<'a>,
+    previous: Option<&'s SentView>,
+    conversation: &'s Conversation,
+    counter: &'s TokenCounter,
+}
+
+impl Compactable for Request<'_, '_> {
+    type Compacted = Next;
+
+    fn fixed_tokens(&self) -> Result<usize, Error> {
+        let messages = &self.conversation.messages;
+        Ok(fixed_head(messages, self.counter, self.stable.limit).tokens)
+    }
+
+    fn compact_to(&mut self, target: usize) -> Result<Next, Error> {
+        self.stable
+            .compact_request(self.previous, self.conversation, self.counter, target)
     }
 }
 

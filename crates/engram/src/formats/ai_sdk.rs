@@ -23,9 +23,9 @@ use std::ops::Range;
 use serde_json::{Map, Value, json};
 
 use crate::Error;
-use crate::compact::policy::{Decision, TriggerPolicy, fixed_head, within_target};
+use crate::compact::policy::{Compactable, Ran, TriggerPolicy, fixed_head, within_target};
 use crate::compact::{CallersFormat, Origin, write_back};
-use crate::compact::{CompactOptions, CompactReport, compact};
+use crate::compact::{CompactOptions, CompactReport, Compacted, compact};
 use crate::count::TokenCounter;
 use crate::error::InputError;
 use crate::input::Conversation;
@@ -331,25 +331,47 @@ pub fn compact_prompt(
 ) -> Result<Option<(Vec<Step>, CompactReport)>, Error> {
     let mapped = from_prompt(prompt)?;
     let tokens = counter.count_conversation(&mapped.conversation).total();
-    let messages = &mapped.conversation.messages;
     // A prompt holds no record of earlier compactions: its breaker never opens.
-    let Decision::Compact { target } = trigger.decide(tokens, limit, 0, || {
-        fixed_head(messages, counter, limit).tokens
-    }) else {
+    let mut context = PromptContext {
+        conversation: &mapped.conversation,
+        counter,
+        limit,
+        options,
+    };
+    let Ran::Compacted(compacted) = trigger.run(tokens, limit, &mut context)? else {
         return Ok(None);
     };
-    let compacted = within_target(target, limit, 0, |budget| {
-        let mut options = options.clone();
-        options.budget = budget;
-        compact(&mapped.conversation, counter, &options)
-    })
-    .result?;
     let origins = Origin::of_view(&mapped.conversation.messages, &compacted.messages);
     let view: Vec<Message> = compacted.messages.into_iter().map(|m| m.message).collect();
     Ok(Some((
         to_plan(&mapped, prompt, &view, &origins),
         compacted.report,
     )))
+}
+
+/// A prompt as the policy's loop sees it.
+struct PromptContext<'a> {
+    conversation: &'a Conversation,
+    counter: &'a TokenCounter,
+    limit: usize,
+    options: &'a CompactOptions,
+}
+
+impl Compactable for PromptContext<'_> {
+    type Compacted = Compacted;
+
+    fn fixed_tokens(&self) -> Result<usize, Error> {
+        Ok(fixed_head(&self.conversation.messages, self.counter, self.limit).tokens)
+    }
+
+    fn compact_to(&mut self, target: usize) -> Result<Compacted, Error> {
+        within_target(target, self.limit, 0, |budget| {
+            let mut options = self.options.clone();
+            options.budget = budget;
+            compact(self.conversation, self.counter, &options)
+        })
+        .result
+    }
 }
 
 /// The plan that writes a compacted view back: `view` with each message's [`Origin`] among

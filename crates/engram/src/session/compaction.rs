@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 
 use crate::Error;
-use crate::compact::policy;
+use crate::compact::policy::{self, Ran};
 use crate::compact::{CompactOptions, Kind, ViewMessage};
 use crate::memory::{MemoryStore, NewEntry, Tier};
 use crate::message::{Content, Role};
@@ -383,22 +383,55 @@ impl Session<'_> {
     pub fn sleep_compact(&mut self) -> Result<Option<CompactionSummary>, Error> {
         let tokens = self.view_tokens()?;
         let sleep = self.policy.sleep_trigger();
-        let policy::Decision::Compact { target } = sleep.decide(tokens, self.info.window, 0, || 0)
-        else {
+        let window = self.info.window;
+        let mut automatic = Automatic {
+            session: self,
+            trigger: Trigger::Sleep,
+        };
+        let Ran::Compacted(result) = sleep.run(tokens, window, &mut automatic)? else {
             return Ok(None);
         };
-        let store = self.store;
-        match self.compact_with_facts(
-            Trigger::Sleep,
-            target,
-            None,
-            Some(store as &dyn MemoryStore),
-        )? {
+        match result? {
             (Compaction::Recorded(record), facts) => {
                 Ok(Some(CompactionSummary::of(&record, facts)))
             }
             (Compaction::Unchanged { .. }, _) => Ok(None),
         }
+    }
+}
+
+/// A session as the policy's loop sees it, for an automatic compaction: at the threshold
+/// (after an append) or at sleep, when the key facts of what leaves the view go to working
+/// memory first. What the compaction gives back is the caller's to report: an append reports
+/// a compaction that could not be done instead of failing.
+pub(super) struct Automatic<'a, 's> {
+    pub(super) session: &'a mut Session<'s>,
+    pub(super) trigger: Trigger,
+}
+
+impl policy::Compactable for Automatic<'_, '_> {
+    type Compacted = Result<(Compaction, usize), Error>;
+
+    /// At the threshold, the compactions of the log; sleep keeps no breaker.
+    fn failed_in_a_row(&self) -> Result<usize, Error> {
+        match self.trigger {
+            Trigger::Threshold => self.session.failed_in_a_row(),
+            _ => Ok(0),
+        }
+    }
+
+    fn fixed_tokens(&self) -> Result<usize, Error> {
+        self.session.fixed_tokens()
+    }
+
+    fn compact_to(&mut self, target: usize) -> Result<Self::Compacted, Error> {
+        let facts_into = match self.trigger {
+            Trigger::Sleep => Some(self.session.store as &dyn MemoryStore),
+            _ => None,
+        };
+        Ok(self
+            .session
+            .compact_with_facts(self.trigger, target, None, facts_into))
     }
 }
 

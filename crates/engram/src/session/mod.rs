@@ -38,7 +38,7 @@ pub use store::{
 };
 
 use crate::Error;
-use crate::compact::policy::{self, TriggerPolicy};
+use crate::compact::policy::{self, Ran, TriggerPolicy};
 use crate::compact::{CompactOptions, Kind, ViewMessage};
 use crate::count::TokenCounter;
 use crate::memory::MemoryStore;
@@ -652,32 +652,27 @@ impl<'s> Session<'s> {
         let mut breaker_open = false;
         let mut over_threshold = None;
         let trigger = self.policy.trigger;
-        let decision = if trigger.is_over(view_tokens, self.info.window) {
-            // Asked only over the threshold: the breaker and the head read the store.
-            let failed = self.failed_in_a_row()?;
-            let fixed = self.fixed_tokens()?;
-            trigger.decide(view_tokens, self.info.window, failed, || fixed)
-        } else {
-            policy::Decision::Send
+        let window = self.info.window;
+        let mut automatic = compaction::Automatic {
+            session: self,
+            trigger: Trigger::Threshold,
         };
-        match decision {
-            policy::Decision::Send => {}
-            policy::Decision::BreakerOpen => breaker_open = true,
-            policy::Decision::Compact { target } => {
-                // The messages are stored: a compaction that cannot be done is reported, not
-                // returned as the append's failure (a client retrying it would store them twice).
-                match self.compact(Trigger::Threshold, target, None) {
-                    Ok(Compaction::Recorded(record)) => {
-                        view_tokens = record.tokens_after;
-                        compaction = Some(CompactionSummary::of(&record, 0));
-                    }
-                    Ok(Compaction::Unchanged { reason, .. }) => over_threshold = Some(reason),
-                    Err(e @ (Error::CannotFit { .. } | Error::NoMessages)) => {
-                        over_threshold = Some(format!("automatic compaction failed: {e}"));
-                    }
-                    Err(e) => return Err(e),
+        match trigger.run(view_tokens, window, &mut automatic)? {
+            Ran::Sent => {}
+            Ran::BreakerOpen => breaker_open = true,
+            // The messages are stored: a compaction that cannot be done is reported, not
+            // returned as the append's failure (a client retrying it would store them twice).
+            Ran::Compacted(result) => match result {
+                Ok((Compaction::Recorded(record), _)) => {
+                    view_tokens = record.tokens_after;
+                    compaction = Some(CompactionSummary::of(&record, 0));
                 }
-            }
+                Ok((Compaction::Unchanged { reason, .. }, _)) => over_threshold = Some(reason),
+                Err(e @ (Error::CannotFit { .. } | Error::NoMessages)) => {
+                    over_threshold = Some(format!("automatic compaction failed: {e}"));
+                }
+                Err(e) => return Err(e),
+            },
         }
         let status = if status_due {
             Some(self.status()?.to_message())
