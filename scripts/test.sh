@@ -132,8 +132,10 @@ fi
 
 step "each compaction policy rule is written once, in crates/engram/src/compact/policy.rs"
 # The trigger (threshold, target shares of the window) and the default budget (the window less
-# the reply's room) are computed there; a second formula elsewhere is a rule written twice.
-if grep -rnE '(threshold|target) \* [a-z_.]*window|max_output(_tokens)?\.min\(' crates --include='*.rs' |
+# the reply's room) are computed there; a second formula elsewhere is a rule written twice. The
+# breaker is consulted only by the one loop (`TriggerPolicy::run`): a caller that asks it itself
+# has composed a loop of its own.
+if grep -rnE '(threshold|target) \* [a-z_.]*window|max_output(_tokens)?\.min\(|\.breaker_open\(' crates --include='*.rs' |
   grep -v '^crates/engram/src/compact/policy.rs:'; then
   echo "   a policy rule is computed outside compact/policy.rs (above): call the policy instead"
   end_step 1 "policy rules written once"
