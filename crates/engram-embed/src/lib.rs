@@ -47,6 +47,7 @@ pub fn progress_message(total: usize) -> String {
 
 /// Why embeddings are not available.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The model directory lacks a file or holds a bad one.
     #[error("embedding model at {path}: {reason}")]
