@@ -264,6 +264,17 @@ fn post_messages(body: &Value) -> Request<Body> {
         .expect("request")
 }
 
+/// `body` posted to `/v1/messages`, answered and compacted: what went upstream, as text and
+/// as JSON.
+async fn send_compacted_messages(app: &axum::Router, up: &Shared, body: &Value) -> (String, Value) {
+    let (status, headers, _) = send(app, post_messages(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
+    let sent = last_sent(up);
+    let got: Value = serde_json::from_slice(&sent).expect("json");
+    (String::from_utf8(sent.to_vec()).expect("utf-8"), got)
+}
+
 fn trajectory() -> Vec<Value> {
     longest_in("sweagent_demos.jsonl")
 }
@@ -914,12 +925,7 @@ async fn anthropic_kept_messages_reach_the_upstream_byte_for_byte() {
     }
     turns.push(json!({"content": "Now fix the failing test", "role": "user"}));
     let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "messages": &turns});
-    let (status, headers, _) = send(&app, post_messages(&body)).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
-    let sent = last_sent(&up);
-    let sent_text = std::str::from_utf8(&sent).expect("utf-8");
-    let got: Value = serde_json::from_slice(&sent).expect("json");
+    let (sent_text, got) = send_compacted_messages(&app, &up, &body).await;
     let list = got["messages"].as_array().expect("messages");
     assert!(list.len() < turns.len());
     let mut verbatim = 0;
@@ -957,12 +963,7 @@ async fn anthropic_masked_outputs_keep_the_rest_of_the_callers_message() {
         ]}));
     }
     let body = json!({"model": "claude-sonnet-4", "max_tokens": 1024, "system": "You are a coding agent.", "messages": &turns});
-    let (status, headers, _) = send(&app, post_messages(&body)).await;
-    assert_eq!(status, StatusCode::OK);
-    assert_ne!(header_str(&headers, "x-engram-steps"), "none");
-    let sent = last_sent(&up);
-    let sent_text = std::str::from_utf8(&sent).expect("utf-8");
-    let got: Value = serde_json::from_slice(&sent).expect("json");
+    let (sent_text, got) = send_compacted_messages(&app, &up, &body).await;
     let mut masked = 0;
     for m in got["messages"].as_array().expect("messages") {
         let Some(block) = m["content"].get(0).filter(|b| b["type"] == "tool_result") else {
