@@ -3,6 +3,7 @@
 //! backends rank with the same formula ([`bm25_weight`]) inside their own indexes.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::words::unique_terms;
 
@@ -35,6 +36,9 @@ pub(crate) struct Bm25 {
     lengths: Vec<u32>,
     /// The sum of the lengths.
     total: u64,
+    /// Each document's rarest term ([`Bm25::rarest`]), worked out when first asked for and
+    /// again after a document is added (every word's frequency changes with it).
+    rarest: OnceLock<Vec<f64>>,
 }
 
 impl Bm25 {
@@ -62,11 +66,29 @@ impl Bm25 {
         }
         self.lengths.push(len as u32);
         self.total += len as u64;
+        self.rarest = OnceLock::new();
     }
 
     /// How many documents the index holds.
     pub(crate) fn len(&self) -> usize {
         self.lengths.len()
+    }
+
+    /// Each document's rarest term, as that term's inverse document frequency ([`bm25_idf`]):
+    /// how specific the most specific thing it says is (0 for a document without terms).
+    pub(crate) fn rarest(&self) -> &[f64] {
+        self.rarest.get_or_init(|| {
+            let n = self.len() as f64;
+            let mut rarest = vec![0.0f64; self.len()];
+            for list in self.postings.values() {
+                let idf = bm25_idf(n, list.len() as f64);
+                for &(doc, _) in list {
+                    let r = &mut rarest[doc as usize];
+                    *r = r.max(idf);
+                }
+            }
+            rarest
+        })
     }
 
     /// Each document's length in words.
@@ -199,6 +221,28 @@ mod tests {
         // "apple" twice in four words.
         let alone = Bm25::new(vec![terms("red apple green apple"), terms("blue sky")]);
         assert_eq!(s, alone.scores(&terms("apple")));
+    }
+
+    #[test]
+    fn a_documents_rarest_term_is_the_most_specific_thing_it_says() {
+        let mut bm25 = Bm25::new(vec![
+            terms("a great time"),
+            terms("a great time at the pottery class"),
+            terms("great"),
+        ]);
+        let n = 3.0;
+        assert_eq!(bm25.rarest()[0], bm25_idf(n, 2.0), "time, in two of three");
+        assert_eq!(bm25.rarest()[1], bm25_idf(n, 1.0), "pottery, in one");
+        assert_eq!(bm25.rarest()[2], bm25_idf(n, 3.0), "great, in all");
+        // A document added changes every word's frequency: asked again, it is worked out again.
+        bm25.add(terms("pottery wheel"), 2);
+        assert_eq!(bm25.rarest().len(), 4);
+        assert_eq!(
+            bm25.rarest()[1],
+            bm25_idf(4.0, 1.0),
+            "class, now the rarest"
+        );
+        assert_eq!(bm25.rarest()[3], bm25_idf(4.0, 1.0), "wheel");
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Every weight recall uses, in one value, each with the situation of an agent's history that
 //! it serves. Nothing here reads how a question is worded: each weight acts on where matches
-//! fall in the log (their turns, sessions, speakers, lengths) or on how two rankings merge.
+//! fall in the log (their turns, sessions, speakers, lengths, how rare what they say is) or on
+//! how two rankings merge.
 
 use crate::Error;
 
 /// The names [`RecallProfile::with`] takes, one per weight.
-const WEIGHTS: [&str; 14] = [
+const WEIGHTS: [&str; 15] = [
     "answer",
     "neighbour",
     "reach",
@@ -20,6 +21,7 @@ const WEIGHTS: [&str; 14] = [
     "fuse_depth",
     "spread",
     "spread_prior",
+    "specificity",
 ];
 
 /// The weights of recall (`super::rank::order`) and of hybrid search's fusion
@@ -95,6 +97,15 @@ pub struct RecallProfile {
     /// than these does "in nearly all of them" show that a word is everyday. With 4, a history
     /// of up to four sessions keeps every word's weight.
     pub spread_prior: f64,
+    /// How much a unit's specificity scales its score: the rarity in the log of the rarest
+    /// word it holds, against that of the typical unit of the same voice (its speaker, else its
+    /// role). A turn that names nothing rarer than everyday words ("glad you had a great
+    /// time!", "thanks, Mel!") tells nothing about a topic even when it shares an everyday word
+    /// of the question, while a turn that names a place, a person, a project or an error is what
+    /// recall is for. Each voice against its own: a user's short fact is weighed among the
+    /// user's turns, not against an assistant's long explanations. 1 scales by the plain ratio,
+    /// 0 turns it off.
+    pub specificity: f64,
 }
 
 impl Default for RecallProfile {
@@ -114,6 +125,7 @@ impl Default for RecallProfile {
             fuse_depth: 0.25,
             spread: 1.0,
             spread_prior: 4.0,
+            specificity: 1.0,
         }
     }
 }
@@ -146,6 +158,7 @@ impl RecallProfile {
                 "fuse_depth" => &mut self.fuse_depth,
                 "spread" => &mut self.spread,
                 "spread_prior" => &mut self.spread_prior,
+                "specificity" => &mut self.specificity,
                 other => {
                     return Err(Error::UnknownName {
                         what: "recall weight",

@@ -7,7 +7,7 @@
 //! Every rule reads where matches fall in the log (turns, sessions, speakers, lengths), never
 //! how the query is worded: a question asked in other words finds the same turns.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::log_sessions::{
     favour_dated_sessions, favour_sessions_by_meaning, favour_topical_sessions, session_of,
@@ -24,6 +24,9 @@ pub(crate) struct Traits<'a> {
     pub(crate) headings: Vec<bool>,
     /// Who speaks it (a message's `name`).
     pub(crate) speakers: Vec<Option<&'a str>>,
+    /// Its voice: its speaker, else its role ("user", "assistant", "tool"). What a unit says is
+    /// weighed against the typical unit of its voice ([`specific`]).
+    pub(crate) voices: Vec<&'a str>,
     /// Its length in searchable words: how far a topic carries past it
     /// ([`RecallProfile::reach`]).
     pub(crate) lengths: Vec<usize>,
@@ -110,8 +113,12 @@ pub(crate) fn order(
             );
         }
     }
+    let specific = specific(bm25.rarest(), &traits.voices, profile.specificity);
     let order_of = |matches: &[f64]| {
         let mut scores = neighbours(matches, &asks, &sessions, traits, profile);
+        for (score, specific) in scores.iter_mut().zip(&specific) {
+            *score *= specific;
+        }
         favour_named_speakers(&mut scores, &traits.speakers, query, profile.named_speaker);
         let mut order: Ranking = (0..scores.len())
             .filter(|&i| scores[i] > 0.0)
@@ -207,6 +214,45 @@ pub(crate) fn neighbours(
     out
 }
 
+/// A unit's voice ([`Traits::voices`]): its speaker's name, else its role.
+pub(crate) fn voice(speaker: Option<&str>, role: crate::Role) -> &str {
+    speaker.unwrap_or(role.as_str())
+}
+
+/// How specific each unit is against the typical unit of its voice, to the power `power`
+/// ([`RecallProfile::specificity`]): the rarity of its rarest word (`rarest`, an inverse
+/// document frequency) over the median of its voice's units'. A greeting or a thank-you names
+/// nothing rarer than everyday words and falls below 1; a turn that names something the log
+/// rarely mentions rises above it. A unit with no word at all keeps its score (it matches
+/// nothing by words; meaning or a neighbour brought it).
+pub(crate) fn specific(rarest: &[f64], voices: &[&str], power: f64) -> Vec<f64> {
+    if power == 0.0 {
+        return vec![1.0; rarest.len()];
+    }
+    let mut by_voice: HashMap<&str, Vec<f64>> = HashMap::new();
+    for (&r, &voice) in rarest.iter().zip(voices) {
+        if r > 0.0 {
+            by_voice.entry(voice).or_default().push(r);
+        }
+    }
+    let typical: HashMap<&str, f64> = by_voice
+        .into_iter()
+        .map(|(voice, mut r)| {
+            let middle = r.len() / 2;
+            let (_, median, _) = r.select_nth_unstable_by(middle, f64::total_cmp);
+            (voice, *median)
+        })
+        .collect();
+    rarest
+        .iter()
+        .zip(voices)
+        .map(|(&r, voice)| match typical.get(voice) {
+            Some(&typical) if r > 0.0 => (r / typical).powf(power),
+            _ => 1.0,
+        })
+        .collect()
+}
+
 /// The query's words as written, lower-case: names, which [`super::terms`] would stem.
 fn query_words(query: &str) -> HashSet<String> {
     query
@@ -271,6 +317,7 @@ mod tests {
             headings: headings.to_vec(),
             speakers: vec![None; lengths.len()],
             lengths: lengths.to_vec(),
+            voices: vec!["user"; lengths.len()],
         }
     }
 
@@ -342,6 +389,31 @@ mod tests {
             0.3,
         );
         assert_eq!(scores, [1.0, 1.0], "a name is matched as a whole word");
+    }
+
+    #[test]
+    fn a_turn_that_names_something_rare_weighs_more_than_one_of_everyday_words() {
+        // Rarity of each turn's rarest word: two of everyday words, two that name something.
+        let rarest = [0.5, 0.6, 2.0, 2.4, 0.0];
+        let voices = ["Caroline"; 5];
+        let s = specific(&rarest, &voices, 1.0);
+        assert!(s[0] < 1.0 && s[1] < 1.0, "{s:?}");
+        assert!(s[2] >= 1.0 && s[3] > s[2], "{s:?}");
+        assert_eq!(s[4], 1.0, "a turn without words keeps its score");
+        assert_eq!(specific(&rarest, &voices, 0.0), [1.0; 5], "0 turns it off");
+        // Each voice against its own: the user's plain turns are not lowered by an assistant
+        // whose every reply names something rare.
+        let rarest = [0.8, 0.8, 0.8, 3.0, 3.0, 3.0];
+        let voices = [
+            "user",
+            "user",
+            "user",
+            "assistant",
+            "assistant",
+            "assistant",
+        ];
+        let s = specific(&rarest, &voices, 1.0);
+        assert_eq!(s, [1.0; 6], "{s:?}");
     }
 
     #[test]

@@ -370,6 +370,11 @@ impl HistoryIndex {
             asks: self.docs.iter().map(|d| d.asks).collect(),
             headings: self.docs.iter().map(|d| d.heading).collect(),
             speakers: self.docs.iter().map(|d| d.speaker.as_deref()).collect(),
+            voices: self
+                .docs
+                .iter()
+                .map(|d| retrieval::voice(d.speaker.as_deref(), d.role))
+                .collect(),
             lengths: self.bm25.lengths().iter().map(|&l| l as usize).collect(),
         }
     }

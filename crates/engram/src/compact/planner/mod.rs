@@ -831,6 +831,10 @@ impl Planner<'_> {
                 .collect(),
             headings: dropped.iter().map(|u| self.starts_session(u)).collect(),
             speakers: dropped.iter().map(speaker).collect(),
+            voices: dropped
+                .iter()
+                .map(|u| retrieval::voice(speaker(u), self.items[u.start].message.role))
+                .collect(),
             lengths,
         };
         let mut bm25 = retrieval::Bm25::default();
