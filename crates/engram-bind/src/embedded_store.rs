@@ -329,6 +329,7 @@ impl Store {
             .resolve(
                 session.info().window,
                 session.fixed_tokens().map_err(err)?,
+                session.recent_tokens().map_err(err)?,
                 &policy.trigger,
             )
             .map_err(err)?;

@@ -274,6 +274,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SessionCommand) -> anyhow::Resu
             .resolve(
                 session.info().window,
                 session.fixed_tokens()?,
+                session.recent_tokens()?,
                 &policy.trigger,
             )
             .map_err(flag_error)?;

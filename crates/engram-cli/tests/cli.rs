@@ -1190,7 +1190,7 @@ fn session_cli_drives_a_whole_agent_session() {
     // view the automatic compactions left.
     let out = ok(engram(
         &[
-            "--db", db, "session", "compact", "s1", "--focus", "mod_5", "--target", "650",
+            "--db", db, "session", "compact", "s1", "--focus", "mod_5", "--target", "560",
         ],
         None,
     ));

@@ -351,6 +351,7 @@ pub(crate) async fn compact(
         let manual = request.resolve(
             session.info().window,
             session.fixed_tokens()?,
+            session.recent_tokens()?,
             &app.config.policy().trigger,
         )?;
         let mut options = manual.options();

@@ -147,7 +147,8 @@ pub struct SessionConfig {
     /// Emergency compaction threshold, as a share of the window.
     pub threshold: f64,
     /// What emergency compaction lands on, as a share of the window; unset: the depth the
-    /// bill asks for (the instructions, the task and a quarter of the room they leave).
+    /// bill asks for (the instructions, the task and a quarter of the room they leave, or the
+    /// room of the last steps when that is less).
     pub target: Option<f64>,
     /// Sleep-time compaction threshold.
     pub sleep_threshold: f64,

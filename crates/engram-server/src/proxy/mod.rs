@@ -451,11 +451,12 @@ async fn forward_compacted(
             &plan.counter,
             plan.room,
         );
-        let target =
-            app2.config
-                .policy()
-                .trigger
-                .retry_target(plan.room, fixed.tokens, sent_tokens);
+        let target = app2.config.policy().trigger.retry_target(
+            plan.room,
+            fixed.tokens,
+            engram::compact::policy::recent_tokens(&parsed.conversation.messages, &plan.counter),
+            sent_tokens,
+        );
         let options = options(&app2);
         let (mut view, report) = stable(&app2, &plan, &options)
             .rebuild(&parsed.conversation, &plan.counter, target)
@@ -601,7 +602,8 @@ fn decide_once(
                 .sum(),
             None => engram::compact::policy::fixed_head(messages, counter, plan.room).tokens,
         };
-        let set_aside = tokens.saturating_sub(trigger.target_tokens(plan.room, kept));
+        let recent = engram::compact::policy::recent_tokens(messages, counter);
+        let set_aside = tokens.saturating_sub(trigger.target_tokens(plan.room, kept, recent));
         engram::offered::worth_offering(set_aside, kept, definitions)
     };
     let offered = match app.config.proxy.recall_tools {

@@ -194,7 +194,11 @@ fn compact_items(app: &App, tenant: &str, body: &Bytes) -> Result<Compacted, Api
         .config
         .policy()
         .trigger
-        .target_tokens(limit, fixed.tokens)
+        .target_tokens(
+            limit,
+            fixed.tokens,
+            engram::compact::policy::recent_tokens(&conversation.messages, &plan.counter),
+        )
         .min(tokens);
     let options = options(app);
     let (view, report) =

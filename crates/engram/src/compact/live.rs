@@ -130,7 +130,9 @@ impl LiveContext {
 
     /// Compacts the log to the policy's target now, optionally serving a focus (a query).
     pub fn compact_now(&mut self, focus: Option<&str>) -> Result<CompactReport, Error> {
-        let target = self.policy.target_tokens(self.window, self.fixed_tokens()?);
+        let target =
+            self.policy
+                .target_tokens(self.window, self.fixed_tokens()?, self.recent_tokens()?);
         self.compact_within(target, focus)
     }
 
@@ -198,6 +200,10 @@ impl Compactable for LiveContext {
     /// The tokens of what every compaction keeps in front ([`policy::fixed_head`]).
     fn fixed_tokens(&self) -> Result<usize, Error> {
         Ok(policy::fixed_head(&self.log.messages, &self.counter, self.window).tokens)
+    }
+
+    fn recent_tokens(&self) -> Result<usize, Error> {
+        Ok(policy::recent_tokens(&self.log.messages, &self.counter))
     }
 
     fn compact_to(&mut self, target: usize) -> Result<CompactReport, Error> {

@@ -32,8 +32,11 @@
 //! that recall allows, and that floor is measured, not derived: by default a compaction keeps its
 //! fixed head and [`TAIL_SHARE`] of the room that head leaves in the limit (on the dev
 //! trajectories the share below which the identifiers an agent's next step uses start to go,
-//! `scripts/bench_cache.py`, docs/benchmarks-history.md). A configured `target` is a share of the limit,
-//! as it always was.
+//! `scripts/bench_cache.py`, docs/benchmarks-history.md), but no more than the room its last
+//! [`RECENT_STEPS`] steps take when that is less: what an agent's next step draws on is its last
+//! few steps, whatever the window, and a large window is no reason to reread more of the old
+//! ones on every turn. Half the share is kept at least, for the summary of a long history. A
+//! configured `target` is a share of the limit, as it always was.
 
 use crate::Error;
 
@@ -45,13 +48,40 @@ pub const TASK_SHARE: f64 = 0.25;
 /// the limit, when no target is configured (see the module's documentation).
 pub const TAIL_SHARE: f64 = 0.25;
 
+/// The steps (an assistant message and what follows it up to the next) whose room bounds what a
+/// compaction keeps besides its fixed head ([`TriggerPolicy::target_tokens`]): on the dev
+/// trajectories, four in five of the identifiers an agent's next step reuses were last said
+/// within its last six steps (mini-SWE-agent 0.79, SWE-agent 0.99); the rest are in the work
+/// ledger, the summary or one search of the history away.
+pub const RECENT_STEPS: usize = 6;
+
+/// The tokens of the last [`RECENT_STEPS`] steps of `messages`: from the sixth assistant message
+/// from the end (from the start when there are fewer) to the end.
+pub fn recent_tokens(
+    messages: &[crate::message::Message],
+    counter: &crate::count::TokenCounter,
+) -> usize {
+    let start = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| m.role == crate::message::Role::Assistant)
+        .nth(RECENT_STEPS - 1)
+        .map_or(0, |(i, _)| i);
+    messages[start..]
+        .iter()
+        .map(|m| counter.count_message(m).total())
+        .sum()
+}
+
 /// When to compact, as shares of the limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TriggerPolicy {
     /// Compact when the context passes this share of the limit (0.8).
     pub threshold: f64,
     /// Compact down to this share of the limit; `None` (the default): the depth the bill asks
-    /// for, the fixed head and [`TAIL_SHARE`] of the room it leaves.
+    /// for, the fixed head and [`TAIL_SHARE`] of the room it leaves, or the room of the last
+    /// [`RECENT_STEPS`] steps when that is less ([`TriggerPolicy::target_tokens`]).
     pub target: Option<f64>,
     /// Stop compacting automatically after this many compactions in a row that did not get
     /// the context under the threshold (0: never stop).
@@ -96,6 +126,9 @@ pub trait Compactable {
     /// The tokens of the context's fixed head ([`fixed_head`]).
     fn fixed_tokens(&self) -> Result<usize, Error>;
 
+    /// The tokens of the context's last steps ([`recent_tokens`]).
+    fn recent_tokens(&self) -> Result<usize, Error>;
+
     /// Compacts the context to `target` tokens (through [`within_target`]).
     fn compact_to(&mut self, target: usize) -> Result<Self::Compacted, Error>;
 }
@@ -107,15 +140,17 @@ impl TriggerPolicy {
     }
 
     /// The tokens a compaction aims for (at least 1), for a context whose fixed head holds
-    /// `fixed` tokens ([`fixed_head`]): the configured share of the limit, else the fixed head
-    /// and [`TAIL_SHARE`] of the room it leaves, never above the threshold.
-    pub fn target_tokens(&self, limit: usize, fixed: usize) -> usize {
+    /// `fixed` tokens ([`fixed_head`]) and whose last steps `recent` ([`recent_tokens`]): the
+    /// configured share of the limit, else the fixed head and [`TAIL_SHARE`] of the room it
+    /// leaves, or the room of the last steps when that is less (but at least half the share),
+    /// never above the threshold.
+    pub fn target_tokens(&self, limit: usize, fixed: usize, recent: usize) -> usize {
         let tokens = match self.target {
             Some(share) => (share * limit as f64) as usize,
             None => {
                 let fixed = fixed.min(limit);
-                (fixed + (TAIL_SHARE * (limit - fixed) as f64) as usize)
-                    .min(self.threshold_tokens(limit))
+                let share = (TAIL_SHARE * (limit - fixed) as f64) as usize;
+                (fixed + share.min(recent.max(share / 2))).min(self.threshold_tokens(limit))
             }
         };
         tokens.max(1)
@@ -150,15 +185,15 @@ impl TriggerPolicy {
         if self.breaker_open(context.failed_in_a_row()?) {
             return Ok(Ran::BreakerOpen);
         }
-        let target = self.target_tokens(limit, context.fixed_tokens()?);
+        let target = self.target_tokens(limit, context.fixed_tokens()?, context.recent_tokens()?);
         context.compact_to(target).map(Ran::Compacted)
     }
 
     /// The target of a compaction retried after the upstream refused what was sent, `sent`
     /// tokens, as too long (our count was too low for it): half the usual target, at most three
     /// quarters of what was sent.
-    pub fn retry_target(&self, limit: usize, fixed: usize, sent: usize) -> usize {
-        (self.target_tokens(limit, fixed) / 2)
+    pub fn retry_target(&self, limit: usize, fixed: usize, recent: usize, sent: usize) -> usize {
+        (self.target_tokens(limit, fixed, recent) / 2)
             .min(sent * 3 / 4)
             .max(1)
     }
@@ -226,6 +261,7 @@ pub fn requested_target(
     requested: Option<usize>,
     limit: usize,
     fixed: usize,
+    recent: usize,
     trigger: &TriggerPolicy,
 ) -> Result<usize, Error> {
     use crate::Error::OutOfRange;
@@ -235,7 +271,7 @@ pub fn requested_target(
             "{t} is larger than the session's window ({limit} tokens)"
         ))),
         Some(t) => Ok(t),
-        None => Ok(trigger.target_tokens(limit, fixed)),
+        None => Ok(trigger.target_tokens(limit, fixed, recent)),
     }
 }
 
@@ -301,16 +337,22 @@ mod tests {
             ..p
         };
         assert_eq!(
-            shares.target_tokens(10_000, 2_000),
+            shares.target_tokens(10_000, 2_000, 500),
             6_000,
             "a share of the limit"
         );
-        assert_eq!(shares.target_tokens(0, 0), 1);
+        assert_eq!(shares.target_tokens(0, 0, 0), 1);
         // By default, the fixed head and a quarter of the room it leaves, at most the threshold.
-        assert_eq!(p.target_tokens(10_000, 2_000), 2_000 + 2_000);
-        assert_eq!(p.target_tokens(10_000, 0), 2_500);
-        assert_eq!(p.target_tokens(10_000, 9_000), 8_000);
-        assert_eq!(p.target_tokens(0, 0), 1);
+        let many = usize::MAX;
+        assert_eq!(p.target_tokens(10_000, 2_000, many), 2_000 + 2_000);
+        assert_eq!(p.target_tokens(10_000, 0, many), 2_500);
+        assert_eq!(p.target_tokens(10_000, 9_000, many), 8_000);
+        assert_eq!(p.target_tokens(0, 0, 0), 1);
+        // No more than the room the last steps take when they take less; half the quarter at
+        // least, for the summary of what is set aside.
+        assert_eq!(p.target_tokens(10_000, 2_000, 1_500), 2_000 + 1_500);
+        assert_eq!(p.target_tokens(10_000, 2_000, 300), 2_000 + 1_000);
+        assert_eq!(p.target_tokens(10_000, 2_000, 3_000), 2_000 + 2_000);
         assert_eq!(request_limit(128_000, 16_384, None), 128_000 - 16_384);
         assert_eq!(
             request_limit(8_000, 8_000, None),
@@ -348,6 +390,9 @@ mod tests {
             self.asked_head.set(true);
             Ok(2_000)
         }
+        fn recent_tokens(&self) -> Result<usize, Error> {
+            Ok(5_000)
+        }
         fn compact_to(&mut self, target: usize) -> Result<usize, Error> {
             self.targets.push(target);
             Ok(target)
@@ -379,8 +424,8 @@ mod tests {
         let mut stuck = fake(3);
         assert_eq!(p.run(8_001, 10_000, &mut stuck).unwrap(), Ran::BreakerOpen);
         assert!(stuck.targets.is_empty(), "nothing compacted");
-        assert_eq!(p.retry_target(10_000, 2_000, 9_000), 2_000);
-        assert_eq!(p.retry_target(10_000, 2_000, 2_000), 1_500);
+        assert_eq!(p.retry_target(10_000, 2_000, 5_000, 9_000), 2_000);
+        assert_eq!(p.retry_target(10_000, 2_000, 5_000, 2_000), 1_500);
     }
 
     #[test]
@@ -402,17 +447,43 @@ mod tests {
     }
 
     #[test]
+    fn the_last_steps_start_at_the_sixth_assistant_message_from_the_end() {
+        let counter = crate::count::TokenCounter::new(crate::Tokenizer::chars_per_token(4));
+        let mut messages = vec![
+            crate::message::Message::system("You are a coding agent."),
+            crate::message::Message::user("Fix the parser."),
+        ];
+        let head = |m: &[crate::message::Message]| {
+            m.iter()
+                .map(|m| counter.count_message(m).total())
+                .sum::<usize>()
+        };
+        // Fewer steps than six: all of it.
+        messages.push(crate::message::Message::assistant("Looking."));
+        assert_eq!(recent_tokens(&messages, &counter), head(&messages));
+        for i in 0..8 {
+            messages.push(crate::message::Message::user(format!("output {i}")));
+            messages.push(crate::message::Message::assistant(format!("step {i}")));
+        }
+        messages.push(crate::message::Message::user("the newest output"));
+        // Six assistant messages from the end, and what follows each.
+        let start = messages.len() - 12;
+        assert_eq!(messages[start].role, crate::message::Role::Assistant);
+        assert_eq!(recent_tokens(&messages, &counter), head(&messages[start..]));
+    }
+
+    #[test]
     fn a_requested_target_is_positive_and_within_the_window() {
         let p = TriggerPolicy::default();
-        assert_eq!(requested_target(None, 10_000, 2_000, &p), Ok(4_000));
-        assert_eq!(requested_target(Some(500), 10_000, 2_000, &p), Ok(500));
+        assert_eq!(requested_target(None, 10_000, 2_000, 5_000, &p), Ok(4_000));
+        assert_eq!(requested_target(Some(500), 10_000, 2_000, 0, &p), Ok(500));
         assert!(
-            requested_target(Some(0), 10_000, 0, &p)
+            requested_target(Some(0), 10_000, 0, 0, &p)
                 .unwrap_err()
                 .to_string()
                 .contains("positive")
         );
-        let e = requested_target(Some(10_001), 10_000, 0, &p)
+        let e = requested_target(Some(10_001), 10_000, 0, 0, &p)
             .unwrap_err()
             .to_string();
         assert!(

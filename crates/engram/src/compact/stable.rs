@@ -154,9 +154,11 @@ impl Stable<'_> {
                 // A view whose new messages broke a tool call's pairing is compacted (repaired)
                 // all the same.
                 Some(_) => {
-                    let target = self
-                        .trigger
-                        .target_tokens(self.limit, request.fixed_tokens()?);
+                    let target = self.trigger.target_tokens(
+                        self.limit,
+                        request.fixed_tokens()?,
+                        request.recent_tokens()?,
+                    );
                     request.compact_to(target)
                 }
             },
@@ -311,6 +313,13 @@ impl Compactable for Request<'_, '_> {
     fn fixed_tokens(&self) -> Result<usize, Error> {
         let messages = &self.conversation.messages;
         Ok(fixed_head(messages, self.counter, self.stable.limit).tokens)
+    }
+
+    fn recent_tokens(&self) -> Result<usize, Error> {
+        Ok(super::policy::recent_tokens(
+            &self.conversation.messages,
+            self.counter,
+        ))
     }
 
     fn compact_to(&mut self, target: usize) -> Result<Next, Error> {

@@ -364,6 +364,13 @@ impl Compactable for PromptContext<'_> {
         Ok(fixed_head(&self.conversation.messages, self.counter, self.limit).tokens)
     }
 
+    fn recent_tokens(&self) -> Result<usize, Error> {
+        Ok(crate::compact::policy::recent_tokens(
+            &self.conversation.messages,
+            self.counter,
+        ))
+    }
+
     fn compact_to(&mut self, target: usize) -> Result<Compacted, Error> {
         within_target(target, self.limit, 0, |budget| {
             let mut options = self.options.clone();

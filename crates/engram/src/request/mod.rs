@@ -417,11 +417,13 @@ impl ManualCompaction {
 impl SessionCompactRequest {
     /// Checks the request against a session of `window` tokens under `trigger`, whose fixed
     /// head (its instructions and task, [`Session::fixed_tokens`](crate::session::Session::fixed_tokens))
-    /// holds `fixed` tokens.
+    /// holds `fixed` tokens and whose last steps ([`Session::recent_tokens`](crate::session::Session::recent_tokens))
+    /// `recent`.
     pub fn resolve(
         self,
         window: usize,
         fixed: usize,
+        recent: usize,
         trigger: &TriggerPolicy,
     ) -> Result<ManualCompaction, Error> {
         let strategy = strategy(self.strategy.as_deref())?;
@@ -438,7 +440,7 @@ impl SessionCompactRequest {
                 ));
             }
         };
-        let target = policy::requested_target(tokens, window, fixed, trigger)
+        let target = policy::requested_target(tokens, window, fixed, recent, trigger)
             .map_err(|e| Error::invalid("target", e))?;
         Ok(ManualCompaction {
             target,

@@ -194,7 +194,7 @@ fn each_mistake_has_one_text() {
         target: Some(0.0),
         ..Default::default()
     }
-    .resolve(1_000, 0, &TriggerPolicy::default())
+    .resolve(1_000, 0, 0, &TriggerPolicy::default())
     .unwrap_err();
     assert_eq!(e.field().unwrap_or_default(), "target");
     let e = NewSessionRequest {
@@ -275,7 +275,7 @@ fn defaults_come_from_the_model_and_the_policy() {
         focus: Some("  ".into()),
         ..Default::default()
     }
-    .resolve(10_000, 2_000, &TriggerPolicy::default())
+    .resolve(10_000, 2_000, 8_000, &TriggerPolicy::default())
     .unwrap();
     assert_eq!((m.target, m.focus), (4_000, None), "the policy's target");
     let args = ContextRequest {

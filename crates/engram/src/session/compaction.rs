@@ -316,7 +316,11 @@ impl Session<'_> {
         let target = self
             .policy
             .trigger
-            .target_tokens(self.info.window, self.fixed_tokens()?)
+            .target_tokens(
+                self.info.window,
+                self.fixed_tokens()?,
+                self.recent_tokens()?,
+            )
             .min(self.view_tokens()?.saturating_sub(1))
             .max(1);
         let result = self.compact(Trigger::Manual, target, None);
@@ -422,6 +426,10 @@ impl policy::Compactable for Automatic<'_, '_> {
 
     fn fixed_tokens(&self) -> Result<usize, Error> {
         self.session.fixed_tokens()
+    }
+
+    fn recent_tokens(&self) -> Result<usize, Error> {
+        self.session.recent_tokens()
     }
 
     fn compact_to(&mut self, target: usize) -> Result<Self::Compacted, Error> {

@@ -735,6 +735,14 @@ impl<'s> Session<'s> {
         }
     }
 
+    /// The tokens of the view's last steps ([`policy::recent_tokens`]): what a compaction keeps
+    /// besides the fixed head is bounded by them.
+    pub fn recent_tokens(&self) -> Result<usize, Error> {
+        let view = self.view()?;
+        let messages: Vec<Message> = view.messages.into_iter().map(|v| v.message).collect();
+        Ok(policy::recent_tokens(&messages, &self.counter))
+    }
+
     /// The work ledger of the session's whole log: the files the agent read and changed, the
     /// commands it ran and the failures still open, its plan; each step is a message's place
     /// in the log (what `read_history` takes).

@@ -51,6 +51,9 @@ impl Session<'_> {
     /// How the window is used now; `max_output` is the model's maximum output (the registry's).
     pub fn window_use(&self, max_output: usize) -> Result<WindowUse, Error> {
         let view = self.view()?;
+        let messages: Vec<crate::message::Message> =
+            view.messages.iter().map(|v| v.message.clone()).collect();
+        let recent = policy::recent_tokens(&messages, &self.counter);
         let mut parts: Vec<WindowPart> = KINDS
             .iter()
             .map(|&kind| WindowPart {
@@ -89,7 +92,7 @@ impl Session<'_> {
             window,
             reply_reserve,
             threshold: trigger.threshold_tokens(window),
-            target: trigger.target_tokens(window, self.fixed_tokens()?),
+            target: trigger.target_tokens(window, self.fixed_tokens()?, recent),
             used,
             free: window.saturating_sub(used + reply_reserve),
             parts,

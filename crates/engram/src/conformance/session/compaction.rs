@@ -305,7 +305,14 @@ pub(super) fn threshold_compaction_keeps_the_log_and_the_invariants(store: &dyn 
     assert_eq!(journal.len(), summaries.len());
     assert!(journal.iter().all(|h| h.entry.source == "context_synthesis"
         && h.entry.metadata["type"] == "context_synthesis"));
-    // A manual compaction with a focus brings the focus back.
+    // A manual compaction with a focus brings the focus back. Turns enough after the last
+    // automatic compaction (which keeps little more than the last steps) that one to 1,500
+    // tokens has something to do.
+    let mut i = 40;
+    while s.view_tokens().expect("view tokens") <= 1_600 {
+        s.append(turn(i)).expect("append");
+        i += 1;
+    }
     let record = s
         .compact(Trigger::Manual, 1_500, Some("module_3 src/module_3.rs"))
         .expect("manual")
