@@ -533,7 +533,8 @@ class Session:
     """An agent session: an append-only log (compaction never deletes from it), the view to send
     with its compactions and summaries, and checkpoints. Appends compact automatically at 80% of
     the window (down to the policy's target: the instructions, the task and a quarter of the room
-    they leave, or the room of the last six steps when that is less), and return a status update when one is due."""
+    they leave, or the room of the last six steps when that is less), and return a status update
+    when one is due."""
 
     def __init__(self, store: Store, id: str) -> None:
         self.store = store

@@ -454,7 +454,10 @@ async fn forward_compacted(
         let target = app2.config.policy().trigger.retry_target(
             plan.room,
             fixed.tokens,
-            engram::compact::policy::recent_tokens(&parsed.conversation.messages, &plan.counter),
+            engram::compact::policy::recent_tokens(
+                parsed.conversation.messages.iter(),
+                &plan.counter,
+            ),
             sent_tokens,
         );
         let options = options(&app2);
@@ -602,7 +605,7 @@ fn decide_once(
                 .sum(),
             None => engram::compact::policy::fixed_head(messages, counter, plan.room).tokens,
         };
-        let recent = engram::compact::policy::recent_tokens(messages, counter);
+        let recent = engram::compact::policy::recent_tokens(messages.iter(), counter);
         let set_aside = tokens.saturating_sub(trigger.target_tokens(plan.room, kept, recent));
         engram::offered::worth_offering(set_aside, kept, definitions)
     };

@@ -197,7 +197,7 @@ fn compact_items(app: &App, tenant: &str, body: &Bytes) -> Result<Compacted, Api
         .target_tokens(
             limit,
             fixed.tokens,
-            engram::compact::policy::recent_tokens(&conversation.messages, &plan.counter),
+            engram::compact::policy::recent_tokens(conversation.messages.iter(), &plan.counter),
         )
         .min(tokens);
     let options = options(app);

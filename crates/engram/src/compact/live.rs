@@ -203,7 +203,10 @@ impl Compactable for LiveContext {
     }
 
     fn recent_tokens(&self) -> Result<usize, Error> {
-        Ok(policy::recent_tokens(&self.log.messages, &self.counter))
+        Ok(policy::recent_tokens(
+            self.log.messages.iter(),
+            &self.counter,
+        ))
     }
 
     fn compact_to(&mut self, target: usize) -> Result<CompactReport, Error> {

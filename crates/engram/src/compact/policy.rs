@@ -56,22 +56,23 @@ pub const TAIL_SHARE: f64 = 0.25;
 pub const RECENT_STEPS: usize = 6;
 
 /// The tokens of the last [`RECENT_STEPS`] steps of `messages`: from the sixth assistant message
-/// from the end (from the start when there are fewer) to the end.
-pub fn recent_tokens(
-    messages: &[crate::message::Message],
+/// from the end (from the start when there are fewer) to the end, counted from the end.
+pub fn recent_tokens<'m>(
+    messages: impl DoubleEndedIterator<Item = &'m crate::message::Message>,
     counter: &crate::count::TokenCounter,
 ) -> usize {
-    let start = messages
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, m)| m.role == crate::message::Role::Assistant)
-        .nth(RECENT_STEPS - 1)
-        .map_or(0, |(i, _)| i);
-    messages[start..]
-        .iter()
-        .map(|m| counter.count_message(m).total())
-        .sum()
+    let mut steps = 0;
+    let mut tokens = 0;
+    for m in messages.rev() {
+        tokens += counter.count_message(m).total();
+        if m.role == crate::message::Role::Assistant {
+            steps += 1;
+            if steps == RECENT_STEPS {
+                break;
+            }
+        }
+    }
+    tokens
 }
 
 /// When to compact, as shares of the limit.
@@ -460,7 +461,7 @@ mod tests {
         };
         // Fewer steps than six: all of it.
         messages.push(crate::message::Message::assistant("Looking."));
-        assert_eq!(recent_tokens(&messages, &counter), head(&messages));
+        assert_eq!(recent_tokens(messages.iter(), &counter), head(&messages));
         for i in 0..8 {
             messages.push(crate::message::Message::user(format!("output {i}")));
             messages.push(crate::message::Message::assistant(format!("step {i}")));
@@ -469,7 +470,10 @@ mod tests {
         // Six assistant messages from the end, and what follows each.
         let start = messages.len() - 12;
         assert_eq!(messages[start].role, crate::message::Role::Assistant);
-        assert_eq!(recent_tokens(&messages, &counter), head(&messages[start..]));
+        assert_eq!(
+            recent_tokens(messages.iter(), &counter),
+            head(&messages[start..])
+        );
     }
 
     #[test]

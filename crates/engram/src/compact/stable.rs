@@ -317,7 +317,7 @@ impl Compactable for Request<'_, '_> {
 
     fn recent_tokens(&self) -> Result<usize, Error> {
         Ok(super::policy::recent_tokens(
-            &self.conversation.messages,
+            self.conversation.messages.iter(),
             self.counter,
         ))
     }

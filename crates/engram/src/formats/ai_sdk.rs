@@ -366,7 +366,7 @@ impl Compactable for PromptContext<'_> {
 
     fn recent_tokens(&self) -> Result<usize, Error> {
         Ok(crate::compact::policy::recent_tokens(
-            &self.conversation.messages,
+            self.conversation.messages.iter(),
             self.counter,
         ))
     }

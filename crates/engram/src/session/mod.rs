@@ -739,8 +739,10 @@ impl<'s> Session<'s> {
     /// besides the fixed head is bounded by them.
     pub fn recent_tokens(&self) -> Result<usize, Error> {
         let view = self.view()?;
-        let messages: Vec<Message> = view.messages.into_iter().map(|v| v.message).collect();
-        Ok(policy::recent_tokens(&messages, &self.counter))
+        Ok(policy::recent_tokens(
+            view.messages.iter().map(|v| &v.message),
+            &self.counter,
+        ))
     }
 
     /// The work ledger of the session's whole log: the files the agent read and changed, the

@@ -51,9 +51,7 @@ impl Session<'_> {
     /// How the window is used now; `max_output` is the model's maximum output (the registry's).
     pub fn window_use(&self, max_output: usize) -> Result<WindowUse, Error> {
         let view = self.view()?;
-        let messages: Vec<crate::message::Message> =
-            view.messages.iter().map(|v| v.message.clone()).collect();
-        let recent = policy::recent_tokens(&messages, &self.counter);
+        let recent = policy::recent_tokens(view.messages.iter().map(|v| &v.message), &self.counter);
         let mut parts: Vec<WindowPart> = KINDS
             .iter()
             .map(|&kind| WindowPart {
