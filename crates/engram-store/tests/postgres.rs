@@ -292,7 +292,7 @@ fn vectors_are_per_tenant_and_older_schemas_are_brought_up_to_date() {
 
     // A database of schema 4 indexed its text by PostgreSQL's English configuration, which
     // drops its own stop words ("during" among them, not "would"); the next engram indexes
-    // every entry again, and searches drop recall's stop words instead.
+    // every entry again, every word kept, and searches drop recall's stop words instead.
     store
         .insert(&[NewEntry::working(
             "we would walk home during the storm",
@@ -321,7 +321,24 @@ fn vectors_are_per_tenant_and_older_schemas_are_brought_up_to_date() {
             .map(|h| h.entry.content)
             .collect()
     };
-    assert_eq!(found("during"), ["we would walk home during the storm"]);
+    assert_eq!(
+        found("walking home"),
+        ["we would walk home during the storm"]
+    );
+    let indexed: String = client
+        .query_one(
+            &format!(
+                "SELECT tsv::text FROM {schema}.engram_memory WHERE content LIKE '%during the storm'"
+            ),
+            &[],
+        )
+        .expect("reads the index")
+        .get(0);
+    assert!(
+        indexed.contains("'dure'") && indexed.contains("'would'"),
+        "indexed again with every word: {indexed}"
+    );
+    assert!(found("during").is_empty(), "a stop word to recall");
     assert_eq!(found("nightly backup"), ["backups run every night"]);
     assert!(found("would").is_empty(), "a stop word to recall");
     drop(store);

@@ -4,8 +4,9 @@ use engram::retrieval::words::STOPWORDS;
 
 /// The name the tokenizer is registered under. It is part of the schema: an index written
 /// with another tokenizer is rebuilt on open (engram's first indexed stop words; its second
-/// dropped a list of its own, not the one recall drops).
-pub(super) const TOKENIZER: &str = "engram-3";
+/// dropped a list of its own, not the one recall drops; its third took up the whole of
+/// Snowball's English stop list).
+pub(super) const TOKENIZER: &str = "engram-4";
 /// Words longer than this are not indexed (tantivy's default: base64, hashes).
 const MAX_WORD: usize = 40;
 
