@@ -13,7 +13,7 @@ a change is measured on all of them:
     python3 ../shared/eval/engram_eval.py --data /tmp/summary/w0 --systems bm25,engram \
         --engram-bin target/release/engram --budgets 2048,4096
 
-About 90 evidence turns per question: a 2,048-token budget holds about half of them at best (the
+About 120 evidence turns per question: a 2,048-token budget holds about half of them at best (the
 harness reports that bound as `evidence_fit_upper_bound`). Deterministic.
 """
 
