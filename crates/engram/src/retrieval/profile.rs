@@ -67,7 +67,9 @@ pub struct RecallProfile {
     /// How much a unit's length counts against it: the order is by score over `(length /
     /// typical) ^ cost`, what each token of the budget buys. A long reply or output shares more
     /// of any query's words without answering better and takes the room of several short
-    /// turns; the square root keeps long evidence in reach.
+    /// turns; the square root keeps long evidence in reach. A unit shorter than typical is
+    /// worth more than its score only for its match on words that locate the topic
+    /// (`super::rank::value`).
     pub cost: f64,
     /// The share of similarity of meaning in a ranking that stands alone (memory search):
     /// less than the words' share, so that a turn that shares the query's words stays ahead

@@ -46,6 +46,8 @@ pub(crate) type Ranking = Vec<(usize, f64)>;
 /// a named speaker's turns weigh more. With `similar`, the scores are fused with meaning and the
 /// sessions nearest the query in meaning rise too, and the order by words alone comes second,
 /// for the caller to merge by place ([`super::fuse_ranks`]). Units left at zero are left out.
+/// Third, each unit's locality: the share of its match on the words that locate the topic, 1
+/// where no word matches ([`value`] reads it).
 pub(crate) fn order(
     bm25: &Bm25,
     terms: &[String],
@@ -53,7 +55,7 @@ pub(crate) fn order(
     query: &str,
     similar: Option<&[f32]>,
     profile: &RecallProfile,
-) -> (Ranking, Option<Ranking>) {
+) -> (Ranking, Option<Ranking>, Vec<f64>) {
     let (sessions, count) = session_of(&traits.headings);
     let (mut lexical, plain) = bm25.located_scores(terms, &sessions, count, profile);
     // Each unit's share of its match on the words that locate the topic (1 where no word
@@ -127,7 +129,11 @@ pub(crate) fn order(
         order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         order
     };
-    (order_of(&lexical), words_only.map(|w| order_of(&w)))
+    (
+        order_of(&lexical),
+        words_only.map(|w| order_of(&w)),
+        locality,
+    )
 }
 
 /// A lent share below this part of the best match is dropped: it would rank a turn above those
@@ -298,7 +304,18 @@ pub(crate) fn typical_tokens(tokens: impl IntoIterator<Item = usize>) -> usize {
 /// query's words without answering better and takes the room of several turns, and a short
 /// message that answers (the user's "I moved to Denver in May" beside the assistant's long
 /// replies) is worth its small room; the root keeps long evidence in reach.
-pub(crate) fn value(score: f64, tokens: usize, typical: usize, cost: f64) -> f64 {
+///
+/// A unit shorter than typical earns that premium in proportion to its `locality`, the share of
+/// its match on the words that locate the query's topic ([`order`]'s third value): a short turn
+/// that names the topic is the answer in little room, while one that shares only an everyday
+/// word of the question ("glad you had a good time!" for a question about every *time* someone
+/// spoke of a topic) is worth no more than its score says, however little room it takes.
+pub(crate) fn value(score: f64, tokens: usize, typical: usize, cost: f64, locality: f64) -> f64 {
+    let cost = if tokens < typical {
+        cost * locality.clamp(0.0, 1.0)
+    } else {
+        cost
+    };
     score / length_cost(tokens, typical, cost)
 }
 
@@ -421,13 +438,19 @@ mod tests {
         assert_eq!(typical_tokens([10, 300, 20, 30, 40]), 30);
         assert_eq!(typical_tokens([]), 1);
         // At the typical length, the score alone.
-        assert_eq!(value(2.0, 30, 30, 0.5), 2.0);
+        assert_eq!(value(2.0, 30, 30, 0.5, 1.0), 2.0);
         // Four times as long matches twice as well: no better than the typical turn.
-        assert_eq!(value(2.0, 120, 30, 0.5), 1.0);
+        assert_eq!(value(2.0, 120, 30, 0.5, 1.0), 1.0);
+        assert_eq!(value(2.0, 120, 30, 0.5, 0.0), 1.0, "whatever it matches on");
         // A quarter as long is worth twice its score: the short answer beside long replies.
-        assert_eq!(value(2.0, 30, 120, 0.5), 4.0);
+        assert_eq!(value(2.0, 30, 120, 0.5, 1.0), 4.0);
+        // Unless what it shares with the query is only everyday words: then its score alone,
+        // and a match partly on located words earns part of the premium.
+        assert_eq!(value(2.0, 30, 120, 0.5, 0.0), 2.0);
+        let part = value(2.0, 30, 120, 0.5, 0.5);
+        assert!(2.0 < part && part < 4.0, "{part}");
         assert_eq!(
-            value(2.0, 120, 30, 0.0),
+            value(2.0, 120, 30, 0.0, 1.0),
             2.0,
             "a cost of zero: the score alone"
         );

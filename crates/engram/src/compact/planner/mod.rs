@@ -301,7 +301,8 @@ impl Planner<'_> {
             let mut recall_used = 0;
             let query_terms = retrieval::query_terms(query);
             let profile = &self.options.recall;
-            let (fused, words_only) = self.rank(dropped, query, &query_terms, similar.as_ref());
+            let (fused, words_only, locality) =
+                self.rank(dropped, query, &query_terms, similar.as_ref());
             // Each ranked unit's recalled version, made once (a unit is in both rankings with
             // hybrid recall).
             let mut versions: HashMap<usize, Version> = HashMap::new();
@@ -332,7 +333,13 @@ impl Planner<'_> {
                     .map(|(ui, score)| {
                         (
                             ui,
-                            retrieval::value(score, shown[&ui], typical, profile.cost),
+                            retrieval::value(
+                                score,
+                                shown[&ui],
+                                typical,
+                                profile.cost,
+                                locality[ui],
+                            ),
                         )
                     })
                     .collect();
@@ -795,7 +802,7 @@ impl Planner<'_> {
         query: &str,
         terms: &[String],
         similar: Option<&super::similar::Similar>,
-    ) -> (Ranking, Option<Ranking>) {
+    ) -> (Ranking, Option<Ranking>, Vec<f64>) {
         let profile = &self.options.recall;
         let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
         let mut lengths: Vec<usize> = Vec::with_capacity(dropped.len());
