@@ -32,6 +32,6 @@ pub(crate) use meaning::{
     similarities,
 };
 pub use profile::RecallProfile;
-pub(crate) use rank::{Ranking, Traits, order, typical_tokens, value, voice};
+pub(crate) use rank::{Ordered, Ranking, Traits, order, typical_tokens, value, voice};
 pub(crate) use sentences::{line_sentences, sentences};
 pub(crate) use words::{query_terms, terms, terms_and_joined};

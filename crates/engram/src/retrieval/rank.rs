@@ -35,6 +35,19 @@ pub(crate) struct Traits<'a> {
 /// A ranking: unit indices with their scores, best first.
 pub(crate) type Ranking = Vec<(usize, f64)>;
 
+/// What [`order`] finds: the rankings and what [`value`] reads of each unit besides its score.
+#[derive(Debug)]
+pub(crate) struct Ordered {
+    /// Recall's order, fused with meaning under hybrid recall.
+    pub(crate) fused: Ranking,
+    /// Under hybrid recall, the order by words alone, for the caller to merge with `fused` by
+    /// place ([`super::fuse_ranks`]).
+    pub(crate) words_only: Option<Ranking>,
+    /// Each unit's share of its match on the words that locate the topic, 1 where no word
+    /// matches (a unit found by meaning or by its neighbours).
+    pub(crate) locality: Vec<f64>,
+}
+
 /// Recall's order of the units for `query`, whose searched words are `terms`: `bm25` indexes the
 /// units in the log's order; `similar` is each unit's similarity of meaning to the query (hybrid
 /// recall). Each word weighs by how few of the log's sessions use it
@@ -46,8 +59,6 @@ pub(crate) type Ranking = Vec<(usize, f64)>;
 /// a named speaker's turns weigh more. With `similar`, the scores are fused with meaning and the
 /// sessions nearest the query in meaning rise too, and the order by words alone comes second,
 /// for the caller to merge by place ([`super::fuse_ranks`]). Units left at zero are left out.
-/// Third, each unit's locality: the share of its match on the words that locate the topic, 1
-/// where no word matches ([`value`] reads it).
 pub(crate) fn order(
     bm25: &Bm25,
     terms: &[String],
@@ -55,7 +66,7 @@ pub(crate) fn order(
     query: &str,
     similar: Option<&[f32]>,
     profile: &RecallProfile,
-) -> (Ranking, Option<Ranking>, Vec<f64>) {
+) -> Ordered {
     let (sessions, count) = session_of(&traits.headings);
     let (mut lexical, plain) = bm25.located_scores(terms, &sessions, count, profile);
     // Each unit's share of its match on the words that locate the topic (1 where no word
@@ -129,11 +140,11 @@ pub(crate) fn order(
         order.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
         order
     };
-    (
-        order_of(&lexical),
-        words_only.map(|w| order_of(&w)),
+    Ordered {
+        fused: order_of(&lexical),
+        words_only: words_only.map(|w| order_of(&w)),
         locality,
-    )
+    }
 }
 
 /// A lent share below this part of the best match is dropped: it would rank a turn above those

@@ -649,7 +649,9 @@ pub(crate) fn search(h: &dyn History, query: &str, limit: usize) -> Result<Vec<H
         .take_while(|(d, _)| d.role.is_instruction())
         .map(|(_, &score)| score > 0.0)
         .collect();
-    let (fused, words_only, _) = retrieval::order(
+    let retrieval::Ordered {
+        fused, words_only, ..
+    } = retrieval::order(
         &index.bm25,
         &query_terms,
         &index.traits(),

@@ -301,8 +301,11 @@ impl Planner<'_> {
             let mut recall_used = 0;
             let query_terms = retrieval::query_terms(query);
             let profile = &self.options.recall;
-            let (fused, words_only, locality) =
-                self.rank(dropped, query, &query_terms, similar.as_ref());
+            let retrieval::Ordered {
+                fused,
+                words_only,
+                locality,
+            } = self.rank(dropped, query, &query_terms, similar.as_ref());
             // Each ranked unit's recalled version, made once (a unit is in both rankings with
             // hybrid recall).
             let mut versions: HashMap<usize, Version> = HashMap::new();
@@ -794,7 +797,8 @@ impl Planner<'_> {
 
     /// `dropped` unit indices with their scores for `query` (its searched words `terms`), best
     /// match first; with hybrid recall, the order by words alone as well (the two are merged by
-    /// their places, see [`retrieval::fuse_ranks`]), given their similarities of meaning to the
+    /// their places, see [`retrieval::fuse_ranks`]); and each unit's locality, which the value of
+    /// its room reads ([`retrieval::Ordered`]), given their similarities of meaning to the
     /// query (`similar`, one per unit of `dropped`).
     fn rank(
         &mut self,
@@ -802,7 +806,7 @@ impl Planner<'_> {
         query: &str,
         terms: &[String],
         similar: Option<&super::similar::Similar>,
-    ) -> (Ranking, Option<Ranking>, Vec<f64>) {
+    ) -> retrieval::Ordered {
         let profile = &self.options.recall;
         let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
         let mut lengths: Vec<usize> = Vec::with_capacity(dropped.len());
