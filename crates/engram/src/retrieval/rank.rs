@@ -127,12 +127,13 @@ pub(crate) fn order(
         }
     }
     let specific = specific(bm25.rarest(), &traits.voices, profile.specificity);
+    let named = named_speakers(&traits.speakers, query);
     let order_of = |matches: &[f64]| {
-        let mut scores = neighbours(matches, &asks, &sessions, traits, profile);
+        let mut scores = neighbours(matches, &asks, &sessions, &named, traits, profile);
         for (score, specific) in scores.iter_mut().zip(&specific) {
             *score *= specific;
         }
-        favour_named_speakers(&mut scores, &traits.speakers, query, profile.named_speaker);
+        favour_named_speakers(&mut scores, &named, profile.named_speaker);
         let mut order: Ranking = (0..scores.len())
             .filter(|&i| scores[i] > 0.0)
             .map(|i| (i, scores[i]))
@@ -163,10 +164,18 @@ const CRUMB: f64 = 0.001;
 /// takes the largest lend that reaches it, not their sum. A session's end (its next heading)
 /// stops a lend; a heading lends only to its session's first turn (as a question), and takes
 /// nothing.
+///
+/// A speaker the query names (`named`, [`named_speakers`]) carries a thread of their own: a
+/// match lends that speaker's turn before and after it, across the other voice's turn in
+/// between, as much as the turn beside it. A question about what someone said is answered in
+/// their own turns, and what they say next goes on with what they just said ("I joined an
+/// activist group" - "that's great!" - "we're marching next month"), while the reply between
+/// takes a share of its own.
 pub(crate) fn neighbours(
     matches: &[f64],
     asks: &[bool],
     session_of: &[usize],
+    named: &[bool],
     traits: &Traits<'_>,
     profile: &RecallProfile,
 ) -> Vec<f64> {
@@ -195,11 +204,25 @@ pub(crate) fn neighbours(
         .map(|(&score, &words)| score / length_cost(words, typical, profile.cost).max(1.0))
         .collect();
     // Forward: what reaches unit `i` from the units before it.
+    let voices = &traits.voices;
+    // What a named speaker's thread lends unit `i` from `own`, their turn on the far side of
+    // `between`: the neighbour's share, as from the turn beside it.
+    let thread = |i: usize, between: usize, own: Option<&usize>| match own {
+        Some(&own) if named[i] && voices[between] != voices[i] => lends[own] * profile.neighbour,
+        _ => 0.0,
+    };
+    // Forward: what reaches unit `i` from the units before it; `last` is each voice's latest
+    // turn of the session before `i`.
+    let mut last: HashMap<&str, usize> = HashMap::new();
     let mut flow = 0.0f64;
     for i in 1..n {
         let from = i - 1;
+        if !headings[from] {
+            last.insert(voices[from], from);
+        }
         if session_of[from] != session_of[i] || headings[i] {
             flow = 0.0;
+            last.clear();
             continue;
         }
         let share = if headings[from] {
@@ -213,19 +236,25 @@ pub(crate) fn neighbours(
         } else {
             lends[from] * share
         };
+        let lent = lent.max(thread(i, from, last.get(voices[i])));
         flow = keep(passed.max(lent));
         out[i] += flow;
     }
-    // Back: what reaches unit `i` from the units after it.
+    // Back: what reaches unit `i` from the units after it; `next` is each voice's earliest turn
+    // of the session after `i + 1`.
+    let mut next: HashMap<&str, usize> = HashMap::new();
     let mut flow = 0.0f64;
     for i in (0..n - 1).rev() {
         let from = i + 1;
         if session_of[from] != session_of[i] || headings[from] || headings[i] {
             flow = 0.0;
+            next.clear();
             continue;
         }
         let passed = flow * over(from);
-        flow = keep(passed.max(lends[from] * profile.neighbour));
+        let lent = (lends[from] * profile.neighbour).max(thread(i, from, next.get(voices[i])));
+        next.insert(voices[from], from);
+        flow = keep(passed.max(lent));
         out[i] += flow;
     }
     out
@@ -279,20 +308,23 @@ fn query_words(query: &str) -> HashSet<String> {
         .collect()
 }
 
+/// Which units are spoken by a speaker (`name`) the query names as a word.
+pub(crate) fn named_speakers(speakers: &[Option<&str>], query: &str) -> Vec<bool> {
+    let words = query_words(query);
+    speakers
+        .iter()
+        .map(|speaker| speaker.is_some_and(|s| words.contains(&s.to_lowercase())))
+        .collect()
+}
+
 /// A query that names a speaker ("what activities does Melanie do?") is most often answered in
 /// that speaker's own turns, yet a name that speaks half the turns weighs little in BM25: the
-/// units whose speaker (`name`) the query names as a word rise by `share`
+/// units of a speaker the query names (`named`, [`named_speakers`]) rise by `share`
 /// ([`RecallProfile::named_speaker`]). A share, not a filter: a query that names the wrong
 /// speaker still finds the other one's turn when it matches better.
-pub(crate) fn favour_named_speakers(
-    scores: &mut [f64],
-    speakers: &[Option<&str>],
-    query: &str,
-    share: f64,
-) {
-    let words = query_words(query);
-    for (score, speaker) in scores.iter_mut().zip(speakers) {
-        if speaker.is_some_and(|s| words.contains(&s.to_lowercase())) {
+pub(crate) fn favour_named_speakers(scores: &mut [f64], named: &[bool], share: f64) {
+    for (score, &named) in scores.iter_mut().zip(named) {
+        if named {
             *score *= 1.0 + share;
         }
     }
@@ -356,7 +388,7 @@ mod tests {
         let matches = [0.0, 0.0, 4.0, 0.0, 0.0];
         let t = traits(&[16; 5], &[false; 5]);
         let session_of = [0; 5];
-        let scores = neighbours(&matches, &t.asks, &session_of, &t, &profile);
+        let scores = neighbours(&matches, &t.asks, &session_of, &[false; 5], &t, &profile);
         let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
         // Right beside it, either way: the neighbour's share.
         assert!(near(scores[3], 4.0 * profile.neighbour), "{scores:?}");
@@ -376,21 +408,66 @@ mod tests {
 
         // A long reply between keeps the topic to itself: the turn after it gets little.
         let t = traits(&[16, 400, 16], &[false; 3]);
-        let scores = neighbours(&[4.0, 0.0, 0.0], &t.asks, &[0; 3], &t, &profile);
+        let scores = neighbours(
+            &[4.0, 0.0, 0.0],
+            &t.asks,
+            &[0; 3],
+            &[false; 3],
+            &t,
+            &profile,
+        );
         assert!(near(scores[1], 4.0 * profile.neighbour));
         assert!(scores[2] < 0.01 * 4.0, "{scores:?}");
 
         // A question lends its answer more, however long the answer.
         let mut t = traits(&[16, 400], &[false; 2]);
         t.asks[0] = true;
-        let scores = neighbours(&[4.0, 0.0], &t.asks, &[0; 2], &t, &profile);
+        let scores = neighbours(&[4.0, 0.0], &t.asks, &[0; 2], &[false; 2], &t, &profile);
         assert!(near(scores[1], 4.0 * profile.answer), "{scores:?}");
 
         // A heading ends a session: nothing crosses it, and it takes nothing.
         let t = traits(&[16; 4], &[false, false, true, false]);
-        let scores = neighbours(&[0.0, 4.0, 0.0, 0.0], &t.asks, &[0, 0, 1, 1], &t, &profile);
+        let scores = neighbours(
+            &[0.0, 4.0, 0.0, 0.0],
+            &t.asks,
+            &[0, 0, 1, 1],
+            &[false; 4],
+            &t,
+            &profile,
+        );
         assert_eq!(&scores[2..], &[0.0, 0.0], "{scores:?}");
         assert!(scores[0] > 0.0);
+    }
+
+    #[test]
+    fn a_named_speaker_carries_a_thread_across_the_other_s_reply() {
+        let profile = RecallProfile::default();
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Two speakers taking turns, Caroline's match in the middle of a session.
+        let mut t = traits(&[16; 5], &[false; 5]);
+        t.voices = vec!["Caroline", "Melanie", "Caroline", "Melanie", "Caroline"];
+        let matches = [0.0, 0.0, 4.0, 0.0, 0.0];
+        let plain = neighbours(&matches, &t.asks, &[0; 5], &[false; 5], &t, &profile);
+        // The query names Caroline: her turns before and after the match take the neighbour's
+        // share, as the reply beside it does; the reply keeps its own.
+        let named = [true, false, true, false, true];
+        let scores = neighbours(&matches, &t.asks, &[0; 5], &named, &t, &profile);
+        assert!(near(scores[0], 4.0 * profile.neighbour), "{scores:?}");
+        assert!(near(scores[4], 4.0 * profile.neighbour), "{scores:?}");
+        assert_eq!(scores[1], plain[1]);
+        assert_eq!(scores[3], plain[3]);
+        assert!(
+            plain[4] < scores[4],
+            "unnamed, the thread fades turn by turn"
+        );
+        // Not across a session's end.
+        let scores = neighbours(&matches, &t.asks, &[0, 0, 0, 1, 1], &named, &t, &profile);
+        assert_eq!(scores[4], 0.0, "{scores:?}");
+        // Only the named speaker's thread: with Melanie named, Caroline's match lends her own
+        // turns what it lent before, and Melanie's nothing more than the turn beside it.
+        let named = [false, true, false, true, false];
+        let scores = neighbours(&matches, &t.asks, &[0; 5], &named, &t, &profile);
+        assert_eq!(scores, plain);
     }
 
     #[test]
@@ -402,21 +479,20 @@ mod tests {
             Some("Caroline"),
             Some("Melanie"),
         ];
-        favour_named_speakers(&mut scores, &speakers, "What does melanie paint?", 0.3);
+        let named = named_speakers(&speakers, "What does melanie paint?");
+        assert_eq!(named, [true, false, false, true]);
+        favour_named_speakers(&mut scores, &named, 0.3);
         assert!(scores[0] > scores[1], "{scores:?}");
         assert!(
             scores[2] > scores[0],
             "a better match by the other speaker still wins"
         );
         assert_eq!(scores[3], 0.0, "no match stays no match");
-        let mut scores = vec![1.0, 1.0];
-        favour_named_speakers(
-            &mut scores,
-            &[None, Some("Mel")],
-            "What does Melanie paint?",
-            0.3,
+        assert_eq!(
+            named_speakers(&[None, Some("Mel")], "What does Melanie paint?"),
+            [false, false],
+            "a name is matched as a whole word"
         );
-        assert_eq!(scores, [1.0, 1.0], "a name is matched as a whole word");
     }
 
     #[test]
