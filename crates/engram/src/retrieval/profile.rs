@@ -38,8 +38,10 @@ pub struct RecallProfile {
     /// The share of a match's score that the turn right beside it gets, either way, and again
     /// for each turn further (so `neighbour ^ k` at `k` turns): what a turn says is often in
     /// its neighbours, the lead-in before it ("something happened two weeks ago!") and the
-    /// reply after it ("did you join in?" "yes, it was amazing"). Below one half: a neighbour
-    /// never outranks a match of half the strength.
+    /// reply after it ("did you join in?" "yes, it was amazing"). The same share reaches the
+    /// turn before and after of a speaker the query names, across the other's reply: their
+    /// thread (`super::rank::neighbours`). Below one half: a neighbour never outranks a match of
+    /// half the strength.
     pub neighbour: f64,
     /// The words (searchable terms, stop words left out) over which a share passing over a turn
     /// halves as well: a few short turns of a chat pass a topic on, a long reply or a tool's
