@@ -203,7 +203,6 @@ pub(crate) fn neighbours(
         .zip(&traits.lengths)
         .map(|(&score, &words)| score / length_cost(words, typical, profile.cost).max(1.0))
         .collect();
-    // Forward: what reaches unit `i` from the units before it.
     let voices = &traits.voices;
     // What a named speaker's thread lends unit `i` from `own`, their turn on the far side of
     // `between`: the neighbour's share, as from the turn beside it.
@@ -213,11 +212,14 @@ pub(crate) fn neighbours(
     };
     // Forward: what reaches unit `i` from the units before it; `last` is each voice's latest
     // turn of the session before `i`.
+    // Without a named speaker (an agent's history, a question that names nobody) there is no
+    // thread to follow.
+    let threads = named.contains(&true);
     let mut last: HashMap<&str, usize> = HashMap::new();
     let mut flow = 0.0f64;
     for i in 1..n {
         let from = i - 1;
-        if !headings[from] {
+        if threads && !headings[from] {
             last.insert(voices[from], from);
         }
         if session_of[from] != session_of[i] || headings[i] {
@@ -253,7 +255,9 @@ pub(crate) fn neighbours(
         }
         let passed = flow * over(from);
         let lent = (lends[from] * profile.neighbour).max(thread(i, from, next.get(voices[i])));
-        next.insert(voices[from], from);
+        if threads {
+            next.insert(voices[from], from);
+        }
         flow = keep(passed.max(lent));
         out[i] += flow;
     }
@@ -349,7 +353,7 @@ pub(crate) fn typical_tokens(tokens: impl IntoIterator<Item = usize>) -> usize {
 /// replies) is worth its small room; the root keeps long evidence in reach.
 ///
 /// A unit shorter than typical earns that premium in proportion to its `locality`, the share of
-/// its match on the words that locate the query's topic ([`order`]'s third value): a short turn
+/// its match on the words that locate the query's topic ([`Ordered::locality`]): a short turn
 /// that names the topic is the answer in little room, while one that shares only an everyday
 /// word of the question ("glad you had a good time!" for a question about every *time* someone
 /// spoke of a topic) is worth no more than its score says, however little room it takes.
