@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::log_sessions::{
     favour_dated_sessions, favour_sessions_by_meaning, favour_topical_sessions, session_of,
+    spread_parts,
 };
 use super::meaning::fuse;
 use super::{Bm25, RecallProfile};
@@ -50,8 +51,8 @@ pub(crate) struct Ordered {
 
 /// Recall's order of the units for `query`, whose searched words are `terms`: `bm25` indexes the
 /// units in the log's order; `similar` is each unit's similarity of meaning to the query (hybrid
-/// recall). Each word weighs by how few of the log's sessions use it
-/// ([`Bm25::located_scores`]).
+/// recall). Each word weighs by how few of the log's sessions use it, or of its stretches where
+/// it has no headings ([`Bm25::located_scores`], [`spread_parts`]).
 ///
 /// The sessions about the query's topic and those its time dates lift their matching units; a
 /// session's heading that shares the query's words leads to the session's first turn, as a
@@ -68,7 +69,8 @@ pub(crate) fn order(
     profile: &RecallProfile,
 ) -> Ordered {
     let (sessions, count) = session_of(&traits.headings);
-    let (mut lexical, plain) = bm25.located_scores(terms, &sessions, count, profile);
+    let (parts, part_count) = spread_parts(&sessions, count);
+    let (mut lexical, plain) = bm25.located_scores(terms, &parts, part_count, profile);
     // Each unit's share of its match on the words that locate the topic (1 where no word
     // matches: a unit found by meaning alone).
     let locality: Vec<f64> = plain
@@ -522,6 +524,50 @@ mod tests {
         ];
         let s = specific(&rarest, &voices, 1.0);
         assert_eq!(s, [1.0; 6], "{s:?}");
+    }
+
+    #[test]
+    fn a_log_without_headings_counts_a_words_spread_over_its_stretches() {
+        use crate::retrieval::words::terms;
+        // An agent's history of a hundred turns and no heading: "deadline" comes up once in
+        // nine stretches of it, "pottery" nine times in one stretch. BM25 weighs the two alike
+        // (nine turns each), and the turns tie.
+        let texts: Vec<String> = (0..100)
+            .map(|i| match i {
+                40..=48 => format!("the pottery class, note {i}"),
+                _ if i % 10 == 5 => format!("the deadline moved, note {i}"),
+                _ => format!("the weather today, note {i}"),
+            })
+            .collect();
+        let bm25 = Bm25::new(texts.iter().map(|t| terms(t)).collect());
+        let query = terms("pottery deadline");
+        let plain = bm25.scores(&query);
+        assert_eq!(plain[44], plain[55], "{plain:?}");
+        // Neighbours and specificity off: the words' weights alone.
+        let profile = RecallProfile {
+            neighbour: 0.0,
+            specificity: 0.0,
+            ..RecallProfile::default()
+        };
+        let t = traits(&[5; 100], &[false; 100]);
+        let ranked = order(&bm25, &query, &t, "pottery deadline", None, &profile).fused;
+        let place = |unit: usize| ranked.iter().position(|&(i, _)| i == unit).unwrap();
+        // The topic said in one stretch leads; the word said all through the log still ranks.
+        for topic in 40..49 {
+            for everyday in (5..100).step_by(10).filter(|&i| i != 45) {
+                assert!(place(topic) < place(everyday), "{ranked:?}");
+            }
+        }
+        // With headings, the log's own sessions count, not its stretches: in two sessions, a
+        // word in one or both of them keeps its weight (a short history), and the turns of a
+        // session tie again.
+        let mut headed = vec![false; 100];
+        headed[0] = true;
+        headed[50] = true;
+        let t = traits(&[5; 100], &headed);
+        let ranked = order(&bm25, &query, &t, "pottery deadline", None, &profile).fused;
+        let score = |unit: usize| ranked.iter().find(|&&(i, _)| i == unit).unwrap().1;
+        assert_eq!(score(44), score(35), "{ranked:?}");
     }
 
     #[test]
