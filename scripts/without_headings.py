@@ -25,7 +25,9 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with out.open("w") as sink:
-        for line in Path(a.source).read_text().splitlines():
+        # One record a line: split on newlines only, as str.splitlines would also split inside a
+        # record's text at the Unicode line separators some chats hold.
+        for line in Path(a.source).read_text().split("\n"):
             if not line.strip():
                 continue
             record = json.loads(line)
