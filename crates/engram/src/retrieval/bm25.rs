@@ -131,10 +131,9 @@ impl Bm25 {
     }
 
     /// Each document's score for `query`, each word's weight scaled by how few of the groups
-    /// (`group_of[doc]`, below `groups`: a log's sessions, or the stretches of a log without
-    /// headings) use it: the words a question shares with every session of a long history
-    /// ("time", "last", the name of who speaks throughout) say nothing about where in it the
-    /// answer is, while its topic is said in some sessions
+    /// (`group_of[doc]`, below `groups`: a log's sessions) use it: the words a question shares
+    /// with every session of a long history ("time", "last", the name of who speaks throughout)
+    /// say nothing about where in it the answer is, while its topic is said in some sessions
     /// and not in others. The scale is a word's BM25 inverse frequency over the groups against
     /// that of a word half of them use, at most 1, to the power `profile.spread`; the groups are
     /// counted with `profile.spread_prior` more that use no word of the query, so that a word

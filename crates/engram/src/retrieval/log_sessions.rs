@@ -2,8 +2,6 @@
 //! `Session`), and how the sessions about a query's topic, its time or its meaning lift their
 //! matching units.
 
-use std::borrow::Cow;
-
 #[cfg(doc)]
 use super::RecallProfile;
 
@@ -22,27 +20,6 @@ pub(super) fn session_of(headings: &[bool]) -> (Vec<usize>, usize) {
         })
         .collect();
     (of, session + 1)
-}
-
-/// The parts of a log that a word's spread is counted over ([`super::Bm25::located_scores`]):
-/// its sessions (`session_of`, `count`), or, in a log of one session (no heading, or only the
-/// one it starts with), its units cut in order into stretches of `⌈√n⌉`. An agent's own
-/// history and a chat sent whole through the proxy carry no headings, yet a word said all
-/// through a long history ("time", a name, the project every turn is about) tells less of
-/// where a topic is than one said in one stretch of it. With no heading to go by, the
-/// stretches grow with the log as their count does, so that a word's spread neither fades
-/// into single units (plain BM25 already counts those) nor into one whole. Only the spread
-/// reads them: the rises that take a session for one conversation about a topic, and the
-/// turns a match lends to, keep the log's own sessions.
-pub(super) fn spread_parts(session_of: &[usize], count: usize) -> (Cow<'_, [usize]>, usize) {
-    let n = session_of.len();
-    if count > 1 || n < 2 {
-        return (Cow::Borrowed(session_of), count);
-    }
-    let stretch = (n as f64).sqrt().ceil() as usize;
-    let of: Vec<usize> = (0..n).map(|i| i / stretch).collect();
-    let parts = of[n - 1] + 1;
-    (Cow::Owned(of), parts)
 }
 
 /// A question's evidence sits in the session about its topic: of the units that share a word

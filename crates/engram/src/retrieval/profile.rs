@@ -93,8 +93,10 @@ pub struct RecallProfile {
     /// (`super::Bm25::located_scores`): an agent asked about one topic across a long history
     /// needs the turns of that topic, not those that share the question's everyday words
     /// ("time", "last", a name) which every session has. A log of one session (an agent's own
-    /// history, a chat sent whole through the proxy) is counted by its stretches instead. The
-    /// power of the scale; 0 turns it off.
+    /// history, a chat sent whole through the proxy) keeps every word's weight: a word said all
+    /// through it is as often the project the whole history is about as an everyday word, and a
+    /// question about the project is answered by the turns that name it. The power of the
+    /// scale; 0 turns it off.
     pub spread: f64,
     /// The sessions, using none of the query's words, that the scale of [`Self::spread`]
     /// counts besides the log's own: a word in each of a few sessions may be what they are all

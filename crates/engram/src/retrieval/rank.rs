@@ -11,7 +11,6 @@ use std::collections::{HashMap, HashSet};
 
 use super::log_sessions::{
     favour_dated_sessions, favour_sessions_by_meaning, favour_topical_sessions, session_of,
-    spread_parts,
 };
 use super::meaning::fuse;
 use super::{Bm25, RecallProfile};
@@ -51,8 +50,8 @@ pub(crate) struct Ordered {
 
 /// Recall's order of the units for `query`, whose searched words are `terms`: `bm25` indexes the
 /// units in the log's order; `similar` is each unit's similarity of meaning to the query (hybrid
-/// recall). Each word weighs by how few of the log's sessions use it, or of its stretches where
-/// it has no headings ([`Bm25::located_scores`], [`spread_parts`]).
+/// recall). Each word weighs by how few of the log's sessions use it ([`Bm25::located_scores`]);
+/// in a log of one session every word keeps its weight.
 ///
 /// The sessions about the query's topic and those its time dates lift their matching units; a
 /// session's heading that shares the query's words leads to the session's first turn, as a
@@ -69,8 +68,7 @@ pub(crate) fn order(
     profile: &RecallProfile,
 ) -> Ordered {
     let (sessions, count) = session_of(&traits.headings);
-    let (parts, part_count) = spread_parts(&sessions, count);
-    let (mut lexical, plain) = bm25.located_scores(terms, &parts, part_count, profile);
+    let (mut lexical, plain) = bm25.located_scores(terms, &sessions, count, profile);
     // Each unit's share of its match on the words that locate the topic (1 where no word
     // matches: a unit found by meaning alone).
     let locality: Vec<f64> = plain
@@ -527,11 +525,10 @@ mod tests {
     }
 
     #[test]
-    fn a_log_without_headings_counts_a_words_spread_over_its_stretches() {
+    fn a_word_in_most_sessions_weighs_less_and_in_a_log_of_one_session_keeps_its_weight() {
         use crate::retrieval::words::terms;
-        // An agent's history of a hundred turns and no heading: "deadline" comes up once in
-        // nine stretches of it, "pottery" nine times in one stretch. BM25 weighs the two alike
-        // (nine turns each), and the turns tie.
+        // A history of a hundred turns: "deadline" comes up once in every ten turns, "pottery"
+        // nine times in a row. BM25 weighs the two alike (nine turns each), and the turns tie.
         let texts: Vec<String> = (0..100)
             .map(|i| match i {
                 40..=48 => format!("the pottery class, note {i}"),
@@ -543,28 +540,29 @@ mod tests {
         let query = terms("pottery deadline");
         let plain = bm25.scores(&query);
         assert_eq!(plain[44], plain[55], "{plain:?}");
-        // Neighbours and specificity off: the words' weights alone.
+        // Neighbours, specificity and the sessions' rises off: the words' weights alone.
         let profile = RecallProfile {
             neighbour: 0.0,
             specificity: 0.0,
+            topical_session: 0.0,
+            dated_session: 0.0,
             ..RecallProfile::default()
         };
-        let t = traits(&[5; 100], &[false; 100]);
+        // Ten sessions of ten turns: "deadline" is in nine of them, "pottery" in one. The topic
+        // said in one session leads; the word every session says still ranks.
+        let headed: Vec<bool> = (0..100).map(|i| i % 10 == 0).collect();
+        let t = traits(&[5; 100], &headed);
         let ranked = order(&bm25, &query, &t, "pottery deadline", None, &profile).fused;
         let place = |unit: usize| ranked.iter().position(|&(i, _)| i == unit).unwrap();
-        // The topic said in one stretch leads; the word said all through the log still ranks.
-        for topic in 40..49 {
+        for topic in 41..49 {
             for everyday in (5..100).step_by(10).filter(|&i| i != 45) {
                 assert!(place(topic) < place(everyday), "{ranked:?}");
             }
         }
-        // With headings, the log's own sessions count, not its stretches: in two sessions, a
-        // word in one or both of them keeps its weight (a short history), and the turns of a
-        // session tie again.
-        let mut headed = vec![false; 100];
-        headed[0] = true;
-        headed[50] = true;
-        let t = traits(&[5; 100], &headed);
+        // No heading (an agent's own history, a chat sent whole): one session, where a word
+        // said all through may be the project the history is about, so every word keeps its
+        // weight and the turns tie again.
+        let t = traits(&[5; 100], &[false; 100]);
         let ranked = order(&bm25, &query, &t, "pottery deadline", None, &profile).fused;
         let score = |unit: usize| ranked.iter().find(|&&(i, _)| i == unit).unwrap().1;
         assert_eq!(score(44), score(35), "{ranked:?}");
