@@ -37,6 +37,7 @@ pub use mask::mask_newest_outputs;
 mod options;
 mod planner;
 mod similar;
+mod standing;
 mod view;
 pub mod write_back;
 
@@ -674,6 +675,61 @@ mod tests {
         let out = lexical(700);
         assert_eq!(out.report.excerpted, 0);
         assert_eq!(kinds(&out, "log"), [Kind::Recalled]);
+    }
+
+    #[test]
+    fn a_standing_instruction_set_aside_stays_in_view_whatever_the_query_asks() {
+        // A long chat; early on the user sets two rules, one of them twice. The last question
+        // shares no word with either.
+        let chat = |rules: bool| {
+            let mut messages = vec![Message::system("You are a helpful assistant.")];
+            for k in 0..60 {
+                messages.push(Message::user(format!("Plan for week {k}: gym, groceries.")));
+                messages.push(Message::assistant(format!("Week {k} sounds balanced.")));
+                if rules && k == 3 {
+                    messages.push(
+                        Message::user("Always give dates as MM/DD/YYYY when we plan.")
+                            .with_id("dates"),
+                    );
+                    messages.push(Message::user("Never book anything before 9 AM.").with_id("early"));
+                }
+                if rules && k == 20 {
+                    messages.push(
+                        Message::user("always give dates as MM/DD/YYYY when we plan")
+                            .with_id("dates again"),
+                    );
+                }
+            }
+            messages.push(Message::user("When is the dentist appointment?"));
+            messages
+        };
+        let kept = |out: &Compacted| -> Vec<String> {
+            out.messages
+                .iter()
+                .filter_map(|m| m.message.id.clone())
+                .collect()
+        };
+        // By words alone: the rule about dates is near a question about "when" in meaning.
+        let asked = |messages: Vec<Message>, budget| {
+            let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+            let mut options = CompactOptions::new(budget);
+            options.embedder = None;
+            options.query = messages.last().map(|m| m.text().into_owned());
+            compact(&Conversation::new(messages), &counter, &options).expect("compacts")
+        };
+        let out = asked(chat(true), 300);
+        assert!(out.report.tokens_after <= 300);
+        // Each rule once, its newest saying, in its place in the history.
+        assert_eq!(kept(&out), ["early", "dates again"]);
+        // Without a query nothing is recalled, rules included.
+        let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
+        let out = compact(&Conversation::new(chat(true)), &counter, &CompactOptions::new(300))
+            .expect("compacts");
+        assert!(kept(&out).is_empty(), "{:?}", kept(&out));
+        // The rules take at most their share of recall's budget: with room for one, the newest
+        // comes back alone.
+        let out = asked(chat(true), 200);
+        assert_eq!(kept(&out), ["dates again"]);
     }
 
     #[test]

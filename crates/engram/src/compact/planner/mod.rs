@@ -301,6 +301,29 @@ impl Planner<'_> {
             let mut recall_used = 0;
             let query_terms = retrieval::query_terms(query);
             let profile = &self.options.recall;
+            // The user's standing instructions set aside come back first, newest first, each
+            // rule once, within a share of recall's budget: they govern every later answer
+            // whatever the query asks (`super::standing`).
+            let mut standing: HashSet<usize> = HashSet::new();
+            let mut rules: HashSet<String> = HashSet::new();
+            let allowance = (budget as f64 * STANDING_SHARE) as usize;
+            for (ui, unit) in dropped.iter().enumerate().rev() {
+                let Some(rule) = self.items[unit.start..unit.end]
+                    .iter()
+                    .find_map(|i| super::standing::instruction(&i.message))
+                else {
+                    continue;
+                };
+                if !rules.insert(rule) {
+                    continue;
+                }
+                let version = self.version(*unit, &replaced, false);
+                if recall_used + version.tokens <= allowance {
+                    recall_used += version.tokens;
+                    standing.insert(ui);
+                    recalled.push((ui, version));
+                }
+            }
             let retrieval::Ordered {
                 fused,
                 words_only,
@@ -373,6 +396,9 @@ impl Planner<'_> {
                 let Some(version) = versions.remove(&ui) else {
                     continue;
                 };
+                if standing.contains(&ui) {
+                    continue;
+                }
                 let version = if version.tokens > budget {
                     match self.excerpt(dropped[ui], &wanted, budget - recall_used) {
                         Some(cut) => {
@@ -864,6 +890,11 @@ impl Planner<'_> {
 /// 35, so in less room none fits, and a long history is not cut unit by unit once the budget is
 /// spent.
 const EXCERPT_ROOM: usize = 40;
+
+/// The share of recall's budget the user's standing instructions set aside may take
+/// ([`super::standing`]): an eighth holds a dozen one-line rules at a 2,048-token budget and
+/// leaves the rest to what the query needs; a rule that would go past it waits, oldest first.
+const STANDING_SHARE: f64 = 0.125;
 
 /// The tokens a summary held to a share of what it stands for
 /// ([`CompactOptions::summary_share`]) may take however little that is.
