@@ -691,7 +691,8 @@ mod tests {
                         Message::user("Always give dates as MM/DD/YYYY when we plan.")
                             .with_id("dates"),
                     );
-                    messages.push(Message::user("Never book anything before 9 AM.").with_id("early"));
+                    messages
+                        .push(Message::user("Never book anything before 9 AM.").with_id("early"));
                 }
                 if rules && k == 20 {
                     messages.push(
@@ -723,8 +724,12 @@ mod tests {
         assert_eq!(kept(&out), ["early", "dates again"]);
         // Without a query nothing is recalled, rules included.
         let counter = TokenCounter::new(Tokenizer::chars_per_token(4));
-        let out = compact(&Conversation::new(chat(true)), &counter, &CompactOptions::new(300))
-            .expect("compacts");
+        let out = compact(
+            &Conversation::new(chat(true)),
+            &counter,
+            &CompactOptions::new(300),
+        )
+        .expect("compacts");
         assert!(kept(&out).is_empty(), "{:?}", kept(&out));
         // The rules take at most their share of recall's budget: with room for one, the newest
         // comes back alone.

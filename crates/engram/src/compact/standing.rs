@@ -39,7 +39,11 @@ pub(crate) fn instruction(message: &Message) -> Option<String> {
             })
             .filter(|w| !w.is_empty())
             .collect();
-        let start = usize::from(words.first().is_some_and(|w| LEAD_INS.contains(&w.as_str())));
+        let start = usize::from(
+            words
+                .first()
+                .is_some_and(|w| LEAD_INS.contains(&w.as_str())),
+        );
         let opens = OPENINGS.iter().any(|opening| {
             let opening: Vec<&str> = opening.split(' ').collect();
             words.len() > start + opening.len()
