@@ -16,44 +16,53 @@
 use crate::message::{Message, Role};
 use crate::retrieval;
 
-/// The openings of a sentence that state a lasting rule.
-const OPENINGS: [&str; 4] = ["always", "never", "from now on", "going forward"];
+/// The openings of a sentence that state a lasting rule, word by word.
+const OPENINGS: [&[&str]; 4] = [
+    &["always"],
+    &["never"],
+    &["from", "now", "on"],
+    &["going", "forward"],
+];
 
 /// Words that may come before an opening ("Please always...", "And never...").
 const LEAD_INS: [&str; 3] = ["please", "and", "also"];
 
+/// The words of `sentence`, lower-cased, without the punctuation around them.
+fn words(sentence: &str) -> impl Iterator<Item = String> + '_ {
+    sentence
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+}
+
 /// The standing instruction `message` states: its first sentence, when it opens as a lasting
 /// rule does, lower-cased with its spaces made single (the same rule said twice is kept once);
-/// `None` when it states none or is not the user's.
+/// `None` when it states none or is not the user's. Every message set aside is asked, so only
+/// the first words are read until they open a rule.
 pub(crate) fn instruction(message: &Message) -> Option<String> {
     if message.role != Role::User || !message.calls().is_empty() {
         return None;
     }
     let text = message.text();
-    retrieval::sentences(&text).next().and_then(|sentence| {
-        let words: Vec<String> = sentence
-            .split_whitespace()
-            .map(|w| {
-                w.trim_matches(|c: char| !c.is_alphanumeric())
-                    .to_lowercase()
-            })
-            .filter(|w| !w.is_empty())
-            .collect();
-        let start = usize::from(
-            words
-                .first()
-                .is_some_and(|w| LEAD_INS.contains(&w.as_str())),
-        );
-        let opens = OPENINGS.iter().any(|opening| {
-            let opening: Vec<&str> = opening.split(' ').collect();
-            words.len() > start + opening.len()
-                && words[start..start + opening.len()]
-                    .iter()
-                    .zip(&opening)
-                    .all(|(w, o)| w == o)
-        });
-        opens.then(|| words.join(" "))
-    })
+    let sentence = retrieval::sentences(&text).next()?;
+    // A lead-in, the longest opening, and a word after it: no rule is a lone opening.
+    let first: Vec<String> = words(sentence).take(5).collect();
+    let start = usize::from(
+        first
+            .first()
+            .is_some_and(|w| LEAD_INS.contains(&w.as_str())),
+    );
+    let opens = OPENINGS.iter().any(|opening| {
+        first.len() > start + opening.len()
+            && first[start..]
+                .iter()
+                .zip(opening.iter())
+                .all(|(w, o)| w == o)
+    });
+    opens.then(|| words(sentence).collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]

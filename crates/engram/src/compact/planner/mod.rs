@@ -893,7 +893,8 @@ const EXCERPT_ROOM: usize = 40;
 
 /// The share of recall's budget the user's standing instructions set aside may take
 /// ([`super::standing`]): an eighth holds a dozen one-line rules at a 2,048-token budget and
-/// leaves the rest to what the query needs; a rule that would go past it waits, oldest first.
+/// leaves the rest to what the query needs; a rule that would go past it is left out, and an
+/// older one that fits still comes back.
 const STANDING_SHARE: f64 = 0.125;
 
 /// The tokens a summary held to a share of what it stands for
